@@ -1,0 +1,11 @@
+"""ferminet_fast: variational Monte Carlo with FermiNet-style wavefunctions in JAX.
+
+Data flows one way through the modules:
+config -> systems -> networks -> hamiltonian -> mcmc -> loss/optim -> step -> train.
+"""
+
+__version__ = "0.1.0"
+
+
+class InputError(ValueError):
+  """Bad user input (config, geometry, paths): reported as one line, no traceback."""

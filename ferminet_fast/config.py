@@ -1,0 +1,151 @@
+"""Default configuration: every key, what it means and its unit.
+
+Key names follow DeepMind FermiNet where the concept is the same, so a FermiNet
+config translates line by line. Per-system files in `configs/` start from
+`default()` and change what they need; the result is locked, so a misspelt key
+is an error rather than a silently ignored setting.
+"""
+
+from ml_collections import config_dict
+
+from ferminet_fast import InputError
+
+
+def default() -> config_dict.ConfigDict:
+  """The defaults: a helium atom with a small network, about a minute on 2 CPU cores."""
+  c = config_dict.ConfigDict()
+
+  c.batch_size = 256  # Walkers (electron configurations) per step, summed over devices.
+  c.precision = 'float32'  # 'float32' or 'float64' for every array of the run.
+
+  c.system = config_dict.ConfigDict()
+  c.system.atom = 'He'  # Element symbol of a single atom at the origin; '' when `molecule` is used.
+  # Nuclei as 'SYMBOL x y z; SYMBOL x y z; ...' (the pyscf atom string), in `units`.
+  c.system.molecule = ''
+  c.system.units = 'bohr'  # Units of `molecule` coordinates: 'bohr' or 'angstrom'.
+  c.system.charge = 0  # Total charge in units of e (positive: electrons removed).
+  # n_up - n_down. None: the ground-state spin for atoms (Hund's rules), else the lowest.
+  c.system.spin = config_dict.placeholder(int)
+  # (n_up, n_down) given explicitly; () derives them from charge and spin. Must agree with both.
+  c.system.electrons = ()
+  # Reference (exact) energy in Ha for reporting the error; None looks neutral atoms H-Ne up.
+  c.system.exact_energy = config_dict.placeholder(float)
+  c.system.name = ''  # Label for logs and the run directory; '' derives it from the geometry.
+
+  c.network = config_dict.ConfigDict()
+  c.network.network_type = 'ferminet'  # Wavefunction ansatz; only 'ferminet' for now.
+  c.network.determinants = 2  # Number of determinants summed in psi.
+  # True: one N x N determinant over all electrons; False: one per spin (block diagonal).
+  c.network.full_det = True
+  c.network.envelope = 'isotropic'  # Orbital envelope: 'isotropic' exp(-s r) or 'full' exp(-|S r|).
+  c.network.jastrow = 'simple_ee'  # 'none' or 'simple_ee' (learned e-e cusp factor).
+  c.network.ferminet = config_dict.ConfigDict()
+  # Widths (one-electron, two-electron) of each layer; its length is the number of layers.
+  c.network.ferminet.hidden_dims = ((32, 8), (32, 8))
+
+  c.optim = config_dict.ConfigDict()
+  c.optim.iterations = 2000  # Parameter updates (training steps).
+  c.optim.optimizer = 'adam'  # 'adam' or 'sgd'.
+  # Laplacian of log|psi| for the kinetic energy: 'jacfwd' (jacfwd of grad) or 'jvp_loop'
+  # (a loop of 3N forward-mode products through the gradient).
+  c.optim.laplacian = 'jvp_loop'
+  # Local energies used in the gradient are clipped to centre +- k * scale; this is k.
+  # 0 disables clipping. The reported energy is always the unclipped mean.
+  c.optim.clip_local_energy = 5.0
+  # How centre and scale are taken: 'median_absdev' (median, mean |E - median|),
+  # 'mean_absdev' (FermiNet: mean, mean |E - mean|), 'median_mad' (median, median |E - median|).
+  c.optim.clip_method = 'median_absdev'
+  c.optim.lr = config_dict.ConfigDict()
+  c.optim.lr.rate = 0.01  # Learning rate at step 0.
+  c.optim.lr.decay = 1.0  # Exponent of the decay: rate * (1 + t / delay) ** -decay.
+  c.optim.lr.delay = 1000.0  # Steps over which the learning rate halves (decay = 1).
+  c.optim.adam = config_dict.ConfigDict()
+  c.optim.adam.b1 = 0.9  # First-moment decay.
+  c.optim.adam.b2 = 0.999  # Second-moment decay.
+  c.optim.adam.eps = 1e-8  # Denominator offset.
+
+  c.mcmc = config_dict.ConfigDict()
+  c.mcmc.steps = 10  # Metropolis-Hastings steps per training step.
+  c.mcmc.burn_in = 200  # MH steps before training, with the move width adapted.
+  c.mcmc.move_width = 0.02  # Initial std of the Gaussian all-electron proposal, bohr.
+  c.mcmc.init_width = 1.0  # Std of the initial electron positions around their nuclei, bohr.
+  c.mcmc.target_pmove = 0.5  # Acceptance rate the move width is adapted toward.
+  # Width update after every sweep of `steps` moves: width *= exp(rate * (pmove - target)).
+  # The width is fixed within a sweep, so each sweep is an exact MH kernel.
+  c.mcmc.adapt_rate = 1.0
+
+  c.log = config_dict.ConfigDict()
+  c.log.save_path = ''  # Run directory; '' makes runs/<name>_<date>_<time>.
+  c.log.print_every = 100  # Print a progress line every this many steps (0: never).
+  c.log.timers = True  # Measure the stage timers on the real state before training.
+  c.log.timers_every = 0  # Re-measure the stage timers every this many steps (0: never).
+  c.log.final_fraction = 0.2  # Fraction of the last steps averaged for the final estimate.
+
+  c.debug = config_dict.ConfigDict()
+  c.debug.seed = 0  # Seed of every random number in the run.
+  c.debug.deterministic = False  # Ask XLA for deterministic (reproducible) GPU kernels.
+
+  c.lock()
+  return c
+
+
+def get_config() -> config_dict.ConfigDict:
+  """Entry point used by `--config` when no file is given."""
+  return default()
+
+
+_CHOICES = {
+    'precision': ('float32', 'float64'),
+    'system.units': ('bohr', 'angstrom'),
+    'network.network_type': ('ferminet',),
+    'network.envelope': ('isotropic', 'full'),
+    'network.jastrow': ('none', 'simple_ee'),
+    'optim.clip_method': ('median_absdev', 'mean_absdev', 'median_mad'),
+}
+
+_POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps')
+_NON_NEGATIVE_INT = ('optim.iterations', 'mcmc.burn_in', 'log.print_every', 'log.timers_every')
+_POSITIVE_FLOAT = ('optim.lr.delay', 'mcmc.move_width', 'mcmc.init_width')
+_NON_NEGATIVE_FLOAT = ('optim.lr.rate', 'optim.lr.decay', 'optim.clip_local_energy',
+                       'mcmc.adapt_rate')
+
+
+def _get(cfg, dotted):
+  for part in dotted.split('.'):
+    cfg = cfg[part]
+  return cfg
+
+
+def validate(cfg: config_dict.ConfigDict) -> None:
+  """Checks values (types are checked by the locked ConfigDict). Raises InputError."""
+  from ferminet_fast import hamiltonian, optim  # Tables of names live with their code.
+
+  choices = dict(_CHOICES)
+  choices['optim.laplacian'] = tuple(hamiltonian.LAPLACIANS)
+  choices['optim.optimizer'] = tuple(optim.OPTIMIZERS)
+  for key, allowed in choices.items():
+    value = _get(cfg, key)
+    if value not in allowed:
+      raise InputError(f'config.{key} = {value!r} is not one of {", ".join(allowed)}')
+  for key in _POSITIVE_INT:
+    if _get(cfg, key) <= 0:
+      raise InputError(f'config.{key} must be a positive integer, got {_get(cfg, key)}')
+  for key in _NON_NEGATIVE_INT:
+    if _get(cfg, key) < 0:
+      raise InputError(f'config.{key} must be >= 0, got {_get(cfg, key)}')
+  for key in _POSITIVE_FLOAT:
+    if not _get(cfg, key) > 0:
+      raise InputError(f'config.{key} must be > 0, got {_get(cfg, key)}')
+  for key in _NON_NEGATIVE_FLOAT:
+    if not _get(cfg, key) >= 0:
+      raise InputError(f'config.{key} must be >= 0, got {_get(cfg, key)}')
+  if not 0 < cfg.mcmc.target_pmove < 1:
+    raise InputError(f'config.mcmc.target_pmove must lie in (0, 1), got {cfg.mcmc.target_pmove}')
+  if not 0 < cfg.log.final_fraction <= 1:
+    raise InputError(f'config.log.final_fraction must lie in (0, 1], got {cfg.log.final_fraction}')
+  dims = cfg.network.ferminet.hidden_dims
+  if (not isinstance(dims, (tuple, list)) or not dims or
+      not all(isinstance(d, (tuple, list)) and len(d) == 2 and
+              all(isinstance(w, int) and w > 0 for w in d) for d in dims)):
+    raise InputError('config.network.ferminet.hidden_dims must be a non-empty tuple of '
+                     f'(one_electron_width, two_electron_width) positive integer pairs, got {dims!r}')

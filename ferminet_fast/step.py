@@ -1,0 +1,177 @@
+"""One jitted training step (MCMC -> local energy -> gradient -> optimizer), its
+ahead-of-time compilation, and the stage timers.
+
+`train_step(state) -> (state, stats)` runs entirely on the device; its input
+buffers are donated, and nothing in it returns to the host.
+"""
+
+import dataclasses
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ferminet_fast import hamiltonian, loss, mcmc, networks, optim, systems
+
+
+class TrainState(NamedTuple):
+  params: Any
+  opt_state: Any
+  walkers: mcmc.Walkers
+  key: jax.Array
+  step: jax.Array  # () int32, parameter updates done so far.
+
+
+class StepStats(NamedTuple):
+  """Per-step statistics, device scalars until the host asks for them."""
+  energy: jax.Array  # Ha, unclipped mean local energy of the step's walkers.
+  variance: jax.Array  # Ha^2, variance of the local energies.
+  pmove: jax.Array  # Fraction of accepted MH moves in the step's sweep.
+  width: jax.Array  # bohr, proposal width used in the sweep.
+  lr: jax.Array  # Learning rate of the update.
+
+
+@dataclasses.dataclass(frozen=True)
+class Parts:
+  """The pure functions a run is made of, built once from the config and system."""
+  network: networks.Network
+  batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
+  sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove)
+  energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
+  optimizer: optax.GradientTransformation
+  schedule: Callable  # step -> learning rate
+  train_step: Callable  # TrainState -> (TrainState, StepStats)
+  dtype: Any
+
+
+def make_parts(cfg, system: systems.System) -> Parts:
+  dtype = jnp.float64 if cfg.precision == 'float64' else jnp.float32
+  network = networks.make_network(cfg.network, system, dtype)
+  batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
+  sweep = mcmc.make_sweep(batch_log_psi, cfg.mcmc.steps)
+  local_energy = hamiltonian.make_local_energy(network.log_psi, system, cfg.optim.laplacian)
+  energy = loss.make_energy(network.log_psi, local_energy, cfg.optim.clip_method,
+                            cfg.optim.clip_local_energy)
+  optimizer = optim.make_optimizer(cfg.optim)
+  schedule = optim.lr_schedule(cfg.optim)
+  target, rate = cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate
+
+  def train_step(state: TrainState):
+    key, k_mcmc = jax.random.split(state.key)
+    walkers, pmove = sweep(state.params, state.walkers, k_mcmc)
+    (e, aux), grads = jax.value_and_grad(energy, has_aux=True)(state.params, walkers.x)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
+    walkers = mcmc.Walkers(walkers.x, batch_log_psi(params, walkers.x),
+                           mcmc.adapt_width(walkers.width, pmove, target, rate))
+    stats = StepStats(e, aux.variance, pmove, state.walkers.width,
+                      jnp.asarray(schedule(state.step), dtype))
+    return TrainState(params, opt_state, walkers, key, state.step + 1), stats
+
+  return Parts(network, batch_log_psi, sweep, energy, optimizer, schedule,
+               train_step, dtype)
+
+
+def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> TrainState:
+  """Fresh parameters, optimizer state and walkers (before burn-in), built in one jit."""
+
+  def build(key):
+    k_params, k_walkers, k_run = jax.random.split(key, 3)
+    params = parts.network.init(k_params)
+    x = mcmc.init_positions(k_walkers, system, cfg.batch_size, cfg.mcmc.init_width, parts.dtype)
+    walkers = mcmc.Walkers(x, parts.batch_log_psi(params, x),
+                           jnp.asarray(cfg.mcmc.move_width, parts.dtype))
+    return TrainState(params, parts.optimizer.init(params), walkers, k_run,
+                      jnp.zeros((), jnp.int32))
+
+  return jax.jit(build)(key)
+
+
+def _stage_functions(parts: Parts, target: float, rate: float) -> dict:
+  """The stages of a step, each as a function of the training state."""
+
+  def forward(s):
+    return parts.batch_log_psi(s.params, s.walkers.x)
+
+  def mcmc_stage(s):
+    """One sweep and width adaptation; also the burn-in step."""
+    key, k_mcmc = jax.random.split(s.key)
+    walkers, pmove = parts.sweep(s.params, s.walkers, k_mcmc)
+    width = mcmc.adapt_width(walkers.width, pmove, target, rate)
+    return s._replace(walkers=walkers._replace(width=width), key=key), pmove
+
+  def energy_grad(s):
+    return jax.value_and_grad(parts.energy, has_aux=True)(s.params, s.walkers.x)
+
+  def optimizer_stage(s, grads):
+    updates, opt_state = parts.optimizer.update(grads, s.opt_state, s.params)
+    return optax.apply_updates(s.params, updates), opt_state
+
+  return {'mcmc_ms': mcmc_stage, 'forward_ms': forward, 'energy_grad_ms': energy_grad,
+          'optimizer_ms': optimizer_stage}
+
+
+class Compiled(NamedTuple):
+  train_step: Callable  # TrainState -> (TrainState, StepStats); donates its input.
+  mcmc: Callable  # TrainState -> (TrainState, pmove): one sweep + width adaptation.
+  stages: dict  # Stage timer name -> compiled function (empty without timers).
+  compile_s: float
+
+
+def compile_all(parts: Parts, cfg, state: TrainState, timers: bool) -> Compiled:
+  """Compiles, ahead of the loop, the train step, the MCMC sweep and, with `timers`, the
+  other stages on the shapes of `state`."""
+  start = time.perf_counter()
+  fns = _stage_functions(parts, cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate)
+  step = jax.jit(parts.train_step, donate_argnums=0).lower(state).compile()
+  sweep = jax.jit(fns.pop('mcmc_ms')).lower(state).compile()
+  stages = {}
+  if timers:
+    stages['mcmc_ms'] = sweep
+    grads = jax.eval_shape(fns['energy_grad_ms'], state)[1]
+    for name, fn in fns.items():
+      args = (state, grads) if name == 'optimizer_ms' else (state,)
+      stages[name] = jax.jit(fn).lower(*args).compile()
+  return Compiled(step, sweep, stages, time.perf_counter() - start)
+
+
+def burn_in(compiled: Compiled, state: TrainState, steps: int, steps_per_sweep: int) -> TrainState:
+  """MCMC burn-in of `steps` moves, adapting the width after every sweep; params unchanged."""
+  for _ in range(mcmc.n_sweeps(steps, steps_per_sweep)):
+    state, _ = compiled.mcmc(state)
+  return jax.block_until_ready(state)
+
+
+def _median_ms(fn: Callable, repeats: int) -> float:
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - t0)
+  return 1e3 * float(np.median(times))
+
+
+def measure_stages(compiled: Compiled, state: TrainState, repeats: int = 5) -> dict:
+  """Median wall time (ms) of each compiled stage and of the whole step on `state`.
+
+  The step donates its input, so it runs on fresh copies of the state (copied
+  outside the timed region); the state itself is left untouched.
+  """
+  _, grads = compiled.stages['energy_grad_ms'](state)
+  out = {}
+  for name, fn in compiled.stages.items():
+    args = (state, grads) if name == 'optimizer_ms' else (state,)
+    jax.block_until_ready(fn(*args))  # One unmeasured call: first-run allocations.
+    out[name] = _median_ms(lambda: fn(*args), repeats)
+  times = []
+  for _ in range(repeats + 1):
+    copy = jax.block_until_ready(jax.tree.map(jnp.copy, state))
+    t0 = time.perf_counter()
+    jax.block_until_ready(compiled.train_step(copy))
+    times.append(time.perf_counter() - t0)
+  out['train_step_ms'] = 1e3 * float(np.median(times[1:]))
+  return out

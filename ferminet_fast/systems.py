@@ -1,0 +1,197 @@
+"""Atoms and molecules: nuclei (bohr), nuclear charges and spin-resolved electron counts."""
+
+import dataclasses
+import re
+from typing import Optional
+
+import numpy as np
+
+from ferminet_fast import InputError
+
+BOHR_PER_ANGSTROM = 1.0 / 0.529177210903
+
+# Element symbols by atomic number, H to Ar.
+ELEMENTS = ('H', 'He', 'Li', 'Be', 'B', 'C', 'N', 'O', 'F', 'Ne',
+            'Na', 'Mg', 'Al', 'Si', 'P', 'S', 'Cl', 'Ar')
+# Unpaired electrons (n_up - n_down) of each element's ground state (Hund's rules).
+GROUND_STATE_SPIN = (1, 0, 1, 0, 1, 2, 3, 2, 1, 0, 1, 0, 1, 2, 3, 2, 1, 0)
+# Exact non-relativistic, infinite-nuclear-mass ground-state energies of the neutral
+# atoms, Ha (Chakravorty et al., Phys. Rev. A 47, 3649 (1993); H exactly -1/2).
+EXACT_ATOM_ENERGY = {
+    'H': -0.5, 'He': -2.903724, 'Li': -7.478060, 'Be': -14.667356, 'B': -24.65391,
+    'C': -37.8450, 'N': -54.5892, 'O': -75.0673, 'F': -99.7339, 'Ne': -128.9376,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class System:
+  """A molecule: `positions` (M, 3) in bohr, `charges` (M,) in e, electrons per spin."""
+  symbols: tuple
+  positions: np.ndarray
+  charges: np.ndarray
+  n_up: int
+  n_down: int
+  name: str
+  exact_energy: Optional[float] = None
+
+  @property
+  def electrons(self) -> tuple:
+    return (self.n_up, self.n_down)
+
+  @property
+  def n_electrons(self) -> int:
+    return self.n_up + self.n_down
+
+  @property
+  def nuclear_repulsion(self) -> float:
+    """V_nn = sum_{a<b} Z_a Z_b / |R_a - R_b|, Ha."""
+    e = 0.0
+    for a in range(len(self.charges)):
+      for b in range(a):
+        e += self.charges[a] * self.charges[b] / np.linalg.norm(self.positions[a] - self.positions[b])
+    return float(e)
+
+
+def atomic_number(symbol: str, where: str) -> int:
+  if symbol not in ELEMENTS:
+    close = [e for e in ELEMENTS if e.lower() == symbol.lower()]
+    hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(ELEMENTS)})"
+    raise InputError(f'{where}: unknown element symbol {symbol!r}{hint}')
+  return ELEMENTS.index(symbol) + 1
+
+
+def parse_molecule(text: str, units: str) -> tuple:
+  """Parses 'H 0 0 0; H 0 0 1.4' (entries split by ';' or newlines) into symbols, bohr."""
+  scale = {'bohr': 1.0, 'angstrom': BOHR_PER_ANGSTROM}[units]
+  symbols, coords = [], []
+  for entry in [e.strip() for e in re.split(r'[;\n]', text) if e.strip()]:
+    fields = entry.replace(',', ' ').split()
+    if len(fields) != 4:
+      raise InputError(f"config.system.molecule: entry {entry!r} is not 'SYMBOL x y z'")
+    atomic_number(fields[0], 'config.system.molecule')
+    try:
+      xyz = [float(v) for v in fields[1:]]
+    except ValueError:
+      raise InputError(f'config.system.molecule: coordinates of {entry!r} are not numbers') from None
+    if not np.all(np.isfinite(xyz)):
+      raise InputError(f'config.system.molecule: coordinates of {entry!r} are not finite')
+    symbols.append(fields[0])
+    coords.append(xyz)
+  if not symbols:
+    raise InputError('config.system.molecule is empty')
+  positions = np.asarray(coords, dtype=np.float64) * scale
+  for a in range(len(symbols)):
+    for b in range(a):
+      if np.linalg.norm(positions[a] - positions[b]) < 1e-3:
+        raise InputError(f'config.system.molecule: nuclei {b + 1} ({symbols[b]}) and {a + 1} '
+                         f'({symbols[a]}) are at the same position')
+  return tuple(symbols), positions
+
+
+def _spin_counts(n_electrons: int, spin: int, where: str) -> tuple:
+  if n_electrons <= 0:
+    raise InputError(f'{where}: the system has {n_electrons} electrons; it needs at least one')
+  if abs(spin) > n_electrons or (n_electrons - spin) % 2:
+    raise InputError(f'{where}: spin {spin} is impossible with {n_electrons} electrons '
+                     f'(n_up - n_down must have the parity of the electron count)')
+  n_up = (n_electrons + spin) // 2
+  return n_up, n_electrons - n_up
+
+
+def make_system(sys_cfg) -> System:
+  """Builds a System from the `config.system` block, checking it for consistency."""
+  if bool(sys_cfg.atom) == bool(sys_cfg.molecule):
+    raise InputError('config.system: give exactly one of atom (a symbol) or molecule '
+                     "(e.g. 'H 0 0 0; H 0 0 1.4')")
+  if sys_cfg.atom:
+    symbols = (sys_cfg.atom,)
+    atomic_number(sys_cfg.atom, 'config.system.atom')
+    positions = np.zeros((1, 3))
+  else:
+    symbols, positions = parse_molecule(sys_cfg.molecule, sys_cfg.units)
+  charges = np.array([atomic_number(s, 'config.system') for s in symbols], dtype=np.float64)
+  n_electrons = int(charges.sum()) - int(sys_cfg.charge)
+
+  if sys_cfg.electrons:
+    electrons = tuple(sys_cfg.electrons)
+    if len(electrons) != 2 or not all(isinstance(n, int) and n >= 0 for n in electrons):
+      raise InputError(f'config.system.electrons must be (n_up, n_down) with non-negative '
+                       f'integers, got {sys_cfg.electrons!r}')
+    if sum(electrons) != n_electrons:
+      raise InputError(f'config.system.electrons = {electrons} holds {sum(electrons)} electrons, '
+                       f'but nuclear charge {int(charges.sum())} and charge {sys_cfg.charge} '
+                       f'give {n_electrons}')
+    if sys_cfg.spin is not None and electrons[0] - electrons[1] != sys_cfg.spin:
+      raise InputError(f'config.system.electrons = {electrons} has spin '
+                       f'{electrons[0] - electrons[1]}, but config.system.spin = {sys_cfg.spin}')
+    n_up, n_down = electrons
+    if n_up + n_down == 0:
+      raise InputError('config.system.electrons: the system needs at least one electron')
+  else:
+    if n_electrons <= 0:
+      raise InputError(f'config.system.charge = {sys_cfg.charge} leaves {n_electrons} electrons')
+    spin = sys_cfg.spin
+    if spin is None:
+      if len(symbols) == 1 and n_electrons <= len(ELEMENTS):
+        spin = GROUND_STATE_SPIN[n_electrons - 1]  # Isoelectronic neutral atom's ground state.
+      else:
+        spin = n_electrons % 2
+    n_up, n_down = _spin_counts(n_electrons, spin, 'config.system.spin')
+  if n_up < n_down:
+    raise InputError(f'config.system: n_up = {n_up} < n_down = {n_down}; by convention the '
+                     'majority spin is up (use a positive spin)')
+
+  exact = sys_cfg.exact_energy
+  neutral_ground = (len(symbols) == 1 and n_up + n_down == charges[0] and
+                    n_up - n_down == GROUND_STATE_SPIN[int(charges[0]) - 1])
+  if exact is None and neutral_ground:
+    exact = EXACT_ATOM_ENERGY.get(symbols[0])
+  name = sys_cfg.name or ''.join(
+      s + (str(symbols.count(s)) if symbols.count(s) > 1 else '') for s in dict.fromkeys(symbols))
+  return System(symbols=symbols, positions=positions, charges=charges, n_up=int(n_up),
+                n_down=int(n_down), name=name, exact_energy=exact)
+
+
+def electron_homes(system: System) -> np.ndarray:
+  """Nucleus index of each electron (up electrons first), used to place initial walkers.
+
+  Electrons fill the nuclei in proportion to their charges, alternating spins on each
+  nucleus, so that initial walkers start near a sensible atomic-like configuration.
+  """
+  m = len(system.charges)
+  count = system.charges.astype(int).copy()
+  surplus = int(count.sum()) - system.n_electrons  # Positive for cations.
+  order = np.argsort(-count, kind='stable')
+  i = 0
+  while surplus != 0:
+    a = order[i % m]
+    if surplus > 0 and count[a] > 0:
+      count[a] -= 1
+      surplus -= 1
+    elif surplus < 0:
+      count[a] += 1
+      surplus += 1
+    i += 1
+  up_per_atom = (count + 1) // 2
+  down_per_atom = count // 2
+  # Move spins between nuclei until the global (n_up, n_down) is met.
+  while up_per_atom.sum() > system.n_up:
+    a = int(np.argmax(up_per_atom - down_per_atom + 1e-3 * up_per_atom))
+    up_per_atom[a] -= 1
+    down_per_atom[a] += 1
+  while up_per_atom.sum() < system.n_up:
+    a = int(np.argmax(down_per_atom))
+    up_per_atom[a] += 1
+    down_per_atom[a] -= 1
+  up = np.repeat(np.arange(m), up_per_atom)
+  down = np.repeat(np.arange(m), down_per_atom)
+  return np.concatenate([up, down]).astype(np.int32)
+
+
+def describe(system: System) -> str:
+  atoms = ', '.join(f'{s}({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})'
+                    for s, p in zip(system.symbols, system.positions))
+  exact = f', exact {system.exact_energy:.6f} Ha' if system.exact_energy is not None else ''
+  return (f'{system.name}: {atoms} bohr; electrons (up, down) = {system.electrons}'
+          f'{exact}')
+

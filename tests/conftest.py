@@ -1,0 +1,34 @@
+"""Shared fixtures: tiny systems and networks so the suite fits a 2-core CPU budget."""
+
+import os
+
+os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=1')
+
+import pytest  # noqa: E402
+
+from ferminet_fast import config  # noqa: E402
+
+
+def tiny_config(atom='He', **overrides):
+  """A small, fast config; `overrides` are dotted keys, e.g. {'optim.iterations': 10}."""
+  cfg = config.default()
+  cfg.system.atom = atom
+  cfg.batch_size = 64
+  cfg.network.ferminet.hidden_dims = ((16, 4), (16, 4))
+  cfg.network.determinants = 2
+  cfg.optim.iterations = 20
+  cfg.mcmc.burn_in = 20
+  cfg.log.print_every = 0
+  cfg.log.timers = False
+  for key, value in overrides.items():
+    node = cfg
+    *path, last = key.split('.')
+    for p in path:
+      node = node[p]
+    node[last] = value
+  return cfg
+
+
+@pytest.fixture
+def make_config():
+  return tiny_config

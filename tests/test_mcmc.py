@@ -1,0 +1,80 @@
+"""MCMC: samples a known density; one network evaluation per step; width adaptation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from conftest import tiny_config
+from ferminet_fast import mcmc, stats, systems
+
+
+def hydrogen_log_psi(params, x):
+  del params
+  return -jnp.linalg.norm(x, axis=-1)  # psi = exp(-r); |psi|^2 = exp(-2 r) / pi.
+
+
+def test_hydrogen_1s_radial_moments():
+  """<r> = 3/2 and <r^2> = 3 bohr^2 under exp(-2r), within 4 standard errors."""
+  steps = 5
+  sweep = jax.jit(mcmc.make_sweep(hydrogen_log_psi, steps))
+  key = jax.random.PRNGKey(0)
+  x = jax.random.normal(key, (2000, 3))
+  walkers = mcmc.Walkers(x, hydrogen_log_psi(None, x), jnp.asarray(0.02))
+  for i in range(30):  # Burn-in with adaptation.
+    walkers, pmove = sweep(None, walkers, jax.random.fold_in(key, i))
+    walkers = walkers._replace(width=mcmc.adapt_width(walkers.width, pmove, 0.5, 1.0))
+  assert abs(float(pmove) - 0.5) < 0.1
+  r_means, r2_means = [], []
+  for i in range(200):
+    walkers, _ = sweep(None, walkers, jax.random.fold_in(key, 1000 + i))
+    r = np.linalg.norm(np.asarray(walkers.x), axis=-1)
+    r_means.append(r.mean())
+    r2_means.append((r**2).mean())
+  r_est, r2_est = stats.reblock(r_means), stats.reblock(r2_means)
+  assert abs(r_est.mean - 1.5) < 4 * r_est.error, r_est
+  assert abs(r2_est.mean - 3.0) < 4 * r2_est.error, r2_est
+  assert r_est.error < 0.01  # The test has power: it would see a 1% bias.
+
+
+def test_one_network_evaluation_per_step():
+  calls = []
+
+  def counting_log_psi(params, x):
+    jax.debug.callback(lambda: calls.append(1))
+    return hydrogen_log_psi(params, x)
+
+  steps = 7
+  sweep = jax.jit(mcmc.make_sweep(counting_log_psi, steps))
+  x = jnp.ones((16, 3))
+  walkers = mcmc.Walkers(x, hydrogen_log_psi(None, x), jnp.asarray(0.3))
+  jax.block_until_ready(sweep(None, walkers, jax.random.PRNGKey(0)))
+  jax.effects_barrier()
+  assert len(calls) == steps
+
+
+def test_carried_log_psi_matches_positions():
+  sweep = jax.jit(mcmc.make_sweep(hydrogen_log_psi, 4))
+  x = jax.random.normal(jax.random.PRNGKey(1), (64, 3))
+  walkers = mcmc.Walkers(x, hydrogen_log_psi(None, x), jnp.asarray(0.5))
+  walkers, pmove = sweep(None, walkers, jax.random.PRNGKey(2))
+  np.testing.assert_allclose(walkers.log_psi, hydrogen_log_psi(None, walkers.x), rtol=1e-6)
+  assert 0 < pmove < 1
+
+
+def test_width_adapts_toward_target_acceptance():
+  assert mcmc.adapt_width(jnp.asarray(0.1), jnp.asarray(0.9), 0.5, 1.0) > 0.1
+  assert mcmc.adapt_width(jnp.asarray(0.1), jnp.asarray(0.1), 0.5, 1.0) < 0.1
+  assert mcmc.adapt_width(jnp.asarray(0.1), jnp.asarray(0.5), 0.5, 1.0) == 0.1
+
+
+def test_initial_walkers_sit_on_their_nuclei():
+  cfg = tiny_config()
+  cfg.system.atom = ''
+  cfg.system.molecule = 'Li 0 0 0; H 0 0 3.015'
+  system = systems.make_system(cfg.system)
+  homes = systems.electron_homes(system)
+  assert sorted(homes.tolist()) == [0, 0, 0, 1]  # Three electrons on Li, one on H.
+  assert len(homes) == system.n_electrons
+  x = mcmc.init_positions(jax.random.PRNGKey(0), system, 4000, 0.5)
+  centres = np.asarray(x).reshape(4000, -1, 3).mean(axis=0)
+  np.testing.assert_allclose(centres, system.positions[homes], atol=0.05)

@@ -1,0 +1,32 @@
+"""Reblocking error bars against the analytic error of an AR(1) series."""
+
+import numpy as np
+
+from ferminet_fast import stats
+
+
+def ar1(phi, n, seed):
+  rng = np.random.default_rng(seed)
+  eps = rng.normal(size=n)
+  x = np.empty(n)
+  x[0] = eps[0] / np.sqrt(1 - phi**2)
+  for t in range(1, n):
+    x[t] = phi * x[t - 1] + eps[t]
+  return x
+
+
+def test_ar1_error_matches_analytic():
+  """x_t = phi x_{t-1} + e_t: var = 1/(1-phi^2), tau = (1+phi)/(1-phi)."""
+  phi, n = 0.8, 2**16
+  analytic = np.sqrt(1 / (1 - phi**2) * (1 + phi) / (1 - phi) / n)
+  errors = [stats.reblock(ar1(phi, n, seed)).error for seed in range(5)]
+  np.testing.assert_allclose(np.mean(errors), analytic, rtol=0.15)
+  tau = stats.reblock(ar1(phi, n, 9)).tau
+  assert 0.6 * 9 < tau < 1.4 * 9
+
+
+def test_uncorrelated_series_keeps_the_naive_error():
+  x = np.random.default_rng(0).normal(size=4096)
+  est = stats.reblock(x)
+  np.testing.assert_allclose(est.error, x.std(ddof=1) / np.sqrt(x.size), rtol=0.2)
+  assert est.mean == x.mean()

@@ -1,0 +1,115 @@
+"""Training end to end: a short He run converges; the CLI runs and rejects bad input cleanly."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import InputError, rundir, train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_short_helium_training_converges(tmp_path):
+  cfg = tiny_config('He', **{'batch_size': 256, 'optim.iterations': 800, 'optim.lr.rate': 0.02,
+                             'mcmc.burn_in': 100, 'log.save_path': str(tmp_path / 'he')})
+  result = train.train(cfg, quiet=True)
+  energy = result.history['energy']
+  assert np.all(np.isfinite(energy))
+  assert energy[-200:].mean() < energy[:20].mean() - 0.02  # It learned.
+  # Tiny network, few steps: a few mHa from exact, and never below it beyond the noise.
+  assert abs(result.error_mha) < 5.0 + 3e3 * result.estimate.error, result.estimate
+  assert result.error_mha > -3e3 * result.estimate.error
+  assert 0.35 < result.history['pmove'][-100:].mean() < 0.65
+  with open(tmp_path / 'he' / 'stats.csv') as f:
+    header, *rows = f.read().splitlines()
+  assert header.split(',') == list(rundir.STATS_COLUMNS)
+  assert [int(r.split(',')[0]) for r in rows] == list(range(800))
+
+
+def test_python_api_rejects_bad_config(tmp_path):
+  cfg = tiny_config('He', **{'log.save_path': str(tmp_path / 'x')})
+  cfg.optim.laplacian = 'magic'
+  with pytest.raises(InputError, match='optim.laplacian'):
+    train.train(cfg, quiet=True)
+  assert not os.path.exists(tmp_path / 'x')
+
+
+def run_cli(*args, cwd=REPO):
+  return subprocess.run([sys.executable, '-m', 'ferminet_fast.train', *args], cwd=cwd,
+                        capture_output=True, text=True, timeout=300)
+
+
+def test_cli_quick_config_end_to_end(tmp_path):
+  out = tmp_path / 'quick'
+  proc = run_cli('--config', 'configs/h2_quick.py', '--config.optim.iterations=30',
+                 '--config.mcmc.burn_in=20', f'--config.log.save_path={out}',
+                 '--config.log.print_every=10')
+  assert proc.returncode == 0, proc.stderr
+  last = proc.stdout.strip().splitlines()[-1]
+  assert last.startswith('Energy ') and 'mHa' in last and 'exact -1.174475' in last
+  for name in rundir.RUN_FILES:
+    assert (out / name).exists(), name
+  timings = json.loads((out / 'timings.json').read_text())
+  for key in ('train_step_ms', 'mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms',
+              'compile_s'):
+    assert timings[key] > 0, key
+  assert json.loads((out / 'config.json').read_text())['batch_size'] == 128
+  rows = (out / 'stats.csv').read_text().splitlines()
+  assert len(rows) == 31
+
+
+BAD_INPUTS = [
+    (['--config.optim.foo=1'], "unknown config key 'optim.foo'"),
+    (['--config', 'configs/does_not_exist.py'], 'no such file'),
+    (['--config.system.atom=Xx'], "unknown element symbol 'Xx'"),
+    (['--config.system.electrons=(2,1)'], 'holds 3 electrons'),
+    (['--config.system.spin=1'], 'spin 1 is impossible'),
+    (['--config.batch_size=0'], 'batch_size must be a positive integer'),
+    (['--config.mcmc.steps=-1'], 'mcmc.steps must be a positive integer'),
+    (['--config.optim.iterations=-3'], 'optim.iterations must be >= 0'),
+    (['--config.optim.optimizer=adamw'], "optim.optimizer = 'adamw' is not one of"),
+    (['--config.batch_size=many'], 'batch_size'),
+    (['--no_such_flag'], 'no_such_flag'),
+]
+
+
+@pytest.mark.parametrize('args,message', BAD_INPUTS)
+def test_cli_bad_input_is_one_clear_error(tmp_path, args, message):
+  proc = run_cli(*args, f'--config.log.save_path={tmp_path / "run"}')
+  assert proc.returncode != 0
+  assert message in proc.stderr, proc.stderr
+  assert 'Traceback' not in proc.stderr + proc.stdout
+  assert not (tmp_path / 'run').exists()
+
+
+def test_cli_never_overwrites_an_earlier_run(tmp_path):
+  run = tmp_path / 'old'
+  run.mkdir()
+  (run / 'stats.csv').write_text('earlier results\n')
+  (run / 'config.json').write_text('{}\n')
+  proc = run_cli(f'--config.log.save_path={run}')
+  assert proc.returncode == 2
+  assert "holds another run's files" in proc.stderr and 'Traceback' not in proc.stderr
+  assert (run / 'stats.csv').read_text() == 'earlier results\n'
+  assert sorted(os.listdir(run)) == ['config.json', 'stats.csv']
+
+
+def test_cli_config_file_with_unknown_key(tmp_path):
+  bad = tmp_path / 'bad.py'
+  bad.write_text('from ferminet_fast import config\n\n'
+                 'def get_config():\n  c = config.default()\n  c.optim.learning_rate = 1.0\n'
+                 '  return c\n')
+  proc = run_cli('--config', str(bad), f'--config.log.save_path={tmp_path / "run"}')
+  assert proc.returncode == 2
+  assert 'learning_rate' in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_cli_dry_run_prints_the_resolved_config():
+  proc = run_cli('--config', 'configs/li.py', '--config.optim.iterations=7', '--dry-run')
+  assert proc.returncode == 0, proc.stderr
+  assert 'iterations: 7' in proc.stdout and 'atom: Li' in proc.stdout
