@@ -118,25 +118,37 @@ def _stage_functions(parts: Parts, target: float, rate: float) -> dict:
 class Compiled(NamedTuple):
   train_step: Callable  # TrainState -> (TrainState, StepStats); donates its input.
   mcmc: Callable  # TrainState -> (TrainState, pmove): one sweep + width adaptation.
-  stages: dict  # Stage timer name -> compiled function (empty without timers).
   compile_s: float
 
 
-def compile_all(parts: Parts, cfg, state: TrainState, timers: bool) -> Compiled:
-  """Compiles, ahead of the loop, the train step, the MCMC sweep and, with `timers`, the
-  other stages on the shapes of `state`."""
+def compile_step(parts: Parts, cfg, state: TrainState) -> Compiled:
+  """Compiles, ahead of the loop, the train step and the MCMC sweep on the shapes of `state`."""
   start = time.perf_counter()
-  fns = _stage_functions(parts, cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate)
+  mcmc_stage = _stage_functions(parts, cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate)['mcmc_ms']
   step = jax.jit(parts.train_step, donate_argnums=0).lower(state).compile()
-  sweep = jax.jit(fns.pop('mcmc_ms')).lower(state).compile()
+  sweep = jax.jit(mcmc_stage).lower(state).compile()
+  return Compiled(step, sweep, time.perf_counter() - start)
+
+
+def shapes_of(tree):
+  """Shapes, dtypes and shardings of a pytree of arrays, for lowering without the data."""
+  return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), tree)
+
+
+def compile_stages(parts: Parts, cfg, state) -> dict:
+  """Compiles the stages other than MCMC separately, for the stage timers.
+
+  Given `shapes_of(state)`, it is safe to run in a background thread while training
+  proceeds: it only traces and compiles, and never touches the state's buffers.
+  """
+  fns = _stage_functions(parts, cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate)
+  del fns['mcmc_ms']  # Compiled with the step: it is also the burn-in.
+  grads = jax.eval_shape(fns['energy_grad_ms'], state)[1]
   stages = {}
-  if timers:
-    stages['mcmc_ms'] = sweep
-    grads = jax.eval_shape(fns['energy_grad_ms'], state)[1]
-    for name, fn in fns.items():
-      args = (state, grads) if name == 'optimizer_ms' else (state,)
-      stages[name] = jax.jit(fn).lower(*args).compile()
-  return Compiled(step, sweep, stages, time.perf_counter() - start)
+  for name, fn in fns.items():
+    args = (state, grads) if name == 'optimizer_ms' else (state,)
+    stages[name] = jax.jit(fn).lower(*args).compile()
+  return stages
 
 
 def burn_in(compiled: Compiled, state: TrainState, steps: int, steps_per_sweep: int) -> TrainState:
@@ -155,15 +167,16 @@ def _median_ms(fn: Callable, repeats: int) -> float:
   return 1e3 * float(np.median(times))
 
 
-def measure_stages(compiled: Compiled, state: TrainState, repeats: int = 5) -> dict:
+def measure_stages(compiled: Compiled, stages: dict, state: TrainState, repeats: int = 5) -> dict:
   """Median wall time (ms) of each compiled stage and of the whole step on `state`.
 
   The step donates its input, so it runs on fresh copies of the state (copied
   outside the timed region); the state itself is left untouched.
   """
-  _, grads = compiled.stages['energy_grad_ms'](state)
+  stages = {'mcmc_ms': compiled.mcmc, **stages}
+  _, grads = stages['energy_grad_ms'](state)
   out = {}
-  for name, fn in compiled.stages.items():
+  for name, fn in stages.items():
     args = (state, grads) if name == 'optimizer_ms' else (state,)
     jax.block_until_ready(fn(*args))  # One unmeasured call: first-run allocations.
     out[name] = _median_ms(lambda: fn(*args), repeats)

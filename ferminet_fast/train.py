@@ -9,6 +9,7 @@ import time
 
 _T0 = time.perf_counter()  # Before the heavy imports, so start-up includes them.
 
+import concurrent.futures  # noqa: E402
 import datetime  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
@@ -71,6 +72,26 @@ def final_line(result: Result, iterations: int) -> str:
   return line
 
 
+class _StageTimers:
+  """Compiles the stage timers in a background thread, so training starts without waiting."""
+
+  def __init__(self, parts, cfg, state):
+    self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    self._future = self._pool.submit(step.compile_stages, parts, cfg, step.shapes_of(state))
+    self._t0 = time.perf_counter()
+    self.compile_s = None
+
+  def measure(self, compiled, state, wait: bool):
+    if not (wait or self._future.done()):
+      return None
+    stages = self._future.result()
+    if self.compile_s is None:
+      self.compile_s = time.perf_counter() - self._t0
+      self._pool.shutdown()
+    return {**step.measure_stages(compiled, stages, state),
+            'timers_compile_s': self.compile_s}
+
+
 def train(cfg, quiet: bool = False) -> Result:
   """Trains the wavefunction described by `cfg` and writes the run directory.
 
@@ -92,24 +113,36 @@ def train(cfg, quiet: bool = False) -> Result:
   parts = step.make_parts(cfg, system)
   state = step.init_state(parts, cfg, system, jax.random.PRNGKey(cfg.debug.seed))
   n_params = sum(p.size for p in jax.tree.leaves(state.params))
-  timers_on = cfg.log.timers or cfg.log.timers_every > 0
-  compiled = step.compile_all(parts, cfg, state, timers_on)
+  compiled = step.compile_step(parts, cfg, state)
+  timers = _StageTimers(parts, cfg, state) if (cfg.log.timers or cfg.log.timers_every) else None
   t_burn = time.perf_counter()
   state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
   timings = {'compile_s': compiled.compile_s, 'burn_in_s': time.perf_counter() - t_burn,
              'n_params': int(n_params), 'batch_size': cfg.batch_size,
              'mcmc_steps': cfg.mcmc.steps, 'laplacian': cfg.optim.laplacian,
-             'optimizer': cfg.optim.optimizer}
-  if timers_on:
-    timings.update(step.measure_stages(compiled, state))
-  timings['startup_s'] = time.perf_counter() - _T0
-  timings['machine'], timings['versions'] = _machine(), versions()
-  say(f'Network {n_params} parameters; move width after burn-in '
-      f'{float(state.walkers.width):.3f} bohr')
-  if timers_on:
-    say(f'Timers  {_format_timings(timings)}')
+             'optimizer': cfg.optim.optimizer, 'startup_s': time.perf_counter() - _T0,
+             'machine': _machine(), 'versions': versions()}
+  say(f'Network {n_params} parameters; compiled in {compiled.compile_s:.1f} s; move width '
+      f'after burn-in {float(state.walkers.width):.3f} bohr; first step '
+      f'{timings["startup_s"]:.1f} s after start')
   timings_path = os.path.join(run_dir, 'timings.json')
   rundir.write_json(timings_path, timings)
+
+  def measure(t, wait=False):
+    """Stage timers on the current state, once their compilation is done (or `wait`)."""
+    nonlocal last
+    result = timers.measure(compiled, state, wait)
+    if result is None:
+      return
+    if 'train_step_ms' not in timings:
+      timings.update(result)
+      timings['timers_at_step'] = t
+      say(f'Timers  {_format_timings(timings)}  (at step {t})')
+    else:
+      timings.setdefault('remeasured', []).append({'step': t, **result})
+      say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
+    rundir.write_json(timings_path, timings)
+    last = time.perf_counter()
 
   history = {c: np.zeros(cfg.optim.iterations) for c in rundir.STATS_COLUMNS}
   writer = rundir.StatsWriter(os.path.join(run_dir, 'stats.csv'))
@@ -133,21 +166,20 @@ def train(cfg, quiet: bool = False) -> Result:
           f'pmove {row["pmove"]:.2f}  width {row["move_width"]:.3f}  {rate:7.1f} it/s')
 
   pending = None
-  remeasured = []
   for t in range(cfg.optim.iterations):
     state, device_stats = compiled.train_step(state)
     if pending is not None:
       record(*pending)
     pending = (t, device_stats)
-    if cfg.log.timers_every and (t + 1) % cfg.log.timers_every == 0:
-      remeasured.append({'step': t + 1, **step.measure_stages(compiled, state)})
-      say(f'Timers  step {t + 1}: ' + '  '.join(f'{k}={v:.3f}' for k, v in remeasured[-1].items()
-                                                if k != 'step'))
-      last = time.perf_counter()
+    if timers is not None and ('train_step_ms' not in timings or (
+        cfg.log.timers_every and (t + 1) % cfg.log.timers_every == 0)):
+      measure(t + 1)
   if pending is not None:
     record(*pending)
   writer.close()
   wall = time.perf_counter() - t_loop
+  if timers is not None and 'train_step_ms' not in timings:
+    measure(cfg.optim.iterations, wait=True)  # A run shorter than the timers' compilation.
 
   n_final = max(1, int(round(cfg.log.final_fraction * cfg.optim.iterations)))
   if cfg.optim.iterations:
@@ -156,8 +188,6 @@ def train(cfg, quiet: bool = False) -> Result:
     estimate = stats.Estimate(float('nan'), float('nan'), float('nan'), 0, 1)
   timings.update({'train_loop_s': wall, 'iterations_per_s': cfg.optim.iterations / wall
                   if wall > 0 else 0.0, 'total_s': time.perf_counter() - _T0})
-  if remeasured:
-    timings['remeasured'] = remeasured
   rundir.write_json(timings_path, timings)
   result = Result(estimate, system.exact_energy, history, timings, state, run_dir)
   rundir.write_json(os.path.join(run_dir, 'result.json'), {
