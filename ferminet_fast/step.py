@@ -39,7 +39,7 @@ class Parts:
   """The pure functions a run is made of, built once from the config and system."""
   network: networks.Network
   batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
-  sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove)
+  mcmc_step: Callable  # TrainState -> (TrainState, pmove): one sweep, width adapted
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
   optimizer: optax.GradientTransformation
   schedule: Callable  # step -> learning rate
@@ -59,21 +59,26 @@ def make_parts(cfg, system: systems.System) -> Parts:
   schedule = optim.lr_schedule(cfg.optim)
   target, rate = cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate
 
-  def train_step(state: TrainState):
+  def mcmc_step(state: TrainState):
+    """One sweep, then the width adapted for the next one."""
     key, k_mcmc = jax.random.split(state.key)
     walkers, pmove = sweep(state.params, state.walkers, k_mcmc)
-    (e, aux), grads = jax.value_and_grad(energy, has_aux=True)(state.params, walkers.x)
+    walkers = walkers._replace(width=mcmc.adapt_width(walkers.width, pmove, target, rate))
+    return state._replace(walkers=walkers, key=key), pmove
+
+  def train_step(state: TrainState):
+    width = state.walkers.width
+    state, pmove = mcmc_step(state)
+    x = state.walkers.x
+    (e, aux), grads = jax.value_and_grad(energy, has_aux=True)(state.params, x)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
-    walkers = mcmc.Walkers(walkers.x, batch_log_psi(params, walkers.x),
-                           mcmc.adapt_width(walkers.width, pmove, target, rate))
-    stats = StepStats(e, aux.variance, pmove, state.walkers.width,
-                      jnp.asarray(schedule(state.step), dtype))
-    return TrainState(params, opt_state, walkers, key, state.step + 1), stats
+    walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
+    stats = StepStats(e, aux.variance, pmove, width, jnp.asarray(schedule(state.step), dtype))
+    return TrainState(params, opt_state, walkers, state.key, state.step + 1), stats
 
-  return Parts(network, batch_log_psi, sweep, energy, optimizer, schedule,
-               train_step, dtype)
+  return Parts(network, batch_log_psi, mcmc_step, energy, optimizer, schedule, train_step, dtype)
 
 
 def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> TrainState:
@@ -91,18 +96,11 @@ def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> Tra
   return jax.jit(build)(key)
 
 
-def _stage_functions(parts: Parts, target: float, rate: float) -> dict:
+def _stage_functions(parts: Parts) -> dict:
   """The stages of a step, each as a function of the training state."""
 
   def forward(s):
     return parts.batch_log_psi(s.params, s.walkers.x)
-
-  def mcmc_stage(s):
-    """One sweep and width adaptation; also the burn-in step."""
-    key, k_mcmc = jax.random.split(s.key)
-    walkers, pmove = parts.sweep(s.params, s.walkers, k_mcmc)
-    width = mcmc.adapt_width(walkers.width, pmove, target, rate)
-    return s._replace(walkers=walkers._replace(width=width), key=key), pmove
 
   def energy_grad(s):
     return jax.value_and_grad(parts.energy, has_aux=True)(s.params, s.walkers.x)
@@ -111,8 +109,7 @@ def _stage_functions(parts: Parts, target: float, rate: float) -> dict:
     updates, opt_state = parts.optimizer.update(grads, s.opt_state, s.params)
     return optax.apply_updates(s.params, updates), opt_state
 
-  return {'mcmc_ms': mcmc_stage, 'forward_ms': forward, 'energy_grad_ms': energy_grad,
-          'optimizer_ms': optimizer_stage}
+  return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': optimizer_stage}
 
 
 class Compiled(NamedTuple):
@@ -121,12 +118,11 @@ class Compiled(NamedTuple):
   compile_s: float
 
 
-def compile_step(parts: Parts, cfg, state: TrainState) -> Compiled:
+def compile_step(parts: Parts, state: TrainState) -> Compiled:
   """Compiles, ahead of the loop, the train step and the MCMC sweep on the shapes of `state`."""
   start = time.perf_counter()
-  mcmc_stage = _stage_functions(parts, cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate)['mcmc_ms']
   step = jax.jit(parts.train_step, donate_argnums=0).lower(state).compile()
-  sweep = jax.jit(mcmc_stage).lower(state).compile()
+  sweep = jax.jit(parts.mcmc_step).lower(state).compile()
   return Compiled(step, sweep, time.perf_counter() - start)
 
 
@@ -135,14 +131,13 @@ def shapes_of(tree):
   return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), tree)
 
 
-def compile_stages(parts: Parts, cfg, state) -> dict:
+def compile_stages(parts: Parts, state) -> dict:
   """Compiles the stages other than MCMC separately, for the stage timers.
 
   Given `shapes_of(state)`, it is safe to run in a background thread while training
   proceeds: it only traces and compiles, and never touches the state's buffers.
   """
-  fns = _stage_functions(parts, cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate)
-  del fns['mcmc_ms']  # Compiled with the step: it is also the burn-in.
+  fns = _stage_functions(parts)  # MCMC was compiled with the step: it is also the burn-in.
   grads = jax.eval_shape(fns['energy_grad_ms'], state)[1]
   stages = {}
   for name, fn in fns.items():

@@ -50,9 +50,18 @@ def versions() -> dict:
           'python': platform.python_version()}
 
 
+def _cpu_model() -> str:
+  try:
+    with open('/proc/cpuinfo') as f:
+      return next(l.split(':', 1)[1].strip() for l in f if l.startswith('model name'))
+  except (OSError, StopIteration):
+    return platform.processor()
+
+
 def _machine() -> dict:
   devices = jax.devices()
   return {'platform': devices[0].platform, 'device': devices[0].device_kind,
+          'cpu': _cpu_model(),
           'device_count': len(devices), 'cpu_count': os.cpu_count(),
           'host': platform.node(), 'date': datetime.datetime.now().isoformat(timespec='seconds')}
 
@@ -75,9 +84,9 @@ def final_line(result: Result, iterations: int) -> str:
 class _StageTimers:
   """Compiles the stage timers in a background thread, so training starts without waiting."""
 
-  def __init__(self, parts, cfg, state):
+  def __init__(self, parts, state):
     self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    self._future = self._pool.submit(step.compile_stages, parts, cfg, step.shapes_of(state))
+    self._future = self._pool.submit(step.compile_stages, parts, step.shapes_of(state))
     self._t0 = time.perf_counter()
     self.compile_s = None
 
@@ -113,8 +122,8 @@ def train(cfg, quiet: bool = False) -> Result:
   parts = step.make_parts(cfg, system)
   state = step.init_state(parts, cfg, system, jax.random.PRNGKey(cfg.debug.seed))
   n_params = sum(p.size for p in jax.tree.leaves(state.params))
-  compiled = step.compile_step(parts, cfg, state)
-  timers = _StageTimers(parts, cfg, state) if (cfg.log.timers or cfg.log.timers_every) else None
+  compiled = step.compile_step(parts, state)
+  timers = _StageTimers(parts, state) if (cfg.log.timers or cfg.log.timers_every) else None
   t_burn = time.perf_counter()
   state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
   timings = {'compile_s': compiled.compile_s, 'burn_in_s': time.perf_counter() - t_burn,
