@@ -47,9 +47,14 @@ def default() -> config_dict.ConfigDict:
   c.optim.iterations = 2000  # Parameter updates (training steps).
   c.optim.optimizer = 'adam'  # 'adam' or 'sgd'.
   # Laplacian of log|psi| for the kinetic energy: 'jacfwd' (jacfwd of grad: all 3N
-  # tangents at once, the fastest on CPU for small atoms, memory ~3N x a gradient) or
-  # 'jvp_loop' (a loop of 3N forward-mode products: memory of one gradient).
+  # tangents at once; memory ~3N gradients), 'jvp_loop' (a loop of 3N forward-mode
+  # products: memory of one gradient), 'folx' / 'folx_sparse' (forward Laplacian, dense or
+  # with per-electron sparsity; needs the folx extra), or 'auto' (times jacfwd, jvp_loop and
+  # folx on the real state before training and uses the fastest).
   c.optim.laplacian = 'jacfwd'
+  # Walkers per chunk when evaluating local energies (0: all at once). Smaller chunks bound
+  # the memory of the Laplacian for large batches or systems, at some speed.
+  c.optim.energy_chunk_size = 0
   # Local energies used in the gradient are clipped to centre +- k * scale; this is k.
   # 0 disables clipping. The reported energy is always the unclipped mean.
   c.optim.clip_local_energy = 5.0
@@ -105,7 +110,8 @@ _CHOICES = {
 }
 
 _POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps')
-_NON_NEGATIVE_INT = ('optim.iterations', 'mcmc.burn_in', 'log.print_every', 'log.timers_every')
+_NON_NEGATIVE_INT = ('optim.iterations', 'optim.energy_chunk_size', 'mcmc.burn_in',
+                     'log.print_every', 'log.timers_every')
 _POSITIVE_FLOAT = ('optim.lr.delay', 'mcmc.move_width', 'mcmc.init_width')
 _NON_NEGATIVE_FLOAT = ('optim.lr.rate', 'optim.lr.decay', 'optim.clip_local_energy',
                        'mcmc.adapt_rate')
@@ -124,10 +130,15 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   choices = dict(_CHOICES)
   choices['optim.laplacian'] = tuple(hamiltonian.LAPLACIANS)
   choices['optim.optimizer'] = tuple(optim.OPTIMIZERS)
+  choices['optim.laplacian'] += ('auto',)
   for key, allowed in choices.items():
     value = _get(cfg, key)
     if value not in allowed:
       raise InputError(f'config.{key} = {value!r} is not one of {", ".join(allowed)}')
+  method = cfg.optim.laplacian
+  if method in hamiltonian.OPTIONAL and method not in hamiltonian.available_laplacians():
+    raise InputError(f'config.optim.laplacian = {method!r} needs the optional package '
+                     f"{hamiltonian.OPTIONAL[method]}: pip install 'ferminet_fast[folx]'")
   for key in _POSITIVE_INT:
     if _get(cfg, key) <= 0:
       raise InputError(f'config.{key} must be a positive integer, got {_get(cfg, key)}')

@@ -59,10 +59,44 @@ def laplacian_jvp_loop(f: LogPsi) -> Callable[[jax.Array], tuple]:
   return lap
 
 
+def _folx(sparsity_threshold: int) -> Laplacian:
+  """Forward Laplacian (Li et al. 2023) through folx: value, gradient and Laplacian are
+  pushed forward together in one pass. `sparsity_threshold` > 0 lets folx keep per-electron
+  sparsity of the Jacobian; 0 is dense."""
+
+  def make(f: LogPsi) -> Callable[[jax.Array], tuple]:
+    import folx  # Optional dependency: pip install 'ferminet_fast[folx]'.
+    forward = folx.forward_laplacian(f, sparsity_threshold)
+
+    def fn(x):
+      out = forward(x)
+      try:
+        grad = out.jacobian.dense_array
+      except jax.errors.ConcretizationTypeError:
+        # folx cannot densify a Jacobian that stays sparse to the output (a log|psi| that
+        # is a sum of per-electron terms) under vmap; take the gradient directly then.
+        grad = jax.grad(f)(x)
+      return out.laplacian, grad.reshape(x.shape)
+
+    return fn
+
+  return make
+
+
 LAPLACIANS = {
     'jacfwd': laplacian_jacfwd,
     'jvp_loop': laplacian_jvp_loop,
+    'folx': _folx(0),
+    'folx_sparse': _folx(6),  # FermiNet's choice of threshold.
 }
+OPTIONAL = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
+
+
+def available_laplacians() -> list:
+  """The methods whose packages are installed."""
+  import importlib.util
+  return [m for m in LAPLACIANS
+          if m not in OPTIONAL or importlib.util.find_spec(OPTIONAL[m]) is not None]
 
 
 def potential_energy(x: jax.Array, atoms: jax.Array, charges: jax.Array,

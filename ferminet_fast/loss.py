@@ -48,14 +48,26 @@ CLIPPING = {
 }
 
 
+def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callable:
+  """(params, x (B, 3N)) -> (B,): vmapped, or in chunks of `chunk_size` walkers (a loop of
+  vmaps, bounding the memory of the Laplacian) when chunk_size > 0."""
+  if not chunk_size:
+    return jax.vmap(local_energy, in_axes=(None, 0))
+
+  def batched(params, x):
+    return jax.lax.map(lambda xi: local_energy(params, xi), x, batch_size=chunk_size)
+
+  return batched
+
+
 def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
-                clip_k: float) -> Callable:
+                clip_k: float, chunk_size: int = 0) -> Callable:
   """energy(params, x (B, 3N)) -> (E (), EnergyAux), differentiable in params.
 
   log_psi and local_energy act on one configuration: (params, x (3N,)) -> ().
   """
   batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
-  batch_local_energy = jax.vmap(local_energy, in_axes=(None, 0))
+  batch_local_energy = batch_local_energies(local_energy, chunk_size)
   clip = CLIPPING[clip_method]
 
   @jax.custom_jvp

@@ -70,6 +70,34 @@ def pair_distances(r: jax.Array) -> tuple:
   return ee, r_ee
 
 
+class SymmetricDense(nn.Module):
+  """Dense layer on FermiNet's symmetric features of each electron i,
+  [h1_i, mean_up(h1), mean_down(h1), mean_{j up}(h2_ij), mean_{j down}(h2_ij)].
+
+  Same parameters and values as nn.Dense on the concatenation, but the product with the
+  spin-wise means of the one-electron stream, which every electron shares, is computed
+  once rather than once per electron.
+  """
+  width: int
+  n_up: int
+  n_down: int
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, h1, h2):
+    spins = [(lo, hi) for lo, hi in ((0, self.n_up), (self.n_up, self.n_up + self.n_down))
+             if hi > lo]
+    shared = jnp.concatenate([jnp.mean(h1[lo:hi], axis=0) for lo, hi in spins])  # (s d1,)
+    pair = jnp.concatenate([jnp.mean(h2[:, lo:hi], axis=1) for lo, hi in spins], axis=-1)
+    d1 = h1.shape[-1]
+    n_in = d1 + shared.shape[0] + pair.shape[-1]
+    kernel = self.param('kernel', nn.initializers.lecun_normal(), (n_in, self.width),
+                        self.param_dtype)
+    bias = self.param('bias', nn.initializers.zeros, (self.width,), self.param_dtype)
+    k_one, k_shared, k_pair = jnp.split(kernel, [d1, d1 + shared.shape[0]])
+    return h1 @ k_one + pair @ k_pair + (shared @ k_shared + bias)[None]
+
+
 class FermiNet(nn.Module):
   """FermiNet (Pfau et al. 2020): permutation-equivariant streams -> orbitals -> determinants."""
   n_up: int
@@ -81,15 +109,6 @@ class FermiNet(nn.Module):
   envelope: str = 'isotropic'
   jastrow: str = 'simple_ee'
   param_dtype: Any = jnp.float32
-
-  def _symmetric_features(self, h1, h2):
-    """Concatenates each electron's features with spin-wise means of both streams."""
-    parts = [h1]
-    for lo, hi in ((0, self.n_up), (self.n_up, self.n_up + self.n_down)):
-      if hi > lo:
-        parts.append(jnp.broadcast_to(jnp.mean(h1[lo:hi], axis=0), (h1.shape[0], h1.shape[1])))
-        parts.append(jnp.mean(h2[:, lo:hi], axis=1))
-    return jnp.concatenate(parts, axis=-1)
 
   def _envelope(self, ae, r_ae, n_out, name):
     """Envelope (n_s, n_out) for orbitals of n_s electrons: sum_m pi_m exp(-|sigma_m r_m|)."""
@@ -119,7 +138,8 @@ class FermiNet(nn.Module):
     h2 = jnp.concatenate([ee, r_ee], axis=-1)
     dense = lambda width, **kw: nn.Dense(width, param_dtype=self.param_dtype, **kw)
     for layer, (d1, d2) in enumerate(self.hidden_dims):
-      new1 = jnp.tanh(dense(d1, name=f'one_{layer}')(self._symmetric_features(h1, h2)))
+      new1 = jnp.tanh(SymmetricDense(d1, self.n_up, self.n_down, self.param_dtype,
+                                     name=f'one_{layer}')(h1, h2))
       h1 = new1 + h1 if new1.shape == h1.shape else new1
       if layer + 1 < len(self.hidden_dims):  # The last layer's pair stream would be unused.
         new2 = jnp.tanh(dense(d2, name=f'two_{layer}')(h2))

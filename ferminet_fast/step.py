@@ -45,16 +45,21 @@ class Parts:
   schedule: Callable  # step -> learning rate
   train_step: Callable  # TrainState -> (TrainState, StepStats)
   dtype: Any
+  laplacian: str
 
 
-def make_parts(cfg, system: systems.System) -> Parts:
+def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
+  """The run's functions; `laplacian` overrides cfg.optim.laplacian (used to resolve 'auto')."""
   dtype = jnp.float64 if cfg.precision == 'float64' else jnp.float32
   network = networks.make_network(cfg.network, system, dtype)
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = mcmc.make_sweep(batch_log_psi, cfg.mcmc.steps)
-  local_energy = hamiltonian.make_local_energy(network.log_psi, system, cfg.optim.laplacian)
+  laplacian = laplacian or cfg.optim.laplacian
+  if laplacian == 'auto':
+    laplacian = 'jacfwd'  # Only to build the parts that time the candidates.
+  local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian)
   energy = loss.make_energy(network.log_psi, local_energy, cfg.optim.clip_method,
-                            cfg.optim.clip_local_energy)
+                            cfg.optim.clip_local_energy, cfg.optim.energy_chunk_size)
   optimizer = optim.make_optimizer(cfg.optim)
   schedule = optim.lr_schedule(cfg.optim)
   target, rate = cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate
@@ -78,7 +83,8 @@ def make_parts(cfg, system: systems.System) -> Parts:
     stats = StepStats(e, aux.variance, pmove, width, jnp.asarray(schedule(state.step), dtype))
     return TrainState(params, opt_state, walkers, state.key, state.step + 1), stats
 
-  return Parts(network, batch_log_psi, mcmc_step, energy, optimizer, schedule, train_step, dtype)
+  return Parts(network, batch_log_psi, mcmc_step, energy, optimizer, schedule, train_step, dtype,
+               laplacian)
 
 
 def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> TrainState:
@@ -144,6 +150,39 @@ def compile_stages(parts: Parts, state) -> dict:
     args = (state, grads) if name == 'optimizer_ms' else (state,)
     stages[name] = jax.jit(fn).lower(*args).compile()
   return stages
+
+
+AUTO_CANDIDATES = ('jacfwd', 'jvp_loop', 'folx')  # folx_sparse compiles too slowly to try.
+
+
+def choose_laplacian(cfg, system: systems.System, state: TrainState, repeats: int = 5) -> tuple:
+  """Times the local energy of each available candidate method on `state` (the real
+  parameters and walkers, chunked as configured) and returns (fastest, {method: ms})."""
+  network = networks.make_network(cfg.network, system,
+                                  jnp.float64 if cfg.precision == 'float64' else jnp.float32)
+  times = {}
+  for method in [m for m in AUTO_CANDIDATES if m in hamiltonian.available_laplacians()]:
+    local_energy = hamiltonian.make_local_energy(network.log_psi, system, method)
+    fn = jax.jit(loss.batch_local_energies(local_energy, cfg.optim.energy_chunk_size))
+    fn = fn.lower(state.params, state.walkers.x).compile()
+    jax.block_until_ready(fn(state.params, state.walkers.x))
+    times[method] = _median_ms(lambda: fn(state.params, state.walkers.x), repeats)
+  return min(times, key=times.get), times
+
+
+def memory_mb(compiled_fn) -> dict:
+  """Memory of one call of a compiled function as XLA plans it (arguments + outputs +
+  temporaries - donated aliases), and the device's peak where the backend reports it."""
+  out = {}
+  analysis = compiled_fn.memory_analysis()
+  if analysis is not None:
+    total = (analysis.argument_size_in_bytes + analysis.output_size_in_bytes +
+             analysis.temp_size_in_bytes - analysis.alias_size_in_bytes)
+    out['step_memory_mb'] = total / 2**20
+  stats = jax.devices()[0].memory_stats()
+  if stats and 'peak_bytes_in_use' in stats:
+    out['device_peak_memory_mb'] = stats['peak_bytes_in_use'] / 2**20
+  return out
 
 
 def burn_in(compiled: Compiled, state: TrainState, steps: int, steps_per_sweep: int) -> TrainState:

@@ -14,6 +14,7 @@ import datetime  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
+import resource  # noqa: E402
 import sys  # noqa: E402
 from typing import Any, NamedTuple, Optional  # noqa: E402
 
@@ -122,15 +123,22 @@ def train(cfg, quiet: bool = False) -> Result:
   parts = step.make_parts(cfg, system)
   state = step.init_state(parts, cfg, system, jax.random.PRNGKey(cfg.debug.seed))
   n_params = sum(p.size for p in jax.tree.leaves(state.params))
+  timings = {}
+  if cfg.optim.laplacian == 'auto':
+    method, timings['laplacian_auto_ms'] = step.choose_laplacian(cfg, system, state)
+    parts = step.make_parts(cfg, system, method)
+    say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
+                                       timings['laplacian_auto_ms'].items()) + f' -> {method}')
   compiled = step.compile_step(parts, state)
   timers = _StageTimers(parts, state) if (cfg.log.timers or cfg.log.timers_every) else None
   t_burn = time.perf_counter()
   state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
-  timings = {'compile_s': compiled.compile_s, 'burn_in_s': time.perf_counter() - t_burn,
-             'n_params': int(n_params), 'batch_size': cfg.batch_size,
-             'mcmc_steps': cfg.mcmc.steps, 'laplacian': cfg.optim.laplacian,
-             'optimizer': cfg.optim.optimizer, 'startup_s': time.perf_counter() - _T0,
-             'machine': _machine(), 'versions': versions()}
+  timings.update({'compile_s': compiled.compile_s, 'burn_in_s': time.perf_counter() - t_burn,
+                  'n_params': int(n_params), 'batch_size': cfg.batch_size,
+                  'mcmc_steps': cfg.mcmc.steps, 'laplacian': parts.laplacian,
+                  'optimizer': cfg.optim.optimizer, **step.memory_mb(compiled.train_step),
+                  'startup_s': time.perf_counter() - _T0,
+                  'machine': _machine(), 'versions': versions()})
   say(f'Network {n_params} parameters; compiled in {compiled.compile_s:.1f} s; move width '
       f'after burn-in {float(state.walkers.width):.3f} bohr; first step '
       f'{timings["startup_s"]:.1f} s after start')
@@ -196,7 +204,8 @@ def train(cfg, quiet: bool = False) -> Result:
   else:
     estimate = stats.Estimate(float('nan'), float('nan'), float('nan'), 0, 1)
   timings.update({'train_loop_s': wall, 'iterations_per_s': cfg.optim.iterations / wall
-                  if wall > 0 else 0.0, 'total_s': time.perf_counter() - _T0})
+                  if wall > 0 else 0.0, 'total_s': time.perf_counter() - _T0,
+                  'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
   rundir.write_json(timings_path, timings)
   result = Result(estimate, system.exact_energy, history, timings, state, run_dir)
   rundir.write_json(os.path.join(run_dir, 'result.json'), {

@@ -35,6 +35,8 @@ def test_config_is_locked():
     ('mcmc.move_width', 0.0, 'move_width'),
     ('optim.lr.rate', -1.0, 'optim.lr.rate'),
     ('optim.clip_method', 'winsorize', 'clip_method'),
+    ('optim.laplacian', 'hessian', 'optim.laplacian'),
+    ('optim.energy_chunk_size', -1, 'energy_chunk_size'),
 ])
 def test_bad_values_are_named(key, value, message):
   with pytest.raises(InputError, match=message):
@@ -46,3 +48,10 @@ def test_override_checker_names_the_missing_key():
   cli.check_overrides(['--config.mcmc.steps=3', '--noconfig.network.full_det'], cfg)
   with pytest.raises(InputError, match="config.mcmc has no 'stepz'"):
     cli.check_overrides(['--config.mcmc.stepz=3'], cfg)
+
+
+def test_missing_optional_laplacian_package_is_named(monkeypatch):
+  from ferminet_fast import hamiltonian
+  monkeypatch.setattr(hamiltonian, 'available_laplacians', lambda: ['jacfwd', 'jvp_loop'])
+  with pytest.raises(InputError, match="pip install 'ferminet_fast\\[folx\\]'"):
+    config.validate(tiny_config('He', **{'optim.laplacian': 'folx'}))

@@ -1,0 +1,70 @@
+"""The jitted step: compiled once, chunked energies equal unchunked, Laplacian auto-choice."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import hamiltonian, loss, step, systems
+
+_events = []
+_recording = [False]
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, duration, **kw: _events.append(name) if _recording[0] else None)
+
+
+@pytest.fixture(scope='module')
+def run():
+  cfg = tiny_config('Li')
+  system = systems.make_system(cfg.system)
+  parts = step.make_parts(cfg, system)
+  state = step.init_state(parts, cfg, system, jax.random.PRNGKey(0))
+  compiled = step.compile_step(parts, state)
+  state = step.burn_in(compiled, state, 20, cfg.mcmc.steps)
+  return cfg, system, parts, compiled, state
+
+
+def test_training_loop_never_compiles_again(run):
+  _, _, _, compiled, state = run
+  state = jax.tree.map(jnp.copy, state)  # The step donates its input; keep the fixture's.
+  jax.block_until_ready(state)
+  _events.clear()
+  _recording[0] = True
+  try:
+    for _ in range(10):
+      state, stats = compiled.train_step(state)
+      jax.device_get(stats)
+  finally:
+    _recording[0] = False
+  assert not [e for e in _events if 'backend_compile' in e], _events
+  assert int(state.step) == 10
+
+
+def test_step_lowers_energy_and_keeps_carried_log_psi_exact(run):
+  _, _, parts, compiled, state = run
+  state = jax.tree.map(jnp.copy, state)
+  state, _ = compiled.train_step(state)
+  np.testing.assert_allclose(state.walkers.log_psi,
+                             parts.batch_log_psi(state.params, state.walkers.x), rtol=1e-5)
+
+
+def test_chunked_local_energies_equal_unchunked(run):
+  _, system, parts, _, state = run
+  local_energy = hamiltonian.make_local_energy(parts.network.log_psi, system, 'jacfwd')
+  full = jax.jit(loss.batch_local_energies(local_energy))(state.params, state.walkers.x)
+  chunked = jax.jit(loss.batch_local_energies(local_energy, 24))(state.params, state.walkers.x)
+  assert state.walkers.x.shape[0] % 24  # A remainder chunk is exercised too.
+  np.testing.assert_allclose(chunked, full, rtol=1e-5, atol=1e-5)
+
+
+def test_auto_laplacian_picks_the_fastest_available(run):
+  cfg, system, _, _, state = run
+  method, times = step.choose_laplacian(cfg, system, state, repeats=2)
+  assert set(times) == {m for m in step.AUTO_CANDIDATES if m in hamiltonian.available_laplacians()}
+  assert times[method] == min(times.values())
+
+
+def test_memory_of_the_compiled_step_is_reported(run):
+  _, _, _, compiled, _ = run
+  assert step.memory_mb(compiled.train_step)['step_memory_mb'] > 0
