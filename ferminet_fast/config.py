@@ -49,9 +49,10 @@ def default() -> config_dict.ConfigDict:
   # Laplacian of log|psi| for the kinetic energy: 'jacfwd' (jacfwd of grad: all 3N
   # tangents at once; memory ~3N gradients), 'jvp_loop' (a loop of 3N forward-mode
   # products: memory of one gradient), 'folx' / 'folx_sparse' (forward Laplacian, dense or
-  # with per-electron sparsity; needs the folx extra), or 'auto' (times jacfwd, jvp_loop and
-  # folx on the real state before training and uses the fastest).
-  c.optim.laplacian = 'jacfwd'
+  # with per-electron sparsity; needs the folx extra), 'auto' (times jacfwd, jvp_loop and
+  # folx on the real state before training and uses the fastest), or 'best' ('folx' when
+  # installed, the fastest in our benchmarks, else 'jacfwd'). All are exact.
+  c.optim.laplacian = 'best'
   # Walkers per chunk when evaluating local energies (0: all at once). Smaller chunks bound
   # the memory of the Laplacian for large batches or systems, at some speed.
   c.optim.energy_chunk_size = 0
@@ -130,7 +131,7 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   choices = dict(_CHOICES)
   choices['optim.laplacian'] = tuple(hamiltonian.LAPLACIANS)
   choices['optim.optimizer'] = tuple(optim.OPTIMIZERS)
-  choices['optim.laplacian'] += ('auto',)
+  choices['optim.laplacian'] += ('auto', 'best')
   for key, allowed in choices.items():
     value = _get(cfg, key)
     if value not in allowed:

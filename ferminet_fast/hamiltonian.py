@@ -92,6 +92,13 @@ LAPLACIANS = {
 OPTIONAL = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
 
 
+def resolve(method: str) -> str:
+  """'best' -> 'folx' if installed, else 'jacfwd'; other names unchanged."""
+  if method == 'best':
+    return 'folx' if 'folx' in available_laplacians() else 'jacfwd'
+  return method
+
+
 def available_laplacians() -> list:
   """The methods whose packages are installed."""
   import importlib.util

@@ -54,7 +54,7 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
   network = networks.make_network(cfg.network, system, dtype)
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = mcmc.make_sweep(batch_log_psi, cfg.mcmc.steps)
-  laplacian = laplacian or cfg.optim.laplacian
+  laplacian = hamiltonian.resolve(laplacian or cfg.optim.laplacian)
   if laplacian == 'auto':
     laplacian = 'jacfwd'  # Only to build the parts that time the candidates.
   local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian)

@@ -139,7 +139,8 @@ def train(cfg, quiet: bool = False) -> Result:
                   'optimizer': cfg.optim.optimizer, **step.memory_mb(compiled.train_step),
                   'startup_s': time.perf_counter() - _T0,
                   'machine': _machine(), 'versions': versions()})
-  say(f'Network {n_params} parameters; compiled in {compiled.compile_s:.1f} s; move width '
+  say(f'Network {n_params} parameters; Laplacian {parts.laplacian}; compiled in '
+      f'{compiled.compile_s:.1f} s; move width '
       f'after burn-in {float(state.walkers.width):.3f} bohr; first step '
       f'{timings["startup_s"]:.1f} s after start')
   timings_path = os.path.join(run_dir, 'timings.json')

@@ -1,93 +1,153 @@
-"""Stage timers and whole-run wall time for a set of configs, each in a fresh process.
+"""Benchmarks: stage timers, start-up, memory and throughput per config, Laplacian method
+and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeuT profile.
 
-  python scripts/benchmark.py                      # the default set, markdown table to stdout
-  python scripts/benchmark.py --json out.json --iterations 300 --repeats 3
+  python scripts/benchmark.py                 # everything, markdown to stdout
+  python scripts/benchmark.py --quick         # a small subset (a smoke test)
+  python scripts/benchmark.py --suite configs --methods folx jacfwd --json out.json
 
-Each run is `python -m ferminet_fast.train --config C ...` in its own process, so start-up
-(imports, tracing, compilation) is measured cold, as a user sees it. The table reports the
-median over repeats of each field of timings.json, and the steady-state seconds per
-iteration from stats.csv (median step time after the first 20% of steps).
+Every run is `python -m ferminet_fast.train --config C ...` in a fresh process, so start-up
+(imports, tracing, compilation) is measured cold, as a user sees it. Reported per run:
+the stage timers of timings.json (medians of 5 `block_until_ready` calls on the real
+state), `compile_s`, `startup_s` (process start to first step), the planned memory of one
+step and the process's peak RSS, and the steady state: the median step time of the loop
+after its first 20% of steps (`steady_ms`) and its inverse (`it_per_s`).
 """
 
 import argparse
 import csv
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
 
-# (label, config file, overrides). The FermiNet comparison settings: batch 256,
-# hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC steps per iteration.
+# The FermiNet comparison settings: batch 256, hidden ((64,8),(64,8)), 2 dets, 10 MCMC steps.
 REFERENCE = ['--config.batch_size=256', '--config.network.ferminet.hidden_dims=((64,8),(64,8))',
              '--config.network.determinants=2', '--config.mcmc.steps=10']
-DEFAULT_SET = [
+CONFIGS = [
     ('h2_quick', 'configs/h2_quick.py', []),
     ('He', 'configs/he.py', REFERENCE),
     ('H2', 'configs/h2.py', REFERENCE),
     ('Li', 'configs/li.py', REFERENCE),
     ('Be', 'configs/be.py', REFERENCE),
+    ('LiH', 'configs/lih.py', REFERENCE),
 ]
+# N-scaling: atoms at a fixed small network.
+SWEEP_ATOMS = ('H', 'He', 'Li', 'Be', 'B', 'C', 'N', 'O', 'F', 'Ne')
+SWEEP = ['--config.batch_size=256', '--config.network.ferminet.hidden_dims=((32,8),(32,8))',
+         '--config.network.determinants=2', '--config.mcmc.steps=10']
 FIELDS = ('train_step_ms', 'mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms',
-          'compile_s', 'startup_s')
+          'compile_s', 'startup_s', 'step_memory_mb', 'peak_rss_mb', 'steady_ms', 'it_per_s',
+          'step_per_forward')
 
 
-def run_one(config, overrides, iterations, extra):
+def run_one(config, overrides, iterations):
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, 'run')
     cmd = [sys.executable, '-m', 'ferminet_fast.train', '--config', config, *overrides,
            f'--config.optim.iterations={iterations}', f'--config.log.save_path={out}',
-           '--config.log.print_every=0', *extra]
+           '--config.log.print_every=0']
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     if proc.returncode:
-      raise RuntimeError(f'{" ".join(cmd)} failed:\n{proc.stderr[-2000:]}')
+      return {'error': proc.stderr.strip().splitlines()[-1] if proc.stderr else 'failed'}
     with open(os.path.join(out, 'timings.json')) as f:
-      timings = json.load(f)
+      t = json.load(f)
     with open(os.path.join(out, 'stats.csv')) as f:
       steps = [float(r['step_time_ms']) for r in csv.DictReader(f)]
-  timings['steady_ms_per_iter'] = statistics.median(steps[len(steps) // 5:])
-  return timings
+  # Steady state: after the first 20% of steps and after the stage timers were measured
+  # (their background compilation competes for the cores until then), when steps remain.
+  start = max(len(steps) // 5, t.get('timers_at_step', 0) + 10)
+  t['steady_ms'] = statistics.median(steps[start:] if len(steps) - start >= 20
+                                     else steps[len(steps) // 5:])
+  t['it_per_s'] = 1e3 / t['steady_ms']
+  t['step_per_forward'] = t['train_step_ms'] / t['forward_ms']
+  return t
+
+
+def table(rows, key_names):
+  head = list(key_names) + list(FIELDS)
+  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+  for keys, r in rows:
+    if 'error' in r:
+      cells = list(keys) + [f'failed: {r["error"]}'] + [''] * (len(FIELDS) - 1)
+    else:
+      cells = list(keys) + [f'{r[k]:.2f}' if k in r else '' for k in FIELDS]
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines)
 
 
 def main():
+  from ferminet_fast import hamiltonian, optim  # Tables of names.
+
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--suite', nargs='*', default=['configs', 'sweep', 'naive'],
+                      choices=['configs', 'sweep', 'naive'])
+  parser.add_argument('--methods', nargs='*', default=hamiltonian.available_laplacians())
+  parser.add_argument('--optimizers', nargs='*', default=list(optim.OPTIMIZERS.keys())[:1])
+  parser.add_argument('--configs', nargs='*', default=[c[0] for c in CONFIGS])
   parser.add_argument('--iterations', type=int, default=300)
-  parser.add_argument('--repeats', type=int, default=1)
-  parser.add_argument('--only', nargs='*', help='labels to run (default: all)')
+  parser.add_argument('--sweep-iterations', type=int, default=100)
+  parser.add_argument('--quick', action='store_true', help='He, H-Li sweep, few steps')
   parser.add_argument('--json', help='write all results to this file')
-  parser.add_argument('extra', nargs='*', help='more --config.KEY=VALUE for every run')
   args = parser.parse_args()
+  if args.quick:
+    args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20
+    global SWEEP_ATOMS
+    SWEEP_ATOMS = ('H', 'He', 'Li')
 
-  results = {}
-  for label, config, overrides in DEFAULT_SET:
-    if args.only and label not in args.only:
-      continue
-    runs = [run_one(config, overrides, args.iterations, args.extra) for _ in range(args.repeats)]
-    results[label] = {
-        'config': config, 'overrides': overrides + args.extra, 'runs': runs,
-        'median': {k: statistics.median(r[k] for r in runs)
-                   for k in FIELDS + ('steady_ms_per_iter', 'iterations_per_s')}}
-    print(f'{label}: ' + '  '.join(f'{k}={v:.3f}' for k, v in results[label]['median'].items()),
-          file=sys.stderr, flush=True)
+  results = {'configs': [], 'sweep': [], 'naive': None}
+  if 'configs' in args.suite:
+    for label, config, overrides in CONFIGS:
+      if label not in args.configs:
+        continue
+      for opt in args.optimizers:
+        for method in args.methods:
+          r = run_one(config, overrides + [f'--config.optim.laplacian={method}',
+                                           f'--config.optim.optimizer={opt}'], args.iterations)
+          results['configs'].append(((label, opt, method), r))
+          print(f'{label} {opt} {method}: ' + ('  '.join(f'{k}={r[k]:.2f}' for k in FIELDS)
+                                               if 'error' not in r else r['error']),
+                file=sys.stderr, flush=True)
+  if 'sweep' in args.suite:
+    for atom in SWEEP_ATOMS:
+      for method in args.methods:
+        r = run_one('configs/he.py', SWEEP + [f'--config.system.atom={atom}',
+                                              f'--config.optim.laplacian={method}'],
+                    args.sweep_iterations)
+        results['sweep'].append(((atom, method), r))
+        print(f'sweep {atom} {method}: ' + (f'{r["train_step_ms"]:.2f} ms' if 'error' not in r
+                                             else r['error']), file=sys.stderr, flush=True)
+  if 'naive' in args.suite:
+    with tempfile.TemporaryDirectory() as tmp:
+      path = os.path.join(tmp, 'naive.json')
+      subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'naive_baseline.py'),
+                      '--json', path], check=True, cwd=REPO, capture_output=True)
+      with open(path) as f:
+        results['naive'] = json.load(f)
 
-  head = ('config',) + FIELDS + ('steady_ms_per_iter', 'train_step / forward')
-  print('| ' + ' | '.join(head) + ' |')
-  print('|' + '---|' * len(head))
-  for label, r in results.items():
-    m = r['median']
-    cells = [label] + [f'{m[k]:.2f}' for k in FIELDS] + [
-        f'{m["steady_ms_per_iter"]:.2f}', f'{m["train_step_ms"] / m["forward_ms"]:.1f}']
-    print('| ' + ' | '.join(cells) + ' |')
+  if results['configs']:
+    print('### Configs (batch 256, hidden ((64,8),(64,8)), 2 determinants, 10 MCMC steps; '
+          'h2_quick as shipped)\n')
+    print(table(results['configs'], ('config', 'optimizer', 'laplacian')) + '\n')
+  if results['sweep']:
+    print('### N-scaling (batch 256, hidden ((32,8),(32,8)), 2 determinants, 10 MCMC steps)\n')
+    print(table(results['sweep'], ('atom', 'laplacian')) + '\n')
+  if results['naive']:
+    n = results['naive']
+    print('### Naive baseline (FermiNeuT profile), configs/h2_quick.py\n')
+    print(f'Naive step timed on {n["walkers_timed"]} of {n["batch_size"]} walkers and scaled: '
+          + ', '.join(f'{k} {v:.0f}' for k, v in n['naive_extrapolated'].items())
+          + f'; ferminet_fast train_step_ms {n["ours_train_step_ms"]:.2f}; '
+          f'speed-up {n["speedup"]:.0f}x\n')
   if args.json:
-    any_run = next(iter(results.values()))['runs'][0]
     with open(args.json, 'w') as f:
-      json.dump({'machine': any_run['machine'], 'versions': any_run['versions'],
-                 'python': platform.python_version(), 'iterations': args.iterations,
-                 'repeats': args.repeats, 'results': results}, f, indent=2)
+      json.dump({'configs': [{'keys': k, **r} for k, r in results['configs']],
+                 'sweep': [{'keys': k, **r} for k, r in results['sweep']],
+                 'naive': results['naive']}, f, indent=2)
 
 
 if __name__ == '__main__':
