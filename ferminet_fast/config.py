@@ -87,6 +87,13 @@ def default() -> config_dict.ConfigDict:
   c.log.timers = True  # Measure the stage timers on the real state before training.
   c.log.timers_every = 0  # Re-measure the stage timers every this many steps (0: never).
   c.log.final_fraction = 0.2  # Fraction of the last steps averaged for the final estimate.
+  # Checkpoints (orbax, in <save_path>/checkpoints) every this many minutes and/or steps
+  # (0 disables either), and always at the end or on SIGTERM/SIGINT/SIGUSR1. Running again
+  # with the same save_path resumes from the newest valid one.
+  c.log.save_frequency = 10.0  # minutes
+  c.log.save_every = 0  # steps
+  c.log.keep_checkpoints = 3  # Newest checkpoints kept; older ones are deleted.
+  c.log.restore_path = ''  # Start from the newest checkpoint of this other run directory.
 
   c.debug = config_dict.ConfigDict()
   c.debug.seed = 0  # Seed of every random number in the run.
@@ -110,12 +117,12 @@ _CHOICES = {
     'optim.clip_method': ('median_absdev', 'mean_absdev', 'median_mad'),
 }
 
-_POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps')
+_POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'log.keep_checkpoints')
 _NON_NEGATIVE_INT = ('optim.iterations', 'optim.energy_chunk_size', 'mcmc.burn_in',
-                     'log.print_every', 'log.timers_every')
+                     'log.print_every', 'log.timers_every', 'log.save_every')
 _POSITIVE_FLOAT = ('optim.lr.delay', 'mcmc.move_width', 'mcmc.init_width')
 _NON_NEGATIVE_FLOAT = ('optim.lr.rate', 'optim.lr.decay', 'optim.clip_local_energy',
-                       'mcmc.adapt_rate')
+                       'mcmc.adapt_rate', 'log.save_frequency')
 
 
 def _get(cfg, dotted):

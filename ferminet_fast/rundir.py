@@ -12,12 +12,14 @@ RUN_FILES = ('config.json', 'stats.csv', 'timings.json', 'result.json')
 STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'step_time_ms')
 
 
-def prepare(save_path: str, name: str) -> str:
-  """Creates the run directory and returns its path.
+def prepare(save_path: str, name: str) -> tuple:
+  """Creates the run directory; returns (path, resume).
 
-  Refuses (InputError) a path that holds another run's files or cannot be written,
-  before anything is written, so an earlier run is never overwritten.
+  A directory holding a run with a checkpoint is resumed (resume=True). One holding
+  another run's files but no checkpoint, or one that cannot be written, is refused
+  (InputError) before anything is written, so an earlier run is never overwritten.
   """
+  from ferminet_fast import checkpoint  # Avoids importing orbax for a bad path.
   if not save_path:
     stamp = datetime.datetime.now().strftime('%Y%m%d-%H%M%S')
     save_path = base = os.path.join('runs', f'{name}_{stamp}')
@@ -28,9 +30,13 @@ def prepare(save_path: str, name: str) -> str:
     raise InputError(f'config.log.save_path {save_path!r} exists and is not a directory')
   if os.path.isdir(save_path):
     found = [f for f in RUN_FILES if os.path.exists(os.path.join(save_path, f))]
+    if checkpoint.has_checkpoint(save_path) and 'config.json' in found:
+      if not os.access(save_path, os.W_OK):
+        raise InputError(f'config.log.save_path {save_path!r} is not writable')
+      return save_path, True
     if found:
       raise InputError(f'config.log.save_path {save_path!r} holds another run\'s files '
-                       f'({", ".join(found)}); choose a new path')
+                       f'({", ".join(found)}) and no checkpoint to resume; choose a new path')
   try:
     os.makedirs(save_path, exist_ok=True)
   except OSError as e:
@@ -38,7 +44,15 @@ def prepare(save_path: str, name: str) -> str:
                      f'{e.strerror}') from None
   if not os.access(save_path, os.W_OK):
     raise InputError(f'config.log.save_path {save_path!r} is not writable')
-  return save_path
+  return save_path, False
+
+
+def read_json(path: str) -> dict:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise InputError(f'{path} cannot be read: {e}') from None
 
 
 def write_json(path: str, obj) -> None:
@@ -51,22 +65,35 @@ def write_json(path: str, obj) -> None:
 
 
 class StatsWriter:
-  """Appends one CSV row per step, flushed so a crashed run keeps its history."""
+  """Appends one CSV row per step, flushed so a crashed run keeps its history.
 
-  def __init__(self, path: Optional[str]):
-    self._file = open(path, 'w', newline='') if path else None
-    if self._file:
+  With `resume_from`, rows of steps >= resume_from (written after the checkpoint being
+  resumed) are dropped first, so the file has each step exactly once.
+  """
+
+  def __init__(self, path: str, resume_from: Optional[int] = None):
+    self.kept_rows = []
+    if resume_from is not None and os.path.exists(path):
+      with open(path, newline='') as f:
+        self.kept_rows = [r for r in csv.DictReader(f) if int(r['step']) < resume_from]
+      tmp = path + '.tmp'
+      with open(tmp, 'w', newline='') as f:
+        writer = csv.DictWriter(f, STATS_COLUMNS)
+        writer.writeheader()
+        writer.writerows(self.kept_rows)
+      os.replace(tmp, path)
+      self._file = open(path, 'a', newline='')
+      self._writer = csv.writer(self._file)
+    else:
+      self._file = open(path, 'w', newline='')
       self._writer = csv.writer(self._file)
       self._writer.writerow(STATS_COLUMNS)
 
   def write(self, row: dict) -> None:
-    if self._file:
-      self._writer.writerow([row[c] for c in STATS_COLUMNS])
+    self._writer.writerow([row[c] for c in STATS_COLUMNS])
 
   def flush(self) -> None:
-    if self._file:
-      self._file.flush()
+    self._file.flush()
 
   def close(self) -> None:
-    if self._file:
-      self._file.close()
+    self._file.close()

@@ -1,0 +1,112 @@
+"""Checkpoints of the whole training state (parameters, optimizer state, walkers, move
+width, PRNG key, step) with orbax: written asynchronously and atomically, the last K kept.
+
+Orbax writes each checkpoint into a temporary directory and renames it when complete, so
+a run killed mid-write leaves no checkpoint that looks finished; one that still fails to
+restore is skipped with a warning in favour of the one before it.
+"""
+
+import os
+import time
+import warnings
+from typing import Optional
+
+import jax
+import orbax.checkpoint as ocp
+
+from ferminet_fast import InputError
+
+SUBDIR = 'checkpoints'
+# Config keys that fix the shapes of the saved state: they cannot change on resume.
+STRUCTURAL_KEYS = ('batch_size', 'precision', 'system.atom', 'system.molecule', 'system.units',
+                   'system.charge', 'system.spin', 'system.electrons', 'network',
+                   'optim.optimizer')
+
+
+def directory(run_dir: str) -> str:
+  return os.path.abspath(os.path.join(run_dir, SUBDIR))
+
+
+def has_checkpoint(run_dir: str) -> bool:
+  d = directory(run_dir)
+  return os.path.isdir(d) and any(name.isdigit() for name in os.listdir(d))
+
+
+class Checkpointer:
+  """Saves every `every_steps` steps and/or `every_minutes` minutes, keeping the last `keep`."""
+
+  def __init__(self, run_dir: str, keep: int, every_steps: int, every_minutes: float):
+    self._manager = ocp.CheckpointManager(
+        directory(run_dir),
+        options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True))
+    self._every_steps, self._every_s = every_steps, 60.0 * every_minutes
+    self._last_time = time.monotonic()
+    self.last_saved: Optional[int] = None
+
+  def due(self, step: int) -> bool:
+    by_steps = self._every_steps and step % self._every_steps == 0
+    by_time = self._every_s and time.monotonic() - self._last_time >= self._every_s
+    return bool(by_steps or by_time)
+
+  def save(self, step: int, state) -> None:
+    """Copies `state` to the host (the train step donates its buffers) and writes it in the
+    background."""
+    if step == self.last_saved:
+      return
+    host_state = jax.device_get(state)
+    self._manager.save(step, args=ocp.args.StandardSave(host_state))
+    self._last_time = time.monotonic()
+    self.last_saved = step
+
+  def close(self) -> None:
+    """Waits for pending writes."""
+    self._manager.wait_until_finished()
+    self._manager.close()
+
+
+def restore_latest(run_dir: str, like) -> tuple:
+  """(step, state) from the newest checkpoint of run_dir that restores, shaped like `like`
+  (a state of the same config). Raises InputError if none does."""
+  manager = ocp.CheckpointManager(directory(run_dir))
+  abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+  try:
+    for step in sorted(manager.all_steps(), reverse=True):
+      try:
+        state = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+      except Exception as e:  # A damaged checkpoint: fall back to the one before.
+        warnings.warn(f'checkpoint {step} in {directory(run_dir)} cannot be restored '
+                      f'({type(e).__name__}: {str(e).splitlines()[0][:200]}); trying an older one')
+        continue
+      return step, jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), state, like)
+  finally:
+    manager.close()
+  raise InputError(f'no checkpoint in {directory(run_dir)} can be restored')
+
+
+def _get(d: dict, dotted: str):
+  for part in dotted.split('.'):
+    d = d[part]
+  return d
+
+
+def structural_differences(saved: dict, current: dict) -> list:
+  """The STRUCTURAL_KEYS (and their sub-keys) whose values differ between two configs."""
+  diffs = []
+
+  def walk(key, a, b):
+    if isinstance(a, dict) and isinstance(b, dict):
+      for k in sorted(set(a) | set(b)):
+        walk(f'{key}.{k}', a.get(k), b.get(k))
+    elif _normalise(a) != _normalise(b):
+      diffs.append(f'{key}: {a!r} -> {b!r}')
+
+  for key in STRUCTURAL_KEYS:
+    walk(key, _get(saved, key), _get(current, key))
+  return diffs
+
+
+def _normalise(v):
+  """JSON turns tuples into lists; compare them as equal."""
+  if isinstance(v, (list, tuple)):
+    return tuple(_normalise(x) for x in v)
+  return v

@@ -1,0 +1,137 @@
+"""What a run reports while it trains: per-step statistics, stage timers, machine facts,
+and the signals that ask it to stop."""
+
+import concurrent.futures
+import datetime
+import os
+import platform
+import signal
+import threading
+import time
+from typing import Callable, Optional
+
+import jax
+import numpy as np
+
+import ferminet_fast
+from ferminet_fast import rundir, step
+
+STOP_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGUSR1')  # What SLURM and a user's Ctrl-C send.
+
+
+def versions() -> dict:
+  import flax
+  import optax
+  return {'ferminet_fast': ferminet_fast.__version__, 'jax': jax.__version__,
+          'flax': flax.__version__, 'optax': optax.__version__, 'numpy': np.__version__,
+          'python': platform.python_version()}
+
+
+def _cpu_model() -> str:
+  try:
+    with open('/proc/cpuinfo') as f:
+      return next(line.split(':', 1)[1].strip() for line in f if line.startswith('model name'))
+  except (OSError, StopIteration):
+    return platform.processor()
+
+
+def machine() -> dict:
+  devices = jax.devices()
+  return {'platform': devices[0].platform, 'device': devices[0].device_kind,
+          'cpu': _cpu_model(), 'device_count': len(devices), 'cpu_count': os.cpu_count(),
+          'host': platform.node(), 'date': datetime.datetime.now().isoformat(timespec='seconds')}
+
+
+def format_timings(t: dict) -> str:
+  keys = ('train_step_ms', 'mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms')
+  return '  '.join(f'{k}={t[k]:.3f}' for k in keys if k in t) + f'  compile_s={t["compile_s"]:.2f}'
+
+
+class StageTimers:
+  """Compiles the stage timers in a background thread, so training starts without waiting."""
+
+  def __init__(self, parts, state):
+    self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    self._future = self._pool.submit(step.compile_stages, parts, step.shapes_of(state))
+    self._t0 = time.perf_counter()
+    self.compile_s = None
+
+  def measure(self, compiled, state, wait: bool) -> Optional[dict]:
+    """Stage timings on `state`, or None while their compilation is still running."""
+    if not (wait or self._future.done()):
+      return None
+    stages = self._future.result()
+    if self.compile_s is None:
+      self.compile_s = time.perf_counter() - self._t0
+      self._pool.shutdown()
+    return {**step.measure_stages(compiled, stages, state), 'timers_compile_s': self.compile_s}
+
+
+class Recorder:
+  """Turns each step's device statistics into a stats.csv row, one step behind the device
+  (fetching step t's scalars after step t + 1 is queued never stalls the device), and
+  prints a progress line every `print_every` steps."""
+
+  def __init__(self, path: str, print_every: int, say: Callable, resume_from: Optional[int]):
+    self._writer = rundir.StatsWriter(path, resume_from)
+    self.history = {c: [float(r[c]) for r in self._writer.kept_rows] for c in rundir.STATS_COLUMNS}
+    self._print_every, self._say = print_every, say
+    self._pending = None
+    self._t0 = self.last = time.perf_counter()
+    self._first = None
+
+  def push(self, t: int, device_stats) -> None:
+    if self._pending is not None:
+      self._record(*self._pending)
+    self._pending = (t, device_stats)
+    if self._first is None:
+      self._first = t
+
+  def finish(self) -> None:
+    if self._pending is not None:
+      self._record(*self._pending)
+      self._pending = None
+    self._writer.close()
+
+  def _record(self, t, device_stats):
+    s = jax.device_get(device_stats)
+    now = time.perf_counter()
+    row = {'step': t, 'energy': float(s.energy), 'variance': float(s.variance),
+           'pmove': float(s.pmove), 'move_width': float(s.width), 'lr': float(s.lr),
+           'step_time_ms': 1e3 * (now - self.last)}
+    self.last = now
+    self._writer.write(row)
+    for c in rundir.STATS_COLUMNS:
+      self.history[c].append(row[c])
+    if self._print_every and (t + 1) % self._print_every == 0:
+      self._writer.flush()
+      rate = (t + 1 - self._first) / (now - self._t0)
+      self._say(f'step {t + 1:6d}  E {row["energy"]:12.6f}  var {row["variance"]:9.5f}  '
+                f'pmove {row["pmove"]:.2f}  width {row["move_width"]:.3f}  {rate:7.1f} it/s')
+
+
+class StopSignals:
+  """While active, SIGTERM / SIGINT / SIGUSR1 only set `received` (the signal's name), so
+  the loop can checkpoint at the next step boundary and exit cleanly. Inactive off the
+  main thread (signal handlers can only be installed there) or when not `enabled`."""
+
+  def __init__(self, enabled: bool):
+    self.enabled = enabled and threading.current_thread() is threading.main_thread()
+    self.received: Optional[str] = None
+    self._previous = {}
+
+  def _handle(self, signum, frame):
+    del frame
+    self.received = signal.Signals(signum).name
+
+  def __enter__(self):
+    if self.enabled:
+      for name in STOP_SIGNALS:
+        sig = getattr(signal, name)
+        self._previous[sig] = signal.signal(sig, self._handle)
+    return self
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+    return False

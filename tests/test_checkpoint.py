@@ -1,0 +1,103 @@
+"""Checkpoints: resume equals an uninterrupted run bitwise; damaged checkpoints are skipped;
+config changes that alter the state's shapes are refused; SIGTERM checkpoints and exits."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import InputError, train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cfg_for(path, iterations, **extra):
+  return tiny_config('He', **{'optim.iterations': iterations, 'log.save_path': str(path),
+                              'log.save_every': 10, 'log.save_frequency': 0.0, **extra})
+
+
+def leaves_equal(a, b):
+  return all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+@pytest.fixture(scope='module')
+def straight(tmp_path_factory):
+  """An uninterrupted 30-step run."""
+  return train.train(cfg_for(tmp_path_factory.mktemp('a') / 'run', 30), quiet=True)
+
+
+def test_resumed_run_is_bitwise_the_uninterrupted_run(tmp_path, straight):
+  path = tmp_path / 'run'
+  train.train(cfg_for(path, 20), quiet=True)
+  resumed = train.train(cfg_for(path, 30), quiet=True)
+  assert leaves_equal(resumed.state.params, straight.state.params)
+  assert leaves_equal(resumed.state.walkers.x, straight.state.walkers.x)
+  np.testing.assert_array_equal(resumed.history['energy'], straight.history['energy'])
+  steps = np.loadtxt(path / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
+  np.testing.assert_array_equal(steps, np.arange(30))
+
+
+def test_only_the_last_checkpoints_are_kept(tmp_path):
+  path = tmp_path / 'run'
+  train.train(cfg_for(path, 50, **{'log.keep_checkpoints': 2}), quiet=True)
+  assert sorted(int(d) for d in os.listdir(path / 'checkpoints')) == [40, 50]
+
+
+def test_damaged_latest_checkpoint_is_skipped(tmp_path, straight):
+  path = tmp_path / 'run'
+  train.train(cfg_for(path, 20), quiet=True)
+  for f in glob.glob(str(path / 'checkpoints' / '20' / '**' / '*'), recursive=True):
+    if os.path.isfile(f) and 'METADATA' not in f and not f.endswith('.txt'):
+      with open(f, 'r+b') as fh:
+        fh.truncate(max(0, os.path.getsize(f) // 3))
+  with pytest.warns(UserWarning, match='cannot be restored'):
+    resumed = train.train(cfg_for(path, 30), quiet=True)
+  assert leaves_equal(resumed.state.params, straight.state.params)  # Redone from step 10.
+  steps = np.loadtxt(path / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
+  np.testing.assert_array_equal(steps, np.arange(30))
+
+
+def test_changing_the_network_on_resume_is_refused(tmp_path):
+  path = tmp_path / 'run'
+  train.train(cfg_for(path, 10), quiet=True)
+  before = {f: os.path.getmtime(path / f) for f in ('config.json', 'stats.csv')}
+  with pytest.raises(InputError, match='network.determinants'):
+    train.train(cfg_for(path, 20, **{'network.determinants': 3}), quiet=True)
+  assert before == {f: os.path.getmtime(path / f) for f in ('config.json', 'stats.csv')}
+
+
+def test_restore_path_starts_from_another_run(tmp_path, straight):
+  result = train.train(cfg_for(tmp_path / 'new', 30, **{'log.restore_path': straight.run_dir}),
+                       quiet=True)
+  assert int(result.state.step) == 30 and len(result.history['energy']) == 0
+  with pytest.raises(InputError, match='holds no checkpoint'):
+    train.train(cfg_for(tmp_path / 'x', 5, **{'log.restore_path': str(tmp_path)}), quiet=True)
+
+
+def test_sigterm_checkpoints_then_exits_for_requeue(tmp_path):
+  path = tmp_path / 'run'
+  args = [sys.executable, '-m', 'ferminet_fast.train', '--config.optim.iterations=100000',
+          f'--config.log.save_path={path}', '--config.log.timers=false',
+          '--config.network.ferminet.hidden_dims=((8,4),)', '--config.batch_size=32',
+          '--config.mcmc.burn_in=10']
+  proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 120
+  while time.time() < deadline:
+    stats = path / 'stats.csv'
+    if stats.exists() and stats.stat().st_size > 200:
+      break
+    time.sleep(0.2)
+  proc.send_signal(signal.SIGTERM)
+  out, err = proc.communicate(timeout=120)
+  assert proc.returncode == train.EXIT_PREEMPTED, err
+  assert 'SIGTERM received' in out
+  saved = max(int(d) for d in os.listdir(path / 'checkpoints'))
+  rows = (path / 'stats.csv').read_text().splitlines()
+  assert saved == len(rows) - 1 > 0  # Checkpoint at the last recorded step.
