@@ -6,6 +6,8 @@ config translates line by line. Per-system files in `configs/` start from
 is an error rather than a silently ignored setting.
 """
 
+import importlib.util
+
 from ml_collections import config_dict
 
 from ferminet_fast import InputError
@@ -45,7 +47,7 @@ def default() -> config_dict.ConfigDict:
 
   c.optim = config_dict.ConfigDict()
   c.optim.iterations = 2000  # Parameter updates (training steps).
-  c.optim.optimizer = 'adam'  # 'adam' or 'sgd'.
+  c.optim.optimizer = 'adam'  # 'adam', 'kfac' (needs the kfac extra) or 'sgd'.
   # Laplacian of log|psi| for the kinetic energy: 'jacfwd' (jacfwd of grad: all 3N
   # tangents at once; memory ~3N gradients), 'jvp_loop' (a loop of 3N forward-mode
   # products: memory of one gradient), 'folx' / 'folx_sparse' (forward Laplacian, dense or
@@ -63,13 +65,20 @@ def default() -> config_dict.ConfigDict:
   # 'mean_absdev' (FermiNet: mean, mean |E - mean|), 'median_mad' (median, median |E - median|).
   c.optim.clip_method = 'median_absdev'
   c.optim.lr = config_dict.ConfigDict()
-  c.optim.lr.rate = 0.01  # Learning rate at step 0.
+  # Learning rate at step 0; None: the optimizer's default (adam, sgd 0.01; kfac 0.05).
+  c.optim.lr.rate = config_dict.placeholder(float)
   c.optim.lr.decay = 1.0  # Exponent of the decay: rate * (1 + t / delay) ** -decay.
-  c.optim.lr.delay = 1000.0  # Steps over which the learning rate halves (decay = 1).
+  # Steps over which the rate halves (decay = 1); None: adam, sgd 1000; kfac 10000.
+  c.optim.lr.delay = config_dict.placeholder(float)
   c.optim.adam = config_dict.ConfigDict()
   c.optim.adam.b1 = 0.9  # First-moment decay.
   c.optim.adam.b2 = 0.999  # Second-moment decay.
   c.optim.adam.eps = 1e-8  # Denominator offset.
+  c.optim.kfac = config_dict.ConfigDict()  # FermiNet's KFAC settings.
+  c.optim.kfac.damping = 1e-3  # Tikhonov damping added to the curvature blocks.
+  c.optim.kfac.norm_constraint = 1e-3  # Bound on lr^2 <F^-1 g, g> of each update.
+  c.optim.kfac.cov_ema_decay = 0.95  # Moving-average decay of the curvature estimates.
+  c.optim.kfac.invert_every = 1  # Steps between re-inverting the curvature blocks.
 
   c.mcmc = config_dict.ConfigDict()
   c.mcmc.steps = 10  # Metropolis-Hastings steps per training step.
@@ -117,10 +126,12 @@ _CHOICES = {
     'optim.clip_method': ('median_absdev', 'mean_absdev', 'median_mad'),
 }
 
-_POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'log.keep_checkpoints')
+_POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'log.keep_checkpoints',
+                 'optim.kfac.invert_every')
 _NON_NEGATIVE_INT = ('optim.iterations', 'optim.energy_chunk_size', 'mcmc.burn_in',
                      'log.print_every', 'log.timers_every', 'log.save_every')
-_POSITIVE_FLOAT = ('optim.lr.delay', 'mcmc.move_width', 'mcmc.init_width')
+_POSITIVE_FLOAT = ('optim.lr.delay', 'mcmc.move_width', 'mcmc.init_width',
+                   'optim.kfac.damping', 'optim.kfac.norm_constraint')
 _NON_NEGATIVE_FLOAT = ('optim.lr.rate', 'optim.lr.decay', 'optim.clip_local_energy',
                        'mcmc.adapt_rate', 'log.save_frequency')
 
@@ -143,6 +154,11 @@ def validate(cfg: config_dict.ConfigDict) -> None:
     value = _get(cfg, key)
     if value not in allowed:
       raise InputError(f'config.{key} = {value!r} is not one of {", ".join(allowed)}')
+  if cfg.optim.optimizer in optim.OPTIONAL and importlib.util.find_spec(
+      optim.OPTIONAL[cfg.optim.optimizer]) is None:
+    raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} needs the optional '
+                     f"package {optim.OPTIONAL[cfg.optim.optimizer]}: pip install "
+                     "'ferminet_fast[kfac]'")
   method = cfg.optim.laplacian
   if method in hamiltonian.OPTIONAL and method not in hamiltonian.available_laplacians():
     raise InputError(f'config.optim.laplacian = {method!r} needs the optional package '
@@ -154,10 +170,10 @@ def validate(cfg: config_dict.ConfigDict) -> None:
     if _get(cfg, key) < 0:
       raise InputError(f'config.{key} must be >= 0, got {_get(cfg, key)}')
   for key in _POSITIVE_FLOAT:
-    if not _get(cfg, key) > 0:
+    if _get(cfg, key) is not None and not _get(cfg, key) > 0:
       raise InputError(f'config.{key} must be > 0, got {_get(cfg, key)}')
   for key in _NON_NEGATIVE_FLOAT:
-    if not _get(cfg, key) >= 0:
+    if _get(cfg, key) is not None and not _get(cfg, key) >= 0:
       raise InputError(f'config.{key} must be >= 0, got {_get(cfg, key)}')
   if not 0 < cfg.mcmc.target_pmove < 1:
     raise InputError(f'config.mcmc.target_pmove must lie in (0, 1), got {cfg.mcmc.target_pmove}')

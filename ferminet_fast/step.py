@@ -41,7 +41,7 @@ class Parts:
   batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
   mcmc_step: Callable  # TrainState -> (TrainState, pmove): one sweep, width adapted
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
-  optimizer: optax.GradientTransformation
+  optimizer: optim.Optimizer
   schedule: Callable  # step -> learning rate
   train_step: Callable  # TrainState -> (TrainState, StepStats)
   dtype: Any
@@ -60,7 +60,7 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
   local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian)
   energy = loss.make_energy(network.log_psi, local_energy, cfg.optim.clip_method,
                             cfg.optim.clip_local_energy, cfg.optim.energy_chunk_size)
-  optimizer = optim.make_optimizer(cfg.optim)
+  optimizer = optim.make_optimizer(cfg.optim, batch_log_psi)
   schedule = optim.lr_schedule(cfg.optim)
   target, rate = cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate
 
@@ -76,12 +76,13 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
     state, pmove = mcmc_step(state)
     x = state.walkers.x
     (e, aux), grads = jax.value_and_grad(energy, has_aux=True)(state.params, x)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    key, k_opt = jax.random.split(state.key)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params, x, k_opt)
     params = optax.apply_updates(state.params, updates)
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
     stats = StepStats(e, aux.variance, pmove, width, jnp.asarray(schedule(state.step), dtype))
-    return TrainState(params, opt_state, walkers, state.key, state.step + 1), stats
+    return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   return Parts(network, batch_log_psi, mcmc_step, energy, optimizer, schedule, train_step, dtype,
                laplacian)
@@ -91,12 +92,12 @@ def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> Tra
   """Fresh parameters, optimizer state and walkers (before burn-in), built in one jit."""
 
   def build(key):
-    k_params, k_walkers, k_run = jax.random.split(key, 3)
+    k_params, k_walkers, k_opt, k_run = jax.random.split(key, 4)
     params = parts.network.init(k_params)
     x = mcmc.init_positions(k_walkers, system, cfg.batch_size, cfg.mcmc.init_width, parts.dtype)
     walkers = mcmc.Walkers(x, parts.batch_log_psi(params, x),
                            jnp.asarray(cfg.mcmc.move_width, parts.dtype))
-    return TrainState(params, parts.optimizer.init(params), walkers, k_run,
+    return TrainState(params, parts.optimizer.init(params, x, k_opt), walkers, k_run,
                       jnp.zeros((), jnp.int32))
 
   return jax.jit(build)(key)
@@ -112,7 +113,7 @@ def _stage_functions(parts: Parts) -> dict:
     return jax.value_and_grad(parts.energy, has_aux=True)(s.params, s.walkers.x)
 
   def optimizer_stage(s, grads):
-    updates, opt_state = parts.optimizer.update(grads, s.opt_state, s.params)
+    updates, opt_state = parts.optimizer.update(grads, s.opt_state, s.params, s.walkers.x, s.key)
     return optax.apply_updates(s.params, updates), opt_state
 
   return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': optimizer_stage}

@@ -81,13 +81,15 @@ def table(rows, key_names):
 
 
 def main():
-  from ferminet_fast import hamiltonian, optim  # Tables of names.
+  from ferminet_fast import hamiltonian  # Table of Laplacian methods.
 
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--suite', nargs='*', default=['configs', 'sweep', 'naive'],
                       choices=['configs', 'sweep', 'naive'])
   parser.add_argument('--methods', nargs='*', default=hamiltonian.available_laplacians())
-  parser.add_argument('--optimizers', nargs='*', default=list(optim.OPTIMIZERS.keys())[:1])
+  parser.add_argument('--optimizers', nargs='*', default=['adam', 'kfac'])
+  parser.add_argument('--kfac-methods', nargs='*', default=['best'],
+                      help='Laplacian methods run with KFAC (its cost does not depend on them)')
   parser.add_argument('--configs', nargs='*', default=[c[0] for c in CONFIGS])
   parser.add_argument('--iterations', type=int, default=300)
   parser.add_argument('--sweep-iterations', type=int, default=100)
@@ -105,7 +107,8 @@ def main():
       if label not in args.configs:
         continue
       for opt in args.optimizers:
-        for method in args.methods:
+        for method in (args.kfac_methods if opt == 'kfac' else args.methods):
+          method = hamiltonian.resolve(method)
           r = run_one(config, overrides + [f'--config.optim.laplacian={method}',
                                            f'--config.optim.optimizer={opt}'], args.iterations)
           results['configs'].append(((label, opt, method), r))
