@@ -9,3 +9,7 @@ __version__ = "0.1.0"
 
 class InputError(ValueError):
   """Bad user input (config, geometry, paths): reported as one line, no traceback."""
+
+
+class TrainingError(RuntimeError):
+  """Training cannot go on (e.g. diverged); the last good state is checkpointed."""

@@ -70,6 +70,9 @@ def default() -> config_dict.ConfigDict:
   c.optim.lr.decay = 1.0  # Exponent of the decay: rate * (1 + t / delay) ** -decay.
   # Steps over which the rate halves (decay = 1); None: adam, sgd 1000; kfac 10000.
   c.optim.lr.delay = config_dict.placeholder(float)
+  # Consecutive rejected updates (non-finite parameters) after which training stops with
+  # an error, the last good state checkpointed.
+  c.optim.max_rejected_steps = 20
   c.optim.adam = config_dict.ConfigDict()
   c.optim.adam.b1 = 0.9  # First-moment decay.
   c.optim.adam.b2 = 0.999  # Second-moment decay.
@@ -127,7 +130,7 @@ _CHOICES = {
 }
 
 _POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'log.keep_checkpoints',
-                 'optim.kfac.invert_every')
+                 'optim.kfac.invert_every', 'optim.max_rejected_steps')
 _NON_NEGATIVE_INT = ('optim.iterations', 'optim.energy_chunk_size', 'mcmc.burn_in',
                      'log.print_every', 'log.timers_every', 'log.save_every')
 _POSITIVE_FLOAT = ('optim.lr.delay', 'mcmc.move_width', 'mcmc.init_width',

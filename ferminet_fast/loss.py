@@ -5,7 +5,8 @@ parameters is 2 <(E_L - <E_L>) d log|psi|>, which does not differentiate E_L
 itself; a custom JVP supplies it, so `jax.grad` of the energy is the VMC gradient
 and the Laplacian is never differentiated. Local energies entering the gradient
 are clipped (outliers near nodes and nuclei otherwise dominate it); the reported
-energy is the unclipped mean.
+energy is the unclipped mean. Non-finite local energies (a walker on a node or a
+nucleus) are left out of both, and counted.
 """
 
 from typing import Callable, NamedTuple
@@ -16,7 +17,8 @@ import jax.numpy as jnp
 
 class EnergyAux(NamedTuple):
   local_energy: jax.Array  # (B,) Ha, unclipped.
-  variance: jax.Array  # () Ha^2, of the unclipped local energies.
+  variance: jax.Array  # () Ha^2, of the unclipped finite local energies.
+  nonfinite: jax.Array  # () count (float dtype) of walkers whose local energy is NaN or inf.
 
 
 def _window(centre, scale, e, k):
@@ -73,17 +75,27 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
   @jax.custom_jvp
   def energy(params, x):
     e_l = batch_local_energy(params, x)
-    mean = jnp.mean(e_l)
-    return mean, EnergyAux(e_l, jnp.mean((e_l - mean) ** 2))
+    finite = jnp.isfinite(e_l)
+    n = jnp.maximum(jnp.sum(finite), 1)
+    mean = jnp.sum(jnp.where(finite, e_l, 0.0)) / n
+    variance = jnp.sum(jnp.where(finite, (e_l - mean) ** 2, 0.0)) / n
+    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype))
 
   @energy.defjvp
   def energy_jvp(primals, tangents):
     params, x = primals
     mean, aux = energy(params, x)
-    e_l = clip(aux.local_energy, clip_k) if clip_k > 0 else aux.local_energy
-    diff = e_l - jnp.mean(e_l)
+    # Walkers with a non-finite local energy get zero weight. (Should log|psi|'s parameter
+    # derivative itself be non-finite there, 0 * NaN reaches the gradient and the step
+    # rejects the update; moving such walkers elsewhere would cost a second forward pass,
+    # since XLA shares this one with the local energy's.)
+    finite = jnp.isfinite(aux.local_energy)
+    n = jnp.maximum(jnp.sum(finite), 1)
+    e_l = jnp.where(finite, aux.local_energy, mean)
+    e_l = clip(e_l, clip_k) if clip_k > 0 else e_l
+    diff = jnp.where(finite, e_l - jnp.sum(jnp.where(finite, e_l, 0.0)) / n, 0.0)
     _, dlog_psi = jax.jvp(lambda p: batch_log_psi(p, x), (params,), (tangents[0],))
-    tangent = 2.0 * jnp.mean(diff * dlog_psi)
+    tangent = 2.0 * jnp.sum(diff * dlog_psi) / n
     zeros = jax.tree.map(jnp.zeros_like, aux)
     return (mean, aux), (tangent, zeros)
 

@@ -77,6 +77,7 @@ class Recorder:
     self.history = {c: [float(r[c]) for r in self._writer.kept_rows] for c in rundir.STATS_COLUMNS}
     self._print_every, self._say = print_every, say
     self._pending = None
+    self.consecutive_rejected = 0
     self._t0 = self.last = time.perf_counter()
     self._first = None
 
@@ -98,7 +99,12 @@ class Recorder:
     now = time.perf_counter()
     row = {'step': t, 'energy': float(s.energy), 'variance': float(s.variance),
            'pmove': float(s.pmove), 'move_width': float(s.width), 'lr': float(s.lr),
+           'nonfinite': int(s.nonfinite), 'rejected': int(s.rejected),
            'step_time_ms': 1e3 * (now - self.last)}
+    self.consecutive_rejected = self.consecutive_rejected + 1 if row['rejected'] else 0
+    if row['rejected']:
+      self._say(f'step {t + 1}: update rejected (it would make parameters non-finite); '
+                f'{self.consecutive_rejected} in a row')
     self.last = now
     self._writer.write(row)
     for c in rundir.STATS_COLUMNS:

@@ -9,7 +9,8 @@ from typing import Optional
 from ferminet_fast import InputError
 
 RUN_FILES = ('config.json', 'stats.csv', 'timings.json', 'result.json')
-STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'step_time_ms')
+STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'nonfinite',
+                 'rejected', 'step_time_ms')
 
 
 def prepare(save_path: str, name: str) -> tuple:

@@ -32,6 +32,8 @@ class StepStats(NamedTuple):
   pmove: jax.Array  # Fraction of accepted MH moves in the step's sweep.
   width: jax.Array  # bohr, proposal width used in the sweep.
   lr: jax.Array  # Learning rate of the update.
+  nonfinite: jax.Array  # Walkers whose local energy was NaN/inf (left out of E and gradient).
+  rejected: jax.Array  # 1 if the update would have made a parameter non-finite (not applied).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,9 +81,15 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
     key, k_opt = jax.random.split(state.key)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params, x, k_opt)
     params = optax.apply_updates(state.params, updates)
+    # An update that would make any parameter non-finite is rejected: parameters and
+    # optimizer state stay as they were (the walkers and key move on).
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(params)]))
+    params, opt_state = jax.lax.cond(ok, lambda: (params, opt_state),
+                                     lambda: (state.params, state.opt_state))
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
-    stats = StepStats(e, aux.variance, pmove, width, jnp.asarray(schedule(state.step), dtype))
+    stats = StepStats(e, aux.variance, pmove, width, jnp.asarray(schedule(state.step), dtype),
+                      aux.nonfinite, (~ok).astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   return Parts(network, batch_log_psi, mcmc_step, energy, optimizer, schedule, train_step, dtype,

@@ -22,8 +22,8 @@ import jax  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ferminet_fast import (InputError, checkpoint, cli, config, monitor, rundir, stats,  # noqa: E402
-                           step, systems)
+from ferminet_fast import (InputError, TrainingError, checkpoint, cli, config, monitor,  # noqa: E402
+                           rundir, stats, step, systems)
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rerun to resume.
 
@@ -151,9 +151,17 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
       if signals.received:
         say(f'{signals.received} received: checkpointing step {done} and stopping')
         break
+      if recorder.consecutive_rejected >= cfg.optim.max_rejected_steps:
+        break
     recorder.finish()
     saver.save(done, state)
     saver.close()
+  if recorder.consecutive_rejected >= cfg.optim.max_rejected_steps:
+    raise TrainingError(f'training diverged: {recorder.consecutive_rejected} updates in a row '
+                        f'would have made parameters non-finite (up to step {done}); the last '
+                        f'good state is checkpointed in {checkpoint.directory(run_dir)}. Lower '
+                        'optim.lr.rate (or clip harder: a smaller optim.clip_local_energy) and '
+                        'resume.')
   wall = time.perf_counter() - t_loop
   if timers is not None and 'train_step_ms' not in timings:
     measure(done, wait=True)  # A run shorter than the timers' compilation.
@@ -198,6 +206,9 @@ def main(argv) -> None:
   except InputError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
+  except TrainingError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(3)
   if result.stopped_by:
     sys.exit(EXIT_PREEMPTED)
 

@@ -32,3 +32,14 @@ def tiny_config(atom='He', **overrides):
 @pytest.fixture
 def make_config():
   return tiny_config
+
+
+def tiny_network(atom='He', dtype=None, seed=0, **overrides):
+  """(system, network, params) of a tiny config; `dtype` defaults to float32."""
+  import jax
+  import jax.numpy as jnp
+  from ferminet_fast import networks, systems
+  cfg = tiny_config(atom, **overrides)
+  system = systems.make_system(cfg.system)
+  network = networks.make_network(cfg.network, system, dtype or jnp.float32)
+  return system, network, network.init(jax.random.PRNGKey(seed))

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import tiny_config
-from ferminet_fast import config, hamiltonian, networks, systems
+from conftest import tiny_config, tiny_network
+from ferminet_fast import config, hamiltonian, systems
 
 METHODS = sorted(hamiltonian.LAPLACIANS)  # folx comes with the test extra.
 
@@ -41,10 +41,7 @@ def test_helium_product_of_1s_orbitals(method):
 
 
 def _real_network(atom, **overrides):
-  cfg = tiny_config(atom, **overrides)
-  system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system, jnp.float64)
-  params = network.init(jax.random.PRNGKey(3))
+  system, network, params = tiny_network(atom, jnp.float64, seed=3, **overrides)
   # Perturb the envelope and Jastrow away from their symmetric initial values.
   params = jax.tree.map(lambda p: p * (1 + 0.1 * jnp.sin(jnp.arange(p.size).reshape(p.shape))),
                         params)

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import tiny_config
-from ferminet_fast import hamiltonian, loss, networks, systems
+from conftest import tiny_network
+from ferminet_fast import hamiltonian, loss
 
 
 @pytest.mark.parametrize('clip_k', [0.0, 1.0])
@@ -16,10 +16,7 @@ def test_gradient_is_covariance_of_energy_and_log_psi_gradient(clip_k):
 
 
 def _check_gradient(clip_k):
-  cfg = tiny_config('He')
-  system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system, jnp.float64)
-  params = network.init(jax.random.PRNGKey(0))
+  system, network, params = tiny_network('He', jnp.float64)
   x = jax.random.normal(jax.random.PRNGKey(1), (32, 6), jnp.float64)
   local_energy = hamiltonian.make_local_energy(network.log_psi, system, 'jvp_loop')
   energy = loss.make_energy(network.log_psi, local_energy, 'median_absdev', clip_k)
@@ -46,3 +43,27 @@ def test_clipping_keeps_the_bulk_and_bounds_outliers(method):
   assert float(clipped.max()) < 1000.0
   bulk = np.abs(np.asarray(e)) < 0.5
   np.testing.assert_array_equal(np.asarray(clipped)[bulk], np.asarray(e)[bulk])
+
+
+def test_non_finite_local_energies_are_left_out():
+  """A NaN or inf local energy changes neither the energy nor the gradient of the rest."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('He', jnp.float64)
+    x = jax.random.normal(jax.random.PRNGKey(1), (16, 6), jnp.float64)
+    good = hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd')
+    bad_walkers = jnp.zeros(16, bool).at[jnp.array([3, 7])].set(True)
+
+    def poisoned(p, xi):  # NaN for walker 3, inf for walker 7 (recognised by position).
+      is_bad = jnp.any(jnp.all(xi == x[bad_walkers], axis=-1))
+      value = jnp.where(jnp.all(xi == x[3]), jnp.nan, jnp.inf)
+      return jnp.where(is_bad, value, good(p, xi))
+
+    value_and_grad = lambda f, xs: jax.jit(jax.value_and_grad(
+        loss.make_energy(network.log_psi, f, 'median_absdev', 5.0), has_aux=True))(params, xs)
+    (e_bad, aux), g_bad = value_and_grad(poisoned, x)
+    (e_ref, _), g_ref = value_and_grad(good, x[~bad_walkers])
+    assert int(aux.nonfinite) == 2
+    np.testing.assert_allclose(e_bad, e_ref, rtol=1e-12)
+    for a, b in zip(jax.tree.leaves(g_bad), jax.tree.leaves(g_ref)):
+      assert np.all(np.isfinite(a))
+      np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import tiny_config
-from ferminet_fast import networks, systems
+from conftest import tiny_network
+from ferminet_fast import networks
 
 
 @pytest.mark.parametrize('n', [1, 2, 3, 4])
@@ -44,10 +44,7 @@ CASES = [
 
 @pytest.mark.parametrize('atom,overrides', CASES)
 def test_antisymmetric_under_same_spin_exchange(atom, overrides):
-  cfg = tiny_config(atom, **overrides)
-  system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
-  params = network.init(jax.random.PRNGKey(0))
+  system, network, params = tiny_network(atom, **overrides)
   n = system.n_electrons
   x = jax.random.normal(jax.random.PRNGKey(1), (n, 3))
   apply = jax.jit(network.apply)
@@ -65,10 +62,7 @@ def test_antisymmetric_under_same_spin_exchange(atom, overrides):
 
 def test_opposite_spin_exchange_is_not_a_symmetry():
   """Up and down electrons are distinguishable: swapping one of each changes psi."""
-  cfg = tiny_config('Li')
-  system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
-  params = network.init(jax.random.PRNGKey(0))
+  _, network, params = tiny_network('Li')
   x = jax.random.normal(jax.random.PRNGKey(1), (3, 3))
   _, log_abs = network.apply(params, x.reshape(-1))
   _, log_swapped = network.apply(params, x[np.array([2, 1, 0])].reshape(-1))
@@ -76,10 +70,7 @@ def test_opposite_spin_exchange_is_not_a_symmetry():
 
 
 def test_psi_decays_far_from_the_nucleus():
-  cfg = tiny_config('He')
-  system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
-  params = network.init(jax.random.PRNGKey(0))
+  _, network, params = tiny_network('He')
   near = network.log_psi(params, jnp.array([0.5, 0, 0, 0, -0.5, 0]))
   far = network.log_psi(params, jnp.array([20.0, 0, 0, 0, -20.0, 0]))
   assert far < near - 10
@@ -87,8 +78,5 @@ def test_psi_decays_far_from_the_nucleus():
 
 def test_float64_parameters():
   with jax.enable_x64(True):
-    cfg = tiny_config('He')
-    system = systems.make_system(cfg.system)
-    network = networks.make_network(cfg.network, system, jnp.float64)
-    params = network.init(jax.random.PRNGKey(0))
+    _, _, params = tiny_network('He', jnp.float64)
     assert all(p.dtype == jnp.float64 for p in jax.tree.leaves(params))

@@ -68,3 +68,19 @@ def test_auto_laplacian_picks_the_fastest_available(run):
 def test_memory_of_the_compiled_step_is_reported(run):
   _, _, _, compiled, _ = run
   assert step.memory_mb(compiled.train_step)['step_memory_mb'] > 0
+
+
+def test_update_that_would_make_parameters_nan_is_rejected(run):
+  _, _, _, compiled, state = run
+  state = jax.tree.map(jnp.copy, state)
+  good_params = jax.tree.map(jnp.copy, state.params)
+  # Poison the walkers' energies: a walker at a nucleus-free infinity gives finite values, so
+  # instead poison the optimizer: a NaN learning-rate state makes the update NaN.
+  poisoned = state._replace(opt_state=jax.tree.map(
+      lambda a: jnp.full_like(a, jnp.nan) if jnp.issubdtype(a.dtype, jnp.floating) else a,
+      state.opt_state))
+  new, stats = compiled.train_step(poisoned)
+  assert int(stats.rejected) == 1
+  assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(new.params),
+                                                  jax.tree.leaves(good_params)))
+  assert all(np.all(np.isfinite(a)) for a in jax.tree.leaves(new.params))
