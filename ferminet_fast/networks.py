@@ -24,7 +24,6 @@ class Network(NamedTuple):
   init: Callable[[jax.Array], Any]  # PRNG key -> params
   apply: Callable[[Any, jax.Array], tuple]  # (params, x (3N,)) -> (sign, log|psi|)
   log_psi: Callable[[Any, jax.Array], jax.Array]  # (params, x (3N,)) -> log|psi|
-  n_electrons: int
 
 
 def slogdet(a: jax.Array) -> tuple:
@@ -197,4 +196,4 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   def log_psi(params, x):
     return module.apply(params, x)[1]
 
-  return Network(init=init, apply=apply, log_psi=log_psi, n_electrons=system.n_electrons)
+  return Network(init=init, apply=apply, log_psi=log_psi)

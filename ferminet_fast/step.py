@@ -44,7 +44,6 @@ class Parts:
   mcmc_step: Callable  # TrainState -> (TrainState, pmove): one sweep, width adapted
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
   optimizer: optim.Optimizer
-  schedule: Callable  # step -> learning rate
   train_step: Callable  # TrainState -> (TrainState, StepStats)
   dtype: Any
   laplacian: str
@@ -92,7 +91,7 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
                       aux.nonfinite, (~ok).astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
-  return Parts(network, batch_log_psi, mcmc_step, energy, optimizer, schedule, train_step, dtype,
+  return Parts(network, batch_log_psi, mcmc_step, energy, optimizer, train_step, dtype,
                laplacian)
 
 
