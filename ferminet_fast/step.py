@@ -41,7 +41,9 @@ class Parts:
   """The pure functions a run is made of, built once from the config and system."""
   network: networks.Network
   batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
+  sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove): fixed width
   mcmc_step: Callable  # TrainState -> (TrainState, pmove): one sweep, width adapted
+  local_energy: Callable  # (params, x (3N,)) -> E_L (), Ha
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
   optimizer: optim.Optimizer
   train_step: Callable  # TrainState -> (TrainState, StepStats)
@@ -91,8 +93,8 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
                       aux.nonfinite, (~ok).astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
-  return Parts(network, batch_log_psi, mcmc_step, energy, optimizer, train_step, dtype,
-               laplacian)
+  return Parts(network, batch_log_psi, sweep, mcmc_step, local_energy, energy, optimizer,
+               train_step, dtype, laplacian)
 
 
 def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> TrainState:

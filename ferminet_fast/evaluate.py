@@ -1,0 +1,130 @@
+"""Evaluation: the energy of a trained wavefunction with honest error bars.
+
+  python -m ferminet_fast.evaluate --run runs/li --steps 4000
+
+Loads the run's config and newest checkpoint, freezes the parameters, equilibrates the
+walkers with the move width fixed, then records the mean local energy of every MCMC
+sweep for `--steps` sweeps. The estimate is the reblocked mean with its standard error
+and integrated autocorrelation time, written to <run>/eval.json. Unlike the running mean
+of training, the parameters do not move while it is measured.
+"""
+
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+from ml_collections import config_dict
+import numpy as np
+
+from ferminet_fast import InputError, checkpoint, config, loss, rundir, stats, step, systems
+
+
+def config_from_json(d: dict) -> config_dict.ConfigDict:
+  """The defaults updated with a saved config.json (lists back to tuples)."""
+  cfg = config.default()
+
+  def assign(node, values, where):
+    for key, value in values.items():
+      if key not in node:
+        raise InputError(f'{where}: unknown config key {key!r}')
+      if isinstance(node[key], config_dict.ConfigDict):
+        assign(node[key], value, f'{where}.{key}')
+      else:
+        node[key] = _tuples(value)
+
+  assign(cfg, d, 'config.json')
+  return cfg
+
+
+def _tuples(v):
+  return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def evaluate(run_dir: str, steps: int = 2000, burn_in: int = 100, quiet: bool = False,
+             seed: int = 1) -> stats.Estimate:
+  """Evaluates the newest checkpoint of run_dir; returns the estimate and writes eval.json."""
+  say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+  if steps < 2 or burn_in < 0:
+    raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
+  if not checkpoint.has_checkpoint(run_dir):
+    raise InputError(f'--run {run_dir!r} holds no checkpoint to evaluate')
+  cfg = config_from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
+  config.validate(cfg)
+  if cfg.precision == 'float64':
+    jax.config.update('jax_enable_x64', True)
+  system = systems.make_system(cfg.system)
+  parts = step.make_parts(cfg, system)
+  state = step.init_state(parts, cfg, system, jax.random.PRNGKey(0))
+  trained_step, state = checkpoint.restore_latest(run_dir, state)
+  state = state._replace(key=jax.random.PRNGKey(seed))
+  local_energy = loss.batch_local_energies(
+      parts.local_energy, cfg.optim.energy_chunk_size)
+
+  def sweep(s):
+    """One MCMC sweep at fixed width and fixed parameters, then the local energies."""
+    key, k = jax.random.split(s.key)
+    walkers, pmove = parts.sweep(s.params, s.walkers, k)
+    e_l = local_energy(s.params, walkers.x)
+    finite = jnp.isfinite(e_l)
+    mean = jnp.sum(jnp.where(finite, e_l, 0.0)) / jnp.maximum(jnp.sum(finite), 1)
+    return s._replace(walkers=walkers, key=key), (mean, pmove)
+
+  sweep = jax.jit(sweep, donate_argnums=0)
+  t0 = time.perf_counter()
+  for _ in range(burn_in):
+    state, _ = sweep(state)
+  energies, pmoves, pending = [], [], None
+  for _ in range(steps):
+    state, out = sweep(state)
+    if pending is not None:
+      energies.append(float(pending[0]))
+      pmoves.append(float(pending[1]))
+    pending = out
+  energies.append(float(pending[0]))
+  pmoves.append(float(pending[1]))
+  wall = time.perf_counter() - t0
+  estimate = stats.reblock(np.asarray(energies))
+  exact = system.exact_energy
+  result = {'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
+            'block_size': estimate.block_size, 'steps': steps, 'burn_in': burn_in,
+            'batch_size': cfg.batch_size, 'mcmc_steps_per_sweep': cfg.mcmc.steps,
+            'checkpoint_step': trained_step, 'pmove': float(np.mean(pmoves)),
+            'exact_energy': exact,
+            'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
+            'wall_s': wall}
+  rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
+  line = (f'Evaluated step {trained_step}: {estimate.mean:.6f} +- {estimate.error:.6f} Ha '
+          f'({steps} sweeps x {cfg.batch_size} walkers, reblocked, tau={estimate.tau:.1f})')
+  if exact is not None:
+    line += f' | exact {exact:.6f} Ha | error {result["error_mha"]:+.2f} +- {1e3 * estimate.error:.2f} mHa'
+  say(line)
+  return estimate
+
+
+def main(argv) -> None:
+  from absl import flags, logging as absl_logging
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+    sys.exit(2)
+  f = flags.FLAGS
+  try:
+    evaluate(f.run, f.steps, f.burn_in, seed=f.seed)
+  except InputError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+
+
+def run() -> None:
+  from absl import app, flags
+  flags.DEFINE_string('run', None, 'Run directory (with checkpoints) to evaluate.', required=True)
+  flags.DEFINE_integer('steps', 2000, 'MCMC sweeps whose energies are recorded.')
+  flags.DEFINE_integer('burn_in', 100, 'Sweeps discarded before recording.')
+  flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.')
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()
