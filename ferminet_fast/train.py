@@ -84,7 +84,6 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   source = run_dir if resume else cfg.log.restore_path
   if source:
     _check_compatible(source, cfg)
-  rundir.write_json(os.path.join(run_dir, 'config.json'), cfg.to_dict())
   say(f'System  {systems.describe(system)}')
   say(f'Run dir {run_dir}' + (' (resuming)' if resume else ''))
 
@@ -94,6 +93,8 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   if source:
     start, state = checkpoint.restore_latest(source, state)
     say(f'Restored step {start} from {checkpoint.directory(source)}')
+  # Written once the state is in hand, so a failed resume leaves the earlier run as it was.
+  rundir.write_json(os.path.join(run_dir, 'config.json'), cfg.to_dict())
   n_params = sum(p.size for p in jax.tree.leaves(state.params))
   timings = {}
   if cfg.optim.laplacian == 'auto':

@@ -91,8 +91,8 @@ def main():
   parser.add_argument('--kfac-methods', nargs='*', default=['best'],
                       help='Laplacian methods run with KFAC (its cost does not depend on them)')
   parser.add_argument('--configs', nargs='*', default=[c[0] for c in CONFIGS])
-  parser.add_argument('--iterations', type=int, default=300)
-  parser.add_argument('--sweep-iterations', type=int, default=100)
+  parser.add_argument('--iterations', type=int, default=1000)
+  parser.add_argument('--sweep-iterations', type=int, default=60)
   parser.add_argument('--quick', action='store_true', help='He, H-Li sweep, few steps')
   parser.add_argument('--json', help='write all results to this file')
   args = parser.parse_args()
