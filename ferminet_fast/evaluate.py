@@ -14,11 +14,10 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 from ml_collections import config_dict
 import numpy as np
 
-from ferminet_fast import InputError, checkpoint, config, loss, rundir, stats, step, systems
+from ferminet_fast import InputError, checkpoint, config, rundir, stats, step, systems
 
 
 def config_from_json(d: dict) -> config_dict.ConfigDict:
@@ -59,16 +58,12 @@ def evaluate(run_dir: str, steps: int = 2000, burn_in: int = 100, quiet: bool = 
   state = step.init_state(parts, cfg, system, jax.random.PRNGKey(0))
   trained_step, state = checkpoint.restore_latest(run_dir, state)
   state = state._replace(key=jax.random.PRNGKey(seed))
-  local_energy = loss.batch_local_energies(
-      parts.local_energy, cfg.optim.energy_chunk_size)
-
   def sweep(s):
-    """One MCMC sweep at fixed width and fixed parameters, then the local energies."""
+    """One MCMC sweep at fixed width and fixed parameters, then the mean local energy
+    (non-finite ones left out, as in training)."""
     key, k = jax.random.split(s.key)
     walkers, pmove = parts.sweep(s.params, s.walkers, k)
-    e_l = local_energy(s.params, walkers.x)
-    finite = jnp.isfinite(e_l)
-    mean = jnp.sum(jnp.where(finite, e_l, 0.0)) / jnp.maximum(jnp.sum(finite), 1)
+    mean, _ = parts.energy(s.params, walkers.x)
     return s._replace(walkers=walkers, key=key), (mean, pmove)
 
   sweep = jax.jit(sweep, donate_argnums=0)

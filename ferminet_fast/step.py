@@ -43,7 +43,6 @@ class Parts:
   batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
   sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove): fixed width
   mcmc_step: Callable  # TrainState -> (TrainState, pmove): one sweep, width adapted
-  local_energy: Callable  # (params, x (3N,)) -> E_L (), Ha
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
   optimizer: optim.Optimizer
   train_step: Callable  # TrainState -> (TrainState, StepStats)
@@ -93,8 +92,8 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
                       aux.nonfinite, (~ok).astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
-  return Parts(network, batch_log_psi, sweep, mcmc_step, local_energy, energy, optimizer,
-               train_step, dtype, laplacian)
+  return Parts(network, batch_log_psi, sweep, mcmc_step, energy, optimizer, train_step, dtype,
+               laplacian)
 
 
 def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> TrainState:
@@ -165,14 +164,13 @@ def compile_stages(parts: Parts, state) -> dict:
 AUTO_CANDIDATES = ('jacfwd', 'jvp_loop', 'folx')  # folx_sparse compiles too slowly to try.
 
 
-def choose_laplacian(cfg, system: systems.System, state: TrainState, repeats: int = 5) -> tuple:
+def choose_laplacian(cfg, parts: Parts, system: systems.System, state: TrainState,
+                     repeats: int = 5) -> tuple:
   """Times the local energy of each available candidate method on `state` (the real
   parameters and walkers, chunked as configured) and returns (fastest, {method: ms})."""
-  network = networks.make_network(cfg.network, system,
-                                  jnp.float64 if cfg.precision == 'float64' else jnp.float32)
   times = {}
   for method in [m for m in AUTO_CANDIDATES if m in hamiltonian.available_laplacians()]:
-    local_energy = hamiltonian.make_local_energy(network.log_psi, system, method)
+    local_energy = hamiltonian.make_local_energy(parts.network.log_psi, system, method)
     fn = jax.jit(loss.batch_local_energies(local_energy, cfg.optim.energy_chunk_size))
     fn = fn.lower(state.params, state.walkers.x).compile()
     jax.block_until_ready(fn(state.params, state.walkers.x))
@@ -212,11 +210,7 @@ def _median_ms(fn: Callable, repeats: int) -> float:
 
 
 def measure_stages(compiled: Compiled, stages: dict, state: TrainState, repeats: int = 5) -> dict:
-  """Median wall time (ms) of each compiled stage and of the whole step on `state`.
-
-  The step donates its input, so it runs on fresh copies of the state (copied
-  outside the timed region); the state itself is left untouched.
-  """
+  """Median wall time (ms) of each compiled stage and of the whole step on `state`."""
   stages = {'mcmc_ms': compiled.mcmc, **stages}
   _, grads = stages['energy_grad_ms'](state)
   out = {}
@@ -224,11 +218,17 @@ def measure_stages(compiled: Compiled, stages: dict, state: TrainState, repeats:
     args = (state, grads) if name == 'optimizer_ms' else (state,)
     jax.block_until_ready(fn(*args))  # One unmeasured call: first-run allocations.
     out[name] = _median_ms(lambda: fn(*args), repeats)
+  out['train_step_ms'] = time_train_step(compiled, state, repeats)
+  return out
+
+
+def time_train_step(compiled: Compiled, state: TrainState, repeats: int = 5) -> float:
+  """Median ms of the compiled step; it donates its input, so each call gets a fresh copy
+  of `state` (made outside the timed region) and `state` itself is left untouched."""
   times = []
-  for _ in range(repeats + 1):
+  for _ in range(repeats + 1):  # The first call is not counted: first-run allocations.
     copy = jax.block_until_ready(jax.tree.map(jnp.copy, state))
     t0 = time.perf_counter()
     jax.block_until_ready(compiled.train_step(copy))
     times.append(time.perf_counter() - t0)
-  out['train_step_ms'] = 1e3 * float(np.median(times[1:]))
-  return out
+  return 1e3 * float(np.median(times[1:]))

@@ -98,7 +98,7 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   n_params = sum(p.size for p in jax.tree.leaves(state.params))
   timings = {}
   if cfg.optim.laplacian == 'auto':
-    method, timings['laplacian_auto_ms'] = step.choose_laplacian(cfg, system, state)
+    method, timings['laplacian_auto_ms'] = step.choose_laplacian(cfg, parts, system, state)
     parts = step.make_parts(cfg, system, method)
     say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
                                        timings['laplacian_auto_ms'].items()) + f' -> {method}')

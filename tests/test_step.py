@@ -59,8 +59,8 @@ def test_chunked_local_energies_equal_unchunked(run):
 
 
 def test_auto_laplacian_picks_the_fastest_available(run):
-  cfg, system, _, _, state = run
-  method, times = step.choose_laplacian(cfg, system, state, repeats=2)
+  cfg, system, parts, _, state = run
+  method, times = step.choose_laplacian(cfg, parts, system, state, repeats=2)
   assert set(times) == {m for m in step.AUTO_CANDIDATES if m in hamiltonian.available_laplacians()}
   assert times[method] == min(times.values())
 
