@@ -43,18 +43,19 @@ class Checkpointer:
     self._last_time = time.monotonic()
     self.last_saved: Optional[int] = None
 
-  def due(self, step: int) -> bool:
-    by_steps = self._every_steps and step % self._every_steps == 0
-    by_time = self._every_s and time.monotonic() - self._last_time >= self._every_s
-    return bool(by_steps or by_time)
+  def due_by_steps(self, step: int) -> bool:
+    return bool(self._every_steps and step % self._every_steps == 0)
+
+  def due_by_time(self) -> bool:
+    return bool(self._every_s and time.monotonic() - self._last_time >= self._every_s)
 
   def save(self, step: int, state) -> None:
-    """Copies `state` to the host (the train step donates its buffers) and writes it in the
-    background."""
+    """Saves `state` (called by every process with the same step). Orbax copies the arrays
+    to host memory before returning (so the next step may donate them) and writes the
+    files in the background."""
     if step == self.last_saved:
       return
-    host_state = jax.device_get(state)
-    self._manager.save(step, args=ocp.args.StandardSave(host_state))
+    self._manager.save(step, args=ocp.args.StandardSave(state))
     self._last_time = time.monotonic()
     self.last_saved = step
 
@@ -65,8 +66,9 @@ class Checkpointer:
 
 
 def restore_latest(run_dir: str, like) -> tuple:
-  """(step, state) from the newest checkpoint of run_dir that restores, shaped like `like`
-  (a state of the same config). Raises InputError if none does."""
+  """(step, state) from the newest checkpoint of run_dir that restores, shaped and laid
+  out over devices like `like` (a state of the same config, on this run's devices; the
+  saved device count does not matter). Raises InputError if none does."""
   manager = ocp.CheckpointManager(directory(run_dir))
   abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
   try:
@@ -77,7 +79,7 @@ def restore_latest(run_dir: str, like) -> tuple:
         warnings.warn(f'checkpoint {step} in {directory(run_dir)} cannot be restored '
                       f'({type(e).__name__}: {str(e).splitlines()[0][:200]}); trying an older one')
         continue
-      return step, jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), state, like)
+      return step, state
   finally:
     manager.close()
   raise InputError(f'no checkpoint in {directory(run_dir)} can be restored')

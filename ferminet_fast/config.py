@@ -70,9 +70,14 @@ def default() -> config_dict.ConfigDict:
   c.optim.lr.decay = 1.0  # Exponent of the decay: rate * (1 + t / delay) ** -decay.
   # Steps over which the rate halves (decay = 1); None: adam, sgd 1000; kfac 10000.
   c.optim.lr.delay = config_dict.placeholder(float)
-  # Consecutive rejected updates (non-finite parameters) after which training stops with
-  # an error, the last good state checkpointed.
-  c.optim.max_rejected_steps = 20
+  # Recovery from non-finite numbers. Non-finite local energies are left out of the step
+  # and an update that would make a parameter non-finite is not applied; after this many
+  # such bad steps in a row the run rewinds to its last all-finite state (kept in device
+  # memory every `snapshot_every` steps) with a new random stream, at most `max_rewinds`
+  # times, then stops with an error (the last good state checkpointed).
+  c.optim.rewind_after = 5
+  c.optim.snapshot_every = 100  # steps
+  c.optim.max_rewinds = 5
   c.optim.adam = config_dict.ConfigDict()
   c.optim.adam.b1 = 0.9  # First-moment decay.
   c.optim.adam.b2 = 0.999  # Second-moment decay.
@@ -106,10 +111,30 @@ def default() -> config_dict.ConfigDict:
   c.log.save_every = 0  # steps
   c.log.keep_checkpoints = 3  # Newest checkpoints kept; older ones are deleted.
   c.log.restore_path = ''  # Start from the newest checkpoint of this other run directory.
+  # A progress bar (energy, variance, pmove, it/s, ETA) when the output is a terminal;
+  # batch jobs' logs get the `print_every` lines instead.
+  c.log.progress = True
+  # TensorBoard scalars in <save_path>/tensorboard (needs the tensorboard extra).
+  c.log.tensorboard = False
+
+  # Devices and processes. Walkers are split over all devices of all processes;
+  # batch_size must be a multiple of the device count.
+  c.distributed = config_dict.ConfigDict()
+  # Call jax.distributed.initialize() (multi-host): 'auto' (under a SLURM step with more
+  # than one task, or when `coordinator` is set), 'yes' (cluster auto-detected by JAX),
+  # 'no' (this process's devices only).
+  c.distributed.initialize = 'auto'
+  c.distributed.coordinator = ''  # 'host:port' of process 0, for clusters JAX cannot detect.
+  c.distributed.num_processes = 0  # Processes in the run (with `coordinator`).
+  c.distributed.process_id = -1  # This process's index, 0..num_processes-1 (with `coordinator`).
 
   c.debug = config_dict.ConfigDict()
   c.debug.seed = 0  # Seed of every random number in the run.
   c.debug.deterministic = False  # Ask XLA for deterministic (reproducible) GPU kernels.
+  # Fault injection for reliability tests: after `inject_nan_step` steps, NaN into every
+  # parameter ('params') or into half of the walkers' positions ('walkers'); '' never.
+  c.debug.inject_nan = ''
+  c.debug.inject_nan_step = 0
 
   c.lock()
   return c
@@ -127,12 +152,15 @@ _CHOICES = {
     'network.envelope': ('isotropic', 'full'),
     'network.jastrow': ('none', 'simple_ee'),
     'optim.clip_method': ('median_absdev', 'mean_absdev', 'median_mad'),
+    'distributed.initialize': ('auto', 'yes', 'no'),
+    'debug.inject_nan': ('', 'params', 'walkers'),
 }
 
 _POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'log.keep_checkpoints',
-                 'optim.kfac.invert_every', 'optim.max_rejected_steps')
+                 'optim.kfac.invert_every', 'optim.rewind_after', 'optim.snapshot_every')
 _NON_NEGATIVE_INT = ('optim.iterations', 'optim.energy_chunk_size', 'mcmc.burn_in',
-                     'log.print_every', 'log.timers_every', 'log.save_every')
+                     'log.print_every', 'log.timers_every', 'log.save_every',
+                     'optim.max_rewinds', 'debug.inject_nan_step')
 _POSITIVE_FLOAT = ('optim.lr.delay', 'mcmc.move_width', 'mcmc.init_width',
                    'optim.kfac.damping', 'optim.kfac.norm_constraint')
 _NON_NEGATIVE_FLOAT = ('optim.lr.rate', 'optim.lr.decay', 'optim.clip_local_energy',
@@ -162,6 +190,9 @@ def validate(cfg: config_dict.ConfigDict) -> None:
     raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} needs the optional '
                      f"package {optim.OPTIONAL[cfg.optim.optimizer]}: pip install "
                      "'ferminet_fast[kfac]'")
+  if cfg.log.tensorboard and importlib.util.find_spec('tensorboardX') is None:
+    raise InputError("config.log.tensorboard = True needs the optional package tensorboardX: "
+                     "pip install 'ferminet_fast[tensorboard]'")
   method = cfg.optim.laplacian
   if method in hamiltonian.OPTIONAL and method not in hamiltonian.available_laplacians():
     raise InputError(f'config.optim.laplacian = {method!r} needs the optional package '

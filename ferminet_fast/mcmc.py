@@ -10,6 +10,9 @@ The move width is held fixed within a sweep (so a sweep is an exact MH kernel fo
 width *= exp(rate * (pmove - target)). From FermiNet's starting width of 0.02 bohr
 this reaches the working width within a few sweeps of burn-in instead of the
 hundreds of steps a fixed x1.1 per 100 steps schedule needs.
+
+A walker whose position or log|psi| became non-finite is restarted from a healthy
+walker at the start of the next sweep (see `replace_nonfinite`).
 """
 
 from typing import Callable, NamedTuple
@@ -46,6 +49,7 @@ def make_sweep(batch_log_psi: Callable, steps: int) -> Callable:
 
   def sweep(params, walkers: Walkers, key):
     width = walkers.width
+    walkers = replace_nonfinite(walkers)
 
     def step(i, carry):
       x, log_psi, accepted = carry
@@ -65,6 +69,16 @@ def make_sweep(batch_log_psi: Callable, steps: int) -> Callable:
     return Walkers(x, log_psi, width), pmove.astype(walkers.x.dtype)
 
   return sweep
+
+
+def replace_nonfinite(walkers: Walkers) -> Walkers:
+  """Walkers at a non-finite position or log|psi| (a chain that can never move again:
+  every proposal from NaN is NaN) restart from the first healthy walker's state. Cheap
+  (elementwise); a no-op in a healthy run. With no healthy walker all stay as they are."""
+  ok = jnp.isfinite(walkers.log_psi) & jnp.all(jnp.isfinite(walkers.x), axis=1)
+  donor = jnp.argmax(ok)
+  return walkers._replace(x=jnp.where(ok[:, None], walkers.x, walkers.x[donor]),
+                          log_psi=jnp.where(ok, walkers.log_psi, walkers.log_psi[donor]))
 
 
 def adapt_width(width: jax.Array, pmove: jax.Array, target: float, rate: float) -> jax.Array:

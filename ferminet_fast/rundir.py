@@ -73,25 +73,33 @@ class StatsWriter:
   """
 
   def __init__(self, path: str, resume_from: Optional[int] = None):
-    self.kept_rows = []
+    self._path, self._file = path, None
     if resume_from is not None and os.path.exists(path):
-      with open(path, newline='') as f:
-        self.kept_rows = [r for r in csv.DictReader(f) if int(r['step']) < resume_from]
-      tmp = path + '.tmp'
-      with open(tmp, 'w', newline='') as f:
-        writer = csv.DictWriter(f, STATS_COLUMNS)
-        writer.writeheader()
-        writer.writerows(self.kept_rows)
-      os.replace(tmp, path)
-      self._file = open(path, 'a', newline='')
-      self._writer = csv.writer(self._file)
+      self.kept_rows = self.truncate(resume_from)
     else:
-      self._file = open(path, 'w', newline='')
-      self._writer = csv.writer(self._file)
-      self._writer.writerow(STATS_COLUMNS)
+      self.kept_rows = self.truncate(0, read=False)
+
+  def truncate(self, step: int, read: bool = True) -> list:
+    """Keeps only the rows of steps < `step` (rewritten atomically), appends after them,
+    and returns the kept rows (dicts of strings)."""
+    if self._file is not None:
+      self._file.close()
+    rows = []
+    if read:
+      with open(self._path, newline='') as f:
+        rows = [r for r in csv.DictReader(f) if int(r['step']) < step]
+    tmp = self._path + '.tmp'
+    with open(tmp, 'w', newline='') as f:
+      writer = csv.DictWriter(f, STATS_COLUMNS)
+      writer.writeheader()
+      writer.writerows(rows)
+    os.replace(tmp, self._path)
+    self._file = open(self._path, 'a', newline='')
+    self._writer = csv.DictWriter(self._file, STATS_COLUMNS)
+    return rows
 
   def write(self, row: dict) -> None:
-    self._writer.writerow([row[c] for c in STATS_COLUMNS])
+    self._writer.writerow({c: row[c] for c in STATS_COLUMNS})
 
   def flush(self) -> None:
     self._file.flush()

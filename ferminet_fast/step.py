@@ -7,14 +7,15 @@ buffers are donated, and nothing in it returns to the host.
 
 import dataclasses
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
 import numpy as np
 import optax
 
-from ferminet_fast import hamiltonian, loss, mcmc, networks, optim, systems
+from ferminet_fast import distributed, hamiltonian, loss, mcmc, networks, optim, systems
 
 
 class TrainState(NamedTuple):
@@ -96,8 +97,11 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
                laplacian)
 
 
-def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> TrainState:
-  """Fresh parameters, optimizer state and walkers (before burn-in), built in one jit."""
+def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array,
+               ctx: Optional[distributed.Context] = None) -> TrainState:
+  """Fresh parameters, optimizer state and walkers (before burn-in), built in one jit and
+  laid out over the devices of `ctx` (default: all devices), walkers split among them."""
+  ctx = ctx or distributed.context(cfg.batch_size)
 
   def build(key):
     k_params, k_walkers, k_opt, k_run = jax.random.split(key, 4)
@@ -108,7 +112,15 @@ def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array) -> Tra
     return TrainState(params, parts.optimizer.init(params, x, k_opt), walkers, k_run,
                       jnp.zeros((), jnp.int32))
 
-  return jax.jit(build)(key)
+  shardings = distributed.state_shardings(ctx, jax.eval_shape(build, key))
+  return jax.jit(build, out_shardings=shardings)(key)
+
+
+def shardings_of(state: TrainState) -> tuple:
+  """(the state's shardings, the replicated sharding of its mesh)."""
+  shardings = jax.tree.map(lambda a: a.sharding, state)
+  mesh = state.walkers.x.sharding.mesh
+  return shardings, NamedSharding(mesh, PartitionSpec())
 
 
 def _stage_functions(parts: Parts) -> dict:
@@ -134,10 +146,14 @@ class Compiled(NamedTuple):
 
 
 def compile_step(parts: Parts, state: TrainState) -> Compiled:
-  """Compiles, ahead of the loop, the train step and the MCMC sweep on the shapes of `state`."""
+  """Compiles, ahead of the loop, the train step and the MCMC sweep for the shapes and
+  shardings of `state`; their outputs keep those shardings, so each step feeds the next."""
   start = time.perf_counter()
-  step = jax.jit(parts.train_step, donate_argnums=0).lower(state).compile()
-  sweep = jax.jit(parts.mcmc_step).lower(state).compile()
+  shardings, replicated = shardings_of(state)
+  step = jax.jit(parts.train_step, donate_argnums=0, in_shardings=(shardings,),
+                 out_shardings=(shardings, replicated)).lower(state).compile()
+  sweep = jax.jit(parts.mcmc_step, in_shardings=(shardings,),
+                  out_shardings=(shardings, replicated)).lower(state).compile()
   return Compiled(step, sweep, time.perf_counter() - start)
 
 
@@ -187,7 +203,7 @@ def memory_mb(compiled_fn) -> dict:
     total = (analysis.argument_size_in_bytes + analysis.output_size_in_bytes +
              analysis.temp_size_in_bytes - analysis.alias_size_in_bytes)
     out['step_memory_mb'] = total / 2**20
-  stats = jax.devices()[0].memory_stats()
+  stats = jax.local_devices()[0].memory_stats()
   if stats and 'peak_bytes_in_use' in stats:
     out['device_peak_memory_mb'] = stats['peak_bytes_in_use'] / 2**20
   return out

@@ -22,8 +22,8 @@ import jax  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ferminet_fast import (InputError, TrainingError, checkpoint, cli, config, monitor,  # noqa: E402
-                           rundir, stats, step, systems)
+from ferminet_fast import (InputError, TrainingError, checkpoint, cli, config,  # noqa: E402
+                           distributed, monitor, recovery, rundir, stats, step, systems)
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rerun to resume.
 
@@ -64,14 +64,32 @@ def _check_compatible(source_dir: str, cfg) -> None:
                      'use a new log.save_path or the original settings')
 
 
+def _prepare_run_dir(ctx: distributed.Context, cfg, name: str) -> tuple:
+  """(run_dir, resume), decided by process 0 (the only one that writes) for all."""
+  decided = None
+  if ctx.is_main:
+    try:
+      decided = rundir.prepare(cfg.log.save_path, name)
+    except InputError as e:
+      decided = e
+  decided = ctx.broadcast(decided)
+  if isinstance(decided, InputError):
+    raise decided
+  return decided
+
+
 def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   """Trains the wavefunction described by `cfg` and writes (or resumes) the run directory.
 
   Raises InputError for bad input, before anything is written. With `handle_signals`,
   SIGTERM/SIGINT/SIGUSR1 checkpoint at the next step and return early (`stopped_by`).
+  Run by every process of a multi-host job; only process 0 prints and writes files.
   """
-  say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   config.validate(cfg)
+  distributed.initialize(cfg.distributed)
+  ctx = distributed.context(cfg.batch_size)
+  quiet = quiet or not ctx.is_main
+  say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if cfg.precision == 'float64':
     jax.config.update('jax_enable_x64', True)
   if cfg.debug.deterministic:
@@ -80,21 +98,24 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   system = systems.make_system(cfg.system)
   if cfg.log.restore_path and not checkpoint.has_checkpoint(cfg.log.restore_path):
     raise InputError(f'config.log.restore_path {cfg.log.restore_path!r} holds no checkpoint')
-  run_dir, resume = rundir.prepare(cfg.log.save_path, system.name)
+  run_dir, resume = _prepare_run_dir(ctx, cfg, system.name)
   source = run_dir if resume else cfg.log.restore_path
   if source:
     _check_compatible(source, cfg)
   say(f'System  {systems.describe(system)}')
   say(f'Run dir {run_dir}' + (' (resuming)' if resume else ''))
+  say(f'Devices {ctx.device_count} x {jax.devices()[0].device_kind} in {ctx.process_count} '
+      f'process(es); {cfg.batch_size // ctx.device_count} walkers per device')
 
   parts = step.make_parts(cfg, system)
-  state = step.init_state(parts, cfg, system, jax.random.PRNGKey(cfg.debug.seed))
+  state = step.init_state(parts, cfg, system, jax.random.PRNGKey(cfg.debug.seed), ctx)
   start = 0
   if source:
     start, state = checkpoint.restore_latest(source, state)
     say(f'Restored step {start} from {checkpoint.directory(source)}')
   # Written once the state is in hand, so a failed resume leaves the earlier run as it was.
-  rundir.write_json(os.path.join(run_dir, 'config.json'), cfg.to_dict())
+  if ctx.is_main:
+    rundir.write_json(os.path.join(run_dir, 'config.json'), cfg.to_dict())
   n_params = sum(p.size for p in jax.tree.leaves(state.params))
   timings = {}
   if cfg.optim.laplacian == 'auto':
@@ -109,6 +130,8 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
     state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
   timings.update({'compile_s': compiled.compile_s, 'burn_in_s': time.perf_counter() - t_burn,
                   'n_params': int(n_params), 'batch_size': cfg.batch_size,
+                  'devices': ctx.device_count, 'processes': ctx.process_count,
+                  'walkers_per_device': cfg.batch_size // ctx.device_count,
                   'mcmc_steps': cfg.mcmc.steps, 'laplacian': parts.laplacian,
                   'optimizer': cfg.optim.optimizer, **step.memory_mb(compiled.train_step),
                   'startup_s': time.perf_counter() - _T0,
@@ -116,11 +139,14 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   say(f'Network {n_params} parameters; Laplacian {parts.laplacian}; compiled in '
       f'{compiled.compile_s:.1f} s; move width {float(state.walkers.width):.3f} bohr; '
       f'first step {timings["startup_s"]:.1f} s after start')
-  timings_path = os.path.join(run_dir, 'timings.json')
+  timings_path = os.path.join(run_dir, 'timings.json') if ctx.is_main else os.devnull
   rundir.write_json(timings_path, timings)
 
-  recorder = monitor.Recorder(os.path.join(run_dir, 'stats.csv'), cfg.log.print_every, say,
-                              resume_from=start if resume else None)
+  recorder = monitor.Recorder(
+      os.path.join(run_dir, 'stats.csv') if ctx.is_main else None, cfg.log.print_every, say,
+      resume_from=start if resume else None, total=cfg.optim.iterations,
+      progress=cfg.log.progress and not quiet,
+      tensorboard_dir=os.path.join(run_dir, 'tensorboard') if cfg.log.tensorboard else None)
 
   def measure(t, wait=False):
     """Stage timers on the current state, once their compilation is done (or `wait`)."""
@@ -138,54 +164,76 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
 
   saver = checkpoint.Checkpointer(run_dir, cfg.log.keep_checkpoints, cfg.log.save_every,
                                   cfg.log.save_frequency)
-  t_loop, done = time.perf_counter(), start
+  rewinder = recovery.Rewinder(state, cfg.optim.snapshot_every, cfg.optim.rewind_after,
+                               cfg.optim.max_rewinds)
+  rewinder.offer(start, state)
+  inject = cfg.debug.inject_nan and start <= cfg.debug.inject_nan_step < cfg.optim.iterations
+  t_loop, t, failed, stopped_by = time.perf_counter(), start, False, None
   with monitor.StopSignals(handle_signals) as signals:
-    for t in range(start, cfg.optim.iterations):
+    while t < cfg.optim.iterations:
+      if inject and t == cfg.debug.inject_nan_step:
+        state, inject = recovery.inject_nan(state, cfg.debug.inject_nan), False
+        say(f'step {t}: injected NaN into the {cfg.debug.inject_nan}')
       state, device_stats = compiled.train_step(state)
       recorder.push(t, device_stats)
-      done = t + 1
+      t += 1
+      if rewinder.due(recorder.consecutive_bad):
+        back = rewinder.rewind()
+        if back is None:
+          failed = True
+          break
+        say(f'step {t}: {recorder.consecutive_bad} bad steps in a row; rewinding to step '
+            f'{back[0]}, the last all-finite state (rewind {rewinder.rewinds} of '
+            f'{rewinder.max_rewinds})')
+        t, state = back
+        recorder.rewind(t)
+        continue
+      rewinder.offer(t, state)
       if timers is not None and ('train_step_ms' not in timings or (
-          cfg.log.timers_every and done % cfg.log.timers_every == 0)):
-        measure(done)
-      if saver.due(done):
-        saver.save(done, state)
-      if signals.received:
-        say(f'{signals.received} received: checkpointing step {done} and stopping')
-        break
-      if recorder.consecutive_rejected >= cfg.optim.max_rejected_steps:
+          cfg.log.timers_every and t % cfg.log.timers_every == 0)):
+        measure(t)
+      stop, timed = ctx.agree(signals.received is not None, saver.due_by_time())
+      if (saver.due_by_steps(t) or timed or stop) and rewinder.is_good(state):
+        saver.save(t, state)
+      if stop:
+        stopped_by = signals.received or 'a signal to another process'
+        say(f'{stopped_by} received: checkpointed step {t}, stopping')
         break
     recorder.finish()
-    saver.save(done, state)
+    if not failed and rewinder.is_good(state):
+      saver.save(t, state)
     saver.close()
-  if recorder.consecutive_rejected >= cfg.optim.max_rejected_steps:
-    raise TrainingError(f'training diverged: {recorder.consecutive_rejected} updates in a row '
-                        f'would have made parameters non-finite (up to step {done}); the last '
-                        f'good state is checkpointed in {checkpoint.directory(run_dir)}. Lower '
-                        'optim.lr.rate (or clip harder: a smaller optim.clip_local_energy) and '
-                        'resume.')
+  if failed:
+    raise TrainingError(
+        f'training could not recover: {recorder.consecutive_bad} bad steps in a row (rejected '
+        f'updates or non-finite local energies) at step {t} after {rewinder.rewinds} rewinds; '
+        f'the last good state is checkpointed in {checkpoint.directory(run_dir)} (step '
+        f'{saver.last_saved}). Lower optim.lr.rate (or clip harder: a smaller '
+        'optim.clip_local_energy) and resume.')
   wall = time.perf_counter() - t_loop
   if timers is not None and 'train_step_ms' not in timings:
-    measure(done, wait=True)  # A run shorter than the timers' compilation.
+    measure(t, wait=True)  # A run shorter than the timers' compilation.
 
   history = {c: np.asarray(v) for c, v in recorder.history.items()}
-  energies = history['energy'][:done]
+  energies = history['energy'][:t]
   n_final = max(1, int(round(cfg.log.final_fraction * len(energies))))
   estimate = (stats.reblock(energies[-n_final:]) if len(energies) else
               stats.Estimate(float('nan'), float('nan'), float('nan'), 0, 1))
-  timings.update({'train_loop_s': wall, 'iterations_per_s': (done - start) / wall
+  timings.update({'train_loop_s': wall, 'iterations_per_s': (t - start) / wall
                   if wall > 0 else 0.0, 'total_s': time.perf_counter() - _T0,
+                  'rewinds': rewinder.rewinds,
                   'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
   rundir.write_json(timings_path, timings)
-  result = Result(estimate, system.exact_energy, history, timings, state, run_dir,
-                  signals.received)
-  rundir.write_json(os.path.join(run_dir, 'result.json'), {
-      'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
-      'samples': estimate.n, 'exact_energy': system.exact_energy,
-      'error_mha': result.error_mha, 'iterations': done, 'complete': not signals.received,
-      'wall_s': timings['total_s']})
-  say(f'Trained steps {start}-{done} in {wall:.1f} s ({timings["iterations_per_s"]:.1f} it/s); '
+  result = Result(estimate, system.exact_energy, history, timings, state, run_dir, stopped_by)
+  if ctx.is_main:
+    rundir.write_json(os.path.join(run_dir, 'result.json'), {
+        'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
+        'samples': estimate.n, 'exact_energy': system.exact_energy,
+        'error_mha': result.error_mha, 'iterations': t, 'complete': not stopped_by,
+        'wall_s': timings['total_s']})
+  say(f'Trained steps {start}-{t} in {wall:.1f} s ({timings["iterations_per_s"]:.1f} it/s); '
       f'total {timings["total_s"]:.1f} s')
-  say(final_line(result, done))
+  say(final_line(result, t))
   return result
 
 

@@ -1,0 +1,119 @@
+"""Walkers sharded over devices and processes give the single-device result; a checkpoint
+restores onto another device count; an indivisible batch is one clear error.
+
+Device counts are fixed when JAX starts, so the multi-device runs are subprocesses
+(XLA's host-platform device count on CPU; two processes joined by
+jax.distributed on localhost)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Trains the tiny He config with the given overrides in a fresh process with `devices`
+# CPU devices and writes the final parameters to <save_path>/params.npz.
+WORKER = '''
+import json, os, sys
+sys.path.insert(0, {tests!r})
+from conftest import tiny_config
+from ferminet_fast import InputError, train
+import jax, numpy as np
+cfg = tiny_config('He', **json.loads(sys.argv[1]))
+try:
+  r = train.train(cfg, quiet=True)
+except InputError as e:
+  print('InputError:', e)
+  sys.exit(2)
+np.savez(os.path.join(cfg.log.save_path, 'params.npz'),
+         *[np.asarray(p) for p in jax.tree.leaves(r.state.params)])
+print('devices', jax.device_count(), 'processes', jax.process_count())
+'''.format(tests=os.path.join(REPO, 'tests'))
+
+
+def run_worker(overrides: dict, devices: int = 2, processes: int = 1, timeout=300):
+  env = dict(os.environ, XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}')
+  if processes == 1:
+    return [subprocess.run([sys.executable, '-c', WORKER, json.dumps(overrides)], env=env,
+                           capture_output=True, text=True, timeout=timeout, cwd=REPO)]
+  with socket.socket() as s:
+    s.bind(('localhost', 0))
+    port = s.getsockname()[1]
+  procs = [subprocess.Popen(
+      [sys.executable, '-c', WORKER, json.dumps({
+          **overrides, 'distributed.coordinator': f'localhost:{port}',
+          'distributed.num_processes': processes, 'distributed.process_id': i})],
+      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+      for i in range(processes)]
+  out = []
+  for p in procs:
+    stdout, stderr = p.communicate(timeout=timeout)
+    out.append(subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr))
+  return out
+
+
+def params_of(path):
+  with np.load(os.path.join(path, 'params.npz')) as f:
+    return [f[k] for k in sorted(f.files, key=lambda k: int(k.split('_')[1]))]
+
+
+def overrides(path, iterations=20, **extra):
+  return {'optim.iterations': iterations, 'log.save_path': str(path), **extra}
+
+
+@pytest.fixture(scope='module')
+def single(tmp_path_factory):
+  """The reference: one device, this process."""
+  path = tmp_path_factory.mktemp('one') / 'run'
+  result = train.train(tiny_config('He', **overrides(path)), quiet=True)
+  return path, [np.asarray(p) for p in jax.tree.leaves(result.state.params)], result
+
+
+def assert_close(a, b):
+  # Sums over walkers are split differently, so agreement is to float32 rounding.
+  for x, y in zip(a, b):
+    np.testing.assert_allclose(x, y, rtol=2e-4, atol=2e-5)
+
+
+def test_two_devices_equal_one_device(tmp_path, single):
+  [r] = run_worker(overrides(tmp_path / 'run'))
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert 'devices 2 processes 1' in r.stdout
+  assert_close(params_of(tmp_path / 'run'), single[1])
+  timings = json.loads((tmp_path / 'run' / 'timings.json').read_text())
+  assert timings['devices'] == 2 and timings['walkers_per_device'] == 32
+
+
+def test_two_processes_on_localhost_equal_one_device(tmp_path, single):
+  results = run_worker(overrides(tmp_path / 'run'), devices=1, processes=2)
+  for r in results:
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert 'devices 2 processes 2' in r.stdout
+  assert_close(params_of(tmp_path / 'run'), single[1])
+  # Process 0 alone wrote the statistics: one row per step.
+  steps = np.loadtxt(tmp_path / 'run' / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
+  np.testing.assert_array_equal(steps, np.arange(20))
+
+
+def test_checkpoint_restores_onto_another_device_count(tmp_path, single):
+  path = tmp_path / 'run'
+  train.train(tiny_config('He', **overrides(path, iterations=10)), quiet=True)
+  [r] = run_worker(overrides(path, iterations=20))  # Resumed on two devices.
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert_close(params_of(path), single[1])
+
+
+def test_batch_not_divisible_by_devices_is_a_clear_error(tmp_path):
+  [r] = run_worker(overrides(tmp_path / 'run', **{'batch_size': 63}))
+  assert r.returncode == 2
+  assert 'batch_size = 63 does not divide evenly over the 2 devices' in r.stdout
+  assert not (tmp_path / 'run').exists()

@@ -1,0 +1,55 @@
+"""Recovery from NaN: corrupted parameters are rewound to the last all-finite state,
+NaN walkers are restarted, and a run that cannot recover stops with an error, never
+checkpointing a non-finite state."""
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import TrainingError, checkpoint, train
+
+
+def cfg_for(path, **extra):
+  return tiny_config('He', **{'optim.iterations': 40, 'log.save_path': str(path),
+                              'optim.snapshot_every': 5, 'debug.inject_nan_step': 12, **extra})
+
+
+def all_finite(tree):
+  return all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(tree))
+
+
+def stats_steps(path):
+  return np.loadtxt(path / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
+
+
+def test_nan_parameters_rewind_to_the_last_good_state(tmp_path):
+  result = train.train(cfg_for(tmp_path / 'run', **{'debug.inject_nan': 'params'}), quiet=True)
+  assert result.timings['rewinds'] == 1
+  assert all_finite(result.state.params)
+  assert np.isfinite(result.history['energy'][-10:]).all()
+  # The rewound steps were replaced, not duplicated.
+  np.testing.assert_array_equal(stats_steps(tmp_path / 'run'), np.arange(40))
+
+
+def test_nan_walkers_are_restarted_without_a_rewind(tmp_path):
+  result = train.train(cfg_for(tmp_path / 'run', **{'debug.inject_nan': 'walkers'}), quiet=True)
+  assert result.timings['rewinds'] == 0
+  assert all_finite(result.state)
+  assert result.history['nonfinite'].sum() == 0  # Restarted before any energy was taken.
+
+
+def test_unrecoverable_run_stops_and_keeps_only_finite_checkpoints(tmp_path):
+  path = tmp_path / 'run'
+  cfg = cfg_for(path, **{'debug.inject_nan': 'params', 'optim.max_rewinds': 0,
+                         'log.save_every': 2, 'log.keep_checkpoints': 20,
+                         'log.save_frequency': 0.0})
+  with pytest.raises(TrainingError, match='could not recover'):
+    train.train(cfg, quiet=True)
+  manager = ocp.CheckpointManager(checkpoint.directory(str(path)))
+  steps = manager.all_steps()
+  assert steps and max(steps) <= 12
+  for s in steps:
+    assert all_finite(manager.restore(s, args=ocp.args.StandardRestore()))
+  manager.close()
