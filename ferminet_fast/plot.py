@@ -1,0 +1,147 @@
+"""Pictures of a run: energy, variance, acceptance and the stage-timer breakdown.
+
+  python -m ferminet_fast.plot runs/li            # writes runs/li/plots/*.png
+
+From Python (e.g. a notebook): `ferminet_fast.plot.plot_run('runs/li')` returns the
+paths. Needs matplotlib (`pip install 'ferminet_fast[plot]'`).
+"""
+
+import csv
+import os
+import sys
+from typing import Optional
+
+import numpy as np
+
+from ferminet_fast import InputError, rundir
+
+STAGES = ('mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms')
+
+
+def read_stats(run_dir: str) -> dict:
+  """stats.csv as column -> array."""
+  path = os.path.join(run_dir, 'stats.csv')
+  try:
+    with open(path, newline='') as f:
+      rows = list(csv.DictReader(f))
+  except OSError as e:
+    raise InputError(f'{path} cannot be read: {e.strerror}') from None
+  if not rows:
+    raise InputError(f'{path} has no steps yet')
+  try:
+    return {c: np.array([float(r[c]) for r in rows]) for c in rundir.STATS_COLUMNS}
+  except (KeyError, TypeError, ValueError):
+    raise InputError(f'{path} is not a stats.csv written by ferminet_fast') from None
+
+
+def exact_energy(run_dir: str) -> Optional[float]:
+  """The run's reference energy (Ha), where known."""
+  from ferminet_fast import evaluate, systems
+  result = os.path.join(run_dir, 'result.json')
+  if os.path.exists(result):
+    return rundir.read_json(result).get('exact_energy')
+  cfg = evaluate.config_from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
+  return systems.make_system(cfg.system).exact_energy
+
+
+def running_mean(x: np.ndarray, window: int) -> np.ndarray:
+  """Mean of the last `window` values at each step (fewer at the start)."""
+  c = np.concatenate([[0.0], np.cumsum(x)])
+  i = np.arange(1, len(x) + 1)
+  lo = np.maximum(i - window, 0)
+  return (c[i] - c[lo]) / (i - lo)
+
+
+def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
+  """Writes energy.png, variance.png, pmove.png and (if timed) timers.png; returns paths."""
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+
+  if not os.path.isdir(run_dir):
+    raise InputError(f'run directory {run_dir!r} does not exist')
+  s = read_stats(run_dir)
+  exact = exact_energy(run_dir)
+  out_dir = out_dir or os.path.join(run_dir, 'plots')
+  os.makedirs(out_dir, exist_ok=True)
+  steps, name = s['step'] + 1, os.path.basename(os.path.normpath(run_dir))
+  window = max(1, len(steps) // 50)
+  paths = []
+
+  def save(fig, filename):
+    path = os.path.join(out_dir, filename)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    paths.append(path)
+
+  fig, ax = plt.subplots(figsize=(7, 4))
+  ax.plot(steps, s['energy'], lw=0.5, alpha=0.4, label='energy per step')
+  ax.plot(steps, running_mean(s['energy'], window), lw=1.5, label=f'mean of {window} steps')
+  tail = s['energy'][len(steps) // 5:]
+  tail = tail[np.isfinite(tail)]
+  if exact is not None:
+    ax.axhline(exact, color='k', ls='--', lw=1, label=f'exact {exact:.6f} Ha')
+  if tail.size:  # Zoom on the converging part, not the first steps' transient.
+    lo = min(np.percentile(tail, 1), exact if exact is not None else np.inf)
+    hi = np.percentile(tail, 99)
+    pad = 0.1 * (hi - lo) + 1e-4
+    ax.set_ylim(lo - pad, hi + pad)
+  ax.set(xlabel='step', ylabel='energy (Ha)', title=f'{name}: energy')
+  ax.legend()
+  save(fig, 'energy.png')
+
+  fig, ax = plt.subplots(figsize=(7, 4))
+  ax.semilogy(steps, s['variance'], lw=0.5, alpha=0.4)
+  ax.semilogy(steps, running_mean(s['variance'], window), lw=1.5)
+  ax.set(xlabel='step', ylabel='variance of E_L (Ha$^2$)', title=f'{name}: local-energy variance')
+  save(fig, 'variance.png')
+
+  fig, ax = plt.subplots(figsize=(7, 4))
+  ax.plot(steps, s['pmove'], lw=0.8, label='pmove')
+  ax.set(xlabel='step', ylabel='acceptance', ylim=(0, 1), title=f'{name}: MCMC')
+  ax2 = ax.twinx()
+  ax2.plot(steps, s['move_width'], color='C1', lw=0.8, label='move width')
+  ax2.set_ylabel('move width (bohr)')
+  fig.legend(loc='lower right')
+  save(fig, 'pmove.png')
+
+  timings_path = os.path.join(run_dir, 'timings.json')
+  timings = rundir.read_json(timings_path) if os.path.exists(timings_path) else {}
+  if 'train_step_ms' in timings:
+    fig, ax = plt.subplots(figsize=(7, 3))
+    values = [timings[k] for k in STAGES if k in timings]
+    labels = [k.replace('_ms', '') for k in STAGES if k in timings]
+    ax.barh(labels, values, color=[f'C{i}' for i in range(len(values))])
+    ax.axvline(timings['train_step_ms'], color='k', ls='--', lw=1,
+               label=f'whole step {timings["train_step_ms"]:.2f} ms')
+    ax.set(xlabel='ms per call (median)', title=f'{name}: stage timers')
+    ax.invert_yaxis()
+    ax.legend()
+    save(fig, 'timers.png')
+  return paths
+
+
+def main(argv) -> None:
+  if len(argv) not in (2, 3) or argv[1].startswith('-'):
+    print('usage: python -m ferminet_fast.plot RUN_DIR [OUT_DIR]', file=sys.stderr)
+    sys.exit(2)
+  try:
+    import matplotlib  # noqa: F401
+  except ImportError:
+    print("error: plotting needs matplotlib: pip install 'ferminet_fast[plot]'", file=sys.stderr)
+    sys.exit(2)
+  try:
+    paths = plot_run(argv[1], argv[2] if len(argv) == 3 else None)
+  except InputError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  print('\n'.join(paths))
+
+
+def run() -> None:
+  main(sys.argv)
+
+
+if __name__ == '__main__':
+  run()
