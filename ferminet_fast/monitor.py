@@ -165,7 +165,8 @@ class Recorder:
 
 class StopSignals:
   """While active, SIGTERM / SIGINT / SIGUSR1 only set `received` (the signal's name), so
-  the loop can checkpoint at the next step boundary and exit cleanly. Inactive off the
+  the loop can checkpoint at the next step boundary and exit cleanly; a second SIGINT
+  raises KeyboardInterrupt. Inactive off the
   main thread (signal handlers can only be installed there) or when not `enabled`."""
 
   def __init__(self, enabled: bool):
@@ -175,6 +176,8 @@ class StopSignals:
 
   def _handle(self, signum, frame):
     del frame
+    if signum == signal.SIGINT and self.received == 'SIGINT':
+      raise KeyboardInterrupt  # Ctrl-C twice: the user does not want to wait.
     self.received = signal.Signals(signum).name
 
   def __enter__(self):

@@ -13,12 +13,14 @@ STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'non
                  'rejected', 'step_time_ms')
 
 
-def prepare(save_path: str, name: str) -> tuple:
+def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
   """Creates the run directory; returns (path, resume).
 
-  A directory holding a run with a checkpoint is resumed (resume=True). One holding
-  another run's files but no checkpoint, or one that cannot be written, is refused
-  (InputError) before anything is written, so an earlier run is never overwritten.
+  A directory holding a run with a checkpoint is resumed (resume=True). A run of the same
+  `config` stopped before its first checkpoint (so with nothing worth keeping: no
+  checkpoint, no result) starts again there. One holding another run's files but no
+  checkpoint, or one that cannot be written, is refused (InputError) before anything is
+  written, so an earlier run is never overwritten.
   """
   from ferminet_fast import checkpoint  # Avoids importing orbax for a bad path.
   if not save_path:
@@ -35,6 +37,8 @@ def prepare(save_path: str, name: str) -> tuple:
       if not os.access(save_path, os.W_OK):
         raise InputError(f'config.log.save_path {save_path!r} is not writable')
       return save_path, True
+    if found and _interrupted_start(save_path, found, config):
+      return save_path, False
     if found:
       raise InputError(f'config.log.save_path {save_path!r} holds another run\'s files '
                        f'({", ".join(found)}) and no checkpoint to resume; choose a new path')
@@ -46,6 +50,18 @@ def prepare(save_path: str, name: str) -> tuple:
   if not os.access(save_path, os.W_OK):
     raise InputError(f'config.log.save_path {save_path!r} is not writable')
   return save_path, False
+
+
+def _interrupted_start(path: str, found: list, config: Optional[dict]) -> bool:
+  """Whether `path` holds only the start of a run of `config` (killed before it saved)."""
+  if config is None or 'result.json' in found or 'config.json' not in found:
+    return False
+  try:
+    with open(os.path.join(path, 'config.json')) as f:
+      saved = json.load(f)
+  except (OSError, ValueError):
+    return False
+  return saved == json.loads(json.dumps(config))
 
 
 def read_json(path: str) -> dict:

@@ -69,7 +69,7 @@ def _prepare_run_dir(ctx: distributed.Context, cfg, name: str) -> tuple:
   decided = None
   if ctx.is_main:
     try:
-      decided = rundir.prepare(cfg.log.save_path, name)
+      decided = rundir.prepare(cfg.log.save_path, name, cfg.to_dict())
     except InputError as e:
       decided = e
   decided = ctx.broadcast(decided)
@@ -82,9 +82,15 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   """Trains the wavefunction described by `cfg` and writes (or resumes) the run directory.
 
   Raises InputError for bad input, before anything is written. With `handle_signals`,
-  SIGTERM/SIGINT/SIGUSR1 checkpoint at the next step and return early (`stopped_by`).
+  SIGTERM/SIGINT/SIGUSR1 (also during start-up) checkpoint at the next step boundary
+  and return early (`stopped_by`); a second SIGINT interrupts at once.
   Run by every process of a multi-host job; only process 0 prints and writes files.
   """
+  with monitor.StopSignals(handle_signals) as signals:
+    return _train(cfg, quiet, signals)
+
+
+def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   config.validate(cfg)
   distributed.initialize(cfg.distributed)
   ctx = distributed.context(cfg.batch_size)
@@ -96,12 +102,14 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
     os.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') +
                                ' --xla_gpu_deterministic_ops=true').strip()
   system = systems.make_system(cfg.system)
-  if cfg.log.restore_path and not checkpoint.has_checkpoint(cfg.log.restore_path):
-    raise InputError(f'config.log.restore_path {cfg.log.restore_path!r} holds no checkpoint')
+  if cfg.log.restore_path:  # Checked before the run directory is made.
+    if not checkpoint.has_checkpoint(cfg.log.restore_path):
+      raise InputError(f'config.log.restore_path {cfg.log.restore_path!r} holds no checkpoint')
+    _check_compatible(cfg.log.restore_path, cfg)
   run_dir, resume = _prepare_run_dir(ctx, cfg, system.name)
   source = run_dir if resume else cfg.log.restore_path
-  if source:
-    _check_compatible(source, cfg)
+  if resume:
+    _check_compatible(run_dir, cfg)
   say(f'System  {systems.describe(system)}')
   say(f'Run dir {run_dir}' + (' (resuming)' if resume else ''))
   say(f'Devices {ctx.device_count} x {jax.devices()[0].device_kind} in {ctx.process_count} '
@@ -167,42 +175,43 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   rewinder = recovery.Rewinder(state, cfg.optim.snapshot_every, cfg.optim.rewind_after,
                                cfg.optim.max_rewinds)
   rewinder.offer(start, state)
+  if not resume:  # From now on a restart resumes here rather than starting over.
+    saver.save(start, state)
   inject = cfg.debug.inject_nan and start <= cfg.debug.inject_nan_step < cfg.optim.iterations
   t_loop, t, failed, stopped_by = time.perf_counter(), start, False, None
-  with monitor.StopSignals(handle_signals) as signals:
-    while t < cfg.optim.iterations:
-      if inject and t == cfg.debug.inject_nan_step:
-        state, inject = recovery.inject_nan(state, cfg.debug.inject_nan), False
-        say(f'step {t}: injected NaN into the {cfg.debug.inject_nan}')
-      state, device_stats = compiled.train_step(state)
-      recorder.push(t, device_stats)
-      t += 1
-      if rewinder.due(recorder.consecutive_bad):
-        back = rewinder.rewind()
-        if back is None:
-          failed = True
-          break
-        say(f'step {t}: {recorder.consecutive_bad} bad steps in a row; rewinding to step '
-            f'{back[0]}, the last all-finite state (rewind {rewinder.rewinds} of '
-            f'{rewinder.max_rewinds})')
-        t, state = back
-        recorder.rewind(t)
-        continue
-      rewinder.offer(t, state)
-      if timers is not None and ('train_step_ms' not in timings or (
-          cfg.log.timers_every and t % cfg.log.timers_every == 0)):
-        measure(t)
-      stop, timed = ctx.agree(signals.received is not None, saver.due_by_time())
-      if (saver.due_by_steps(t) or timed or stop) and rewinder.is_good(state):
-        saver.save(t, state)
-      if stop:
-        stopped_by = signals.received or 'a signal to another process'
-        say(f'{stopped_by} received: checkpointed step {t}, stopping')
+  while t < cfg.optim.iterations:
+    if inject and t == cfg.debug.inject_nan_step:
+      state, inject = recovery.inject_nan(state, cfg.debug.inject_nan), False
+      say(f'step {t}: injected NaN into the {cfg.debug.inject_nan}')
+    state, device_stats = compiled.train_step(state)
+    recorder.push(t, device_stats)
+    t += 1
+    if rewinder.due(recorder.consecutive_bad):
+      back = rewinder.rewind()
+      if back is None:
+        failed = True
         break
-    recorder.finish()
-    if not failed and rewinder.is_good(state):
+      say(f'step {t}: {recorder.consecutive_bad} bad steps in a row; rewinding to step '
+          f'{back[0]}, the last all-finite state (rewind {rewinder.rewinds} of '
+          f'{rewinder.max_rewinds})')
+      t, state = back
+      recorder.rewind(t)
+      continue
+    rewinder.offer(t, state)
+    if timers is not None and ('train_step_ms' not in timings or (
+        cfg.log.timers_every and t % cfg.log.timers_every == 0)):
+      measure(t)
+    stop, timed = ctx.agree(signals.received is not None, saver.due_by_time())
+    if (saver.due_by_steps(t) or timed or stop) and rewinder.is_good(state):
       saver.save(t, state)
-    saver.close()
+    if stop:
+      stopped_by = signals.received or 'a signal to another process'
+      say(f'{stopped_by} received: checkpointed step {t}, stopping')
+      break
+  recorder.finish()
+  if not failed and rewinder.is_good(state):
+    saver.save(t, state)
+  saver.close()
   if failed:
     raise TrainingError(
         f'training could not recover: {recorder.consecutive_bad} bad steps in a row (rejected '
@@ -244,7 +253,9 @@ def main(argv) -> None:
   absl_logging.set_verbosity(absl_logging.WARNING)  # Library INFO chatter stays out of the log.
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # No 'no TPU' notices.
   if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+    print(f'error: unexpected arguments: {" ".join(argv[1:])} (options are --config FILE, '
+          '--config.KEY=VALUE, --dry-run)', file=sys.stderr)
+    sys.exit(2)
   cfg = flags.FLAGS.config
   try:
     if flags.FLAGS.dry_run:
