@@ -19,12 +19,20 @@ from ferminet_fast import rundir, step
 STOP_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGUSR1')  # What SLURM and a user's Ctrl-C send.
 
 
+VERSIONED = ('jax', 'jaxlib', 'flax', 'optax', 'chex', 'ml_collections', 'orbax-checkpoint',
+             'numpy', 'kfac-jax', 'folx', 'pyscf')
+
+
 def versions() -> dict:
-  import flax
-  import optax
-  return {'ferminet_fast': ferminet_fast.__version__, 'jax': jax.__version__,
-          'flax': flax.__version__, 'optax': optax.__version__, 'numpy': np.__version__,
-          'python': platform.python_version()}
+  """Versions of the package, Python and the libraries a run depends on (those installed)."""
+  from importlib import metadata
+  out = {'ferminet_fast': ferminet_fast.__version__, 'python': platform.python_version()}
+  for name in VERSIONED:
+    try:
+      out[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      pass
+  return out
 
 
 def _cpu_model() -> str:

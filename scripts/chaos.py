@@ -97,7 +97,8 @@ def continuous(run_dir, n) -> bool:
 
 def chaos_kill(work, trials, rng):
   """SIGKILL at random moments; returns per-trial records and the final check."""
-  run_dir, iterations = os.path.join(work, 'kill'), 300
+  # Long enough that no life between kills finishes the run (about 100-200 steps each).
+  run_dir, iterations = os.path.join(work, 'kill'), 3000
   records = []
   for i in range(trials):
     latest = checkpoint_steps(run_dir)
@@ -310,7 +311,7 @@ def chaos_input(work):
 
 def passed(kind, rec) -> bool:
   if kind == 'kill':
-    return rec['resumed'] and not rec['corrupt']
+    return rec['killed'] and rec['resumed'] and not rec['corrupt']
   if kind == 'sigterm':
     return rec['exit_code'] == 75 and rec['checkpoint_on_disk'] and rec['restores']
   if kind == 'nan':

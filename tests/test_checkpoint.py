@@ -2,6 +2,7 @@
 config changes that alter the state's shapes are refused; SIGTERM checkpoints and exits."""
 
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -101,3 +102,22 @@ def test_sigterm_checkpoints_then_exits_for_requeue(tmp_path):
   saved = max(int(d) for d in os.listdir(path / 'checkpoints'))
   rows = (path / 'stats.csv').read_text().splitlines()
   assert saved == len(rows) - 1 > 0  # Checkpoint at the last recorded step.
+
+
+def test_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
+  path = tmp_path / 'run'
+  cfg = cfg_for(path, 10)
+  path.mkdir()
+  # What a run killed during start-up leaves: its config and a partial stats.csv.
+  (path / 'config.json').write_text(json.dumps(cfg.to_dict()))
+  (path / 'stats.csv').write_text('step,energy\n0,-2.0\n')
+  result = train.train(cfg, quiet=True)
+  assert int(result.state.step) == 10
+  steps = np.loadtxt(path / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
+  np.testing.assert_array_equal(steps, np.arange(10))
+  # Another config's leftovers are not overwritten.
+  other = tmp_path / 'other'
+  other.mkdir()
+  (other / 'config.json').write_text(json.dumps(cfg_for(other, 99).to_dict()))
+  with pytest.raises(InputError, match="another run's files"):
+    train.train(cfg_for(other, 10), quiet=True)

@@ -1,0 +1,220 @@
+"""Op-level kernels from the Genesis report: elementwise add, square matmul and sums, fp32.
+
+The JAX port is each op under `jax.jit`; the references are PyTorch (the report's
+baseline) and NumPy, on the same arrays (`np.random.randn(...).astype(float32)`).
+Matmul precision is set explicitly on both sides: full float32 (`Precision.HIGHEST` in
+JAX, `set_float32_matmul_precision('highest')` and TF32 off in PyTorch).
+
+Reported per op and shape:
+- per-call latency and batched throughput (see `measure`), for NumPy, PyTorch and JAX;
+- achieved GB/s with the report's byte model (add 3*N*4 bytes, sum 1.1*N*4 bytes) and
+  matmul GFLOP/s (2 n^3 / t), each as a fraction of this machine's *measured* peak
+  (STREAM-style copy/triad; the best large-matmul rate of any framework here);
+- the report's "efficiency" column, which is t_torch / t_other (a relative speed, not a
+  fraction of bandwidth), labelled as such.
+"""
+
+import dataclasses
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast.compare import measure
+
+ADD_SHAPES = ((256, 256), (512, 512), (1024, 1024), (2048, 2048), (4096, 4096), (8192, 8192))
+MATMUL_SIZES = (512, 1024, 2048, 4096)
+SUM_SHAPE = (4, 512, 896)
+SUM_AXES = (None, -1, (0, 1))
+QUICK_ADD_SHAPES = ((256, 256), (1024, 1024))
+QUICK_MATMUL_SIZES = (256, 512)
+
+
+def _torch():
+  import torch
+  torch.set_float32_matmul_precision('highest')
+  torch.backends.cuda.matmul.allow_tf32 = False
+  torch.backends.cudnn.allow_tf32 = False
+  return torch
+
+
+@dataclasses.dataclass
+class OpResult:
+  op: str
+  shape: str
+  mode: str  # 'latency' or 'throughput'
+  numpy_ms: float
+  torch_ms: float
+  jax_ms: float
+  compile_s: float
+  rate: float  # JAX's GB/s (add, sum) or GFLOP/s (matmul)
+  rate_unit: str
+  peak: float  # Measured peak in the same unit.
+  max_error: float  # Max |JAX - float64 reference|, relative to max |reference|.
+  torch_error: float  # The same for PyTorch.
+  tolerance: float
+
+  @property
+  def speed_vs_torch(self) -> float:
+    """t_torch / t_jax: the report's 'efficiency' column, a relative speed."""
+    return self.torch_ms / self.jax_ms
+
+
+def _ops(torch):
+  """name -> (jax fn, torch fn, numpy fn, float64 reference fn)."""
+  hi = jax.lax.Precision.HIGHEST
+  return {
+      'add': (lambda a, b: a + b, torch.add, np.add, lambda a, b: a.astype(np.float64) + b),
+      'matmul': (lambda a, b: jnp.matmul(a, b, precision=hi), torch.matmul, np.matmul,
+                 lambda a, b: a.astype(np.float64) @ b.astype(np.float64)),
+  }
+
+
+def _rel_error(x, ref) -> float:
+  return float(np.max(np.abs(np.asarray(x, np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+
+
+def _time_all(jax_fn, torch_fn, numpy_fn, np_args, iters, max_seconds):
+  """(numpy, torch, jax) latency and throughput in ms, JAX compile s, outputs."""
+  torch = _torch()
+  t_args = [torch.from_numpy(a) for a in np_args]
+  j_args = [jax.device_put(a) for a in np_args]
+  import time
+  t0 = time.perf_counter()
+  compiled = jax.jit(jax_fn).lower(*j_args).compile()
+  compile_s = time.perf_counter() - t0
+  warm = max(3, min(20, iters // 5))
+  lat = (measure.latency_ms(lambda: numpy_fn(*np_args), warm, iters, max_seconds),
+         measure.latency_ms(lambda: torch_fn(*t_args), warm, iters, max_seconds),
+         measure.latency_ms(lambda: compiled(*j_args).block_until_ready(), warm, iters,
+                            max_seconds))
+  n_tp = max(5, iters // 2)
+  thr = (measure.throughput_ms(lambda: numpy_fn(*np_args), lambda o: None, 2, n_tp),
+         measure.throughput_ms(lambda: torch_fn(*t_args), lambda o: None, 2, n_tp),
+         measure.throughput_ms(lambda: compiled(*j_args), jax.block_until_ready, 2, n_tp))
+  outs = (torch_fn(*t_args).numpy(), np.asarray(compiled(*j_args)))
+  return lat, thr, compile_s, outs
+
+
+def measured_peaks(quick: bool) -> dict:
+  """This machine's bandwidth (GB/s, STREAM copy and triad) and matmul rate (GFLOP/s, the
+  best of PyTorch and JAX on a large square matmul), each the best over frameworks."""
+  torch = _torch()
+  n = 2**22 if quick else 2**26  # floats per array: 16 MiB / 256 MiB
+  rng = np.random.default_rng(0)
+  a, b, c = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+  ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
+  jb, jc = jax.device_put(b), jax.device_put(c)
+  triad = jax.jit(lambda b, c: b + 3.0 * c)
+  triad(jb, jc).block_until_ready()
+  iters = 10 if quick else 20
+  results = {
+      'copy_numpy': 2 * n * 4 / measure.latency_ms(lambda: np.copyto(a, b), 2, iters) / 1e6,
+      'copy_torch': 2 * n * 4 / measure.latency_ms(lambda: ta.copy_(tb), 2, iters) / 1e6,
+      'triad_torch': 3 * n * 4 / measure.latency_ms(
+          lambda: torch.add(tb, tc, alpha=3.0, out=ta), 2, iters) / 1e6,
+      'triad_jax': 3 * n * 4 / measure.latency_ms(
+          lambda: triad(jb, jc).block_until_ready(), 2, iters) / 1e6,
+  }
+  m = 1024 if quick else 4096
+  x = rng.standard_normal((m, m), dtype=np.float32)
+  tx, jx = torch.from_numpy(x), jax.device_put(x)
+  mm = jax.jit(lambda a: jnp.matmul(a, a, precision=jax.lax.Precision.HIGHEST))
+  mm(jx).block_until_ready()
+  flops = 2 * m**3
+  results['matmul_torch'] = flops / measure.latency_ms(lambda: torch.matmul(tx, tx), 2, 5) / 1e6
+  results['matmul_jax'] = flops / measure.latency_ms(lambda: mm(jx).block_until_ready(), 2, 5) / 1e6
+  results['bandwidth_gbs'] = max(v for k, v in results.items() if k.startswith(('copy', 'triad')))
+  results['matmul_gflops'] = max(results['matmul_torch'], results['matmul_jax'])
+  results['stream_floats'] = n
+  results['matmul_n'] = m
+  return results
+
+
+def run(quick: bool = False, peaks: Optional[dict] = None) -> tuple:
+  """([OpResult], peaks). quick: small shapes and few calls (for tests)."""
+  torch = _torch()
+  peaks = peaks or measured_peaks(quick)
+  ops = _ops(torch)
+  rng = np.random.default_rng(0)
+  iters = 20 if quick else 100
+  out = []
+
+  def record(op, shape, lat, thr, compile_s, outs, ref, work, unit, peak, tol):
+    jax_err, torch_err = _rel_error(outs[1], ref), _rel_error(outs[0], ref)
+    for mode, t in (('latency', lat), ('throughput', thr)):
+      out.append(OpResult(op, shape, mode, t[0], t[1], t[2], compile_s, work / t[2] / 1e6, unit,
+                          peak, jax_err, torch_err, tol))
+
+  for shape in (QUICK_ADD_SHAPES if quick else ADD_SHAPES):
+    a, b = (rng.standard_normal(shape, dtype=np.float32) for _ in range(2))
+    jax_fn, torch_fn, numpy_fn, ref_fn = ops['add']
+    n = a.size
+    lat, thr, c, outs = _time_all(jax_fn, torch_fn, numpy_fn, (a, b), iters,
+                                  None if quick else 20.0)
+    record('add', 'x'.join(map(str, shape)), lat, thr, c, outs, ref_fn(a, b), 3 * n * 4,
+           'GB/s', peaks['bandwidth_gbs'], 1e-7)
+  for m in (QUICK_MATMUL_SIZES if quick else MATMUL_SIZES):
+    a, b = (rng.standard_normal((m, m), dtype=np.float32) for _ in range(2))
+    jax_fn, torch_fn, numpy_fn, ref_fn = ops['matmul']
+    lat, thr, c, outs = _time_all(jax_fn, torch_fn, numpy_fn, (a, b), 10 if m >= 2048 else iters,
+                                  None if quick else 20.0)
+    record('matmul', f'{m}x{m}', lat, thr, c, outs, ref_fn(a, b), 2 * m**3, 'GFLOP/s',
+           peaks['matmul_gflops'], 1e-5)
+  x = rng.standard_normal(SUM_SHAPE, dtype=np.float32)
+  for axis in SUM_AXES:
+    lat, thr, c, outs = _time_all(lambda a, axis=axis: jnp.sum(a, axis=axis),
+                                  lambda a, axis=axis: torch.sum(a) if axis is None else
+                                  torch.sum(a, dim=axis),
+                                  lambda a, axis=axis: np.sum(a, axis=axis), (x,), iters,
+                                  None if quick else 20.0)
+    ref = np.sum(x.astype(np.float64), axis=axis)
+    record('sum', f'{"x".join(map(str, SUM_SHAPE))} axis={axis}', lat, thr, c, outs, ref,
+           1.1 * x.size * 4, 'GB/s', peaks['bandwidth_gbs'], 1e-5)
+  return out, peaks
+
+
+def rows(results, peaks) -> list:
+  """COMPARISON.md summary rows (latency mode, PyTorch as the reference)."""
+  rows = []
+  for r in results:
+    if r.mode != 'latency':
+      continue
+    ok = r.max_error <= r.tolerance
+    rows.append(measure.Row(
+        'genesis_ops', f'{r.op} ({r.mode})', r.shape, 'PyTorch', r.torch_ms, r.jax_ms,
+        r.compile_s, None, None,
+        f'max rel. error vs float64: JAX {r.max_error:.1e}, PyTorch {r.torch_error:.1e} '
+        f'(tol {r.tolerance:.0e})', ok,
+        f'{r.rate:.1f} {r.rate_unit} = {100 * r.rate / r.peak:.0f}% of measured peak'))
+  return rows
+
+
+def details_table(results, peaks) -> list:
+  """Markdown: every op, shape and timing mode, with rates against the measured peaks."""
+  lines = [f'Measured peaks on this machine: bandwidth {peaks["bandwidth_gbs"]:.1f} GB/s (best of '
+           f'STREAM copy/triad on {peaks["stream_floats"] * 4 / 2**20:.0f} MiB arrays: ' +
+           ', '.join(f'{k} {peaks[k]:.1f}' for k in ('copy_numpy', 'copy_torch', 'triad_torch',
+                                                     'triad_jax')) +
+           f'); matmul {peaks["matmul_gflops"]:.1f} GFLOP/s (best of PyTorch '
+           f'{peaks["matmul_torch"]:.1f} and JAX {peaks["matmul_jax"]:.1f} at n = '
+           f'{peaks["matmul_n"]}). Byte model as in the report: add 3N x 4 B, sum 1.1N x 4 B; '
+           'matmul 2n^3 FLOP. "Efficiency" is the report\'s column, t_torch / t_jax: a relative '
+           'speed, not a fraction of bandwidth. Latency: each call waits for its result; '
+           'throughput: calls queued, one wait at the end.', '',
+           '| op | shape | mode | NumPy | PyTorch | JAX | JAX rate | % of measured peak | '
+           '"efficiency" t_torch/t_jax | max rel. error JAX / PyTorch |',
+           '|---|---|---|---|---|---|---|---|---|---|']
+  for r in results:
+    lines.append(f'| {r.op} | {r.shape} | {r.mode} | {measure.fmt_ms(r.numpy_ms)} | '
+                 f'{measure.fmt_ms(r.torch_ms)} | {measure.fmt_ms(r.jax_ms)} | '
+                 f'{r.rate:.1f} {r.rate_unit} | {100 * r.rate / r.peak:.0f}% | '
+                 f'{100 * r.speed_vs_torch:.0f}% | {r.max_error:.1e} / {r.torch_error:.1e} |')
+  return lines
+
+
+def run_for_report(quick: bool = False) -> tuple:
+  results, peaks = run(quick)
+  return rows(results, peaks), {'ops': [dataclasses.asdict(r) for r in results],
+                                'peaks': peaks}, details_table(results, peaks)
