@@ -7,6 +7,7 @@ restore is skipped with a warning in favour of the one before it.
 """
 
 import os
+import shutil
 import time
 import warnings
 from typing import Optional
@@ -17,6 +18,7 @@ import orbax.checkpoint as ocp
 from ferminet_fast import InputError
 
 SUBDIR = 'checkpoints'
+TRASH = 'retired'  # Inside SUBDIR: checkpoints renamed here are being deleted.
 # Config keys that fix the shapes of the saved state: they cannot change on resume.
 STRUCTURAL_KEYS = ('batch_size', 'precision', 'system.atom', 'system.molecule', 'system.units',
                    'system.charge', 'system.spin', 'system.electrons', 'network',
@@ -36,9 +38,15 @@ class Checkpointer:
   """Saves every `every_steps` steps and/or `every_minutes` minutes, keeping the last `keep`."""
 
   def __init__(self, run_dir: str, keep: int, every_steps: int, every_minutes: float):
+    # Old checkpoints are retired by an atomic rename into TRASH and only then deleted
+    # (orbax deletes file by file: a kill mid-way would leave a step directory that looks
+    # like a checkpoint but is half gone).
+    self._trash = os.path.join(directory(run_dir), TRASH)
+    self._empty_trash()
     self._manager = ocp.CheckpointManager(
         directory(run_dir),
-        options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True))
+        options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True,
+                                             todelete_subdir=TRASH))
     self._every_steps, self._every_s = every_steps, 60.0 * every_minutes
     self._last_time = time.monotonic()
     self.last_saved: Optional[int] = None
@@ -55,6 +63,7 @@ class Checkpointer:
     files in the background."""
     if step == self.last_saved:
       return
+    self._empty_trash()
     self._manager.save(step, args=ocp.args.StandardSave(state))
     self._last_time = time.monotonic()
     self.last_saved = step
@@ -63,6 +72,14 @@ class Checkpointer:
     """Waits for pending writes."""
     self._manager.wait_until_finished()
     self._manager.close()
+    self._empty_trash()
+
+  def _empty_trash(self) -> None:
+    """Deletes retired checkpoints (a rename may be adding one meanwhile: what cannot be
+    deleted now is deleted next time)."""
+    if os.path.isdir(self._trash):
+      for name in os.listdir(self._trash):
+        shutil.rmtree(os.path.join(self._trash, name), ignore_errors=True)
 
 
 def restore_latest(run_dir: str, like) -> tuple:

@@ -48,7 +48,8 @@ def test_resumed_run_is_bitwise_the_uninterrupted_run(tmp_path, straight):
 def test_only_the_last_checkpoints_are_kept(tmp_path):
   path = tmp_path / 'run'
   train.train(cfg_for(path, 50, **{'log.keep_checkpoints': 2}), quiet=True)
-  assert sorted(int(d) for d in os.listdir(path / 'checkpoints')) == [40, 50]
+  assert sorted(int(d) for d in os.listdir(path / 'checkpoints') if d.isdigit()) == [40, 50]
+  assert not os.listdir(path / 'checkpoints' / 'retired')  # Retired ones are deleted.
 
 
 def test_damaged_latest_checkpoint_is_skipped(tmp_path, straight):
@@ -99,7 +100,7 @@ def test_sigterm_checkpoints_then_exits_for_requeue(tmp_path):
   out, err = proc.communicate(timeout=120)
   assert proc.returncode == train.EXIT_PREEMPTED, err
   assert 'SIGTERM received' in out
-  saved = max(int(d) for d in os.listdir(path / 'checkpoints'))
+  saved = max(int(d) for d in os.listdir(path / 'checkpoints') if d.isdigit())
   rows = (path / 'stats.csv').read_text().splitlines()
   assert saved == len(rows) - 1 > 0  # Checkpoint at the last recorded step.
 
