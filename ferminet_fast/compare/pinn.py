@@ -1,0 +1,118 @@
+"""PINN reconstruction of a steady 2-D flow from sparse sensors, in JAX (the PyTorch
+reference is pinn_torch.py).
+
+Model (the report's PINNNet family): random Fourier features [cos 2 pi xB, sin 2 pi xB]
+(B ~ N(0, sigma^2), 2 x m), an MLP of `depth` tanh layers of `width`, and a linear
+output (Xavier, gain 0.1) giving (u, v, p). Loss:
+
+  w_data * (MSE_u + MSE_v + MSE_p at the K sensors)
+  + mean(mom_x^2) + mean(mom_y^2) + mean(cont^2) at collocation points
+  + w_bc * mean((u - u_b)^2 + (v - v_b)^2) at boundary points,
+
+mom_x = u u_x + v u_y + p_x - nu lap u, mom_y = u v_x + v v_y + p_y - nu lap v,
+cont = u_x + v_y. Derivatives in forward mode (nested jvp) for one point, vmapped over
+points; the parameter gradient by reverse mode over that. Adam, lr 1e-3.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+
+class Config(NamedTuple):
+  width: int = 256
+  depth: int = 5
+  features: int = 32  # m: Fourier features per sin/cos.
+  sigma: float = 1.0  # Std of the Fourier frequencies (per unit length).
+  nu: float = 1.0 / 40  # Kinematic viscosity (Kovasznay at Re = 40).
+  w_data: float = 10.0
+  w_bc: float = 10.0
+  lr: float = 1e-3
+
+
+def init_params(cfg: Config, seed: int = 0) -> dict:
+  """PyTorch's initialisation (Linear: U(+-1/sqrt(fan_in)); output Xavier, gain 0.1)."""
+  rng = np.random.default_rng(seed)
+  params = {'B': (cfg.sigma * rng.standard_normal((2, cfg.features))).astype(np.float32),
+            'hidden': []}
+  n_in = 2 * cfg.features
+  for _ in range(cfg.depth):
+    bound = 1 / np.sqrt(n_in)
+    params['hidden'].append({
+        'weight': rng.uniform(-bound, bound, (cfg.width, n_in)).astype(np.float32),
+        'bias': rng.uniform(-bound, bound, cfg.width).astype(np.float32)})
+    n_in = cfg.width
+  bound = 0.1 * np.sqrt(6 / (n_in + 3))
+  params['out'] = {'weight': rng.uniform(-bound, bound, (3, n_in)).astype(np.float32),
+                   'bias': np.zeros(3, np.float32)}
+  return jax.tree.map(jnp.asarray, params)
+
+
+def network(params, xy):
+  """(u, v, p) at one point xy (2,)."""
+  proj = 2 * jnp.pi * xy @ params['B']
+  h = jnp.concatenate([jnp.cos(proj), jnp.sin(proj)])
+  for layer in params['hidden']:
+    h = jnp.tanh(layer['weight'] @ h + layer['bias'])
+  return params['out']['weight'] @ h + params['out']['bias']
+
+
+def residuals(params, xy, nu):
+  """(mom_x, mom_y, cont) of the steady Navier-Stokes equations at one point.
+
+  Along each axis e, a jvp of a jvp gives the network's value, its first derivative and
+  its second derivative e^T H e in one forward-mode pass (the primal shared between the
+  axes): the Laplacian's two terms without the Hessian's unused cross terms.
+  """
+
+  def along(e):
+    first = lambda z: jax.jvp(lambda w: network(params, w), (z,), (e,))  # noqa: E731
+    (out, d1), (_, d2) = jax.jvp(first, (xy,), (e,))
+    return out, d1, d2
+
+  out, d1, d2 = jax.vmap(along)(jnp.eye(2, dtype=xy.dtype))  # d1, d2: (axis, field)
+  u, v = out[0, 0], out[0, 1]
+  mom_x = u * d1[0, 0] + v * d1[1, 0] + d1[0, 2] - nu * (d2[0, 0] + d2[1, 0])
+  mom_y = u * d1[0, 1] + v * d1[1, 1] + d1[1, 2] - nu * (d2[0, 1] + d2[1, 1])
+  return jnp.stack([mom_x, mom_y, d1[0, 0] + d1[1, 1]])
+
+
+class Batch(NamedTuple):
+  colloc: jax.Array  # (Nc, 2) collocation points.
+  boundary: jax.Array  # (Nb, 2) boundary points.
+  boundary_uv: jax.Array  # (Nb, 2) prescribed (u, v) there.
+  sensors: jax.Array  # (K, 2) sensor positions.
+  sensor_uvp: jax.Array  # (K, 3) measured (u, v, p).
+
+
+def loss_fn(params, batch: Batch, cfg: Config):
+  apply = jax.vmap(network, in_axes=(None, 0))
+  res = jax.vmap(residuals, in_axes=(None, 0, None))(params, batch.colloc, cfg.nu)
+  data = jnp.sum(jnp.mean((apply(params, batch.sensors) - batch.sensor_uvp) ** 2, axis=0))
+  bc = jnp.mean(jnp.sum((apply(params, batch.boundary)[:, :2] - batch.boundary_uv) ** 2, axis=1))
+  pde = jnp.sum(jnp.mean(res**2, axis=0))
+  return cfg.w_data * data + pde + cfg.w_bc * bc
+
+
+def make_train_step(cfg: Config):
+  opt = optax.adam(cfg.lr)
+
+  @jax.jit
+  def step(params, opt_state, batch):
+    loss, grads = jax.value_and_grad(loss_fn)(params, batch, cfg)
+    updates, opt_state = opt.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+  return opt, step
+
+
+def predict(params, xy):
+  return jax.jit(jax.vmap(network, in_axes=(None, 0)))(params, xy)
+
+
+def relative_l2(pred: np.ndarray, ref: np.ndarray) -> np.ndarray:
+  """Per field (columns): |pred - ref|_2 / (|ref|_2 + 1e-12)."""
+  return np.linalg.norm(pred - ref, axis=0) / (np.linalg.norm(ref, axis=0) + 1e-12)
