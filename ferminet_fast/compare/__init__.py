@@ -10,6 +10,7 @@ import importlib
 _MODULES = {
     'genesis_ops': 'ferminet_fast.compare.genesis_ops',
     'gaussgan': 'ferminet_fast.compare.gaussgan_bench',
+    'pinn': 'ferminet_fast.compare.pinn_bench',
 }
 
 

@@ -42,12 +42,14 @@ def grid(n: int, box=KOVASZNAY_BOX) -> Grid:
 
 
 def vorticity_snapshots(n: int, count: int = 30, nu: float = 1e-3, dt: float = 0.01,
-                        every: int = 20, seed: int = 0) -> np.ndarray:
+                        every: int = 20, seed: int = 0, initial=None) -> np.ndarray:
   """(count, 3, n, n) snapshots (u, v, p) of decaying 2-D turbulence on [0, 2 pi)^2.
 
   omega_t + u . grad omega = nu lap omega, psi from lap psi = -omega, u = psi_y,
   v = -psi_x; RK4 in Fourier space with 2/3 dealiasing; p from the pressure Poisson
-  equation lap p = -(u_x^2 + 2 u_y v_x + v_y^2). Random band-limited initial vorticity.
+  equation lap p = -(u_x^2 + 2 u_y v_x + v_y^2). The initial vorticity is `initial`
+  (n, n) if given, else random with wavenumbers 2-6 and rms 10. Snapshot i is taken
+  after (i + 1) * every steps.
   """
   k = np.fft.fftfreq(n, 1.0 / n)
   kx, ky = np.meshgrid(k, k, indexing='ij')
@@ -57,8 +59,11 @@ def vorticity_snapshots(n: int, count: int = 30, nu: float = 1e-3, dt: float = 0
   rng = np.random.default_rng(seed)
   kmag = np.sqrt(k2)
   spectrum = np.where((kmag >= 2) & (kmag <= 6), 1.0, 0.0)
-  w_hat = np.fft.fft2(rng.standard_normal((n, n))) * spectrum
-  w_hat *= 10.0 / np.sqrt(np.mean(np.abs(np.fft.ifft2(w_hat).real) ** 2) + 1e-30)
+  if initial is None:
+    w_hat = np.fft.fft2(rng.standard_normal((n, n))) * spectrum
+    w_hat *= 10.0 / np.sqrt(np.mean(np.abs(np.fft.ifft2(w_hat).real) ** 2) + 1e-30)
+  else:
+    w_hat = np.fft.fft2(initial)
 
   def velocity(w_hat):
     psi_hat = w_hat / k2_safe

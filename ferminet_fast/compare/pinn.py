@@ -10,8 +10,9 @@ output (Xavier, gain 0.1) giving (u, v, p). Loss:
   + w_bc * mean((u - u_b)^2 + (v - v_b)^2) at boundary points,
 
 mom_x = u u_x + v u_y + p_x - nu lap u, mom_y = u v_x + v v_y + p_y - nu lap v,
-cont = u_x + v_y. Derivatives in forward mode (nested jvp) for one point, vmapped over
-points; the parameter gradient by reverse mode over that. Adam, lr 1e-3.
+cont = u_x + v_y. Derivatives in forward mode for one point (nested jvp, or folx's
+forward Laplacian), vmapped over points; the parameter gradient by reverse mode over
+that. Adam, lr 1e-3.
 """
 
 from typing import NamedTuple
@@ -31,6 +32,10 @@ class Config(NamedTuple):
   w_data: float = 10.0
   w_bc: float = 10.0
   lr: float = 1e-3
+  # How the derivatives are taken: 'jvp' (nested forward-mode jvp along each axis, the
+  # jacfwd-of-grad family) or 'folx' (forward Laplacian: value, Jacobian and Laplacian in
+  # one forward pass; needs folx). Both exact.
+  derivatives: str = 'jvp'
 
 
 def init_params(cfg: Config, seed: int = 0) -> dict:
@@ -60,13 +65,10 @@ def network(params, xy):
   return params['out']['weight'] @ h + params['out']['bias']
 
 
-def residuals(params, xy, nu):
-  """(mom_x, mom_y, cont) of the steady Navier-Stokes equations at one point.
-
-  Along each axis e, a jvp of a jvp gives the network's value, its first derivative and
-  its second derivative e^T H e in one forward-mode pass (the primal shared between the
-  axes): the Laplacian's two terms without the Hessian's unused cross terms.
-  """
+def _derivatives_jvp(params, xy):
+  """(value (3,), Jacobian (axis, field), Laplacian (3,)) at one point. Along each axis
+  e, a jvp of a jvp gives the first derivative and e^T H e (the primal shared between the
+  axes): the Laplacian's two terms without the Hessian's unused cross terms."""
 
   def along(e):
     first = lambda z: jax.jvp(lambda w: network(params, w), (z,), (e,))  # noqa: E731
@@ -74,10 +76,26 @@ def residuals(params, xy, nu):
     return out, d1, d2
 
   out, d1, d2 = jax.vmap(along)(jnp.eye(2, dtype=xy.dtype))  # d1, d2: (axis, field)
-  u, v = out[0, 0], out[0, 1]
-  mom_x = u * d1[0, 0] + v * d1[1, 0] + d1[0, 2] - nu * (d2[0, 0] + d2[1, 0])
-  mom_y = u * d1[0, 1] + v * d1[1, 1] + d1[1, 2] - nu * (d2[0, 1] + d2[1, 1])
-  return jnp.stack([mom_x, mom_y, d1[0, 0] + d1[1, 1]])
+  return out[0], d1, jnp.sum(d2, axis=0)
+
+
+def _derivatives_folx(params, xy):
+  """The same from folx's forward Laplacian (one pass carrying value, Jacobian, Laplacian)."""
+  import folx
+  r = folx.forward_laplacian(lambda w: network(params, w), sparsity_threshold=0)(xy)
+  return r.x, r.jacobian.dense_array, r.laplacian
+
+
+DERIVATIVES = {'jvp': _derivatives_jvp, 'folx': _derivatives_folx}
+
+
+def residuals(params, xy, nu, derivatives: str = 'jvp'):
+  """(mom_x, mom_y, cont) of the steady Navier-Stokes equations at one point."""
+  out, jac, lap = DERIVATIVES[derivatives](params, xy)
+  u, v = out[0], out[1]
+  mom_x = u * jac[0, 0] + v * jac[1, 0] + jac[0, 2] - nu * lap[0]
+  mom_y = u * jac[0, 1] + v * jac[1, 1] + jac[1, 2] - nu * lap[1]
+  return jnp.stack([mom_x, mom_y, jac[0, 0] + jac[1, 1]])
 
 
 class Batch(NamedTuple):
@@ -90,7 +108,8 @@ class Batch(NamedTuple):
 
 def loss_fn(params, batch: Batch, cfg: Config):
   apply = jax.vmap(network, in_axes=(None, 0))
-  res = jax.vmap(residuals, in_axes=(None, 0, None))(params, batch.colloc, cfg.nu)
+  res = jax.vmap(residuals, in_axes=(None, 0, None, None))(params, batch.colloc, cfg.nu,
+                                                          cfg.derivatives)
   data = jnp.sum(jnp.mean((apply(params, batch.sensors) - batch.sensor_uvp) ** 2, axis=0))
   bc = jnp.mean(jnp.sum((apply(params, batch.boundary)[:, :2] - batch.boundary_uv) ** 2, axis=1))
   pde = jnp.sum(jnp.mean(res**2, axis=0))
