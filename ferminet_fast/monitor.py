@@ -116,6 +116,15 @@ class Recorder:
     if self._first is None:
       self._first = t
 
+  def flush(self) -> None:
+    """Records the pending step and flushes stats.csv, so that the file holds every step
+    before a checkpoint that is about to be written (a resume then finds no gap)."""
+    if self._pending is not None:
+      self._record(*self._pending)
+      self._pending = None
+    if self._writer is not None:
+      self._writer.flush()
+
   def finish(self) -> None:
     if self._pending is not None:
       self._record(*self._pending)

@@ -203,6 +203,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
       measure(t)
     stop, timed = ctx.agree(signals.received is not None, saver.due_by_time())
     if (saver.due_by_steps(t) or timed or stop) and rewinder.is_good(state):
+      recorder.flush()
       saver.save(t, state)
     if stop:
       stopped_by = signals.received or 'a signal to another process'
