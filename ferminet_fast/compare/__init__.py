@@ -11,6 +11,7 @@ _MODULES = {
     'genesis_ops': 'ferminet_fast.compare.genesis_ops',
     'gaussgan': 'ferminet_fast.compare.gaussgan_bench',
     'pinn': 'ferminet_fast.compare.pinn_bench',
+    'deepaw': 'ferminet_fast.compare.deepaw_bench',
 }
 
 
