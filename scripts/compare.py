@@ -17,6 +17,7 @@ import os
 import platform
 import sys
 import time
+import traceback
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -82,7 +83,12 @@ def main() -> int:
   for name in args.only or sorted(WORKLOADS):
     print(f'== {name}', flush=True)
     t0 = time.time()
-    rows, details, lines = WORKLOADS[name]().run_for_report(args.quick)
+    try:
+      rows, details, lines = WORKLOADS[name]().run_for_report(args.quick)
+    except Exception:  # One workload failing must not lose the others' results.
+      traceback.print_exc()
+      ok = False
+      continue
     for r in rows:
       print(f'  {r.item} [{r.size}]: ref {measure.fmt_ms(r.ref_ms)}, JAX {measure.fmt_ms(r.jax_ms)} '
             f'({r.speedup:.2f}x), {"agrees" if r.agrees else "DIFFERS"}', flush=True)
@@ -91,6 +97,13 @@ def main() -> int:
                    'machine': machine(), 'versions': versions(), 'wall_s': time.time() - t0,
                    'quick': args.quick, 'rows': [dataclasses.asdict(r) for r in rows],
                    'details': details, 'lines': lines}
+    write(saved, args)
+  print(f'wrote {args.out}')
+  return 0 if ok else 1
+
+
+def write(saved: dict, args) -> None:
+  """COMPARISON.md and the JSON from every workload's latest results."""
   text = ['# Comparison workloads: JAX ports against their references', '',
           'Each JAX port and its reference ran in the same process, one after the other, on '
           'the machine named. Times are medians of repeated calls (outliers beyond 2.5 IQR '
@@ -112,8 +125,6 @@ def main() -> int:
   os.makedirs(os.path.dirname(args.json), exist_ok=True)
   with open(args.json, 'w') as f:
     json.dump(saved, f, indent=1, default=lambda o: getattr(o, '__dict__', str(o)))
-  print(f'wrote {args.out}')
-  return 0 if ok else 1
 
 
 if __name__ == '__main__':
