@@ -125,6 +125,12 @@ def measured_peaks(quick: bool) -> dict:
   flops = 2 * m**3
   results['matmul_torch'] = flops / measure.latency_ms(lambda: torch.matmul(tx, tx), 2, 5) / 1e6
   results['matmul_jax'] = flops / measure.latency_ms(lambda: mm(jx).block_until_ready(), 2, 5) / 1e6
+  # Fixed cost of one call: a jitted add on a 1-element array, and PyTorch's eager add.
+  one, t_one = jax.device_put(np.ones(1, np.float32)), torch.ones(1)
+  inc = jax.jit(lambda v: v + 1.0)
+  inc(one).block_until_ready()
+  results['jax_call_us'] = 1e3 * measure.latency_ms(lambda: inc(one).block_until_ready(), 20, 200)
+  results['torch_call_us'] = 1e3 * measure.latency_ms(lambda: torch.add(t_one, 1.0), 20, 200)
   results['bandwidth_gbs'] = max(v for k, v in results.items() if k.startswith(('copy', 'triad')))
   results['matmul_gflops'] = max(results['matmul_torch'], results['matmul_jax'])
   results['stream_floats'] = n
@@ -211,6 +217,18 @@ def details_table(results, peaks) -> list:
                  f'{measure.fmt_ms(r.torch_ms)} | {measure.fmt_ms(r.jax_ms)} | '
                  f'{r.rate:.1f} {r.rate_unit} | {100 * r.rate / r.peak:.0f}% | '
                  f'{100 * r.speed_vs_torch:.0f}% | {r.max_error:.1e} / {r.torch_error:.1e} |')
+  slow = sorted({f'{r.op} {r.shape}' for r in results if r.mode == 'latency' and r.speed_vs_torch < 1.5})
+  lines += ['', '**Where JAX is not 1.5x faster, and why.** These are single ops: there is '
+            'nothing for XLA to fuse, so the JAX port can at best match the library kernel '
+            f'underneath. Latency rows below 1.5x: {", ".join(slow) or "none"}. A jitted call '
+            f'costs {peaks["jax_call_us"]:.1f} us before any work (PyTorch\'s eager add '
+            f'{peaks["torch_call_us"]:.1f} us), which decides the smallest shapes; large adds '
+            'and sums are memory-bound for every framework (see the fraction of measured '
+            'bandwidth); square matmuls run vendor GEMM kernels on both sides, at full float32 '
+            'precision. The throughput mode, which queues calls without waiting, removes most of '
+            'JAX\'s per-call cost. On this machine the report\'s headline (a JIT compiler '
+            'against hand-written kernels) therefore becomes parity, not a speed-up; fusion pays '
+            'off in whole programs, as the other workloads show.']
   return lines
 
 
