@@ -199,21 +199,23 @@ def run(quick: bool = False) -> tuple:
   q = t['quality']
 
   def reached(impl):
-    best = q[impl]['best']
-    return (best['LogLikelihood'] >= QUALITY['LogLikelihood'] and
-            best['MMDDistance'] <= QUALITY['MMDDistance'])
+    """First epoch whose 500 samples meet both goals (None if none)."""
+    return next((i + 1 for i, c in enumerate(q[impl]['curve'])
+                 if c['LogLikelihood'] >= QUALITY['LogLikelihood'] and
+                 c['MMDDistance'] <= QUALITY['MMDDistance']), None)
 
   def describe(impl):
     b, f = q[impl]['best'], q[impl]['final']
-    return (f'best LL {b["LogLikelihood"]:.2f} (epoch {q[impl]["best_epoch"]}, MMD '
-            f'{b["MMDDistance"]:.3f}), final LL {f["LogLikelihood"]:.2f}, MMD {f["MMDDistance"]:.3f}')
+    return (f'goals first met at epoch {reached(impl)}; best LL {b["LogLikelihood"]:.2f} '
+            f'(epoch {q[impl]["best_epoch"]}); final LL {f["LogLikelihood"]:.2f}, MMD '
+            f'{f["MMDDistance"]:.3f}')
 
   rows.append(measure.Row(
       'gaussgan', f'training, {t["epochs"]} epochs', f'{t["train_points"]} points, batch 256',
       'PyTorch eager', 1e3 * t['ref_s'], 1e3 * t['jax_s'], t['compile_s'], t['ref_mb'], t['jax_mb'],
-      'quality reached (goal LL >= -3.8 with MMD <= 0.15; the original: best -3.68, final '
-      f'-3.76): JAX {describe("jax")}; PyTorch {describe("pytorch")}',
-      quick or (reached('jax') and reached('pytorch')),
+      'quality (goal: an epoch with LL >= -3.8 and MMD <= 0.15; the original: best -3.68, '
+      f'final -3.76): JAX {describe("jax")}; PyTorch {describe("pytorch")}',
+      quick or (reached('jax') is not None and reached('pytorch') is not None),
       f'{t["epochs"] / t["jax_s"]:.2f} vs {t["epochs"] / t["ref_s"]:.2f} epochs/s'))
   m = details['metrics']
   rows.append(measure.Row(
@@ -246,4 +248,15 @@ def run_for_report(quick: bool = False) -> tuple:
       epoch = details['training']['epochs'] if label == 'final' else values['best_epoch']
       lines.append(f'| {impl}, {label} (epoch {epoch}) | ' +
                    ' | '.join(f'{v[k]:.3f}' for k in gan_metrics.NAMES) + ' |')
+  step, t = details['step'], details['training']
+  lines += ['', f'**Speed.** One training step is {step["ref_ms"] / step["jax_ms"]:.2f}x and an '
+            f'epoch {t["ref_s"] / t["jax_s"]:.2f}x faster in JAX: the step is about sixty '
+            '256-wide matrix products (5 critic updates, each with a generator pass, critic '
+            'passes on real, fake and interpolated points, and the double backward of the '
+            'gradient penalty), so on 2 CPU cores both frameworks spend most of it in the same '
+            'GEMM kernels; fusing the rest into one program (lax.scan over the critic updates '
+            'and over the epoch) removes the Python and dispatch overhead, which is the '
+            'difference. Where the original spent its time, the validation metrics (20,000 x '
+            '20,000 kernels rebuilt every epoch) and the per-sample quantum circuit, the JAX '
+            'versions are two orders of magnitude faster.']
   return rows, details, lines
