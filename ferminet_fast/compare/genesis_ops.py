@@ -206,7 +206,8 @@ def details_table(results, peaks) -> list:
            f'); matmul {peaks["matmul_gflops"]:.1f} GFLOP/s (best of PyTorch '
            f'{peaks["matmul_torch"]:.1f} and JAX {peaks["matmul_jax"]:.1f} at n = '
            f'{peaks["matmul_n"]}). Byte model as in the report: add 3N x 4 B, sum 1.1N x 4 B; '
-           'matmul 2n^3 FLOP. "Efficiency" is the report\'s column, t_torch / t_jax: a relative '
+           'matmul 2n^3 FLOP. The bandwidth peak is main memory\'s: arrays that fit in the '
+           'caches (the 1-16 MiB adds) can exceed it. "Efficiency" is the report\'s column, t_torch / t_jax: a relative '
            'speed, not a fraction of bandwidth. Latency: each call waits for its result; '
            'throughput: calls queued, one wait at the end.', '',
            '| op | shape | mode | NumPy | PyTorch | JAX | JAX rate | % of measured peak | '
