@@ -86,9 +86,9 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
     params, x = primals
     mean, aux = energy(params, x)
     # Walkers with a non-finite local energy get zero weight. (Should log|psi|'s parameter
-    # derivative itself be non-finite there, 0 * NaN reaches the gradient and the step
-    # rejects the update; moving such walkers elsewhere would cost a second forward pass,
-    # since XLA shares this one with the local energy's.)
+    # derivative itself be non-finite there, e.g. a walker at a NaN position, 0 * NaN
+    # reaches the gradient and the step rejects the update; the next sweep restarts such
+    # walkers, mcmc.replace_nonfinite.)
     finite = jnp.isfinite(aux.local_energy)
     n = jnp.maximum(jnp.sum(finite), 1)
     e_l = jnp.where(finite, aux.local_energy, mean)

@@ -121,9 +121,13 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   if source:
     start, state = checkpoint.restore_latest(source, state)
     say(f'Restored step {start} from {checkpoint.directory(source)}')
+  def write(name, obj):
+    """A JSON file of the run directory; only process 0 writes."""
+    if ctx.is_main:
+      rundir.write_json(os.path.join(run_dir, name), obj)
+
   # Written once the state is in hand, so a failed resume leaves the earlier run as it was.
-  if ctx.is_main:
-    rundir.write_json(os.path.join(run_dir, 'config.json'), cfg.to_dict())
+  write('config.json', cfg.to_dict())
   n_params = sum(p.size for p in jax.tree.leaves(state.params))
   timings = {}
   if cfg.optim.laplacian == 'auto':
@@ -147,8 +151,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   say(f'Network {n_params} parameters; Laplacian {parts.laplacian}; compiled in '
       f'{compiled.compile_s:.1f} s; move width {float(state.walkers.width):.3f} bohr; '
       f'first step {timings["startup_s"]:.1f} s after start')
-  timings_path = os.path.join(run_dir, 'timings.json') if ctx.is_main else os.devnull
-  rundir.write_json(timings_path, timings)
+  write('timings.json', timings)
 
   recorder = monitor.Recorder(
       os.path.join(run_dir, 'stats.csv') if ctx.is_main else None, cfg.log.print_every, say,
@@ -167,7 +170,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
     else:
       timings.setdefault('remeasured', []).append({'step': t, **result})
       say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
-    rundir.write_json(timings_path, timings)
+    write('timings.json', timings)
     recorder.last = time.perf_counter()
 
   saver = checkpoint.Checkpointer(run_dir, cfg.log.keep_checkpoints, cfg.log.save_every,
@@ -233,14 +236,13 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
                   if wall > 0 else 0.0, 'total_s': time.perf_counter() - _T0,
                   'rewinds': rewinder.rewinds,
                   'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
-  rundir.write_json(timings_path, timings)
+  write('timings.json', timings)
   result = Result(estimate, system.exact_energy, history, timings, state, run_dir, stopped_by)
-  if ctx.is_main:
-    rundir.write_json(os.path.join(run_dir, 'result.json'), {
-        'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
-        'samples': estimate.n, 'exact_energy': system.exact_energy,
-        'error_mha': result.error_mha, 'iterations': t, 'complete': not stopped_by,
-        'wall_s': timings['total_s']})
+  write('result.json', {
+      'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
+      'samples': estimate.n, 'exact_energy': system.exact_energy,
+      'error_mha': result.error_mha, 'iterations': t, 'complete': not stopped_by,
+      'wall_s': timings['total_s']})
   say(f'Trained steps {start}-{t} in {wall:.1f} s ({timings["iterations_per_s"]:.1f} it/s); '
       f'total {timings["total_s"]:.1f} s')
   say(final_line(result, t))

@@ -8,6 +8,7 @@ jax.distributed on localhost)."""
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 
@@ -99,6 +100,9 @@ def test_two_processes_on_localhost_equal_one_device(tmp_path, single):
     assert r.returncode == 0, r.stderr[-2000:]
     assert 'devices 2 processes 2' in r.stdout
   assert_close(params_of(tmp_path / 'run'), single[1])
+  # Process 1 writes no run files (regression: it once wrote its timings "to /dev/null"
+  # by an atomic rename that replaced the device with a regular file).
+  assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
   # Process 0 alone wrote the statistics: one row per step.
   steps = np.loadtxt(tmp_path / 'run' / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
   np.testing.assert_array_equal(steps, np.arange(20))

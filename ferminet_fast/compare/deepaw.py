@@ -111,14 +111,12 @@ class GateSpec(NamedTuple):
 def gate_spec(scalars, gates, gated) -> GateSpec:
   """The Gate's input layout as e3nn builds it: concatenation sorted (stable) by (l, p)."""
   groups = [(0, irr) for irr in scalars] + [(1, irr) for irr in gates] + [(2, irr) for irr in gated]
-  columns, start = [], 0  # (group, index within group's columns, width) per entry
-  for g, (m, l, p) in groups:
-    columns.append((g, m * (2 * l + 1), (l, p)))
-  order = sorted(range(len(groups)), key=lambda k: groups[k][1][1:])
-  layout = {}  # entry index -> input offset
+  order = sorted(range(len(groups)), key=lambda k: groups[k][1][1:])  # Stable, by (l, p).
+  layout, start = {}, 0  # Entry -> its first column in the sorted input.
   for k in order:
+    m, l, _ = groups[k][1]
     layout[k] = start
-    start += columns[k][1]
+    start += m * (2 * l + 1)
   idx = {0: [], 1: [], 2: []}
   acts, gated_gate = [], []
   gate_counter = 0

@@ -17,6 +17,8 @@ import math
 
 import numpy as np
 
+from ferminet_fast.compare.measure import torch_fp32
+
 NUM_NEIGHBORS = 20.0  # Only a normaliser: sums are divided by sqrt of it.
 NUM_BASIS, RADIAL_HIDDEN, CUTOFF = 10, 100, 4.0
 N_SPECIES = 119
@@ -68,14 +70,8 @@ def conv_irreps(irreps_sender, irreps_sh, target):
   return mid, instructions, scalars, gates, gated
 
 
-def _torch():
-  import torch
-  torch.set_float32_matmul_precision('highest')
-  return torch
-
-
 def make_model(mul: int = 500, lmax: int = 4, layers: int = 3, seed: int = 0):
-  torch = _torch()
+  torch = torch_fp32()
   from e3nn import nn as enn
   from e3nn import o3
 

@@ -18,13 +18,9 @@ from ferminet_fast.compare import gan_metrics, gaussgan, gaussgan_torch, measure
 QUALITY = {'LogLikelihood': -3.8, 'MMDDistance': 0.15}
 
 
-def _noise(rng, batch):
-  f = np.float32
-  return gaussgan.Noise(rng.standard_normal((gaussgan.N_CRITIC, batch, gaussgan.Z_DIM)).astype(f),
-                        rng.standard_normal((gaussgan.N_CRITIC, batch, 2)).astype(f),
-                        rng.uniform(size=(gaussgan.N_CRITIC, batch, 1)).astype(f),
-                        rng.standard_normal((batch, gaussgan.Z_DIM)).astype(f),
-                        rng.standard_normal((batch, 2)).astype(f))
+def _noise(seed: int, batch: int) -> gaussgan.Noise:
+  """One step's random numbers (gaussgan.sample_noise) as NumPy arrays, to feed both."""
+  return jax.tree.map(np.array, gaussgan.sample_noise(jax.random.PRNGKey(seed), batch))
 
 
 def step_agreement(killer: bool, steps: int = 3, batch: int = 256) -> dict:
@@ -37,11 +33,10 @@ def step_agreement(killer: bool, steps: int = 3, batch: int = 256) -> dict:
   ref = gaussgan_torch.GaussGanTorch(killer).load(params, bn)
   state = gaussgan.init_state(params, bn)
   _, train = gaussgan.make_dataset()
-  rng = np.random.default_rng(1)
   step = jax.jit(gaussgan.train_step)
   loss_err = 0.0
   for i in range(steps):
-    real, noise = train[i * batch:(i + 1) * batch], _noise(rng, batch)
+    real, noise = train[i * batch:(i + 1) * batch], _noise(i + 1, batch)
     state, losses = step(state, jnp.asarray(real), noise)
     t_losses = ref.train_step(torch.from_numpy(real), gaussgan.Noise(*map(torch.from_numpy, noise)))
     loss_err = max(loss_err, *(abs(float(a) - b) / max(abs(b), 1e-6) for a, b in zip(losses, t_losses)))
@@ -59,7 +54,7 @@ def time_steps(killer: bool, quick: bool) -> dict:
   params, bn = gaussgan.init_params(0, killer)
   ref = gaussgan_torch.GaussGanTorch(killer).load(params, bn)
   _, train = gaussgan.make_dataset()
-  real, noise = train[:256], _noise(np.random.default_rng(2), 256)
+  real, noise = train[:256], _noise(100, 256)
   t_real, t_noise = torch.from_numpy(real), gaussgan.Noise(*map(torch.from_numpy, noise))
   state = gaussgan.init_state(params, bn)
   t0 = time.perf_counter()

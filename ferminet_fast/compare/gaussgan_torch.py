@@ -9,19 +9,14 @@ same `Noise` can be compared number for number.
 import numpy as np
 
 from ferminet_fast.compare import gaussgan as jgan
-
-
-def _torch():
-  import torch
-  torch.set_float32_matmul_precision('highest')
-  return torch
+from ferminet_fast.compare.measure import torch_fp32
 
 
 class GaussGanTorch:
   """Generator, critic and (killer mode) predictor with their Adam optimisers."""
 
   def __init__(self, killer: bool = False):
-    torch = self.torch = _torch()
+    torch = self.torch = torch_fp32()
     nn = torch.nn
     act = lambda: nn.LeakyReLU(jgan.LEAK)  # noqa: E731
     self.g_body = nn.Sequential(

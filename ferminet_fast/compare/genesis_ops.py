@@ -15,6 +15,7 @@ Reported per op and shape:
 """
 
 import dataclasses
+import time
 from typing import Optional
 
 import jax
@@ -29,14 +30,6 @@ SUM_SHAPE = (4, 512, 896)
 SUM_AXES = (None, -1, (0, 1))
 QUICK_ADD_SHAPES = ((256, 256), (1024, 1024))
 QUICK_MATMUL_SIZES = (256, 512)
-
-
-def _torch():
-  import torch
-  torch.set_float32_matmul_precision('highest')
-  torch.backends.cuda.matmul.allow_tf32 = False
-  torch.backends.cudnn.allow_tf32 = False
-  return torch
 
 
 @dataclasses.dataclass
@@ -77,10 +70,9 @@ def _rel_error(x, ref) -> float:
 
 def _time_all(jax_fn, torch_fn, numpy_fn, np_args, iters, max_seconds):
   """(numpy, torch, jax) latency and throughput in ms, JAX compile s, outputs."""
-  torch = _torch()
+  torch = measure.torch_fp32()
   t_args = [torch.from_numpy(a) for a in np_args]
   j_args = [jax.device_put(a) for a in np_args]
-  import time
   t0 = time.perf_counter()
   compiled = jax.jit(jax_fn).lower(*j_args).compile()
   compile_s = time.perf_counter() - t0
@@ -100,7 +92,7 @@ def _time_all(jax_fn, torch_fn, numpy_fn, np_args, iters, max_seconds):
 def measured_peaks(quick: bool) -> dict:
   """This machine's bandwidth (GB/s, STREAM copy and triad) and matmul rate (GFLOP/s, the
   best of PyTorch and JAX on a large square matmul), each the best over frameworks."""
-  torch = _torch()
+  torch = measure.torch_fp32()
   n = 2**22 if quick else 2**26  # floats per array: 16 MiB / 256 MiB
   rng = np.random.default_rng(0)
   a, b, c = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
@@ -140,7 +132,7 @@ def measured_peaks(quick: bool) -> dict:
 
 def run(quick: bool = False, peaks: Optional[dict] = None) -> tuple:
   """([OpResult], peaks). quick: small shapes and few calls (for tests)."""
-  torch = _torch()
+  torch = measure.torch_fp32()
   peaks = peaks or measured_peaks(quick)
   ops = _ops(torch)
   rng = np.random.default_rng(0)

@@ -17,6 +17,16 @@ import numpy as np
 _PAGE = os.sysconf('SC_PAGE_SIZE') if hasattr(os, 'sysconf') else 4096
 
 
+def torch_fp32():
+  """PyTorch (imported on demand: only the references need it), set to full float32
+  precision: no TF32 in matmuls or convolutions, as on the JAX side."""
+  import torch
+  torch.set_float32_matmul_precision('highest')
+  torch.backends.cuda.matmul.allow_tf32 = False
+  torch.backends.cudnn.allow_tf32 = False
+  return torch
+
+
 def rss_mb() -> float:
   """Resident set size of this process (MiB)."""
   try:

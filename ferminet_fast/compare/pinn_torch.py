@@ -5,13 +5,13 @@ Laplacian), eager mode."""
 import numpy as np
 
 from ferminet_fast.compare import pinn
+from ferminet_fast.compare.measure import torch_fp32
 
 
 class PinnTorch:
 
   def __init__(self, params: dict, cfg: pinn.Config):
-    import torch
-    torch.set_float32_matmul_precision('highest')
+    torch = torch_fp32()
     self.torch, self.cfg = torch, cfg
     t = lambda a: torch.tensor(np.asarray(a), requires_grad=True)  # noqa: E731
     self.B = torch.tensor(np.asarray(params['B']))
