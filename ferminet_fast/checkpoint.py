@@ -10,7 +10,7 @@ import os
 import shutil
 import time
 import warnings
-from typing import Optional
+from typing import Optional, Sequence
 
 import jax
 import orbax.checkpoint as ocp
@@ -82,16 +82,30 @@ class Checkpointer:
         shutil.rmtree(os.path.join(self._trash, name), ignore_errors=True)
 
 
-def restore_latest(run_dir: str, like) -> tuple:
+def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None) -> tuple:
   """(step, state) from the newest checkpoint of run_dir that restores, shaped and laid
   out over devices like `like` (a state of the same config, on this run's devices; the
-  saved device count does not matter). Raises InputError if none does."""
+  saved device count does not matter). Raises InputError if none does.
+
+  With `fields` (names of the state's fields, e.g. ('params', 'walkers')) only those are
+  read and the rest is kept from `like`: evaluation needs no optimizer state, whose
+  layout may differ between versions of the optimizer library."""
   manager = ocp.CheckpointManager(directory(run_dir))
-  abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+  if fields is None:
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+    args = ocp.args.StandardRestore(abstract)
+  else:
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct,
+                            {f: getattr(like, f) for f in fields})
+    args = ocp.args.PyTreeRestore(
+        item=abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
+        partial_restore=True)
   try:
     for step in sorted(manager.all_steps(), reverse=True):
       try:
-        state = manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        state = manager.restore(step, args=args)
+        if fields is not None:
+          state = like._replace(**state)
       except Exception as e:  # A damaged checkpoint: fall back to the one before.
         warnings.warn(f'checkpoint {step} in {directory(run_dir)} cannot be restored '
                       f'({type(e).__name__}: {str(e).splitlines()[0][:200]}); trying an older one')

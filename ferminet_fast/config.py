@@ -35,7 +35,9 @@ def default() -> config_dict.ConfigDict:
   c.system.name = ''  # Label for logs and the run directory; '' derives it from the geometry.
 
   c.network = config_dict.ConfigDict()
-  c.network.network_type = 'ferminet'  # Wavefunction ansatz; only 'ferminet' for now.
+  # Wavefunction ansatz: 'ferminet' (Pfau et al. 2020) or 'psiformer' (self-attention over
+  # electrons, von Glehn et al. 2023). Both use the determinant, envelope and Jastrow below.
+  c.network.network_type = 'ferminet'
   c.network.determinants = 2  # Number of determinants summed in psi.
   # True: one N x N determinant over all electrons; False: one per spin (block diagonal).
   c.network.full_det = True
@@ -44,10 +46,17 @@ def default() -> config_dict.ConfigDict:
   c.network.ferminet = config_dict.ConfigDict()
   # Widths (one-electron, two-electron) of each layer; its length is the number of layers.
   c.network.ferminet.hidden_dims = ((32, 8), (32, 8))
+  c.network.psiformer = config_dict.ConfigDict()
+  c.network.psiformer.layers = 2  # Self-attention layers.
+  c.network.psiformer.heads = 4  # Attention heads per layer.
+  c.network.psiformer.head_dim = 16  # Features per head; the stream width is heads * head_dim.
+  c.network.psiformer.layer_norm = False  # Layer-normalise the input of each sublayer.
 
   c.optim = config_dict.ConfigDict()
   c.optim.iterations = 2000  # Parameter updates (training steps).
-  c.optim.optimizer = 'adam'  # 'adam', 'kfac' (needs the kfac extra) or 'sgd'.
+  # 'adam', 'kfac' (needs the kfac extra), 'spring' (natural gradient solved in the space
+  # of walkers, with momentum) or 'sgd'.
+  c.optim.optimizer = 'adam'
   # Laplacian of log|psi| for the kinetic energy: 'jacfwd' (jacfwd of grad: all 3N
   # tangents at once; memory ~3N gradients), 'jvp_loop' (a loop of 3N forward-mode
   # products: memory of one gradient), 'folx' / 'folx_sparse' (forward Laplacian, dense or
@@ -65,10 +74,11 @@ def default() -> config_dict.ConfigDict:
   # 'mean_absdev' (FermiNet: mean, mean |E - mean|), 'median_mad' (median, median |E - median|).
   c.optim.clip_method = 'median_absdev'
   c.optim.lr = config_dict.ConfigDict()
-  # Learning rate at step 0; None: the optimizer's default (adam, sgd 0.01; kfac 0.05).
+  # Learning rate at step 0; None: the optimizer's default (adam, sgd 0.01; kfac 0.05;
+  # spring 0.2).
   c.optim.lr.rate = config_dict.placeholder(float)
   c.optim.lr.decay = 1.0  # Exponent of the decay: rate * (1 + t / delay) ** -decay.
-  # Steps over which the rate halves (decay = 1); None: adam, sgd 1000; kfac 10000.
+  # Steps over which the rate halves (decay = 1); None: adam, sgd 1000; kfac, spring 10000.
   c.optim.lr.delay = config_dict.placeholder(float)
   # Recovery from non-finite numbers. Non-finite local energies are left out of the step
   # and an update that would make a parameter non-finite is not applied; after this many
@@ -87,6 +97,24 @@ def default() -> config_dict.ConfigDict:
   c.optim.kfac.norm_constraint = 1e-3  # Bound on lr^2 <F^-1 g, g> of each update.
   c.optim.kfac.cov_ema_decay = 0.95  # Moving-average decay of the curvature estimates.
   c.optim.kfac.invert_every = 1  # Steps between re-inverting the curvature blocks.
+  c.optim.spring = config_dict.ConfigDict()  # SPRING (Goldshmid et al. 2024) settings.
+  c.optim.spring.damping = 1e-3  # Added to the diagonal of the B x B walker kernel.
+  # mu: weight of the previous direction. 0 is MinSR, our default: in float32, momentum
+  # 0.9-0.99 made the walker-space solve diverge at the rates that converge fastest (He:
+  # lr 0.2 with mu 0.9), and at stable rates it converged more slowly than mu = 0.
+  c.optim.spring.momentum = 0.0
+  c.optim.spring.norm_constraint = 0.1  # Bound on lr^2 |d|^2 of each update.
+
+  # Hartree-Fock pretraining (needs the pyscf extra): before VMC, the network's orbitals are
+  # fitted to the occupied HF orbitals by Adam, at walkers sampled from
+  # hf_fraction * |psi_HF|^2 + (1 - hf_fraction) * |psi_net|^2 (FermiNet's scheme).
+  # Without pyscf a run that asks for it says so and trains without it.
+  c.pretrain = config_dict.ConfigDict()
+  c.pretrain.iterations = 0  # Pretraining steps (0: none). Skipped when resuming.
+  c.pretrain.basis = 'sto-6g'  # Gaussian basis of the HF calculation (any pyscf basis name).
+  c.pretrain.restricted = False  # False: UHF; True: ROHF (same spatial orbitals per spin).
+  c.pretrain.lr = 3e-4  # Adam learning rate of the orbital fit.
+  c.pretrain.hf_fraction = 0.5  # Weight of |psi_HF|^2 in the sampling density, in [0, 1].
 
   c.mcmc = config_dict.ConfigDict()
   c.mcmc.steps = 10  # Metropolis-Hastings steps per training step.
@@ -97,6 +125,12 @@ def default() -> config_dict.ConfigDict:
   # Width update after every sweep of `steps` moves: width *= exp(rate * (pmove - target)).
   # The width is fixed within a sweep, so each sweep is an exact MH kernel.
   c.mcmc.adapt_rate = 1.0
+
+  # Evaluation (python -m ferminet_fast.evaluate --run DIR): parameters frozen, the energy
+  # recorded over many sweeps and reblocked. These are its defaults for this system.
+  c.evaluation = config_dict.ConfigDict()
+  c.evaluation.steps = 2000  # MCMC sweeps (of mcmc.steps moves each) whose energies are kept.
+  c.evaluation.burn_in = 100  # Sweeps discarded first (walkers re-equilibrate to fixed params).
 
   c.log = config_dict.ConfigDict()
   c.log.save_path = ''  # Run directory; '' makes runs/<name>_<date>_<time>.
@@ -148,7 +182,7 @@ def get_config() -> config_dict.ConfigDict:
 _CHOICES = {
     'precision': ('float32', 'float64'),
     'system.units': ('bohr', 'angstrom'),
-    'network.network_type': ('ferminet',),
+    'network.network_type': ('ferminet', 'psiformer'),
     'network.envelope': ('isotropic', 'full'),
     'network.jastrow': ('none', 'simple_ee'),
     'optim.clip_method': ('median_absdev', 'mean_absdev', 'median_mad'),
@@ -157,12 +191,18 @@ _CHOICES = {
 }
 
 _POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'log.keep_checkpoints',
+                 'network.psiformer.layers', 'network.psiformer.heads',
+                 'network.psiformer.head_dim',
+                 'evaluation.steps',
                  'optim.kfac.invert_every', 'optim.rewind_after', 'optim.snapshot_every')
 _NON_NEGATIVE_INT = ('optim.iterations', 'optim.energy_chunk_size', 'mcmc.burn_in',
+                     'pretrain.iterations',
+                     'evaluation.burn_in',
                      'log.print_every', 'log.timers_every', 'log.save_every',
                      'optim.max_rewinds', 'debug.inject_nan_step')
-_POSITIVE_FLOAT = ('optim.lr.delay', 'mcmc.move_width', 'mcmc.init_width',
-                   'optim.kfac.damping', 'optim.kfac.norm_constraint')
+_POSITIVE_FLOAT = ('optim.lr.delay', 'pretrain.lr', 'mcmc.move_width', 'mcmc.init_width',
+                   'optim.kfac.damping', 'optim.kfac.norm_constraint',
+                   'optim.spring.damping', 'optim.spring.norm_constraint')
 _NON_NEGATIVE_FLOAT = ('optim.lr.rate', 'optim.lr.decay', 'optim.clip_local_energy',
                        'mcmc.adapt_rate', 'log.save_frequency')
 
@@ -209,6 +249,12 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   for key in _NON_NEGATIVE_FLOAT:
     if _get(cfg, key) is not None and not _get(cfg, key) >= 0:
       raise InputError(f'config.{key} must be >= 0, got {_get(cfg, key)}')
+  if not 0 <= cfg.optim.spring.momentum < 1:
+    raise InputError(f'config.optim.spring.momentum must lie in [0, 1), got '
+                     f'{cfg.optim.spring.momentum}')
+  if not 0 <= cfg.pretrain.hf_fraction <= 1:
+    raise InputError(f'config.pretrain.hf_fraction must lie in [0, 1], got '
+                     f'{cfg.pretrain.hf_fraction}')
   if not 0 < cfg.mcmc.target_pmove < 1:
     raise InputError(f'config.mcmc.target_pmove must lie in (0, 1), got {cfg.mcmc.target_pmove}')
   if not 0 < cfg.log.final_fraction <= 1:

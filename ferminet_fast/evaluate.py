@@ -1,10 +1,10 @@
 """Evaluation: the energy of a trained wavefunction with honest error bars.
 
-  python -m ferminet_fast.evaluate --run runs/li --steps 4000
+  python -m ferminet_fast.evaluate --run runs/li [--steps 4000]
 
 Loads the run's config and newest checkpoint, freezes the parameters, equilibrates the
 walkers with the move width fixed, then records the mean local energy of every MCMC
-sweep for `--steps` sweeps. The estimate is the reblocked mean with its standard error
+sweep for `--steps` sweeps (default: the run's config.evaluation). The estimate is the reblocked mean with its standard error
 and integrated autocorrelation time, written to <run>/eval.json. Unlike the running mean
 of training, the parameters do not move while it is measured.
 """
@@ -12,6 +12,7 @@ of training, the parameters do not move while it is measured.
 import os
 import sys
 import time
+from typing import Optional
 
 import jax
 from ml_collections import config_dict
@@ -41,22 +42,25 @@ def _tuples(v):
   return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
 
 
-def evaluate(run_dir: str, steps: int = 2000, burn_in: int = 100, quiet: bool = False,
-             seed: int = 1) -> stats.Estimate:
-  """Evaluates the newest checkpoint of run_dir; returns the estimate and writes eval.json."""
+def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
+             quiet: bool = False, seed: int = 1) -> stats.Estimate:
+  """Evaluates the newest checkpoint of run_dir; returns the estimate and writes eval.json.
+  steps, burn_in: sweeps recorded and discarded; None takes the run's config.evaluation."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-  if steps < 2 or burn_in < 0:
-    raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
   if not checkpoint.has_checkpoint(run_dir):
     raise InputError(f'--run {run_dir!r} holds no checkpoint to evaluate')
   cfg = config_from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
   config.validate(cfg)
+  steps = cfg.evaluation.steps if steps is None else steps
+  burn_in = cfg.evaluation.burn_in if burn_in is None else burn_in
+  if steps < 2 or burn_in < 0:
+    raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
   if cfg.precision == 'float64':
     jax.config.update('jax_enable_x64', True)
   system = systems.make_system(cfg.system)
   parts = step.make_parts(cfg, system)
   state = step.init_state(parts, cfg, system, jax.random.PRNGKey(0))
-  trained_step, state = checkpoint.restore_latest(run_dir, state)
+  trained_step, state = checkpoint.restore_latest(run_dir, state, ('params', 'walkers'))
   state = state._replace(key=jax.random.PRNGKey(seed))
   def sweep(s):
     """One MCMC sweep at fixed width and fixed parameters, then the mean local energy
@@ -115,8 +119,10 @@ def main(argv) -> None:
 def run() -> None:
   from absl import app, flags
   flags.DEFINE_string('run', None, 'Run directory (with checkpoints) to evaluate.', required=True)
-  flags.DEFINE_integer('steps', 2000, 'MCMC sweeps whose energies are recorded.')
-  flags.DEFINE_integer('burn_in', 100, 'Sweeps discarded before recording.')
+  flags.DEFINE_integer('steps', None, 'MCMC sweeps whose energies are recorded '
+                       "(default: the run's config.evaluation.steps).")
+  flags.DEFINE_integer('burn_in', None, 'Sweeps discarded before recording '
+                       "(default: the run's config.evaluation.burn_in).")
   flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.')
   app.run(main)
 

@@ -19,6 +19,9 @@ class EnergyAux(NamedTuple):
   local_energy: jax.Array  # (B,) Ha, unclipped.
   variance: jax.Array  # () Ha^2, of the unclipped finite local energies.
   nonfinite: jax.Array  # () count (float dtype) of walkers whose local energy is NaN or inf.
+  # (B,) Ha: the clipped local energies minus their mean, 0 for non-finite ones: the weights
+  # of d log|psi| in the gradient, and what sample-space optimizers (SPRING) fit.
+  centred: jax.Array
 
 
 def _window(centre, scale, e, k):
@@ -72,6 +75,12 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
   batch_local_energy = batch_local_energies(local_energy, chunk_size)
   clip = CLIPPING[clip_method]
 
+  def centred_clipped(e_l, finite, mean):
+    n = jnp.maximum(jnp.sum(finite), 1)
+    e_l = jnp.where(finite, e_l, mean)
+    e_l = clip(e_l, clip_k) if clip_k > 0 else e_l
+    return jnp.where(finite, e_l - jnp.sum(jnp.where(finite, e_l, 0.0)) / n, 0.0)
+
   @jax.custom_jvp
   def energy(params, x):
     e_l = batch_local_energy(params, x)
@@ -79,7 +88,8 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
     n = jnp.maximum(jnp.sum(finite), 1)
     mean = jnp.sum(jnp.where(finite, e_l, 0.0)) / n
     variance = jnp.sum(jnp.where(finite, (e_l - mean) ** 2, 0.0)) / n
-    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype))
+    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype),
+                           centred_clipped(e_l, finite, mean))
 
   @energy.defjvp
   def energy_jvp(primals, tangents):
@@ -89,13 +99,9 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
     # derivative itself be non-finite there, e.g. a walker at a NaN position, 0 * NaN
     # reaches the gradient and the step rejects the update; the next sweep restarts such
     # walkers, mcmc.replace_nonfinite.)
-    finite = jnp.isfinite(aux.local_energy)
-    n = jnp.maximum(jnp.sum(finite), 1)
-    e_l = jnp.where(finite, aux.local_energy, mean)
-    e_l = clip(e_l, clip_k) if clip_k > 0 else e_l
-    diff = jnp.where(finite, e_l - jnp.sum(jnp.where(finite, e_l, 0.0)) / n, 0.0)
+    n = jnp.maximum(jnp.sum(jnp.isfinite(aux.local_energy)), 1)
     _, dlog_psi = jax.jvp(lambda p: batch_log_psi(p, x), (params,), (tangents[0],))
-    tangent = 2.0 * jnp.sum(diff * dlog_psi) / n
+    tangent = 2.0 * jnp.sum(aux.centred * dlog_psi) / n
     zeros = jax.tree.map(jnp.zeros_like, aux)
     return (mean, aux), (tangent, zeros)
 

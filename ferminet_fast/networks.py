@@ -1,4 +1,4 @@
-"""FermiNet wavefunction for ONE electron configuration (no batch axis).
+"""FermiNet and Psiformer wavefunctions for ONE electron configuration (no batch axis).
 
 `x` is the flat (3N,) vector of electron positions in bohr, spin-up electrons first.
 The network returns (sign, log|psi|); vmap, jit and sharding are applied by callers.
@@ -24,6 +24,12 @@ class Network(NamedTuple):
   init: Callable[[jax.Array], Any]  # PRNG key -> params
   apply: Callable[[Any, jax.Array], tuple]  # (params, x (3N,)) -> (sign, log|psi|)
   log_psi: Callable[[Any, jax.Array], jax.Array]  # (params, x (3N,)) -> log|psi|
+  # (params, x (3N,)) -> [(k, n_s, n_orb) per spin]: orbitals times envelopes, before the
+  # determinants; n_orb = N with full_det, else n_s.
+  orbitals: Callable[[Any, jax.Array], list]
+  # log_psi computed with kfac-jax layer tags where its automatic matching misses a layer
+  # (same parameters and values); what the KFAC optimizer's curvature is built from.
+  kfac_log_psi: Callable[[Any, jax.Array], jax.Array]
 
 
 def slogdet(a: jax.Array) -> tuple:
@@ -81,6 +87,7 @@ class SymmetricDense(nn.Module):
   n_up: int
   n_down: int
   param_dtype: Any = jnp.float32
+  kfac_tags: bool = False
 
   @nn.compact
   def __call__(self, h1, h2):
@@ -93,21 +100,39 @@ class SymmetricDense(nn.Module):
     kernel = self.param('kernel', nn.initializers.lecun_normal(), (n_in, self.width),
                         self.param_dtype)
     bias = self.param('bias', nn.initializers.zeros, (self.width,), self.param_dtype)
+    if self.kfac_tags:
+      # The plain dense form, tagged for kfac-jax's Kronecker-factored block (its pattern
+      # matcher cannot see a dense layer in the split product below).
+      import kfac_jax  # Only the KFAC optimizer builds this variant.
+      inputs = jnp.concatenate([h1, jnp.broadcast_to(shared, (h1.shape[0], shared.shape[0])),
+                                pair], axis=-1)
+      return kfac_jax.register_dense(inputs @ kernel + bias, inputs, kernel, bias,
+                                     variant='repeated_dense')
     k_one, k_shared, k_pair = jnp.split(kernel, [d1, d1 + shared.shape[0]])
     return h1 @ k_one + pair @ k_pair + (shared @ k_shared + bias)[None]
 
 
-class FermiNet(nn.Module):
-  """FermiNet (Pfau et al. 2020): permutation-equivariant streams -> orbitals -> determinants."""
-  n_up: int
-  n_down: int
-  atoms: tuple  # ((x, y, z), ...) nuclear positions, bohr.
-  hidden_dims: tuple  # ((one_electron_width, two_electron_width), ...) per layer.
-  determinants: int
+class _Slater(nn.Module):
+  """What FermiNet and Psiformer share: per-electron features h (n, d) -> orbitals times
+  envelopes -> a sum of determinants, times an optional e-e Jastrow factor.
+
+  Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
+  `__call__(x, return_orbitals=True)` the orbital blocks (k, n_s, n_orb) per spin (what
+  Hartree-Fock pretraining fits).
+  """
+  n_up: int = 1
+  n_down: int = 0
+  atoms: tuple = ()  # ((x, y, z), ...) nuclear positions, bohr.
+  determinants: int = 1
   full_det: bool = True
   envelope: str = 'isotropic'
   jastrow: str = 'simple_ee'
   param_dtype: Any = jnp.float32
+  kfac_tags: bool = False  # Tag layers for kfac-jax (only in the KFAC curvature's copy).
+
+  def features(self, ae, r_ae, ee, r_ee):
+    """(n, d) permutation-equivariant features of the electrons."""
+    raise NotImplementedError
 
   def _envelope(self, ae, r_ae, n_out, name):
     """Envelope (n_s, n_out) for orbitals of n_s electrons: sum_m pi_m exp(-|sigma_m r_m|)."""
@@ -124,7 +149,7 @@ class FermiNet(nn.Module):
     return jnp.sum(pi[None] * jnp.exp(-exponent), axis=1)
 
   @nn.compact
-  def __call__(self, x: jax.Array) -> tuple:
+  def __call__(self, x: jax.Array, return_orbitals: bool = False):
     n = self.n_up + self.n_down
     k = self.determinants
     atoms = jnp.asarray(self.atoms, dtype=x.dtype)
@@ -132,26 +157,19 @@ class FermiNet(nn.Module):
     ae = r[:, None, :] - atoms[None]  # (n, m, 3)
     r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)  # (n, m, 1)
     ee, r_ee = pair_distances(r)
-
-    h1 = jnp.concatenate([ae, r_ae], axis=-1).reshape(n, -1)
-    h2 = jnp.concatenate([ee, r_ee], axis=-1)
-    dense = lambda width, **kw: nn.Dense(width, param_dtype=self.param_dtype, **kw)
-    for layer, (d1, d2) in enumerate(self.hidden_dims):
-      new1 = jnp.tanh(SymmetricDense(d1, self.n_up, self.n_down, self.param_dtype,
-                                     name=f'one_{layer}')(h1, h2))
-      h1 = new1 + h1 if new1.shape == h1.shape else new1
-      if layer + 1 < len(self.hidden_dims):  # The last layer's pair stream would be unused.
-        new2 = jnp.tanh(dense(d2, name=f'two_{layer}')(h2))
-        h2 = new2 + h2 if new2.shape == h2.shape else new2
+    h = self.features(ae, r_ae, ee, r_ee)
 
     spins = [(name, lo, hi) for name, lo, hi in
              (('up', 0, self.n_up), ('down', self.n_up, n)) if hi > lo]
     blocks = []
     for name, lo, hi in spins:
       n_orb = n if self.full_det else hi - lo
-      orb = dense(n_orb * k, use_bias=False, name=f'orbital_{name}')(h1[lo:hi])
+      orb = nn.Dense(n_orb * k, use_bias=False, param_dtype=self.param_dtype,
+                     name=f'orbital_{name}')(h[lo:hi])
       orb = orb * self._envelope(ae[lo:hi], r_ae[lo:hi], n_orb * k, f'envelope_{name}')
       blocks.append(jnp.transpose(orb.reshape(hi - lo, k, n_orb), (1, 0, 2)))  # (k, n_s, n_orb)
+    if return_orbitals:
+      return blocks
 
     if self.full_det:
       sign, logdet = slogdet(jnp.concatenate(blocks, axis=1))
@@ -176,14 +194,75 @@ class FermiNet(nn.Module):
     return jnp.sum(jnp.where(same, j_same, 0.0)) + jnp.sum(jnp.where(opposite, j_opp, 0.0))
 
 
+class FermiNet(_Slater):
+  """FermiNet (Pfau et al. 2020): permutation-equivariant one- and two-electron streams."""
+  hidden_dims: tuple = ((32, 8),)  # ((one_electron_width, two_electron_width), ...) per layer.
+
+  def features(self, ae, r_ae, ee, r_ee):
+    n = ae.shape[0]
+    h1 = jnp.concatenate([ae, r_ae], axis=-1).reshape(n, -1)
+    h2 = jnp.concatenate([ee, r_ee], axis=-1)
+    for layer, (d1, d2) in enumerate(self.hidden_dims):
+      new1 = jnp.tanh(SymmetricDense(d1, self.n_up, self.n_down, self.param_dtype,
+                                     self.kfac_tags, name=f'one_{layer}')(h1, h2))
+      h1 = new1 + h1 if new1.shape == h1.shape else new1
+      if layer + 1 < len(self.hidden_dims):  # The last layer's pair stream would be unused.
+        new2 = jnp.tanh(nn.Dense(d2, param_dtype=self.param_dtype, name=f'two_{layer}')(h2))
+        h2 = new2 + h2 if new2.shape == h2.shape else new2
+    return h1
+
+
+class Psiformer(_Slater):
+  """Psiformer (von Glehn et al. 2023): self-attention over the electrons.
+
+  Each electron's input is its log-scaled offsets to the nuclei, r log(1 + |r|) / |r| and
+  log(1 + |r|), and its spin (+-1); a linear map embeds it in `heads * head_dim` features.
+  Each layer adds multi-head self-attention over electrons and then a tanh dense layer,
+  both as residuals (optionally layer-normed first). Electron-electron distances enter only
+  through the Jastrow factor, which supplies the cusps; the attention is smooth in them.
+  """
+  layers: int = 2
+  heads: int = 4
+  head_dim: int = 16
+  layer_norm: bool = False
+
+  def features(self, ae, r_ae, ee, r_ee):
+    del ee, r_ee
+    n = ae.shape[0]
+    scale = jnp.log1p(r_ae)  # (n, m, 1)
+    spin = jnp.concatenate([jnp.ones((self.n_up, 1), ae.dtype),
+                            -jnp.ones((self.n_down, 1), ae.dtype)])
+    h = jnp.concatenate([(ae * scale / jnp.maximum(r_ae, 1e-12)).reshape(n, -1),
+                         scale.reshape(n, -1), spin], axis=-1)
+    width = self.heads * self.head_dim
+    h = nn.Dense(width, use_bias=False, param_dtype=self.param_dtype, name='embed')(h)
+    norm = (lambda name: nn.LayerNorm(param_dtype=self.param_dtype, name=name)
+            if self.layer_norm else (lambda v: v))
+    for layer in range(self.layers):
+      attention = nn.MultiHeadDotProductAttention(
+          num_heads=self.heads, qkv_features=width, out_features=width, use_bias=False,
+          param_dtype=self.param_dtype, name=f'attention_{layer}')
+      g = norm(f'norm_attention_{layer}')(h)
+      h = h + attention(g, g)
+      g = norm(f'norm_mlp_{layer}')(h)
+      h = h + jnp.tanh(nn.Dense(width, param_dtype=self.param_dtype, name=f'mlp_{layer}')(g))
+    return h
+
+
 def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   """Builds the configured ansatz for `system`; parameters are created in `dtype`."""
-  module = FermiNet(
+  common = dict(
       n_up=system.n_up, n_down=system.n_down,
       atoms=tuple(tuple(float(c) for c in p) for p in system.positions),
-      hidden_dims=tuple(tuple(d) for d in net_cfg.ferminet.hidden_dims),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
       envelope=net_cfg.envelope, jastrow=net_cfg.jastrow, param_dtype=dtype)
+  if net_cfg.network_type == 'psiformer':
+    p = net_cfg.psiformer
+    module = Psiformer(layers=p.layers, heads=p.heads, head_dim=p.head_dim,
+                       layer_norm=p.layer_norm, **common)
+  else:
+    module = FermiNet(hidden_dims=tuple(tuple(d) for d in net_cfg.ferminet.hidden_dims),
+                      **common)
   n_dim = 3 * system.n_electrons
 
   @jax.jit
@@ -196,4 +275,11 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   def log_psi(params, x):
     return module.apply(params, x)[1]
 
-  return Network(init=init, apply=apply, log_psi=log_psi)
+  def orbitals(params, x):
+    return module.apply(params, x, return_orbitals=True)
+
+  def kfac_log_psi(params, x):
+    return module.clone(kfac_tags=True).apply(params, x)[1]
+
+  return Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
+                 kfac_log_psi=kfac_log_psi)

@@ -63,7 +63,7 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
   local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian)
   energy = loss.make_energy(network.log_psi, local_energy, cfg.optim.clip_method,
                             cfg.optim.clip_local_energy, cfg.optim.energy_chunk_size)
-  optimizer = optim.make_optimizer(cfg.optim, batch_log_psi)
+  optimizer = optim.make_optimizer(cfg.optim, network)
   schedule = optim.lr_schedule(cfg.optim)
   target, rate = cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate
 
@@ -80,7 +80,8 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
     x = state.walkers.x
     (e, aux), grads = jax.value_and_grad(energy, has_aux=True)(state.params, x)
     key, k_opt = jax.random.split(state.key)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params, x, k_opt)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params,
+                                          optim.Samples(x, k_opt, aux.centred))
     params = optax.apply_updates(state.params, updates)
     # An update that would make any parameter non-finite is rejected: parameters and
     # optimizer state stay as they were (the walkers and key move on).
@@ -109,7 +110,8 @@ def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array,
     x = mcmc.init_positions(k_walkers, system, cfg.batch_size, cfg.mcmc.init_width, parts.dtype)
     walkers = mcmc.Walkers(x, parts.batch_log_psi(params, x),
                            jnp.asarray(cfg.mcmc.move_width, parts.dtype))
-    return TrainState(params, parts.optimizer.init(params, x, k_opt), walkers, k_run,
+    samples = optim.Samples(x, k_opt, jnp.zeros(x.shape[:1], x.dtype))
+    return TrainState(params, parts.optimizer.init(params, samples), walkers, k_run,
                       jnp.zeros((), jnp.int32))
 
   shardings = distributed.state_shardings(ctx, jax.eval_shape(build, key))
@@ -132,8 +134,9 @@ def _stage_functions(parts: Parts) -> dict:
   def energy_grad(s):
     return jax.value_and_grad(parts.energy, has_aux=True)(s.params, s.walkers.x)
 
-  def optimizer_stage(s, grads):
-    updates, opt_state = parts.optimizer.update(grads, s.opt_state, s.params, s.walkers.x, s.key)
+  def optimizer_stage(s, grads, centred):
+    updates, opt_state = parts.optimizer.update(
+        grads, s.opt_state, s.params, optim.Samples(s.walkers.x, s.key, centred))
     return optax.apply_updates(s.params, updates), opt_state
 
   return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': optimizer_stage}
@@ -169,10 +172,10 @@ def compile_stages(parts: Parts, state) -> dict:
   proceeds: it only traces and compiles, and never touches the state's buffers.
   """
   fns = _stage_functions(parts)  # MCMC was compiled with the step: it is also the burn-in.
-  grads = jax.eval_shape(fns['energy_grad_ms'], state)[1]
+  (_, aux), grads = jax.eval_shape(fns['energy_grad_ms'], state)
   stages = {}
   for name, fn in fns.items():
-    args = (state, grads) if name == 'optimizer_ms' else (state,)
+    args = (state, grads, aux.centred) if name == 'optimizer_ms' else (state,)
     stages[name] = jax.jit(fn).lower(*args).compile()
   return stages
 
@@ -228,10 +231,10 @@ def _median_ms(fn: Callable, repeats: int) -> float:
 def measure_stages(compiled: Compiled, stages: dict, state: TrainState, repeats: int = 5) -> dict:
   """Median wall time (ms) of each compiled stage and of the whole step on `state`."""
   stages = {'mcmc_ms': compiled.mcmc, **stages}
-  _, grads = stages['energy_grad_ms'](state)
+  (_, aux), grads = stages['energy_grad_ms'](state)
   out = {}
   for name, fn in stages.items():
-    args = (state, grads) if name == 'optimizer_ms' else (state,)
+    args = (state, grads, aux.centred) if name == 'optimizer_ms' else (state,)
     jax.block_until_ready(fn(*args))  # One unmeasured call: first-run allocations.
     out[name] = _median_ms(lambda: fn(*args), repeats)
   out['train_step_ms'] = time_train_step(compiled, state, repeats)

@@ -23,7 +23,8 @@ from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ferminet_fast import (InputError, TrainingError, checkpoint, cli, config,  # noqa: E402
-                           distributed, monitor, recovery, rundir, stats, step, systems)
+                           distributed, monitor, pretrain, recovery, rundir, stats, step,
+                           systems)
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rerun to resume.
 
@@ -106,6 +107,8 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
     if not checkpoint.has_checkpoint(cfg.log.restore_path):
       raise InputError(f'config.log.restore_path {cfg.log.restore_path!r} holds no checkpoint')
     _check_compatible(cfg.log.restore_path, cfg)
+  if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
+    pretrain.check_basis(cfg.pretrain.basis, system)
   run_dir, resume = _prepare_run_dir(ctx, cfg, system.name)
   source = run_dir if resume else cfg.log.restore_path
   if resume:
@@ -121,6 +124,9 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   if source:
     start, state = checkpoint.restore_latest(source, state)
     say(f'Restored step {start} from {checkpoint.directory(source)}')
+  if not source and cfg.pretrain.iterations:
+    state = _pretrain(cfg, system, parts, state, say)
+
   def write(name, obj):
     """A JSON file of the run directory; only process 0 writes."""
     if ctx.is_main:
@@ -181,7 +187,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   if not resume:  # From now on a restart resumes here rather than starting over.
     saver.save(start, state)
   inject = cfg.debug.inject_nan and start <= cfg.debug.inject_nan_step < cfg.optim.iterations
-  t_loop, t, failed, stopped_by = time.perf_counter(), start, False, None
+  t_loop, t, failed, stopped_by = time.perf_counter(), start, 0, None
   while t < cfg.optim.iterations:
     if inject and t == cfg.debug.inject_nan_step:
       state, inject = recovery.inject_nan(state, cfg.debug.inject_nan), False
@@ -192,7 +198,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
     if rewinder.due(recorder.consecutive_bad):
       back = rewinder.rewind()
       if back is None:
-        failed = True
+        failed = recorder.consecutive_bad  # Read now: finishing the records resets it.
         break
       say(f'step {t}: {recorder.consecutive_bad} bad steps in a row; rewinding to step '
           f'{back[0]}, the last all-finite state (rewind {rewinder.rewinds} of '
@@ -218,7 +224,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   saver.close()
   if failed:
     raise TrainingError(
-        f'training could not recover: {recorder.consecutive_bad} bad steps in a row (rejected '
+        f'training could not recover: {failed} bad steps in a row (rejected '
         f'updates or non-finite local energies) at step {t} after {rewinder.rewinds} rewinds; '
         f'the last good state is checkpointed in {checkpoint.directory(run_dir)} (step '
         f'{saver.last_saved}). Lower optim.lr.rate (or clip harder: a smaller '
@@ -247,6 +253,22 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
       f'total {timings["total_s"]:.1f} s')
   say(final_line(result, t))
   return result
+
+
+def _pretrain(cfg, system, parts: step.Parts, state: step.TrainState, say) -> step.TrainState:
+  """Hartree-Fock pretraining of a fresh state (pretrain.py); the state keeps its layout."""
+  if not pretrain.available():
+    say(f'Pretrain skipped: config.pretrain.iterations = {cfg.pretrain.iterations} needs the '
+        "optional package pyscf (pip install 'ferminet_fast[pyscf]')")
+    return state
+  t0 = time.perf_counter()
+  key, k_pre = jax.random.split(state.key)
+  params, x, _ = pretrain.pretrain(cfg, system, parts.network, state.params, state.walkers.x,
+                                   k_pre, say)
+  walkers = state.walkers._replace(x=x, log_psi=parts.batch_log_psi(params, x))
+  shardings, _ = step.shardings_of(state)
+  say(f'Pretrain done in {time.perf_counter() - t0:.1f} s')
+  return jax.device_put(state._replace(params=params, walkers=walkers, key=key), shardings)
 
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(__file__), 'config.py')

@@ -37,6 +37,12 @@ def test_config_is_locked():
     ('optim.clip_method', 'winsorize', 'clip_method'),
     ('optim.laplacian', 'hessian', 'optim.laplacian'),
     ('optim.energy_chunk_size', -1, 'energy_chunk_size'),
+    ('network.network_type', 'transformer', 'network.network_type'),
+    ('network.psiformer.heads', 0, 'psiformer.heads'),
+    ('optim.spring.momentum', 1.0, 'spring.momentum'),
+    ('pretrain.hf_fraction', 1.5, 'hf_fraction'),
+    ('pretrain.iterations', -1, 'pretrain.iterations'),
+    ('evaluation.steps', 0, 'evaluation.steps'),
 ])
 def test_bad_values_are_named(key, value, message):
   with pytest.raises(InputError, match=message):

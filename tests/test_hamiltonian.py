@@ -52,6 +52,8 @@ def _real_network(atom, **overrides):
 @pytest.mark.parametrize('atom,overrides', [
     ('Li', {}),
     ('Be', {'network.full_det': False, 'network.envelope': 'full'}),
+    ('Li', {'network.network_type': 'psiformer', 'network.psiformer.layers': 1,
+            'network.psiformer.heads': 2, 'network.psiformer.head_dim': 4}),
 ])
 def test_laplacian_methods_agree_with_finite_differences(atom, overrides):
   with jax.enable_x64(True):

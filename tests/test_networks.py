@@ -39,6 +39,8 @@ CASES = [
     ('Li', {}),
     ('Be', {'network.full_det': False}),
     ('N', {'network.envelope': 'full', 'network.jastrow': 'none'}),
+    ('Be', {'network.network_type': 'psiformer', 'network.psiformer.layers': 1,
+            'network.psiformer.heads': 2, 'network.psiformer.head_dim': 4}),
 ]
 
 

@@ -75,6 +75,8 @@ BAD_INPUTS = [
     (['--config.optim.optimizer=adamw'], "optim.optimizer = 'adamw' is not one of"),
     (['--config.batch_size=many'], 'batch_size'),
     (['--no_such_flag'], 'no_such_flag'),
+    (['--config.pretrain.iterations=5', '--config.pretrain.basis=no-such-basis'],
+     "pretrain.basis = 'no-such-basis'"),
 ]
 
 
