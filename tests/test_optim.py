@@ -36,7 +36,7 @@ def test_spring_direction_is_the_damped_natural_gradient():
   d = (O^T O + damping I)^-1 O^T eps, with O the centred per-walker d log|psi| / sqrt(B)
   (the 11^T / B term does not change it: eps and the centred O are orthogonal to 1)."""
   with jax.enable_x64(True):
-    system, network, params = tiny_network('Li', jnp.float64, **{
+    system, network, params = tiny_network('He', jnp.float64, **{
         'network.ferminet.hidden_dims': ((6, 2),), 'network.determinants': 1})
     cfg = config.default().optim
     cfg.optimizer, cfg.spring.momentum, cfg.spring.damping = 'spring', 0.0, 1e-3
