@@ -12,7 +12,7 @@ from ferminet_fast import config, optim, train
 
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac', 'spring'])
 def test_optimizer_lowers_helium_energy(tmp_path, optimizer):
-  cfg = tiny_config('He', **{'optim.optimizer': optimizer, 'optim.iterations': 200,
+  cfg = tiny_config('He', **{'optim.optimizer': optimizer, 'optim.iterations': 150,
                              'batch_size': 128, 'log.save_path': str(tmp_path / optimizer)})
   result = train.train(cfg, quiet=True)
   e = result.history['energy']

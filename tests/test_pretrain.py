@@ -12,14 +12,14 @@ from ferminet_fast import mcmc, networks, pretrain, systems, train
 
 def test_pretraining_reduces_orbital_mismatch():
   pytest.importorskip('pyscf')
-  cfg = tiny_config('Li', **{'pretrain.iterations': 60, 'pretrain.lr': 3e-3})
+  cfg = tiny_config('Li', **{'pretrain.iterations': 40, 'pretrain.lr': 3e-3})
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = mcmc.init_positions(jax.random.PRNGKey(1), system, cfg.batch_size, 1.0, jnp.float32)
   new_params, new_x, losses = pretrain.pretrain(cfg, system, network, params, x,
                                                 jax.random.PRNGKey(2), say=lambda *a: None)
-  assert losses.shape == (60,) and np.all(np.isfinite(losses))
+  assert losses.shape == (40,) and np.all(np.isfinite(losses))
   assert losses[-10:].mean() < 0.5 * losses[:5].mean(), (losses[:5], losses[-10:])
   assert new_x.shape == x.shape and bool(jnp.all(jnp.isfinite(new_x)))
 
