@@ -54,8 +54,8 @@ def default() -> config_dict.ConfigDict:
 
   c.optim = config_dict.ConfigDict()
   c.optim.iterations = 2000  # Parameter updates (training steps).
-  # 'adam', 'kfac' (needs the kfac extra), 'spring' (natural gradient solved in the space
-  # of walkers, with momentum) or 'sgd'.
+  # 'adam', 'kfac' (Kronecker-factored natural gradient), 'spring' (natural gradient
+  # solved in the space of walkers, with momentum) or 'sgd'.
   c.optim.optimizer = 'adam'
   # Laplacian of log|psi| for the kinetic energy: 'jacfwd' (jacfwd of grad: all 3N
   # tangents at once; memory ~3N gradients), 'jvp_loop' (a loop of 3N forward-mode
@@ -225,11 +225,6 @@ def validate(cfg: config_dict.ConfigDict) -> None:
     value = _get(cfg, key)
     if value not in allowed:
       raise InputError(f'config.{key} = {value!r} is not one of {", ".join(allowed)}')
-  if cfg.optim.optimizer in optim.OPTIONAL and importlib.util.find_spec(
-      optim.OPTIONAL[cfg.optim.optimizer]) is None:
-    raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} needs the optional '
-                     f"package {optim.OPTIONAL[cfg.optim.optimizer]}: pip install "
-                     "'ferminet_fast[kfac]'")
   if cfg.log.tensorboard and importlib.util.find_spec('tensorboardX') is None:
     raise InputError("config.log.tensorboard = True needs the optional package tensorboardX: "
                      "pip install 'ferminet_fast[tensorboard]'")

@@ -61,7 +61,7 @@ def make_sweep(batch_log_psi: Callable, steps: int) -> Callable:
       accept = log_u < 2.0 * (log_psi_new - log_psi)
       x = jnp.where(accept[:, None], x_new, x)
       log_psi = jnp.where(accept, log_psi_new, log_psi)
-      return x, log_psi, accepted + jnp.sum(accept)
+      return x, log_psi, accepted + jnp.sum(accept, dtype=accepted.dtype)
 
     x, log_psi, accepted = jax.lax.fori_loop(
         0, steps, step, (walkers.x, walkers.log_psi, jnp.zeros((), jnp.int32)))

@@ -27,9 +27,13 @@ class Network(NamedTuple):
   # (params, x (3N,)) -> [(k, n_s, n_orb) per spin]: orbitals times envelopes, before the
   # determinants; n_orb = N with full_det, else n_s.
   orbitals: Callable[[Any, jax.Array], list]
-  # log_psi computed with kfac-jax layer tags where its automatic matching misses a layer
-  # (same parameters and values); what the KFAC optimizer's curvature is built from.
-  kfac_log_psi: Callable[[Any, jax.Array], jax.Array]
+  # (params, taps, x (3N,)) -> (log|psi|, inputs): log|psi| with `taps` (zeros, from
+  # `taps(x)`) added to the output of every dense layer and each dense layer's input
+  # returned; the derivative w.r.t. the taps is d log|psi| / d (layer output). What KFAC's
+  # curvature is built from (kfac.py). Trees keyed by the layers' module paths.
+  log_psi_tapped: Callable[[Any, Any, jax.Array], tuple]
+  taps: Callable[[jax.Array], Any]  # x (3N,) -> zero taps for one configuration.
+  n_coords: int  # 3N, the length of x.
 
 
 def slogdet(a: jax.Array) -> tuple:
@@ -75,41 +79,95 @@ def pair_distances(r: jax.Array) -> tuple:
   return ee, r_ee
 
 
+TAPS_IN = 'kfac_inputs'  # Collection of dense layers' inputs (sown only when mutable).
+TAPS_OUT = 'kfac_outputs'  # Collection of zero perturbations of dense layers' outputs.
+
+
+def _lecun_normal_flat(key, shape, dtype, n_in):
+  """lecun_normal of the kernel as an (n_in, n_out) matrix, reshaped (flax DenseGeneral's)."""
+  n_out = int(np.prod(shape)) // n_in
+  return nn.initializers.lecun_normal()(key, (n_in, n_out), dtype).reshape(shape)
+
+
+def _tap(module: nn.Module, inputs, outputs):
+  """Exposes a dense layer to KFAC: its input as rows (R, n_in), one per application of the
+  layer (only built when the taps collection is mutable), and a zero perturbation of its
+  output. Identity otherwise."""
+  if module.is_mutable_collection(TAPS_IN):
+    module.sow(TAPS_IN, 'inputs', inputs() if callable(inputs) else inputs)
+  return module.perturb('outputs', outputs, collection=TAPS_OUT)
+
+
+class Dense(nn.Module):
+  """y = x . kernel + bias, contracting the last `in_dims` axes of x with the first of the
+  kernel (*in_shape, *features): nn.Dense's (in_dims = 1) and nn.DenseGeneral's parameters
+  and initialisation, tapped for KFAC."""
+  features: Any  # int or tuple of output axes.
+  in_dims: int = 1
+  use_bias: bool = True
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x):
+    features = (self.features,) if isinstance(self.features, int) else tuple(self.features)
+    in_shape = x.shape[x.ndim - self.in_dims:]
+    n_in = int(np.prod(in_shape))
+    kernel = self.param('kernel', lambda k, s, d: _lecun_normal_flat(k, s, d, n_in),
+                        in_shape + features, self.param_dtype)
+    y = jnp.tensordot(x, kernel, self.in_dims)
+    if self.use_bias:
+      y = y + self.param('bias', nn.initializers.zeros, features, self.param_dtype)
+    return _tap(self, lambda: x.reshape(-1, n_in), y)
+
+
 class SymmetricDense(nn.Module):
   """Dense layer on FermiNet's symmetric features of each electron i,
   [h1_i, mean_up(h1), mean_down(h1), mean_{j up}(h2_ij), mean_{j down}(h2_ij)].
 
   Same parameters and values as nn.Dense on the concatenation, but the product with the
   spin-wise means of the one-electron stream, which every electron shares, is computed
-  once rather than once per electron.
+  once rather than once per electron. KFAC sees it as the dense layer on the
+  concatenation (one row per electron).
   """
   width: int
   n_up: int
   n_down: int
   param_dtype: Any = jnp.float32
-  kfac_tags: bool = False
 
   @nn.compact
   def __call__(self, h1, h2):
-    spins = [(lo, hi) for lo, hi in ((0, self.n_up), (self.n_up, self.n_up + self.n_down))
-             if hi > lo]
-    shared = jnp.concatenate([jnp.mean(h1[lo:hi], axis=0) for lo, hi in spins])  # (s d1,)
-    pair = jnp.concatenate([jnp.mean(h2[:, lo:hi], axis=1) for lo, hi in spins], axis=-1)
+    spins = systems.spin_blocks(self.n_up, self.n_down)
+    shared = jnp.concatenate([jnp.mean(h1[lo:hi], axis=0) for _, lo, hi in spins])  # (s d1,)
+    pair = jnp.concatenate([jnp.mean(h2[:, lo:hi], axis=1) for _, lo, hi in spins], axis=-1)
     d1 = h1.shape[-1]
     n_in = d1 + shared.shape[0] + pair.shape[-1]
     kernel = self.param('kernel', nn.initializers.lecun_normal(), (n_in, self.width),
                         self.param_dtype)
     bias = self.param('bias', nn.initializers.zeros, (self.width,), self.param_dtype)
-    if self.kfac_tags:
-      # The plain dense form, tagged for kfac-jax's Kronecker-factored block (its pattern
-      # matcher cannot see a dense layer in the split product below).
-      import kfac_jax  # Only the KFAC optimizer builds this variant.
-      inputs = jnp.concatenate([h1, jnp.broadcast_to(shared, (h1.shape[0], shared.shape[0])),
-                                pair], axis=-1)
-      return kfac_jax.register_dense(inputs @ kernel + bias, inputs, kernel, bias,
-                                     variant='repeated_dense')
     k_one, k_shared, k_pair = jnp.split(kernel, [d1, d1 + shared.shape[0]])
-    return h1 @ k_one + pair @ k_pair + (shared @ k_shared + bias)[None]
+    out = h1 @ k_one + pair @ k_pair + (shared @ k_shared + bias)[None]
+    return _tap(self, lambda: jnp.concatenate(
+        [h1, jnp.broadcast_to(shared, (h1.shape[0], shared.shape[0])), pair], axis=-1), out)
+
+
+class Attention(nn.Module):
+  """Multi-head self-attention over the electrons, h (n, d) -> (n, d): softmax(q k^T /
+  sqrt(head_dim)) v, then an output projection. Parameter names and shapes are those of
+  flax's MultiHeadDotProductAttention without biases (query/key/value kernels (d, heads,
+  head_dim), out kernel (heads, head_dim, d)); each projection is a tapped Dense."""
+  heads: int
+  head_dim: int
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, h):
+    proj = lambda name: Dense((self.heads, self.head_dim), use_bias=False,
+                              param_dtype=self.param_dtype, name=name)(h)
+    q, k, v = proj('query'), proj('key'), proj('value')  # (n, heads, head_dim)
+    logits = jnp.einsum('qhd,khd->hqk', q / jnp.sqrt(self.head_dim).astype(q.dtype), k)
+    out = jnp.einsum('hqk,khd->qhd', jax.nn.softmax(logits, axis=-1), v)
+    return Dense(h.shape[-1], in_dims=2, use_bias=False, param_dtype=self.param_dtype,
+                 name='out')(out)
 
 
 class _Slater(nn.Module):
@@ -128,7 +186,6 @@ class _Slater(nn.Module):
   envelope: str = 'isotropic'
   jastrow: str = 'simple_ee'
   param_dtype: Any = jnp.float32
-  kfac_tags: bool = False  # Tag layers for kfac-jax (only in the KFAC curvature's copy).
 
   def features(self, ae, r_ae, ee, r_ee):
     """(n, d) permutation-equivariant features of the electrons."""
@@ -159,13 +216,11 @@ class _Slater(nn.Module):
     ee, r_ee = pair_distances(r)
     h = self.features(ae, r_ae, ee, r_ee)
 
-    spins = [(name, lo, hi) for name, lo, hi in
-             (('up', 0, self.n_up), ('down', self.n_up, n)) if hi > lo]
     blocks = []
-    for name, lo, hi in spins:
+    for name, lo, hi in systems.spin_blocks(self.n_up, self.n_down):
       n_orb = n if self.full_det else hi - lo
-      orb = nn.Dense(n_orb * k, use_bias=False, param_dtype=self.param_dtype,
-                     name=f'orbital_{name}')(h[lo:hi])
+      orb = Dense(n_orb * k, use_bias=False, param_dtype=self.param_dtype,
+                  name=f'orbital_{name}')(h[lo:hi])
       orb = orb * self._envelope(ae[lo:hi], r_ae[lo:hi], n_orb * k, f'envelope_{name}')
       blocks.append(jnp.transpose(orb.reshape(hi - lo, k, n_orb), (1, 0, 2)))  # (k, n_s, n_orb)
     if return_orbitals:
@@ -204,10 +259,10 @@ class FermiNet(_Slater):
     h2 = jnp.concatenate([ee, r_ee], axis=-1)
     for layer, (d1, d2) in enumerate(self.hidden_dims):
       new1 = jnp.tanh(SymmetricDense(d1, self.n_up, self.n_down, self.param_dtype,
-                                     self.kfac_tags, name=f'one_{layer}')(h1, h2))
+                                     name=f'one_{layer}')(h1, h2))
       h1 = new1 + h1 if new1.shape == h1.shape else new1
       if layer + 1 < len(self.hidden_dims):  # The last layer's pair stream would be unused.
-        new2 = jnp.tanh(nn.Dense(d2, param_dtype=self.param_dtype, name=f'two_{layer}')(h2))
+        new2 = jnp.tanh(Dense(d2, param_dtype=self.param_dtype, name=f'two_{layer}')(h2))
         h2 = new2 + h2 if new2.shape == h2.shape else new2
     return h1
 
@@ -235,17 +290,16 @@ class Psiformer(_Slater):
     h = jnp.concatenate([(ae * scale / jnp.maximum(r_ae, 1e-12)).reshape(n, -1),
                          scale.reshape(n, -1), spin], axis=-1)
     width = self.heads * self.head_dim
-    h = nn.Dense(width, use_bias=False, param_dtype=self.param_dtype, name='embed')(h)
+    h = Dense(width, use_bias=False, param_dtype=self.param_dtype, name='embed')(h)
     norm = (lambda name: nn.LayerNorm(param_dtype=self.param_dtype, name=name)
             if self.layer_norm else (lambda v: v))
     for layer in range(self.layers):
-      attention = nn.MultiHeadDotProductAttention(
-          num_heads=self.heads, qkv_features=width, out_features=width, use_bias=False,
-          param_dtype=self.param_dtype, name=f'attention_{layer}')
+      attention = Attention(self.heads, self.head_dim, self.param_dtype,
+                            name=f'attention_{layer}')
       g = norm(f'norm_attention_{layer}')(h)
-      h = h + attention(g, g)
+      h = h + attention(g)
       g = norm(f'norm_mlp_{layer}')(h)
-      h = h + jnp.tanh(nn.Dense(width, param_dtype=self.param_dtype, name=f'mlp_{layer}')(g))
+      h = h + jnp.tanh(Dense(width, param_dtype=self.param_dtype, name=f'mlp_{layer}')(g))
     return h
 
 
@@ -267,7 +321,7 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
 
   @jax.jit
   def init(key):
-    return module.init(key, jnp.zeros((n_dim,), dtype))
+    return {'params': module.init(key, jnp.zeros((n_dim,), dtype))['params']}
 
   def apply(params, x):
     return module.apply(params, x)
@@ -278,8 +332,13 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   def orbitals(params, x):
     return module.apply(params, x, return_orbitals=True)
 
-  def kfac_log_psi(params, x):
-    return module.clone(kfac_tags=True).apply(params, x)[1]
+  def log_psi_tapped(params, taps, x):
+    (_, log_abs), state = module.apply({**params, TAPS_OUT: taps}, x, mutable=[TAPS_IN])
+    return log_abs, state[TAPS_IN]
+
+  def taps(x):
+    shapes = jax.eval_shape(module.init, jax.random.PRNGKey(0), x)[TAPS_OUT]
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
   return Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
-                 kfac_log_psi=kfac_log_psi)
+                 log_psi_tapped=log_psi_tapped, taps=taps, n_coords=n_dim)

@@ -1,12 +1,13 @@
 """Optimizers, chosen by name from `OPTIMIZERS`.
 
-Every optimizer is an `Optimizer`: optax-like `init` and `update`, but both also see the
-step's `Samples` (walkers, a PRNG key, the centred local energies), which curvature-based
-methods (KFAC, SPRING) need. Plain optax transformations are wrapped unchanged. The
-learning rate follows FermiNet's schedule rate * (1 + t / delay) ** -decay.
+Every optimizer is an optax `GradientTransformationExtraArgs`: `init(params)` and
+`update(grads, state, params, samples=Samples(...))`, where the step's `Samples` (walkers,
+a PRNG key, the centred local energies) are what curvature-based methods (KFAC, SPRING)
+need; first-order optax transformations ignore them. The learning rate follows FermiNet's
+schedule rate * (1 + t / delay) ** -decay.
 """
 
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.flatten_util
@@ -14,17 +15,14 @@ import jax.numpy as jnp
 import jax.scipy.linalg
 import optax
 
+from ferminet_fast import kfac as kfac_lib
+
 
 class Samples(NamedTuple):
   """What one step measured, besides the gradient."""
   x: jax.Array  # (B, 3N) bohr, the walkers.
   key: jax.Array  # PRNG key for stochastic curvature estimates.
   centred: jax.Array  # (B,) Ha, clipped local energies minus their mean (loss.EnergyAux).
-
-
-class Optimizer(NamedTuple):
-  init: Callable[..., Any]  # (params, Samples) -> state
-  update: Callable[..., tuple]  # (grads, state, params, Samples) -> (updates, state)
 
 
 # (rate, delay) used when config.optim.lr leaves them None: FermiNet's for KFAC, and what
@@ -46,84 +44,23 @@ def lr_schedule(optim_cfg) -> Callable:
   return schedule
 
 
-def from_optax(tx: optax.GradientTransformation) -> Optimizer:
-  def init(params, samples):
-    del samples
-    return tx.init(params)
-
-  def update(grads, state, params, samples):
-    del samples
-    return tx.update(grads, state, params)
-
-  return Optimizer(init, update)
-
-
-def adam(optim_cfg, network) -> Optimizer:
+def adam(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   del network
   a = optim_cfg.adam
-  return from_optax(optax.adam(lr_schedule(optim_cfg), b1=a.b1, b2=a.b2, eps=a.eps))
+  return optax.with_extra_args_support(
+      optax.adam(lr_schedule(optim_cfg), b1=a.b1, b2=a.b2, eps=a.eps))
 
 
-def sgd(optim_cfg, network) -> Optimizer:
+def sgd(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   del network
-  return from_optax(optax.sgd(lr_schedule(optim_cfg)))
+  return optax.with_extra_args_support(optax.sgd(lr_schedule(optim_cfg)))
 
 
-def _norm_constrained(lr, sq_norm, constraint):
-  """The step size lr, reduced so that lr^2 * sq_norm <= constraint (FermiNet's trust region)."""
-  return lr * jnp.minimum(1.0, jnp.sqrt(constraint / (lr**2 * sq_norm + 1e-30)))
-
-
-class KfacState(NamedTuple):
-  step: jax.Array
-  preconditioner: Any
-
-
-def kfac(optim_cfg, network) -> Optimizer:
-  """KFAC (Martens & Grosse 2015; Pfau et al. 2020 for FermiNet) through kfac-jax.
-
-  kfac-jax's `Optimizer` compiles its own step and must not be called under jit, which
-  would split our single jitted train step in three; its `OptaxPreconditioner` is a pure
-  function of (state, params, batch) that runs inside our step, so it is used here. The
-  curvature is the Fisher of log|psi| (a normal predictive distribution on log|psi| per
-  walker, as FermiNet registers it). Layers are found by kfac-jax's automatic tagging
-  (dense orbital and pair layers as repeated-dense Kronecker blocks, envelope exponents
-  as scale-and-shift blocks, the rest diagonal), except FermiNet's symmetric layers, whose
-  split product it cannot match: `network.kfac_log_psi` tags them as repeated-dense.
-  The update is -lr * F^-1 g, scaled down so that lr^2 <F^-1 g, g> <= norm_constraint
-  (FermiNet's constraint, applied to the step including the learning rate).
-  """
-  import kfac_jax  # Optional dependency: pip install 'ferminet_fast[kfac]'.
-
+def kfac(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
+  """KFAC with FermiNet's settings (kfac.py)."""
   k = optim_cfg.kfac
-  batch_log_psi = jax.vmap(network.kfac_log_psi, in_axes=(None, 0))
-
-  def value_func(params, x):
-    log_psi = batch_log_psi(params, x)
-    kfac_jax.register_normal_predictive_distribution(log_psi[:, None])
-    return jnp.mean(log_psi)
-
-  preconditioner = kfac_jax.OptaxPreconditioner(
-      value_func, damping=k.damping, norm_constraint=None, curvature_ema=k.cov_ema_decay,
-      inverse_update_period=k.invert_every, estimation_mode='fisher_gradients',
-      # One jitted program over all devices (no pmap): nothing to distribute by hand.
-      distributed_inverses=False, distributed_precon_apply=False)
-  schedule = lr_schedule(optim_cfg)
-
-  def init(params, samples):
-    return KfacState(jnp.zeros((), jnp.int32),
-                     preconditioner.init((params, samples.x), samples.key))
-
-  def update(grads, state, params, samples):
-    precon = preconditioner.maybe_update(state.preconditioner, (params, samples.x), samples.key)
-    direction = preconditioner.apply(grads, precon)
-    sq_norm = sum(jnp.vdot(d, g) for d, g in zip(jax.tree.leaves(direction),
-                                                  jax.tree.leaves(grads)))
-    scale = _norm_constrained(schedule(state.step), sq_norm, k.norm_constraint)
-    updates = jax.tree.map(lambda d: -scale * d, direction)
-    return updates, KfacState(state.step + 1, preconditioner.increment_count(precon))
-
-  return Optimizer(init, update)
+  return kfac_lib.kfac(network, network.n_coords, lr_schedule(optim_cfg), k.damping,
+                       k.norm_constraint, k.cov_ema_decay, k.invert_every)
 
 
 class SpringState(NamedTuple):
@@ -131,7 +68,7 @@ class SpringState(NamedTuple):
   previous: jax.Array  # (P,) the previous update direction (before the learning rate).
 
 
-def spring(optim_cfg, network) -> Optimizer:
+def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   """SPRING (Goldshmid et al., J. Comput. Phys. 2024): a natural gradient solved in the
   B x B space of walkers, with momentum in the parameter space.
 
@@ -147,13 +84,12 @@ def spring(optim_cfg, network) -> Optimizer:
   schedule = lr_schedule(optim_cfg)
   per_walker_grad = jax.vmap(jax.grad(network.log_psi), in_axes=(None, 0))
 
-  def init(params, samples):
-    del samples
+  def init(params):
     flat, _ = jax.flatten_util.ravel_pytree(params)
     return SpringState(jnp.zeros((), jnp.int32), jnp.zeros_like(flat))
 
-  def update(grads, state, params, samples):
-    del grads  # The direction is rebuilt from per-walker gradients.
+  def update(grads, state, params=None, *, samples=None, **extra):
+    del grads, extra  # The direction is rebuilt from per-walker gradients.
     _, unravel = jax.flatten_util.ravel_pytree(params)
     leaves = jax.tree.leaves(per_walker_grad(params, samples.x))
     o = jnp.concatenate([g.reshape(g.shape[0], -1) for g in leaves], axis=1)  # (B, P)
@@ -166,11 +102,11 @@ def spring(optim_cfg, network) -> Optimizer:
     rhs = eps - s.momentum * (o @ state.previous)
     coef = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(kernel), rhs)
     direction = o.T @ coef + s.momentum * state.previous
-    scale = _norm_constrained(schedule(state.step), jnp.vdot(direction, direction),
-                              s.norm_constraint)
+    scale = kfac_lib.norm_constrained(schedule(state.step), jnp.vdot(direction, direction),
+                                      s.norm_constraint)
     return unravel(scale * direction), SpringState(state.step + 1, direction)
 
-  return Optimizer(init, update)
+  return optax.GradientTransformationExtraArgs(init, update)
 
 
 OPTIMIZERS = {
@@ -179,9 +115,8 @@ OPTIMIZERS = {
     'sgd': sgd,
     'spring': spring,
 }
-OPTIONAL = {'kfac': 'kfac_jax'}  # Optimizer -> package it needs.
 
 
-def make_optimizer(optim_cfg, network) -> Optimizer:
+def make_optimizer(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   """network: a networks.Network, whose log|psi| curvature-based methods differentiate."""
   return OPTIMIZERS[optim_cfg.optimizer](optim_cfg, network)

@@ -67,9 +67,9 @@ def make_hf_orbitals(hf: HartreeFock, system: systems.System, dtype) -> Callable
 
   pyscf evaluates the basis on the host (jax.pure_callback), so this runs inside jit.
   """
-  n_up, n = system.n_up, system.n_electrons
-  spins = [(lo, hi, c) for lo, hi, c in ((0, n_up, hf.coeffs[0]), (n_up, n, hf.coeffs[1]))
-           if hi > lo]
+  n = system.n_electrons
+  coeffs = dict(zip(('up', 'down'), hf.coeffs))
+  spins = [(lo, hi, coeffs[name]) for name, lo, hi in systems.spin_blocks(*system.electrons)]
 
   def host(x):
     x = np.asarray(x, np.float64)

@@ -45,7 +45,7 @@ class Parts:
   sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove): fixed width
   mcmc_step: Callable  # TrainState -> (TrainState, pmove): one sweep, width adapted
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
-  optimizer: optim.Optimizer
+  optimizer: optax.GradientTransformationExtraArgs
   train_step: Callable  # TrainState -> (TrainState, StepStats)
   dtype: Any
   laplacian: str
@@ -81,7 +81,7 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
     (e, aux), grads = jax.value_and_grad(energy, has_aux=True)(state.params, x)
     key, k_opt = jax.random.split(state.key)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params,
-                                          optim.Samples(x, k_opt, aux.centred))
+                                          samples=optim.Samples(x, k_opt, aux.centred))
     params = optax.apply_updates(state.params, updates)
     # An update that would make any parameter non-finite is rejected: parameters and
     # optimizer state stay as they were (the walkers and key move on).
@@ -105,13 +105,12 @@ def init_state(parts: Parts, cfg, system: systems.System, key: jax.Array,
   ctx = ctx or distributed.context(cfg.batch_size)
 
   def build(key):
-    k_params, k_walkers, k_opt, k_run = jax.random.split(key, 4)
+    k_params, k_walkers, _, k_run = jax.random.split(key, 4)
     params = parts.network.init(k_params)
     x = mcmc.init_positions(k_walkers, system, cfg.batch_size, cfg.mcmc.init_width, parts.dtype)
     walkers = mcmc.Walkers(x, parts.batch_log_psi(params, x),
                            jnp.asarray(cfg.mcmc.move_width, parts.dtype))
-    samples = optim.Samples(x, k_opt, jnp.zeros(x.shape[:1], x.dtype))
-    return TrainState(params, parts.optimizer.init(params, samples), walkers, k_run,
+    return TrainState(params, parts.optimizer.init(params), walkers, k_run,
                       jnp.zeros((), jnp.int32))
 
   shardings = distributed.state_shardings(ctx, jax.eval_shape(build, key))
@@ -136,7 +135,7 @@ def _stage_functions(parts: Parts) -> dict:
 
   def optimizer_stage(s, grads, centred):
     updates, opt_state = parts.optimizer.update(
-        grads, s.opt_state, s.params, optim.Samples(s.walkers.x, s.key, centred))
+        grads, s.opt_state, s.params, samples=optim.Samples(s.walkers.x, s.key, centred))
     return optax.apply_updates(s.params, updates), opt_state
 
   return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': optimizer_stage}

@@ -152,6 +152,12 @@ def make_system(sys_cfg) -> System:
                 n_down=int(n_down), name=name, exact_energy=exact)
 
 
+def spin_blocks(n_up: int, n_down: int) -> list:
+  """[(name, lo, hi)] of the spins that have electrons: electrons lo..hi-1, up first."""
+  return [(name, lo, hi) for name, lo, hi in (('up', 0, n_up), ('down', n_up, n_up + n_down))
+          if hi > lo]
+
+
 def electron_homes(system: System) -> np.ndarray:
   """Nucleus index of each electron (up electrons first), used to place initial walkers.
 

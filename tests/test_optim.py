@@ -46,7 +46,7 @@ def test_spring_direction_is_the_damped_natural_gradient():
     e = jax.random.normal(jax.random.PRNGKey(1), (b,), jnp.float64)
     samples = optim.Samples(x, jax.random.PRNGKey(2), e - e.mean())
     spring = optim.make_optimizer(cfg, network)
-    updates, state = spring.update(None, spring.init(params, samples), params, samples)
+    updates, state = spring.update(None, spring.init(params), params, samples=samples)
     flat, _ = jax.flatten_util.ravel_pytree(updates)
 
     o = jax.vmap(lambda xi: jax.flatten_util.ravel_pytree(

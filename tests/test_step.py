@@ -50,12 +50,15 @@ def test_step_lowers_energy_and_keeps_carried_log_psi_exact(run):
 
 
 def test_chunked_local_energies_equal_unchunked(run):
+  """In float64, so that the comparison is of the chunking, not of float32 rounding."""
   _, system, parts, _, state = run
   local_energy = hamiltonian.make_local_energy(parts.network.log_psi, system, 'jacfwd')
-  full = jax.jit(loss.batch_local_energies(local_energy))(state.params, state.walkers.x)
-  chunked = jax.jit(loss.batch_local_energies(local_energy, 24))(state.params, state.walkers.x)
-  assert state.walkers.x.shape[0] % 24  # A remainder chunk is exercised too.
-  np.testing.assert_allclose(chunked, full, rtol=1e-5, atol=1e-5)
+  with jax.enable_x64(True):
+    params, x = jax.tree.map(lambda a: np.asarray(a, np.float64), (state.params, state.walkers.x))
+    full = jax.jit(loss.batch_local_energies(local_energy))(params, x)
+    chunked = jax.jit(loss.batch_local_energies(local_energy, 24))(params, x)
+  assert x.shape[0] % 24  # A remainder chunk is exercised too.
+  np.testing.assert_allclose(chunked, full, rtol=1e-11, atol=1e-11)
 
 
 def test_auto_laplacian_picks_the_fastest_available(run):

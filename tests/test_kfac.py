@@ -1,0 +1,155 @@
+"""KFAC: the curvature taps give exactly the per-walker derivatives autodiff gives; the
+factors and the first update equal kfac-jax's (where kfac-jax still runs, jax < 0.9) with
+the same blocks; the damped inverse is that of pi-adjusted Kronecker damping."""
+
+from flax import traverse_util
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import tiny_network
+from ferminet_fast import kfac, networks, optim
+
+NETWORKS = {
+    'ferminet': {},
+    'psiformer': {'network.network_type': 'psiformer', 'network.psiformer.heads': 2,
+                  'network.psiformer.head_dim': 4, 'network.psiformer.layer_norm': True},
+}
+
+
+@pytest.mark.parametrize('name', list(NETWORKS))
+def test_taps_give_every_layers_parameter_gradient(name):
+  """For each dense layer, sum over rows of input (x) d log|psi| / d output is the kernel's
+  gradient (and the output derivative summed over rows the bias's), per walker; so A and
+  G are built from the right quantities. float64, against jax.grad of log|psi|."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64, **NETWORKS[name])
+    x = jax.random.normal(jax.random.PRNGKey(3), (3, network.n_coords), jnp.float64)
+    for xi in x:
+      grad = traverse_util.flatten_dict(jax.grad(network.log_psi)(params, xi)['params'])
+
+      def tapped(taps):
+        return network.log_psi_tapped(params, taps, xi)
+
+      (value, inputs), d_taps = jax.value_and_grad(tapped, has_aux=True)(network.taps(xi))
+      np.testing.assert_allclose(value, network.log_psi(params, xi), rtol=1e-12)
+      inputs = traverse_util.flatten_dict(inputs)
+      d_taps = traverse_util.flatten_dict(d_taps)
+      layers = sorted(k[:-1] for k in d_taps)
+      assert len(layers) == (5 if name == 'ferminet' else 13)
+      for path in layers:
+        (a,) = inputs[path + ('inputs',)]
+        kernel = grad[path + ('kernel',)]
+        d = d_taps[path + ('outputs',)].reshape(a.shape[0], -1)
+        np.testing.assert_allclose((a.T @ d).reshape(kernel.shape), kernel, atol=1e-10,
+                                   err_msg=str(path))
+        if path + ('bias',) in grad:
+          np.testing.assert_allclose(d.sum(0).reshape(grad[path + ('bias',)].shape),
+                                     grad[path + ('bias',)], atol=1e-10)
+
+
+def test_damped_inverse_is_the_pi_adjusted_kronecker_inverse():
+  """(A^-1 kron G^-1) inverts (pi A + sqrt(l) I) kron (G / pi + sqrt(l) I), pi^2 the ratio of
+  the factors' mean eigenvalues (Martens & Grosse 2015, section 6.3)."""
+  with jax.enable_x64(True):
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    a = jax.random.normal(k1, (5, 5), jnp.float64)
+    g = jax.random.normal(k2, (3, 3), jnp.float64)
+    a, g, damping = a @ a.T, 4.0 * g @ g.T, 0.3
+    a_inv, g_inv = kfac.damped_inverses(a, g, damping)
+    pi = np.sqrt((np.trace(a) / 5) / (np.trace(g) / 3))
+    expected = np.kron(a + pi * np.sqrt(damping) * np.eye(5),
+                       g + np.sqrt(damping) / pi * np.eye(3))
+    np.testing.assert_allclose(np.kron(a_inv, g_inv) @ expected, np.eye(15), atol=1e-10)
+
+
+def _kfac_jax():
+  """kfac-jax, where it runs (its graph tracing breaks on jax >= 0.9)."""
+  kfac_jax = pytest.importorskip('kfac_jax')
+  if tuple(int(v) for v in jax.__version__.split('.')[:2]) >= (0, 9):
+    pytest.skip(f'kfac-jax 0.0.8 does not run on jax {jax.__version__}')
+  return kfac_jax
+
+
+def test_first_update_equals_kfac_jax():
+  """Same dense blocks registered in kfac-jax (repeated dense, exact Fisher of the normal
+  likelihood on log|psi|): equal factors and equal first preconditioned update for every
+  dense layer and the envelope weights (kfac-jax's scale-and-shift blocks). The other
+  parameters differ by design: kfac-jax squares their summed gradient, we sum per-walker
+  squares."""
+  import flax.linen as nn
+  kfac_jax = _kfac_jax()
+  system, network, params = tiny_network('Li', jnp.float32)
+  b = 16
+  x = jax.random.normal(jax.random.PRNGKey(1), (b, network.n_coords), jnp.float32)
+
+  def tag(next_fun, args, kwargs, context):
+    """Each of our dense layers as one kfac-jax repeated-dense layer on its input rows."""
+    module = context.module
+    if context.method_name != '__call__' or not isinstance(
+        module, (networks.Dense, networks.SymmetricDense)):
+      return next_fun(*args, **kwargs)
+    out = next_fun(*args, **kwargs)
+    w = module.variables['params']
+    kernel, bias = w['kernel'], w.get('bias')
+    if isinstance(module, networks.SymmetricDense):
+      h1, h2 = args
+      spins = [(lo, hi) for _, lo, hi in networks.systems.spin_blocks(module.n_up, module.n_down)]
+      shared = jnp.concatenate([jnp.mean(h1[lo:hi], axis=0) for lo, hi in spins])
+      pair = jnp.concatenate([jnp.mean(h2[:, lo:hi], axis=1) for lo, hi in spins], axis=-1)
+      rows = jnp.concatenate([h1, jnp.broadcast_to(shared, (h1.shape[0], shared.shape[0])),
+                              pair], axis=-1)
+    else:
+      rows = args[0].reshape(-1, kernel.shape[0])
+    y = rows @ kernel + (0.0 if bias is None else bias)
+    tagged = kfac_jax.register_dense(y, rows, kernel, bias, variant='repeated_dense')
+    return tagged.reshape(out.shape)
+
+  def value_func(p, xs):
+    with nn.intercept_methods(tag):
+      log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))(p, xs)
+    kfac_jax.register_normal_predictive_distribution(log_psi[:, None])
+    return jnp.mean(log_psi)
+
+  damping = 1e-3
+  reference = kfac_jax.OptaxPreconditioner(
+      value_func, damping=damping, norm_constraint=None, curvature_ema=0.95,
+      inverse_update_period=1, estimation_mode='fisher_exact', distributed_inverses=False,
+      distributed_precon_apply=False)
+  grads = jax.tree.map(lambda p: jax.random.normal(jax.random.PRNGKey(p.size), p.shape), params)
+  ref_state = reference.init((params, x), jax.random.PRNGKey(2))
+  ref_state = jax.jit(reference.maybe_update)(ref_state, (params, x), jax.random.PRNGKey(2))
+  expected = traverse_util.flatten_dict(jax.jit(reference.apply)(grads, ref_state)['params'])
+
+  samples = optim.Samples(x, jax.random.PRNGKey(3), jnp.zeros((b,)))
+  ours = kfac.kfac(network, network.n_coords, lambda t: 1.0, damping, 1e30, 0.95, 1)
+  updates, state = jax.jit(ours.update)(grads, ours.init(params), params, samples=samples)
+  got = traverse_util.flatten_dict(updates['params'])
+
+  statistics, layers = kfac.make_statistics(network, network.n_coords, jnp.float32)
+  assert len(layers) == 5
+  compared = 0
+  for key, value in expected.items():
+    if key[0].startswith(('one_', 'two_', 'orbital_')) or key[-1].endswith('_pi'):
+      # float32: both solve systems of condition ~ 1 / damping, so entries agree to ~1e-5
+      # of each array's largest, not each to its own relative precision.
+      np.testing.assert_allclose(-got[key], value, rtol=0, atol=1e-4 * np.abs(value).max(),
+                                 err_msg=str(key))
+      compared += 1
+  assert compared == 10  # one_0, one_1, two_0 (kernel, bias each), 2 orbitals, 2 pi.
+
+  # The Kronecker factors themselves: kfac-jax's blocks, matched by their parameter shapes.
+  ours_by_shape = {}
+  for name, (a, g, repeats) in state.factors.items():
+    ours_by_shape.setdefault((a.shape, g.shape), []).append((a / state.weight, g / state.weight))
+  matched = 0
+  for block, block_state in zip(reference.estimator.blocks,
+                                ref_state.estimator_state.blocks_states):
+    if isinstance(block, kfac_jax.curvature_blocks.RepeatedDenseKroneckerFactored):
+      a_ref, g_ref = (f.value for f in block_state.factors)
+      candidates = ours_by_shape[(a_ref.shape, g_ref.shape)]
+      close = lambda m, ref: np.abs(m - ref).max() <= 1e-4 * np.abs(ref).max()
+      assert any(close(a, a_ref) and close(g, g_ref) for a, g in candidates), block
+      matched += 1
+  assert matched == 5
