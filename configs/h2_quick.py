@@ -12,6 +12,7 @@ def get_config():
   cfg.batch_size = 128
   cfg.network.ferminet.hidden_dims = ((64, 8), (64, 8))
   cfg.network.determinants = 2
+  cfg.optim.optimizer = 'adam'
   cfg.optim.iterations = 200
   cfg.mcmc.burn_in = 100
   return cfg

@@ -1,7 +1,6 @@
 """What a run reports while it trains: per-step statistics, stage timers, machine facts,
 and the signals that ask it to stop."""
 
-import concurrent.futures
 import datetime
 import os
 import platform
@@ -56,23 +55,19 @@ def format_timings(t: dict) -> str:
 
 
 class StageTimers:
-  """Compiles the stage timers in a background thread, so training starts without waiting."""
+  """The stages of the step compiled separately (`timers_compile_s`), to be timed on the
+  real state. Compiled when made, not alongside training: a compilation running next to
+  the loop would take the cores the training steps need."""
 
   def __init__(self, parts, state):
-    self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    self._future = self._pool.submit(step.compile_stages, parts, step.shapes_of(state))
-    self._t0 = time.perf_counter()
-    self.compile_s = None
+    t0 = time.perf_counter()
+    self._stages = step.compile_stages(parts, step.shapes_of(state))
+    self.compile_s = time.perf_counter() - t0
 
-  def measure(self, compiled, state, wait: bool) -> Optional[dict]:
-    """Stage timings on `state`, or None while their compilation is still running."""
-    if not (wait or self._future.done()):
-      return None
-    stages = self._future.result()
-    if self.compile_s is None:
-      self.compile_s = time.perf_counter() - self._t0
-      self._pool.shutdown()
-    return {**step.measure_stages(compiled, stages, state), 'timers_compile_s': self.compile_s}
+  def measure(self, compiled, state) -> dict:
+    """Median ms of each stage and of the whole step on `state`."""
+    return {**step.measure_stages(compiled, self._stages, state),
+            'timers_compile_s': self.compile_s}
 
 
 class Recorder:

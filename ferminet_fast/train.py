@@ -142,11 +142,16 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
     say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
                                        timings['laplacian_auto_ms'].items()) + f' -> {method}')
   compiled = step.compile_step(parts, state)
-  timers = monitor.StageTimers(parts, state) if (cfg.log.timers or cfg.log.timers_every) else None
   t_burn = time.perf_counter()
   if not source:  # Restored walkers are already equilibrated.
     state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
-  timings.update({'compile_s': compiled.compile_s, 'burn_in_s': time.perf_counter() - t_burn,
+  burn_in_s = time.perf_counter() - t_burn
+  timers = None
+  if cfg.log.timers or cfg.log.timers_every:  # Before the loop, on the equilibrated state.
+    timers = monitor.StageTimers(parts, state)
+    timings.update(timers.measure(compiled, state), timers_at_step=start)
+    say(f'Timers  {monitor.format_timings(timings)}  (at step {start})')
+  timings.update({'compile_s': compiled.compile_s, 'burn_in_s': burn_in_s,
                   'n_params': int(n_params), 'batch_size': cfg.batch_size,
                   'devices': ctx.device_count, 'processes': ctx.process_count,
                   'walkers_per_device': cfg.batch_size // ctx.device_count,
@@ -165,17 +170,11 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
       progress=cfg.log.progress and not quiet,
       tensorboard_dir=os.path.join(run_dir, 'tensorboard') if cfg.log.tensorboard else None)
 
-  def measure(t, wait=False):
-    """Stage timers on the current state, once their compilation is done (or `wait`)."""
-    result = timers.measure(compiled, state, wait)
-    if result is None:
-      return
-    if 'train_step_ms' not in timings:
-      timings.update(result, timers_at_step=t)
-      say(f'Timers  {monitor.format_timings(timings)}  (at step {t})')
-    else:
-      timings.setdefault('remeasured', []).append({'step': t, **result})
-      say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
+  def remeasure(t):
+    """Stage timers again on the current state (log.timers_every)."""
+    result = timers.measure(compiled, state)
+    timings.setdefault('remeasured', []).append({'step': t, **result})
+    say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
     write('timings.json', timings)
     recorder.last = time.perf_counter()
 
@@ -207,9 +206,8 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
       recorder.rewind(t)
       continue
     rewinder.offer(t, state)
-    if timers is not None and ('train_step_ms' not in timings or (
-        cfg.log.timers_every and t % cfg.log.timers_every == 0)):
-      measure(t)
+    if cfg.log.timers_every and t % cfg.log.timers_every == 0:
+      remeasure(t)
     stop, timed = ctx.agree(signals.received is not None, saver.due_by_time())
     if (saver.due_by_steps(t) or timed or stop) and rewinder.is_good(state):
       recorder.flush()
@@ -230,8 +228,6 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
         f'{saver.last_saved}). Lower optim.lr.rate (or clip harder: a smaller '
         'optim.clip_local_energy) and resume.')
   wall = time.perf_counter() - t_loop
-  if timers is not None and 'train_step_ms' not in timings:
-    measure(t, wait=True)  # A run shorter than the timers' compilation.
 
   history = {c: np.asarray(v) for c, v in recorder.history.items()}
   energies = history['energy'][:t]

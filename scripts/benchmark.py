@@ -50,7 +50,7 @@ def run_one(config, overrides, iterations):
     out = os.path.join(tmp, 'run')
     cmd = [sys.executable, '-m', 'ferminet_fast.train', '--config', config, *overrides,
            f'--config.optim.iterations={iterations}', f'--config.log.save_path={out}',
-           '--config.log.print_every=0']
+           '--config.log.print_every=0', '--config.log.timers=true']
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     if proc.returncode:
       return {'error': proc.stderr.strip().splitlines()[-1] if proc.stderr else 'failed'}
@@ -58,11 +58,8 @@ def run_one(config, overrides, iterations):
       t = json.load(f)
     with open(os.path.join(out, 'stats.csv')) as f:
       steps = [float(r['step_time_ms']) for r in csv.DictReader(f)]
-  # Steady state: after the first 20% of steps and after the stage timers were measured
-  # (their background compilation competes for the cores until then), when steps remain.
-  start = max(len(steps) // 5, t.get('timers_at_step', 0) + 10)
-  t['steady_ms'] = statistics.median(steps[start:] if len(steps) - start >= 20
-                                     else steps[len(steps) // 5:])
+  # Steady state: after the first 20% of steps.
+  t['steady_ms'] = statistics.median(steps[len(steps) // 5:])
   t['it_per_s'] = 1e3 / t['steady_ms']
   t['step_per_forward'] = t['train_step_ms'] / t['forward_ms']
   return t

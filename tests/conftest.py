@@ -17,6 +17,7 @@ def tiny_config(atom='He', **overrides):
   cfg.network.ferminet.hidden_dims = ((16, 4), (16, 4))
   cfg.network.determinants = 2
   cfg.optim.iterations = 20
+  cfg.optim.optimizer = 'adam'
   cfg.mcmc.burn_in = 20
   cfg.log.print_every = 0
   cfg.log.timers = False

@@ -122,3 +122,31 @@ def test_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
   (other / 'config.json').write_text(json.dumps(cfg_for(other, 99).to_dict()))
   with pytest.raises(InputError, match="another run's files"):
     train.train(cfg_for(other, 10), quiet=True)
+
+
+def test_checkpoint_written_under_the_oldest_jax_resumes_and_evaluates(tmp_path):
+  """tests/data/run_jax0.8.3_kfac: 3 KFAC steps of a tiny Li run saved under jax 0.8.3 (the
+  oldest supported). Whatever JAX runs this test restores all of it (optimizer state
+  included), continues training from step 3 and evaluates it."""
+  import shutil
+  from ferminet_fast import checkpoint, evaluate, rundir
+  run = tmp_path / 'old'
+  shutil.copytree(os.path.join(REPO, 'tests', 'data', 'run_jax0.8.3_kfac'), run)
+  saved = json.loads((run / 'timings.json').read_text())['versions']
+  assert saved['jax'] == '0.8.3'
+  cfg = evaluate.config_from_json(rundir.read_json(str(run / 'config.json')))
+  cfg.optim.iterations = 6
+  cfg.log.save_path = str(run)
+  with_warnings = []
+  import warnings
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    result = train.train(cfg, quiet=True)
+    with_warnings = [str(w.message) for w in caught if 'cannot be restored' in str(w.message)]
+  assert not with_warnings, with_warnings  # The newest checkpoint itself restored.
+  assert [int(s) for s in result.history['step']] == list(range(6))
+  assert np.all(np.isfinite(result.history['energy']))
+  assert int(result.state.opt_state.count) == 6  # KFAC's own counter went on from 3.
+  estimate = evaluate.evaluate(str(run), steps=4, burn_in=1, quiet=True)
+  assert np.isfinite(estimate.mean)
+  assert checkpoint.has_checkpoint(str(run))

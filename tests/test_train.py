@@ -48,7 +48,7 @@ def test_cli_quick_config_end_to_end(tmp_path):
   out = tmp_path / 'quick'
   proc = run_cli('--config', 'configs/h2_quick.py', '--config.optim.iterations=30',
                  '--config.mcmc.burn_in=20', f'--config.log.save_path={out}',
-                 '--config.log.print_every=10')
+                 '--config.log.print_every=10', '--config.log.timers=true')
   assert proc.returncode == 0, proc.stderr
   last = proc.stdout.strip().splitlines()[-1]
   assert last.startswith('Energy ') and 'mHa' in last and 'exact -1.174475' in last
@@ -115,3 +115,32 @@ def test_cli_dry_run_prints_the_resolved_config():
   proc = run_cli('--config', 'configs/li.py', '--config.optim.iterations=7', '--dry-run')
   assert proc.returncode == 0, proc.stderr
   assert 'iterations: 7' in proc.stdout and 'atom: Li' in proc.stdout
+
+
+@pytest.mark.parametrize('precision', ['float32', 'float64'])
+@pytest.mark.parametrize('optimizer', ['adam', 'kfac', 'spring', 'sgd'])
+@pytest.mark.parametrize('network', ['ferminet', 'psiformer'])
+def test_every_network_optimizer_and_precision_trains(tmp_path, network, optimizer, precision):
+  """Each combination a user may pick runs through train() and gives finite energies."""
+  cfg = tiny_config('Li', **{
+      'network.network_type': network, 'optim.optimizer': optimizer, 'precision': precision,
+      'batch_size': 16, 'optim.iterations': 4, 'mcmc.burn_in': 2, 'mcmc.steps': 2,
+      'network.ferminet.hidden_dims': ((8, 4),), 'network.psiformer.layers': 1,
+      'network.psiformer.heads': 2, 'network.psiformer.head_dim': 4,
+      'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
+  assert len(result.history['energy']) == 4
+  assert np.all(np.isfinite(result.history['energy']))
+  assert result.state.walkers.x.dtype == np.dtype(precision)
+
+
+@pytest.mark.parametrize('args', [
+    ['--config.precision=float64'],
+    ['--config', 'configs/he.py', '--config.network.network_type=psiformer'],
+])
+def test_cli_runs_what_used_to_crash(tmp_path, args):
+  proc = run_cli(*args, '--config.optim.iterations=5', '--config.mcmc.burn_in=2',
+                 '--config.batch_size=16', '--config.log.timers=false',
+                 f'--config.log.save_path={tmp_path / "run"}')
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.strip().splitlines()[-1].startswith('Energy ')
