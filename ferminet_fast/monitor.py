@@ -19,7 +19,7 @@ STOP_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGUSR1')  # What SLURM and a user's Ctrl-
 
 
 VERSIONED = ('jax', 'jaxlib', 'flax', 'optax', 'chex', 'ml_collections', 'orbax-checkpoint',
-             'numpy', 'kfac-jax', 'folx', 'pyscf')
+             'numpy', 'folx', 'pyscf')
 
 
 def versions() -> dict:
