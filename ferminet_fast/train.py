@@ -145,14 +145,13 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   t_burn = time.perf_counter()
   if not source:  # Restored walkers are already equilibrated.
     state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
-  burn_in_s = time.perf_counter() - t_burn
+  timings.update(compile_s=compiled.compile_s, burn_in_s=time.perf_counter() - t_burn)
   timers = None
   if cfg.log.timers or cfg.log.timers_every:  # Before the loop, on the equilibrated state.
     timers = monitor.StageTimers(parts, state)
     timings.update(timers.measure(compiled, state), timers_at_step=start)
     say(f'Timers  {monitor.format_timings(timings)}  (at step {start})')
-  timings.update({'compile_s': compiled.compile_s, 'burn_in_s': burn_in_s,
-                  'n_params': int(n_params), 'batch_size': cfg.batch_size,
+  timings.update({'n_params': int(n_params), 'batch_size': cfg.batch_size,
                   'devices': ctx.device_count, 'processes': ctx.process_count,
                   'walkers_per_device': cfg.batch_size // ctx.device_count,
                   'mcmc_steps': cfg.mcmc.steps, 'laplacian': parts.laplacian,
