@@ -4,7 +4,11 @@ Data flows one way through the modules:
 config -> systems -> networks -> hamiltonian -> mcmc -> loss/optim -> step -> train.
 """
 
+from ferminet_fast import xla_flags as _xla_flags
+
 __version__ = "0.1.0"
+
+_xla_flags.set_defaults()  # Before JAX's backend starts (xla_flags.py says why).
 
 
 class InputError(ValueError):

@@ -115,7 +115,10 @@ def default() -> config_dict.ConfigDict:
   c.pretrain.basis = 'sto-6g'  # Gaussian basis of the HF calculation (any pyscf basis name).
   c.pretrain.restricted = False  # False: UHF; True: ROHF (same spatial orbitals per spin).
   c.pretrain.lr = 3e-4  # Adam learning rate of the orbital fit.
-  c.pretrain.hf_fraction = 0.5  # Weight of |psi_HF|^2 in the sampling density, in [0, 1].
+  # Weight of |psi_HF|^2 in the sampling density, in [0, 1]. 1 (FermiNet's default) samples
+  # the HF density only, so the moves never evaluate the network: the cheapest.
+  c.pretrain.hf_fraction = 1.0
+  c.pretrain.mcmc_steps = 1  # Metropolis-Hastings moves per pretraining step.
 
   c.mcmc = config_dict.ConfigDict()
   c.mcmc.steps = 10  # Metropolis-Hastings steps per training step.
@@ -193,7 +196,8 @@ _CHOICES = {
     'debug.inject_nan': ('', 'params', 'walkers'),
 }
 
-_POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'log.keep_checkpoints',
+_POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'pretrain.mcmc_steps',
+                 'log.keep_checkpoints',
                  'network.psiformer.layers', 'network.psiformer.heads',
                  'network.psiformer.head_dim',
                  'evaluation.steps',

@@ -9,7 +9,8 @@ fit covers where both wavefunctions live. Every determinant is fitted to the sam
 orbitals; with full_det the target is block diagonal (up electrons in up orbitals).
 
 pyscf is an optional dependency (pip install 'ferminet_fast[pyscf]'); without it the
-pretraining is skipped with a message.
+pretraining is skipped with a message. It is called once, for the SCF; the orbitals are
+evaluated on the device (hartree_fock.py), so the whole pretraining step is one jitted call.
 """
 
 import importlib.util
@@ -20,68 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ferminet_fast import InputError, mcmc, networks, systems
+from ferminet_fast import hartree_fock, mcmc, networks, systems
 
 
 def available() -> bool:
   return importlib.util.find_spec('pyscf') is not None
-
-
-class HartreeFock(NamedTuple):
-  """Occupied HF orbitals: mo(r) = ao(r) @ coeffs[spin], in the pyscf basis `mol`."""
-  mol: object  # pyscf.gto.Mole, bohr.
-  coeffs: tuple  # ((n_ao, n_up), (n_ao, n_down)) molecular orbital coefficients.
-  energy: float  # Ha, the HF total energy.
-
-
-def check_basis(basis: str, system: systems.System) -> None:
-  """Raises InputError unless pyscf knows `basis` for every element of `system`."""
-  from pyscf import gto
-  for symbol in sorted(set(system.symbols)):
-    try:
-      gto.basis.load(basis, symbol)
-    except Exception as e:  # pyscf raises BasisNotFoundError, KeyError, ... by format.
-      raise InputError(f'config.pretrain.basis = {basis!r}: pyscf has no such basis for '
-                       f'{symbol} ({type(e).__name__})') from e
-
-
-def hartree_fock(system: systems.System, basis: str, restricted: bool) -> HartreeFock:
-  """UHF (ROHF if `restricted`) of `system` in `basis`, occupied orbitals per spin."""
-  from pyscf import gto, scf
-  check_basis(basis, system)
-  mol = gto.M(atom=[(s, tuple(p)) for s, p in zip(system.symbols, system.positions)],
-              unit='bohr', basis=basis, spin=system.n_up - system.n_down,
-              charge=int(round(float(np.sum(system.charges)))) - system.n_electrons,
-              verbose=0)
-  mf = (scf.ROHF if restricted else scf.UHF)(mol)
-  energy = float(mf.kernel())
-  coeff = mf.mo_coeff if mf.mo_coeff.ndim == 3 else (mf.mo_coeff, mf.mo_coeff)
-  occ = mf.mo_occ if mf.mo_occ.ndim == 2 else (mf.mo_occ > 0, mf.mo_occ > 1)
-  coeffs = tuple(np.asarray(c[:, np.asarray(o) > 0][:, :n]) for c, o, n in
-                 zip(coeff, occ, system.electrons))
-  return HartreeFock(mol, coeffs, energy)
-
-
-def make_hf_orbitals(hf: HartreeFock, system: systems.System, dtype) -> Callable:
-  """x (B, 3N) -> [(B, n_s, n_s) per spin with electrons]: orbital j at electron i.
-
-  pyscf evaluates the basis on the host (jax.pure_callback), so this runs inside jit.
-  """
-  n = system.n_electrons
-  coeffs = dict(zip(('up', 'down'), hf.coeffs))
-  spins = [(lo, hi, coeffs[name]) for name, lo, hi in systems.spin_blocks(*system.electrons)]
-
-  def host(x):
-    x = np.asarray(x, np.float64)
-    ao = hf.mol.eval_gto('GTOval_sph', x.reshape(-1, 3)).reshape(x.shape[0], n, -1)
-    return tuple((ao[:, lo:hi] @ c).astype(dtype) for lo, hi, c in spins)
-
-  def orbitals(x):
-    shapes = tuple(jax.ShapeDtypeStruct((x.shape[0], hi - lo, hi - lo), dtype)
-                   for lo, hi, _ in spins)
-    return list(jax.pure_callback(host, shapes, x))
-
-  return orbitals
 
 
 def target_blocks(hf_orbitals: list, full_det: bool, n: int) -> list:
@@ -107,16 +51,17 @@ class PretrainState(NamedTuple):
 
 def make_pretrain_step(cfg, network: networks.Network, hf_orbitals: Callable, n: int) -> tuple:
   """(init, step): init(params, x (B, 3N), key) -> PretrainState; step(PretrainState) ->
-  (PretrainState, mismatch): one MCMC sweep from the mixture (move width adapted after it,
-  as in burn-in), then one Adam step on the mean squared orbital mismatch
+  (PretrainState, mismatch): `pretrain.mcmc_steps` MCMC moves from the mixture (move width
+  adapted after them, as in burn-in), then one Adam step on the mean squared orbital mismatch
   sum_{k, spin} |orbitals_k - HF|^2 per walker, averaged over walkers."""
   batch_orbitals = jax.vmap(network.orbitals, in_axes=(None, 0))
+  batch_hf = jax.vmap(hf_orbitals)
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   f = cfg.pretrain.hf_fraction
 
   def mixture_log_psi(params, x):
     """log sqrt(f |psi_HF|^2 + (1 - f) |psi_net|^2), the sampling density of pretraining."""
-    log_hf = sum(jnp.linalg.slogdet(m)[1] for m in hf_orbitals(x))
+    log_hf = sum(jnp.linalg.slogdet(m)[1] for m in batch_hf(x))
     terms = []
     if f > 0:
       terms.append(jnp.log(f) + 2.0 * log_hf)
@@ -124,7 +69,7 @@ def make_pretrain_step(cfg, network: networks.Network, hf_orbitals: Callable, n:
       terms.append(jnp.log1p(-f) + 2.0 * batch_log_psi(params, x))
     return 0.5 * jax.nn.logsumexp(jnp.stack(terms), axis=0)
 
-  sweep = mcmc.make_sweep(mixture_log_psi, cfg.mcmc.steps)
+  sweep = mcmc.make_sweep(mixture_log_psi, cfg.pretrain.mcmc_steps)
   optimizer = optax.adam(cfg.pretrain.lr)
 
   def mismatch(params, x, targets):
@@ -137,7 +82,7 @@ def make_pretrain_step(cfg, network: networks.Network, hf_orbitals: Callable, n:
     walkers, pmove = sweep(state.params, state.walkers, k_mcmc)
     walkers = walkers._replace(width=mcmc.adapt_width(
         walkers.width, pmove, cfg.mcmc.target_pmove, cfg.mcmc.adapt_rate))
-    targets = target_blocks(hf_orbitals(walkers.x), cfg.network.full_det, n)
+    targets = target_blocks(batch_hf(walkers.x), cfg.network.full_det, n)
     loss, grads = jax.value_and_grad(mismatch)(state.params, walkers.x, targets)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -155,12 +100,12 @@ def pretrain(cfg, system: systems.System, network: networks.Network, params, x: 
              key: jax.Array, say: Callable = print) -> tuple:
   """Runs cfg.pretrain.iterations steps from (params, walkers x (B, 3N)); returns
   (params, x, mismatch per step (iterations,))."""
-  hf = hartree_fock(system, cfg.pretrain.basis, cfg.pretrain.restricted)
+  hf = hartree_fock.hartree_fock(system, cfg.pretrain.basis, cfg.pretrain.restricted)
   say(f'Pretrain {"ROHF" if cfg.pretrain.restricted else "UHF"}/{cfg.pretrain.basis} '
       f'energy {hf.energy:.6f} Ha; fitting the orbitals for {cfg.pretrain.iterations} steps')
-  orbitals = make_hf_orbitals(hf, system, x.dtype)
-  init, step = make_pretrain_step(cfg, network, orbitals, system.n_electrons)
-  state = init(params, x, key)
+  init, step = make_pretrain_step(cfg, network, hartree_fock.make_orbitals(hf, system),
+                                  system.n_electrons)
+  state = jax.jit(init)(params, x, key)
   run = jax.jit(step)
   losses = []
   for _ in range(cfg.pretrain.iterations):

@@ -110,7 +110,7 @@ class StatsWriter:
       writer.writeheader()
       writer.writerows(rows)
     os.replace(tmp, self._path)
-    self._file = open(self._path, 'a', newline='')
+    self._file = open(self._path, 'a', newline='', buffering=1)  # Line-buffered: current.
     self._writer = csv.DictWriter(self._file, STATS_COLUMNS)
     return rows
 

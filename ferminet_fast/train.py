@@ -23,8 +23,8 @@ from ml_collections import config_flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ferminet_fast import (InputError, TrainingError, checkpoint, cli, config,  # noqa: E402
-                           distributed, monitor, pretrain, recovery, rundir, stats, step,
-                           systems)
+                           distributed, hartree_fock, monitor, pretrain, recovery, rundir,
+                           stats, step, systems)
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rerun to resume.
 
@@ -108,7 +108,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
       raise InputError(f'config.log.restore_path {cfg.log.restore_path!r} holds no checkpoint')
     _check_compatible(cfg.log.restore_path, cfg)
   if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
-    pretrain.check_basis(cfg.pretrain.basis, system)
+    hartree_fock.check_basis(cfg.pretrain.basis, system)
   run_dir, resume = _prepare_run_dir(ctx, cfg, system.name)
   source = run_dir if resume else cfg.log.restore_path
   if resume:

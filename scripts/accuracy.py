@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+import race
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
@@ -167,6 +169,7 @@ few seconds from run to run, so a wall time may exceed FermiNet's by that much.
   text += """
 SPRING against KFAC, and how these settings were chosen: [BENCHMARKS.md](BENCHMARKS.md#optimizers-kfac-and-spring).
 """
+  text += race.MARKER + race.section()
   with open(path, 'w') as f:
     f.write(text)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import mcmc, networks, pretrain, systems, train
+from ferminet_fast import hartree_fock, mcmc, networks, pretrain, systems, train
 
 
 def test_pretraining_reduces_orbital_mismatch():
@@ -24,10 +24,10 @@ def test_pretraining_reduces_orbital_mismatch():
   assert new_x.shape == x.shape and bool(jnp.all(jnp.isfinite(new_x)))
 
   # The same walkers, old and new parameters: the mismatch itself went down.
-  hf = pretrain.hartree_fock(system, cfg.pretrain.basis, cfg.pretrain.restricted)
+  hf = hartree_fock.hartree_fock(system, cfg.pretrain.basis, cfg.pretrain.restricted)
   assert hf.energy < -7.2  # UHF/STO-6G of Li is about -7.40 Ha.
-  targets = pretrain.target_blocks(pretrain.make_hf_orbitals(hf, system, jnp.float32)(new_x),
-                                   cfg.network.full_det, system.n_electrons)
+  hf_orbitals = jax.vmap(hartree_fock.make_orbitals(hf, system))(new_x)
+  targets = pretrain.target_blocks(hf_orbitals, cfg.network.full_det, system.n_electrons)
 
   def mismatch(p):
     blocks = jax.vmap(network.orbitals, in_axes=(None, 0))(p, new_x)

@@ -1,0 +1,291 @@
+"""Time to energy: ours and DeepMind FermiNet trained for the same wall time, one after the
+other on the same machine, and the energy each has when its time is up.
+
+  bash ../shared/anchors/setup-ferminet.sh /tmp/fn        # FermiNet, once
+  python scripts/race.py --ferminet /tmp/fn --system Ne --seconds 600
+  python scripts/race.py --ferminet /tmp/fn --system Ne N2 --seconds 1800 --evaluate
+  python scripts/race.py --table-only                     # rewrite ACCURACY.md from the JSON
+
+Both are whole processes started cold (imports, HF pretraining, compilation and burn-in
+count against the budget) with the settings of configs/ne.py and configs/n2.py: KFAC,
+batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves per step; each code's
+other settings are its defaults (FermiNet pretrains for 1000 steps). When the budget is
+spent the process gets SIGTERM. The energy is what FermiNet reports: the mean of the last
+20% of the training steps done, with a reblocked standard error; `--evaluate` adds an
+evaluation of our final parameters (python -m ferminet_fast.evaluate, not timed).
+
+Every training step is given its wall time: ours from stats.csv, read once a second;
+FermiNet's from its per-step log line, read as it is printed. The results go to
+benchmarks/race.json (rows of other systems and budgets are kept), the energy-against-time
+curves to benchmarks/race_<system>_<seconds>s.png, and the table into ACCURACY.md.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from ferminet_fast import stats  # noqa: E402
+
+SHARED = {'batch_size': '256', 'network.ferminet.hidden_dims': '((64, 8), (64, 8))',
+          'network.determinants': '2', 'mcmc.steps': '10'}
+SYSTEMS = {  # name: (exact energy in Ha and its source, our config, FermiNet's config + keys)
+    'Ne': (-128.9376, 'Chakravorty et al. 1993', 'configs/ne.py',
+           ('atom.py', {'system.atom': 'Ne'})),
+    'N2': (-109.5423, 'Pfau et al. 2020, Table 1', 'configs/n2.py',
+           ('diatomic.py', {'system.molecule_name': 'N2', 'system.bond_length': '2.068',
+                            'system.units': 'bohr'})),
+}
+GOALS = (('Ne', 600), ('Ne', 1800), ('N2', 1800))  # Races whose error ratio must be <= 0.5.
+JSON = os.path.join(REPO, 'benchmarks', 'race.json')
+ACCURACY_MD = os.path.join(REPO, 'ACCURACY.md')
+MARKER = '\n<!-- scripts/race.py writes from here to the end -->\n'
+FERMINET_STEP = re.compile(r'Step (\d+): (-?[\d.]+) E_h, exp. variance=([\d.eE+-]+)')
+
+
+def _run(cmd: list, seconds: float, on_line=None, env=None) -> float:
+  """Runs cmd; SIGTERM at `seconds` after start (SIGKILL 60 s later). on_line(t, line) sees
+  every stderr line as it comes. Returns the seconds the process lived."""
+  t0 = time.perf_counter()
+  proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env=env)
+
+  def read():
+    for line in proc.stderr:
+      if on_line:
+        on_line(time.perf_counter() - t0, line)
+
+  reader = threading.Thread(target=read, daemon=True)
+  reader.start()
+  try:
+    proc.wait(timeout=seconds)
+  except subprocess.TimeoutExpired:
+    proc.send_signal(signal.SIGTERM)
+    try:
+      proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      proc.wait()
+  reader.join(timeout=10)
+  return time.perf_counter() - t0
+
+
+def _rows(path: str) -> list:
+  try:
+    with open(path) as f:
+      return list(csv.DictReader(f))
+  except FileNotFoundError:
+    return []
+
+
+def race_ours(config: str, seconds: float, run_dir: str, extra: list) -> dict:
+  """Our training for `seconds`; steps timed by polling stats.csv once a second."""
+  stats_csv = os.path.join(run_dir, 'stats.csv')
+  times, stop = [], threading.Event()  # times[i]: when step i was first seen, s.
+
+  def poll(t0):
+    while not stop.is_set():
+      n = len(_rows(stats_csv))
+      times.extend([time.perf_counter() - t0] * (n - len(times)))
+      stop.wait(1.0)
+
+  cmd = [sys.executable, '-m', 'ferminet_fast.train', '--config', config,
+         *[f'--config.{k}={v}' for k, v in SHARED.items()], f'--config.log.save_path={run_dir}',
+         '--config.log.timers=false', '--config.log.progress=false', *extra]
+  poller = threading.Thread(target=poll, args=(time.perf_counter(),), daemon=True)
+  poller.start()
+  wall = _run(cmd, seconds)
+  stop.set()
+  poller.join()
+  rows = _rows(stats_csv)
+  times.extend([wall] * (len(rows) - len(times)))
+  energy = np.array([float(r['energy']) for r in rows])
+  variance = np.array([float(r['variance']) for r in rows])
+  return {'t': times[:len(rows)], 'energy': energy.tolist(), 'variance': variance.tolist(),
+          'wall_s': wall}
+
+
+def race_ferminet(fn_dir: str, fn_config: tuple, seconds: float, run_dir: str) -> dict:
+  """FermiNet's training for `seconds`; steps timed by its per-step log lines."""
+  config, keys = fn_config
+  t, energy, variance = [], [], []
+
+  def on_line(now, line):
+    m = FERMINET_STEP.search(line)
+    if m:
+      t.append(now)
+      energy.append(float(m.group(2)))
+      variance.append(float(m.group(3)))
+
+  cmd = [os.path.join(fn_dir, 'venv', 'bin', 'ferminet'), '--config',
+         os.path.join(fn_dir, 'src', 'ferminet', 'configs', config),
+         *[f'--config.{k}={v}' for k, v in {**keys, **SHARED}.items()],
+         '--config.optim.iterations=1000000', f'--config.log.save_path={run_dir}']
+  wall = _run(cmd, seconds, on_line)
+  return {'t': t, 'energy': energy, 'variance': variance, 'wall_s': wall}
+
+
+def summary(run: dict, exact: float) -> dict:
+  """Mean of the last 20% of steps with its reblocked error, as mHa from exact."""
+  e = np.asarray(run['energy'])
+  if len(e) < 10:
+    return {'steps': int(len(e)), 'error_mha': float('nan'), 'stat_mha': float('nan')}
+  tail = e[int(0.8 * len(e)):]
+  est = stats.reblock(tail)
+  return {'steps': int(len(e)), 'energy': est.mean, 'error_mha': 1e3 * (est.mean - exact),
+          'stat_mha': 1e3 * est.error, 'first_step_s': float(run['t'][0])}
+
+
+def plot(entry: dict, path: str) -> None:
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(7, 4))
+  for who, style in (('ferminet', 'C1'), ('ours', 'C0')):
+    run = entry[who]
+    t, e = np.asarray(run['t']), 1e3 * (np.asarray(run['energy']) - entry['exact'])
+    if not len(e):
+      continue
+    w = max(1, len(e) // 40)  # Median over windows of 2.5% of the steps.
+    n = len(e) // w * w
+    ax.plot(t[:n].reshape(-1, w).mean(1), np.median(e[:n].reshape(-1, w), axis=1), style,
+            label=f'{"DeepMind FermiNet" if who == "ferminet" else "ferminet_fast"} '
+                  f'({entry[who + "_summary"]["error_mha"]:+.0f} mHa)')
+  ax.axhline(0, color='k', lw=0.5)
+  ax.set_yscale('symlog', linthresh=10)
+  ax.set_xlabel('wall time since process start (s)')
+  ax.set_ylabel('energy - exact (mHa), median per 2.5% of steps')
+  ax.set_title(f'{entry["system"]}, {entry["seconds"]:.0f} s on {entry["machine"]}')
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def table(entries: list) -> str:
+  lines = ['| system | budget (s) | FermiNet: steps, error (mHa) | ours: steps, error (mHa) | '
+           'ours evaluated (mHa) | ratio of errors | goal |', '|' + '---|' * 7]
+  for e in entries:
+    f, o = e['ferminet_summary'], e['ours_summary']
+    ev = e.get('ours_evaluated')
+    ratio = o['error_mha'] / f['error_mha'] if f['error_mha'] > 0 else float('nan')
+    goal = e.get('goal', '')
+    lines.append(
+        f'| {e["system"]} | {e["seconds"]:.0f} | {f["steps"]}, {f["error_mha"]:+.1f} ± '
+        f'{f["stat_mha"]:.1f} | {o["steps"]}, {o["error_mha"]:+.1f} ± {o["stat_mha"]:.1f} | '
+        + (f'{ev["error_mha"]:+.1f} ± {ev["stat_mha"]:.1f}' if ev else '–')
+        + f' | {ratio:.2f} | {goal} |')
+  return '\n'.join(lines)
+
+
+def section(path: str = JSON) -> str:
+  """The ACCURACY.md section of the races in `path` ('' when there are none)."""
+  if not os.path.exists(path):
+    return ''
+  with open(path) as f:
+    entries = json.load(f)
+  if not entries:
+    return ''
+  lines = ['', '## Time to energy against DeepMind FermiNet', '',
+           'Each row is one run of `scripts/race.py`: FermiNet (commit 0ce3411, jax 0.8.3) and '
+           'ours, one after the other on the same machine, each a whole process stopped when '
+           'its budget was spent (pretraining, compilation and burn-in included). Error: the '
+           'mean of the last 20% of training steps minus the exact energy, reblocked standard '
+           'error; "ours evaluated": our final parameters evaluated afterwards (not timed). '
+           'Settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves '
+           'per step, each code\'s defaults otherwise (both pretrain for 1000 steps).', '',
+           table(entries), '']
+  done = {(e['system'], e['seconds']) for e in entries}
+  missing = [f'{n} {b} s' for n, b in GOALS if (n, b) not in done]
+  lines += [f'Goals: a ratio of errors of at most 0.5 for ' + ', '.join(f'{n} {b} s' for n, b in GOALS)
+            + '.' + (f' Not yet run: {", ".join(missing)}.' if missing else ''), '']
+  for e in entries:
+    lines.append(f'- {e["system"]}, {e["seconds"]:.0f} s: {e["date"][:10]}, {e["machine"]}; '
+                 f'ours on {e["versions"]}; first training step after '
+                 f'{e["ferminet_summary"].get("first_step_s", float("nan")):.0f} s (FermiNet) '
+                 f'and {e["ours_summary"].get("first_step_s", float("nan")):.0f} s (ours). '
+                 f'![{e["system"]} {e["seconds"]:.0f} s]({e["png"]})')
+  return '\n'.join(lines) + '\n'
+
+
+def write_section(path: str) -> None:
+  """Replaces the race section at the end of ACCURACY.md (after MARKER) with section()."""
+  with open(path) as f:
+    text = f.read()
+  with open(path, 'w') as f:
+    f.write(text.split(MARKER)[0].rstrip('\n') + '\n' + MARKER + section())
+
+
+def _machine() -> str:
+  from ferminet_fast import monitor
+  m = monitor.machine()
+  return f'{m["cpu"]}, {m["cpu_count"]} cores'
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  p.add_argument('--ferminet', help='directory made by ../shared/anchors/setup-ferminet.sh')
+  p.add_argument('--system', nargs='+', default=['Ne'], choices=list(SYSTEMS))
+  p.add_argument('--seconds', type=float, default=600.0, help='wall-time budget of each code')
+  p.add_argument('--evaluate', action='store_true', help='also evaluate our final parameters')
+  p.add_argument('--goal', default='', help='text for the goal column')
+  p.add_argument('--table-only', action='store_true')
+  args, extra = p.parse_known_args()  # --config.KEY=VALUE: passed to our training only.
+  if any(not o.startswith('--config.') for o in extra):
+    p.error(f'unrecognized arguments: {" ".join(extra)}')
+  if not args.table_only and not args.ferminet:
+    p.error('--ferminet DIR is needed (bash ../shared/anchors/setup-ferminet.sh DIR)')
+  entries = json.load(open(JSON)) if os.path.exists(JSON) else []
+  if args.table_only:
+    for entry in entries:
+      plot(entry, os.path.join(REPO, entry['png']))
+  for name in ([] if args.table_only else args.system):
+    exact, source, config, fn_config = SYSTEMS[name]
+    with tempfile.TemporaryDirectory() as tmp:
+      fn = race_ferminet(args.ferminet, fn_config, args.seconds, os.path.join(tmp, 'fn'))
+      ours_dir = os.path.join(tmp, 'ours')
+      ours = race_ours(config, args.seconds, ours_dir, extra)
+      evaluated = None
+      if args.evaluate and os.path.exists(os.path.join(ours_dir, 'checkpoints')):
+        subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={ours_dir}'],
+                       cwd=REPO, check=True, capture_output=True)
+        with open(os.path.join(ours_dir, 'eval.json')) as f:
+          ev = json.load(f)
+        evaluated = {'error_mha': ev['error_mha'], 'stat_mha': 1e3 * ev['error']}
+      with open(os.path.join(ours_dir, 'timings.json')) as f:
+        versions = json.load(f)['versions']
+    entry = {'system': name, 'seconds': args.seconds, 'exact': exact, 'exact_source': source,
+             'date': datetime.datetime.now().isoformat(timespec='seconds'),
+             'machine': _machine(), 'versions': ', '.join(f'{k} {v}' for k, v in versions.items()),
+             'overrides': extra, 'goal': args.goal, 'ferminet': fn, 'ours': ours,
+             'ferminet_summary': summary(fn, exact), 'ours_summary': summary(ours, exact),
+             'ours_evaluated': evaluated,
+             'png': f'benchmarks/race_{name}_{args.seconds:.0f}s.png'}
+    plot(entry, os.path.join(REPO, entry['png']))
+    entries = [e for e in entries if (e['system'], e['seconds']) != (name, args.seconds)]
+    entries.append(entry)
+    entries.sort(key=lambda e: (list(SYSTEMS).index(e['system']), e['seconds']))
+    os.makedirs(os.path.dirname(JSON), exist_ok=True)
+    with open(JSON, 'w') as f:
+      json.dump(entries, f)
+    print(table([entry]), flush=True)
+  write_section(ACCURACY_MD)
+  print(table(entries))
+
+
+if __name__ == '__main__':
+  main()

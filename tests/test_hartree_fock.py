@@ -1,0 +1,47 @@
+"""Hartree-Fock orbitals on the device: the Gaussian basis functions and occupied orbitals
+evaluated in JAX equal pyscf's own (libcint's) values at random points, for bases with s to
+f shells on a molecule; the SCF energy is pyscf's UHF/ROHF energy."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import hartree_fock, systems
+
+pytest.importorskip('pyscf')
+
+
+@pytest.mark.parametrize('basis', ['sto-6g', 'cc-pvdz', 'cc-pvtz'])  # s-p, + d, + f shells.
+def test_basis_functions_equal_pyscf(basis):
+  from pyscf import gto
+  mol = gto.M(atom='N 0 0 0; N 0 0 2.068; H 0.3 1.0 -1.0', unit='bohr', basis=basis, spin=1,
+              verbose=0)
+  r = np.random.default_rng(0).normal(size=(400, 3)) * 1.5 + np.array([0.0, 0.0, 1.0])
+  want = mol.eval_gto('GTOval_sph', r)
+  with jax.enable_x64(True):
+    got = np.asarray(hartree_fock.atomic_orbitals(hartree_fock.shells_of(mol),
+                                                  jnp.asarray(r, jnp.float64)))
+  assert got.shape == want.shape
+  np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize('restricted', [False, True])
+def test_occupied_orbitals_equal_pyscf(restricted):
+  cfg = tiny_config('Li')
+  cfg.system.atom, cfg.system.molecule = '', 'Li 0 0 0; H 0 0 3.015'
+  cfg.system.spin = 0
+  system = systems.make_system(cfg.system)
+  hf = hartree_fock.hartree_fock(system, 'cc-pvdz', restricted)
+  assert hf.energy == pytest.approx(-7.98, abs=0.01)  # RHF/cc-pVDZ of LiH near -7.983 Ha.
+  x = np.random.default_rng(1).normal(size=(8, 3 * system.n_electrons)) * 2.0
+  got = jax.vmap(hartree_fock.make_orbitals(hf, system))(jnp.asarray(x, jnp.float32))
+  ao = hf.mol.eval_gto('GTOval_sph', x.reshape(-1, 3)).reshape(8, system.n_electrons, -1)
+  lo = 0
+  for block, coeffs in zip(got, hf.coeffs):
+    n_s = coeffs.shape[1]
+    want = ao[:, lo:lo + n_s] @ coeffs
+    assert block.shape == (8, n_s, n_s)
+    np.testing.assert_allclose(np.asarray(block), want, atol=1e-5 * np.abs(want).max())
+    lo += n_s
