@@ -91,12 +91,9 @@ def atomic_orbitals(shells: tuple, r: jnp.ndarray) -> jnp.ndarray:
     d = r - jnp.asarray(s.center, r.dtype)  # (n, 3)
     r2 = jnp.sum(d * d, axis=-1, keepdims=True)  # (n, 1)
     radial = jnp.exp(-r2 * jnp.asarray(s.exps, r.dtype)) @ jnp.asarray(s.coeffs, r.dtype)
-    if s.powers.shape[0] == 1:  # s shell: no angular factor beyond the constant.
-      angular = jnp.broadcast_to(jnp.asarray(s.cart2sph, r.dtype), (r.shape[0], 1))
-    else:
-      monomials = jnp.stack([d[:, 0] ** int(a) * d[:, 1] ** int(b) * d[:, 2] ** int(c)
-                             for a, b, c in s.powers], axis=-1)  # (n, n_cart)
-      angular = monomials @ jnp.asarray(s.cart2sph, r.dtype)  # (n, 2l+1)
+    monomials = jnp.stack([d[:, 0] ** int(a) * d[:, 1] ** int(b) * d[:, 2] ** int(c)
+                           for a, b, c in s.powers], axis=-1)  # (n, n_cart)
+    angular = monomials @ jnp.asarray(s.cart2sph, r.dtype)  # (n, 2l+1)
     out.append((radial[:, :, None] * angular[:, None, :]).reshape(r.shape[0], -1))
   return jnp.concatenate(out, axis=-1)
 

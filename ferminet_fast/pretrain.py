@@ -61,7 +61,7 @@ def make_pretrain_step(cfg, network: networks.Network, hf_orbitals: Callable, n:
 
   def mixture_log_psi(params, x):
     """log sqrt(f |psi_HF|^2 + (1 - f) |psi_net|^2), the sampling density of pretraining."""
-    log_hf = sum(jnp.linalg.slogdet(m)[1] for m in batch_hf(x))
+    log_hf = sum(networks.slogdet(m)[1] for m in batch_hf(x))
     terms = []
     if f > 0:
       terms.append(jnp.log(f) + 2.0 * log_hf)

@@ -2,7 +2,7 @@
 
 On CPU, jaxlib 0.10 and later hand small element-wise and dot fusions to the YNNPACK
 library; for our networks' small matrices that made the forward pass up to 2x slower than
-XLA's own code (LiH: 1.4 against 0.8 ms per 256 walkers on 2 cores; BENCHMARKS.md), and
+XLA's own code (LiH: 1.9 against 0.8 ms per 256 walkers on 2 cores; BENCHMARKS.md), and
 jaxlib 0.8.3 did not do it. We switch it off unless XLA_FLAGS already names the flag (a
 user's setting wins). The flag exists in every jaxlib of our supported range (0.8.3-0.12);
 outside it nothing is set, since XLA aborts on a flag it does not know. A backend started
