@@ -24,6 +24,9 @@ import optax
 from ferminet_fast import hartree_fock, mcmc, networks, systems
 
 
+CHUNK = 100  # Pretraining steps per jitted call.
+
+
 def available() -> bool:
   return importlib.util.find_spec('pyscf') is not None
 
@@ -105,13 +108,24 @@ def pretrain(cfg, system: systems.System, network: networks.Network, params, x: 
       f'energy {hf.energy:.6f} Ha; fitting the orbitals for {cfg.pretrain.iterations} steps')
   init, step = make_pretrain_step(cfg, network, hartree_fock.make_orbitals(hf, system),
                                   system.n_electrons)
+
+  def run(state, n):
+    """n <= CHUNK steps (n is traced, so one compilation serves every chunk length) inside one
+    call: dispatching each step from Python cost ~0.8 ms of a ~4.7 ms Ne step."""
+    def body(i, carry):
+      state, losses = carry
+      state, loss = step(state)
+      return state, losses.at[i].set(loss)
+    return jax.lax.fori_loop(0, n, body, (state, jnp.zeros((CHUNK,), x.dtype)))
+
   state = jax.jit(init)(params, x, key)
-  run = jax.jit(step)
+  run = jax.jit(run)
   losses = []
-  for _ in range(cfg.pretrain.iterations):
-    state, loss = run(state)
-    losses.append(loss)
-  losses = np.asarray(jax.device_get(losses))
+  for start in range(0, cfg.pretrain.iterations, CHUNK):
+    n = min(CHUNK, cfg.pretrain.iterations - start)
+    state, chunk = run(state, n)
+    losses.append(chunk[:n])
+  losses = np.concatenate([np.zeros((0,))] + jax.device_get(losses))
   if len(losses):
     say(f'Pretrain orbital mismatch {losses[0]:.4g} -> {losses[-1]:.4g}')
   return state.params, state.walkers.x, losses
