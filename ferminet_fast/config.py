@@ -170,7 +170,10 @@ def default() -> config_dict.ConfigDict:
 
   c.debug = config_dict.ConfigDict()
   c.debug.seed = 0  # Seed of every random number in the run.
-  c.debug.deterministic = False  # Ask XLA for deterministic (reproducible) GPU kernels.
+  # Deterministic (bit-reproducible, slower) GPU kernels: adds --xla_gpu_deterministic_ops to
+  # XLA_FLAGS before JAX starts (an error if it has already started in this process). The
+  # seed is always fixed by `seed` (FermiNet's key of this name fixes its seed instead).
+  c.debug.deterministic = False
   # Fault injection for reliability tests: after `inject_nan_step` steps, NaN into every
   # parameter ('params') or into half of the walkers' positions ('walkers'); '' never.
   c.debug.inject_nan = ''

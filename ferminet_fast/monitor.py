@@ -104,6 +104,10 @@ class Recorder:
       import tensorboardX
       self._tb = tensorboardX.SummaryWriter(tensorboard_dir)
 
+  def say(self, *parts) -> None:
+    """A message line; with the progress bar, printed above it (not into its line)."""
+    self._say(*parts)
+
   def push(self, t: int, device_stats) -> None:
     if self._pending is not None:
       self._record(*self._pending)

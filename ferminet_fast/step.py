@@ -32,7 +32,7 @@ class StepStats(NamedTuple):
   variance: jax.Array  # Ha^2, variance of the local energies.
   pmove: jax.Array  # Fraction of accepted MH moves in the step's sweep.
   width: jax.Array  # bohr, proposal width used in the sweep.
-  lr: jax.Array  # Learning rate of the update.
+  lr: jax.Array  # Learning rate of the update applied: 0 when it was rejected.
   nonfinite: jax.Array  # Walkers whose local energy was NaN/inf (left out of E and gradient).
   rejected: jax.Array  # 1 if the update would have made a parameter non-finite (not applied).
 
@@ -90,7 +90,8 @@ def make_parts(cfg, system: systems.System, laplacian: str = '') -> Parts:
                                      lambda: (state.params, state.opt_state))
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
-    stats = StepStats(e, aux.variance, pmove, width, jnp.asarray(schedule(state.step), dtype),
+    stats = StepStats(e, aux.variance, pmove, width,
+                      jnp.where(ok, jnp.asarray(schedule(state.step), dtype), 0),
                       aux.nonfinite, (~ok).astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 

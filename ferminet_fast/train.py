@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 from ferminet_fast import (InputError, TrainingError, checkpoint, cli, config,  # noqa: E402
                            distributed, hartree_fock, monitor, pretrain, recovery, rundir,
-                           stats, step, systems)
+                           stats, step, systems, xla_flags)
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rerun to resume.
 
@@ -93,15 +93,17 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
 
 def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   config.validate(cfg)
+  if cfg.debug.deterministic and not xla_flags.request(xla_flags.GPU_DETERMINISTIC):
+    raise InputError('config.debug.deterministic needs XLA_FLAGS to hold '
+                     f'{xla_flags.GPU_DETERMINISTIC} before JAX starts, and JAX has already '
+                     'started in this process: set the environment variable before importing '
+                     'jax (or run from the command line)')
   distributed.initialize(cfg.distributed)
   ctx = distributed.context(cfg.batch_size)
   quiet = quiet or not ctx.is_main
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if cfg.precision == 'float64':
     jax.config.update('jax_enable_x64', True)
-  if cfg.debug.deterministic:
-    os.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') +
-                               ' --xla_gpu_deterministic_ops=true').strip()
   system = systems.make_system(cfg.system)
   if cfg.log.restore_path:  # Checked before the run directory is made.
     if not checkpoint.has_checkpoint(cfg.log.restore_path):
@@ -173,7 +175,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
     """Stage timers again on the current state (log.timers_every)."""
     result = timers.measure(compiled, state)
     timings.setdefault('remeasured', []).append({'step': t, **result})
-    say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
+    recorder.say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
     write('timings.json', timings)
     recorder.last = time.perf_counter()
 
@@ -189,7 +191,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
   while t < cfg.optim.iterations:
     if inject and t == cfg.debug.inject_nan_step:
       state, inject = recovery.inject_nan(state, cfg.debug.inject_nan), False
-      say(f'step {t}: injected NaN into the {cfg.debug.inject_nan}')
+      recorder.say(f'step {t}: injected NaN into the {cfg.debug.inject_nan}')
     state, device_stats = compiled.train_step(state)
     recorder.push(t, device_stats)
     t += 1
@@ -198,7 +200,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
       if back is None:
         failed = recorder.consecutive_bad  # Read now: finishing the records resets it.
         break
-      say(f'step {t}: {recorder.consecutive_bad} bad steps in a row; rewinding to step '
+      recorder.say(f'step {t}: {recorder.consecutive_bad} bad steps in a row; rewinding to step '
           f'{back[0]}, the last all-finite state (rewind {rewinder.rewinds} of '
           f'{rewinder.max_rewinds})')
       t, state = back
@@ -213,7 +215,7 @@ def _train(cfg, quiet: bool, signals: monitor.StopSignals) -> Result:
       saver.save(t, state)
     if stop:
       stopped_by = signals.received or 'a signal to another process'
-      say(f'{stopped_by} received: checkpointed step {t}, stopping')
+      recorder.say(f'{stopped_by} received: checkpointed step {t}, stopping')
       break
   recorder.finish()
   if not failed and rewinder.is_good(state):

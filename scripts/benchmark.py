@@ -4,6 +4,7 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py                 # everything, markdown to stdout
   python scripts/benchmark.py --quick         # a small subset (a smoke test)
   python scripts/benchmark.py --suite configs --methods folx jacfwd --json out.json
+  python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
 
 Every run is `python -m ferminet_fast.train --config C ...` in a fresh process, so start-up
 (imports, tracing, compilation) is measured cold, as a user sees it. Reported per run:
@@ -11,6 +12,12 @@ the stage timers of timings.json (medians of 5 `block_until_ready` calls on the 
 state), `compile_s`, `startup_s` (process start to first step), the planned memory of one
 step and the process's peak RSS, and the steady state: the median step time of the loop
 after its first 20% of steps (`steady_ms`) and its inverse (`it_per_s`).
+
+`--against-ferminet DIR` runs DeepMind FermiNet (from ../shared/anchors/setup-ferminet.sh
+DIR) and ours with the same settings, alternately, in this one invocation: per system and
+optimizer, the time of one step is (T(long) - T(short)) / (long - short) of whole processes
+trained `long` and `short` steps (start-up, compilation and burn-in cancel), the median over
+`--repeats`; no pretraining, our stage timers off. Printed: both, and ours / FermiNet's.
 """
 
 import argparse
@@ -21,9 +28,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import ferminet_reference as reference  # noqa: E402
 
 # The FermiNet comparison settings: batch 256, hidden ((64,8),(64,8)), 2 dets, 10 MCMC steps.
 REFERENCE = ['--config.batch_size=256', '--config.network.ferminet.hidden_dims=((64,8),(64,8))',
@@ -65,6 +76,41 @@ def run_one(config, overrides, iterations):
   return t
 
 
+def _wall(cmd: list) -> float:
+  """Seconds a process takes from start to exit; raises if it fails."""
+  t0 = time.perf_counter()
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+  if proc.returncode:
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+    raise RuntimeError(f'{" ".join(cmd[:4])} ... failed: ' + ' | '.join(tail))
+  return time.perf_counter() - t0
+
+
+def against_ferminet(fn_dir: str, name: str, optimizer: str, short: int, long: int,
+                     repeats: int) -> dict:
+  """ms per step of FermiNet and ours on system `name`, by differences of whole processes."""
+  keys = {'optim.optimizer': optimizer, 'pretrain.iterations': '0'}
+  ms = {'ferminet': [], 'ours': []}
+  for _ in range(repeats):
+    for who in ('ferminet', 'ours'):  # Alternated, so that drifts of the machine hit both.
+      walls = []
+      for n in (short, long):
+        with tempfile.TemporaryDirectory() as tmp:
+          run = os.path.join(tmp, 'run')
+          if who == 'ferminet':
+            cmd = reference.command(fn_dir, name, run, {**keys, 'optim.iterations': str(n)})
+          else:
+            cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
+                name, run, {**keys, 'optim.iterations': str(n), 'log.timers': 'false',
+                            'log.progress': 'false', 'log.print_every': '0'})]
+          walls.append(_wall(cmd))
+      ms[who].append(1e3 * (walls[1] - walls[0]) / (long - short))
+  out = {who: statistics.median(v) for who, v in ms.items()}
+  out['ratio'] = out['ours'] / out['ferminet']
+  out['runs_ms'] = ms
+  return out
+
+
 def table(rows, key_names):
   head = list(key_names) + list(FIELDS)
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
@@ -92,7 +138,29 @@ def main():
   parser.add_argument('--sweep-iterations', type=int, default=60)
   parser.add_argument('--quick', action='store_true', help='He, H-Li sweep, few steps')
   parser.add_argument('--json', help='write all results to this file')
+  parser.add_argument('--against-ferminet', metavar='DIR',
+                      help='time FermiNet (set up in DIR) and ours side by side, then stop')
+  parser.add_argument('--systems', nargs='*', default=['He', 'Ne'], choices=list(reference.SYSTEMS),
+                      help='with --against-ferminet')
+  parser.add_argument('--steps', nargs=2, type=int, default=[60, 300], metavar=('SHORT', 'LONG'),
+                      help='with --against-ferminet: the two run lengths')
+  parser.add_argument('--repeats', type=int, default=3, help='with --against-ferminet')
   args = parser.parse_args()
+  if args.against_ferminet:
+    rows = []
+    print('| system | optimizer | FermiNet (ms/step) | ours (ms/step) | ours / FermiNet |\n'
+          '|---|---|---|---|---|', flush=True)
+    for name in args.systems:
+      for opt in args.optimizers:
+        r = against_ferminet(args.against_ferminet, name, opt, *args.steps, args.repeats)
+        rows.append({'system': name, 'optimizer': opt, **r})
+        print(f'| {name} | {opt} | {r["ferminet"]:.1f} | {r["ours"]:.1f} | {r["ratio"]:.2f} |',
+              flush=True)
+    if args.json:
+      with open(args.json, 'w') as f:
+        json.dump({'against_ferminet': rows, 'steps': args.steps, 'repeats': args.repeats}, f,
+                  indent=2)
+    return
   if args.quick:
     args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20
     global SWEEP_ATOMS

@@ -25,7 +25,7 @@ import csv
 import datetime
 import json
 import os
-import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,21 +40,16 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ferminet_fast import stats  # noqa: E402
+import ferminet_reference as reference  # noqa: E402
 
-SHARED = {'batch_size': '256', 'network.ferminet.hidden_dims': '((64, 8), (64, 8))',
-          'network.determinants': '2', 'mcmc.steps': '10'}
-SYSTEMS = {  # name: (exact energy in Ha and its source, our config, FermiNet's config + keys)
-    'Ne': (-128.9376, 'Chakravorty et al. 1993', 'configs/ne.py',
-           ('atom.py', {'system.atom': 'Ne'})),
-    'N2': (-109.5423, 'Pfau et al. 2020, Table 1', 'configs/n2.py',
-           ('diatomic.py', {'system.molecule_name': 'N2', 'system.bond_length': '2.068',
-                            'system.units': 'bohr'})),
+EXACT = {  # Exact non-relativistic energies, Ha, and their sources.
+    'Ne': (-128.9376, 'Chakravorty et al. 1993'),
+    'N2': (-109.5423, 'Pfau et al. 2020, Table 1'),
 }
 GOALS = (('Ne', 600), ('Ne', 1800), ('N2', 1800))  # Races whose error ratio must be <= 0.5.
 JSON = os.path.join(REPO, 'benchmarks', 'race.json')
 ACCURACY_MD = os.path.join(REPO, 'ACCURACY.md')
 MARKER = '\n<!-- scripts/race.py writes from here to the end -->\n'
-FERMINET_STEP = re.compile(r'Step (\d+): (-?[\d.]+) E_h, exp. variance=([\d.eE+-]+)')
 
 
 def _run(cmd: list, seconds: float, on_line=None, env=None) -> float:
@@ -92,7 +87,7 @@ def _rows(path: str) -> list:
     return []
 
 
-def race_ours(config: str, seconds: float, run_dir: str, extra: list) -> dict:
+def race_ours(name: str, seconds: float, run_dir: str, extra: list) -> dict:
   """Our training for `seconds`; steps timed by polling stats.csv once a second."""
   stats_csv = os.path.join(run_dir, 'stats.csv')
   times, stop = [], threading.Event()  # times[i]: when step i was first seen, s.
@@ -103,9 +98,9 @@ def race_ours(config: str, seconds: float, run_dir: str, extra: list) -> dict:
       times.extend([time.perf_counter() - t0] * (n - len(times)))
       stop.wait(1.0)
 
-  cmd = [sys.executable, '-m', 'ferminet_fast.train', '--config', config,
-         *[f'--config.{k}={v}' for k, v in SHARED.items()], f'--config.log.save_path={run_dir}',
-         '--config.log.timers=false', '--config.log.progress=false', *extra]
+  cmd = [sys.executable, '-m', 'ferminet_fast.train',
+         *reference.ours(name, run_dir, {'log.timers': 'false', 'log.progress': 'false'}),
+         *extra]
   poller = threading.Thread(target=poll, args=(time.perf_counter(),), daemon=True)
   poller.start()
   wall = _run(cmd, seconds)
@@ -119,24 +114,22 @@ def race_ours(config: str, seconds: float, run_dir: str, extra: list) -> dict:
           'wall_s': wall}
 
 
-def race_ferminet(fn_dir: str, fn_config: tuple, seconds: float, run_dir: str) -> dict:
-  """FermiNet's training for `seconds`; steps timed by its per-step log lines."""
-  config, keys = fn_config
+def race_ferminet(fn_dir: str, name: str, seconds: float, run_dir: str) -> dict:
+  """FermiNet's training for `seconds`; steps timed by its per-step log lines. Its logged
+  variance is kept as `ew_variance`: an exponentially weighted variance of the step
+  energies, not comparable with our local-energy variance."""
   t, energy, variance = [], [], []
 
   def on_line(now, line):
-    m = FERMINET_STEP.search(line)
+    m = reference.STEP_LINE.search(line)
     if m:
       t.append(now)
       energy.append(float(m.group(2)))
       variance.append(float(m.group(3)))
 
-  cmd = [os.path.join(fn_dir, 'venv', 'bin', 'ferminet'), '--config',
-         os.path.join(fn_dir, 'src', 'ferminet', 'configs', config),
-         *[f'--config.{k}={v}' for k, v in {**keys, **SHARED}.items()],
-         '--config.optim.iterations=1000000', f'--config.log.save_path={run_dir}']
+  cmd = reference.command(fn_dir, name, run_dir, {'optim.iterations': '1000000'})
   wall = _run(cmd, seconds, on_line)
-  return {'t': t, 'energy': energy, 'variance': variance, 'wall_s': wall}
+  return {'t': t, 'energy': energy, 'ew_variance': variance, 'wall_s': wall}
 
 
 def summary(run: dict, exact: float) -> dict:
@@ -239,11 +232,12 @@ def _machine() -> str:
 def main():
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument('--ferminet', help='directory made by ../shared/anchors/setup-ferminet.sh')
-  p.add_argument('--system', nargs='+', default=['Ne'], choices=list(SYSTEMS))
+  p.add_argument('--system', nargs='+', default=['Ne'], choices=list(EXACT))
   p.add_argument('--seconds', type=float, default=600.0, help='wall-time budget of each code')
   p.add_argument('--evaluate', action='store_true', help='also evaluate our final parameters')
   p.add_argument('--goal', default='', help='text for the goal column')
   p.add_argument('--table-only', action='store_true')
+  p.add_argument('--keep', metavar='DIR', help='keep both run directories in DIR/<system>_<s>s')
   args, extra = p.parse_known_args()  # --config.KEY=VALUE: passed to our training only.
   if any(not o.startswith('--config.') for o in extra):
     p.error(f'unrecognized arguments: {" ".join(extra)}')
@@ -254,11 +248,11 @@ def main():
     for entry in entries:
       plot(entry, os.path.join(REPO, entry['png']))
   for name in ([] if args.table_only else args.system):
-    exact, source, config, fn_config = SYSTEMS[name]
+    exact, source = EXACT[name]
     with tempfile.TemporaryDirectory() as tmp:
-      fn = race_ferminet(args.ferminet, fn_config, args.seconds, os.path.join(tmp, 'fn'))
+      fn = race_ferminet(args.ferminet, name, args.seconds, os.path.join(tmp, 'fn'))
       ours_dir = os.path.join(tmp, 'ours')
-      ours = race_ours(config, args.seconds, ours_dir, extra)
+      ours = race_ours(name, args.seconds, ours_dir, extra)
       evaluated = None
       if args.evaluate and os.path.exists(os.path.join(ours_dir, 'checkpoints')):
         subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={ours_dir}'],
@@ -268,6 +262,9 @@ def main():
         evaluated = {'error_mha': ev['error_mha'], 'stat_mha': 1e3 * ev['error']}
       with open(os.path.join(ours_dir, 'timings.json')) as f:
         versions = json.load(f)['versions']
+      if args.keep:
+        shutil.copytree(tmp, os.path.join(args.keep, f'{name}_{args.seconds:.0f}s'),
+                        dirs_exist_ok=True)
     entry = {'system': name, 'seconds': args.seconds, 'exact': exact, 'exact_source': source,
              'date': datetime.datetime.now().isoformat(timespec='seconds'),
              'machine': _machine(), 'versions': ', '.join(f'{k} {v}' for k, v in versions.items()),
@@ -278,7 +275,7 @@ def main():
     plot(entry, os.path.join(REPO, entry['png']))
     entries = [e for e in entries if (e['system'], e['seconds']) != (name, args.seconds)]
     entries.append(entry)
-    entries.sort(key=lambda e: (list(SYSTEMS).index(e['system']), e['seconds']))
+    entries.sort(key=lambda e: (list(EXACT).index(e['system']), e['seconds']))
     os.makedirs(os.path.dirname(JSON), exist_ok=True)
     with open(JSON, 'w') as f:
       json.dump(entries, f)

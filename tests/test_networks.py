@@ -82,3 +82,28 @@ def test_float64_parameters():
   with jax.enable_x64(True):
     _, _, params = tiny_network('He', jnp.float64)
     assert all(p.dtype == jnp.float64 for p in jax.tree.leaves(params))
+
+
+@pytest.mark.parametrize('pair,cusp', [((0, 1), 0.25), ((0, 2), 0.5)])
+def test_jastrow_gives_the_electron_electron_cusp(pair, cusp):
+  """Kato's cusp: d log|psi| / d r_ij -> 1/2 for opposite spins and 1/4 for same spins as
+  r_ij -> 0. The Jastrow factor supplies it: the slope of log|psi| with it minus log|psi|
+  without it (same parameters otherwise), along r_ij at coalescence, in Li (up, up, down)."""
+  with jax.enable_x64(True):
+    system, with_j, params = tiny_network('Li', jnp.float64, seed=1)
+    _, without_j, _ = tiny_network('Li', jnp.float64, **{'network.jastrow': 'none'})
+    params_without = {'params': {k: v for k, v in params['params'].items()
+                                 if not k.startswith('jastrow')}}
+    x0 = jax.random.normal(jax.random.PRNGKey(2), (system.n_electrons, 3), jnp.float64)
+    u = jnp.array([0.6, -0.48, 0.64])  # Unit vector.
+    i, j = pair
+
+    def jastrow(r):
+      x = x0.at[j].set(x0[i] + r).reshape(-1)
+      return with_j.log_psi(params, x) - without_j.log_psi(params_without, x)
+
+    # Averaged over +-u (Kato's cusp is of the spherical average): the smooth dependence on
+    # the other electrons' distances cancels to first order.
+    h = 1e-6
+    slope = sum(jastrow(2 * h * v) - jastrow(h * v) for v in (u, -u)) / (2 * h)
+  assert float(slope) == pytest.approx(cusp, rel=1e-4)

@@ -13,7 +13,7 @@ import race  # noqa: E402
 def test_ferminet_log_line():
   line = ('I1123 10:07:01.123 140 train.py:1055] Step 00042: -128.1234 E_h, exp. '
           'variance=12.3456 E_h^2, pmove=0.53\n')
-  m = race.FERMINET_STEP.search(line)
+  m = race.reference.STEP_LINE.search(line)
   assert m and (m.group(1), float(m.group(2)), float(m.group(3))) == ('00042', -128.1234,
                                                                        12.3456)
 

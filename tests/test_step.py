@@ -41,7 +41,7 @@ def test_training_loop_never_compiles_again(run):
   assert int(state.step) == 10
 
 
-def test_step_lowers_energy_and_keeps_carried_log_psi_exact(run):
+def test_carried_log_psi_is_the_new_parameters_after_a_step(run):
   _, _, parts, compiled, state = run
   state = jax.tree.map(jnp.copy, state)
   state, _ = compiled.train_step(state)
@@ -84,6 +84,7 @@ def test_update_that_would_make_parameters_nan_is_rejected(run):
       state.opt_state))
   new, stats = compiled.train_step(poisoned)
   assert int(stats.rejected) == 1
+  assert float(stats.lr) == 0.0  # What was applied, not the schedule's value.
   assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(new.params),
                                                   jax.tree.leaves(good_params)))
   assert all(np.all(np.isfinite(a)) for a in jax.tree.leaves(new.params))

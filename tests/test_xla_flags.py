@@ -26,3 +26,26 @@ def test_compiled_forward_pass_has_no_ynn_fusions():
   hlo = jax.jit(jax.vmap(network.log_psi, (None, 0))).lower(params, x).compile().as_text()
   if jax.default_backend() == 'cpu':
     assert '%ynn_fusion' not in hlo  # What XLA names the fusions it gives YNNPACK.
+
+
+def test_deterministic_flag_is_set_only_before_the_backend_starts(monkeypatch):
+  """A flag requested after JAX started would do nothing, so `request` reports it; in a fresh
+  process it lands in XLA_FLAGS before the backend starts."""
+  import subprocess
+  import sys
+  jnp.ones(1).block_until_ready()
+  assert xla_flags.backend_started()
+  monkeypatch.setenv('XLA_FLAGS', '')
+  assert not xla_flags.request(xla_flags.GPU_DETERMINISTIC)
+  monkeypatch.setenv('XLA_FLAGS', xla_flags.GPU_DETERMINISTIC)
+  assert xla_flags.request(xla_flags.GPU_DETERMINISTIC)  # The user set it: in effect.
+  code = ('import os; from ferminet_fast import xla_flags as f\n'
+          'assert not f.backend_started()\n'
+          'assert f.request(f.GPU_DETERMINISTIC)\n'
+          'import jax.numpy as jnp; jnp.ones(1).block_until_ready()\n'
+          'assert f.backend_started()\n'
+          'print(os.environ["XLA_FLAGS"])')
+  env = {k: v for k, v in __import__('os').environ.items() if k != 'XLA_FLAGS'}
+  out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)
+  assert out.returncode == 0, out.stderr
+  assert xla_flags.GPU_DETERMINISTIC in out.stdout.split()
