@@ -37,8 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ferminet_reference as reference  # noqa: E402
 
 # The FermiNet comparison settings: batch 256, hidden ((64,8),(64,8)), 2 dets, 10 MCMC steps.
-REFERENCE = ['--config.batch_size=256', '--config.network.ferminet.hidden_dims=((64,8),(64,8))',
-             '--config.network.determinants=2', '--config.mcmc.steps=10']
+REFERENCE = [f'--config.{k}={v}' for k, v in reference.SHARED.items()]
 CONFIGS = [
     ('h2_quick', 'configs/h2_quick.py', []),
     ('He', 'configs/he.py', REFERENCE),

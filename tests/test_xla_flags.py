@@ -1,5 +1,9 @@
 """XLA flags set on import: YNNPACK fusions are off on CPU unless the user says otherwise."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 
@@ -31,8 +35,6 @@ def test_compiled_forward_pass_has_no_ynn_fusions():
 def test_deterministic_flag_is_set_only_before_the_backend_starts(monkeypatch):
   """A flag requested after JAX started would do nothing, so `request` reports it; in a fresh
   process it lands in XLA_FLAGS before the backend starts."""
-  import subprocess
-  import sys
   jnp.ones(1).block_until_ready()
   assert xla_flags.backend_started()
   monkeypatch.setenv('XLA_FLAGS', '')
@@ -45,7 +47,7 @@ def test_deterministic_flag_is_set_only_before_the_backend_starts(monkeypatch):
           'import jax.numpy as jnp; jnp.ones(1).block_until_ready()\n'
           'assert f.backend_started()\n'
           'print(os.environ["XLA_FLAGS"])')
-  env = {k: v for k, v in __import__('os').environ.items() if k != 'XLA_FLAGS'}
+  env = {k: v for k, v in os.environ.items() if k != 'XLA_FLAGS'}
   out = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True)
   assert out.returncode == 0, out.stderr
   assert xla_flags.GPU_DETERMINISTIC in out.stdout.split()
