@@ -1,10 +1,11 @@
 """ferminet_fast: variational Monte Carlo with FermiNet-style wavefunctions in JAX.
 
-Data flows one way through the modules:
-config -> systems -> networks -> hamiltonian -> mcmc -> loss/optim -> step -> train.
+Data flows one way through the sub-packages: config -> physics (systems, hamiltonian) ->
+wavefunction (networks) -> vmc (mcmc, loss, step) with optimizers -> run (the loop and its
+machinery) -> train.
 """
 
-from ferminet_fast import xla_flags as _xla_flags
+from ferminet_fast.run import xla_flags as _xla_flags
 
 __version__ = "0.1.0"
 

@@ -1,186 +1,289 @@
-"""Default configuration: every key, what it means and its unit.
+"""Settings: every key declared once, with its default, meaning, unit and allowed values.
 
-Key names follow DeepMind FermiNet where the concept is the same, so a FermiNet
-config translates line by line. Per-system files in `configs/` start from
-`default()` and change what they need; the result is locked, so a misspelt key
-is an error rather than a silently ignored setting.
+`SETTINGS` is the single declaration. The defaults (`default()`), validation
+(`validate`), the resume-compatibility check (`structural_differences`, from the keys
+marked structural) and reading a run's config.json back (`from_json`) all come from it.
+
+Key names follow DeepMind FermiNet where the concept is the same, so a FermiNet config
+translates line by line. Per-system files in `configs/` start from `default()` and change
+what they need; the result is locked, so a misspelt key is an error rather than a
+silently ignored setting. After validation a run hands each module its own block,
+frozen (`freeze`).
 """
 
 import importlib.util
+from typing import Any, Callable, NamedTuple, Optional
 
 from ml_collections import config_dict
 
 from ferminet_fast import InputError
 
+# The names of the swappable pieces; each module's table (hamiltonian.LAPLACIANS,
+# optim.OPTIMIZERS, networks.ENVELOPES, networks.JASTROWS, loss.CLIPPING) implements
+# exactly these (checked by the tests).
+LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
+LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
+OPTIMIZERS = ('kfac', 'adam', 'spring', 'sgd')
+ENVELOPES = ('isotropic', 'full')
+JASTROWS = ('none', 'simple_ee')
+CLIP_METHODS = ('median_absdev', 'mean_absdev', 'median_mad')
+
+
+class Setting(NamedTuple):
+  """One key: its default, what it means (unit, allowed values), how its value is checked,
+  and whether it fixes the shapes of the saved state (then it cannot change on resume)."""
+  default: Any
+  doc: str
+  check: Optional[Callable[[Any], Optional[str]]] = None  # value -> what is wrong, or None.
+  structural: bool = False
+  kind: Optional[type] = None  # The type of a key whose default is None.
+
+
+def one_of(*allowed) -> Callable:
+  return lambda v: None if v in allowed else f'is not one of {", ".join(map(str, allowed))}'
+
+
+def _positive_int(v):
+  return None if v > 0 else 'must be a positive integer'
+
+
+def _non_negative(v):
+  return None if v is None or v >= 0 else 'must be >= 0'
+
+
+def _positive(v):
+  return None if v is None or v > 0 else 'must be > 0'
+
+
+def in_range(low: float, high: float, closed: str) -> Callable:
+  """Within low..high; `closed` says which ends belong: '[]', '[)', '(]' or '()'."""
+  def check(v):
+    ok = ((v >= low if closed[0] == '[' else v > low) and
+          (v <= high if closed[1] == ']' else v < high))
+    return None if ok else f'must lie in {closed[0]}{low}, {high}{closed[1]}'
+  return check
+
+
+def _layer_widths(dims):
+  if (isinstance(dims, (tuple, list)) and dims and
+      all(isinstance(d, (tuple, list)) and len(d) == 2 and
+          all(isinstance(w, int) and w > 0 for w in d) for d in dims)):
+    return None
+  return 'must be a non-empty tuple of (one_electron_width, two_electron_width) positive integer pairs'
+
+
+S = Setting
+SETTINGS = {
+    'batch_size': S(256, 'Walkers (electron configurations) per step, summed over devices.',
+                    _positive_int, structural=True),
+    'precision': S('float32', "'float32' or 'float64' for every array of the run.",
+                   one_of('float32', 'float64'), structural=True),
+
+    # The physical system.
+    'system.atom': S('He', "Element symbol of a single atom at the origin; '' when "
+                     '`molecule` is used.', structural=True),
+    'system.molecule': S('', "Nuclei as 'SYMBOL x y z; SYMBOL x y z; ...' (the pyscf atom "
+                         'string), in `units`.', structural=True),
+    'system.units': S('bohr', "Units of `molecule` coordinates: 'bohr' or 'angstrom'.",
+                      one_of('bohr', 'angstrom'), structural=True),
+    'system.charge': S(0, 'Total charge in units of e (positive: electrons removed).',
+                       structural=True),
+    'system.spin': S(None, "n_up - n_down. None: the ground-state spin for atoms (Hund's "
+                     'rules), else the lowest.', structural=True, kind=int),
+    'system.electrons': S((), '(n_up, n_down) given explicitly; () derives them from charge '
+                          'and spin. Must agree with both.', structural=True),
+    'system.exact_energy': S(None, 'Reference (exact) energy in Ha for reporting the error; '
+                             'None looks neutral atoms H-Ne up.', kind=float),
+    'system.name': S('', "Label for logs and the run directory; '' derives it from the "
+                     'geometry.'),
+
+    # The wavefunction: every key fixes the parameters' shapes.
+    'network.network_type': S('ferminet', "Wavefunction ansatz: 'ferminet' (Pfau et al. "
+                              "2020) or 'psiformer' (self-attention over electrons, von Glehn "
+                              'et al. 2023). Both use the determinant, envelope and Jastrow '
+                              'below.', one_of('ferminet', 'psiformer'), structural=True),
+    'network.determinants': S(2, 'Number of determinants summed in psi.', _positive_int,
+                              structural=True),
+    'network.full_det': S(True, 'True: one N x N determinant over all electrons; False: one '
+                          'per spin (block diagonal).', structural=True),
+    'network.envelope': S('isotropic', "Orbital envelope: 'isotropic' exp(-s r) or 'full' "
+                          'exp(-|S r|).', one_of(*ENVELOPES), structural=True),
+    'network.jastrow': S('simple_ee', "'none' or 'simple_ee' (learned e-e cusp factor).",
+                         one_of(*JASTROWS), structural=True),
+    'network.ferminet.hidden_dims': S(((32, 8), (32, 8)), 'Widths (one-electron, '
+                                      'two-electron) of each layer; its length is the number '
+                                      'of layers.', _layer_widths, structural=True),
+    'network.psiformer.layers': S(2, 'Self-attention layers.', _positive_int, structural=True),
+    'network.psiformer.heads': S(4, 'Attention heads per layer.', _positive_int,
+                                 structural=True),
+    'network.psiformer.head_dim': S(16, 'Features per head; the stream width is heads * '
+                                    'head_dim.', _positive_int, structural=True),
+    'network.psiformer.layer_norm': S(False, 'Layer-normalise the input of each sublayer.',
+                                      structural=True),
+
+    # Optimisation.
+    'optim.iterations': S(2000, 'Parameter updates (training steps).', _non_negative),
+    'optim.optimizer': S('kfac', "'kfac' (Kronecker-factored natural gradient, FermiNet's), "
+                         "'adam', 'spring' (natural gradient solved in the space of walkers, "
+                         "with momentum) or 'sgd'.", one_of(*OPTIMIZERS), structural=True),
+    'optim.laplacian': S('best', "Laplacian of log|psi| for the kinetic energy: 'jacfwd' "
+                         '(jacfwd of grad: all 3N tangents at once; memory ~3N gradients), '
+                         "'jvp_loop' (a loop of 3N forward-mode products: memory of one "
+                         "gradient), 'folx' / 'folx_sparse' (forward Laplacian, dense or with "
+                         "per-electron sparsity; needs the folx extra), 'auto' (times jacfwd, "
+                         'jvp_loop and folx before training and uses the fastest), or '
+                         "'best' ('folx' when installed, the fastest in our benchmarks, else "
+                         "'jacfwd'). All are exact.", one_of(*LAPLACIANS, 'auto', 'best')),
+    'optim.energy_chunk_size': S(0, 'Walkers per chunk when evaluating local energies (0: '
+                                 'all at once). Smaller chunks bound the memory of the '
+                                 'Laplacian for large batches or systems, at some speed.',
+                                 _non_negative),
+    'optim.clip_local_energy': S(5.0, 'Local energies used in the gradient are clipped to '
+                                 'centre +- k * scale; this is k. 0 disables clipping. The '
+                                 'reported energy is always the unclipped mean.', _non_negative),
+    'optim.clip_method': S('median_absdev', "How centre and scale are taken: "
+                           "'median_absdev' (median, mean |E - median|), 'mean_absdev' "
+                           "(FermiNet: mean, mean |E - mean|), 'median_mad' (median, median "
+                           '|E - median|).', one_of(*CLIP_METHODS)),
+    'optim.lr.rate': S(None, "Learning rate at step 0; None: the optimizer's default (adam, "
+                       'sgd 0.01; kfac 0.05; spring 0.2).', _non_negative, kind=float),
+    'optim.lr.decay': S(1.0, 'Exponent of the decay: rate * (1 + t / delay) ** -decay.',
+                        _non_negative),
+    'optim.lr.delay': S(None, 'Steps over which the rate halves (decay = 1); None: adam, sgd '
+                        '1000; kfac, spring 10000.', _positive, kind=float),
+    # Recovery from non-finite numbers. Non-finite local energies are left out of the step
+    # and an update that would make a parameter non-finite is not applied; after
+    # `rewind_after` such bad steps in a row the run rewinds to its last all-finite state
+    # (kept in device memory every `snapshot_every` steps) with a new random stream, at
+    # most `max_rewinds` times, then stops with an error (the last good state checkpointed).
+    'optim.rewind_after': S(5, 'Bad steps in a row before a rewind.', _positive_int),
+    'optim.snapshot_every': S(100, 'Steps between in-memory snapshots of the last all-finite '
+                              'state.', _positive_int),
+    'optim.max_rewinds': S(5, 'Rewinds before the run stops with an error.', _non_negative),
+    'optim.adam.b1': S(0.9, 'First-moment decay.'),
+    'optim.adam.b2': S(0.999, 'Second-moment decay.'),
+    'optim.adam.eps': S(1e-8, 'Denominator offset.'),
+    'optim.kfac.damping': S(1e-3, 'Tikhonov damping added to the curvature blocks.', _positive),
+    'optim.kfac.norm_constraint': S(1e-3, 'Bound on lr^2 <F^-1 g, g> of each update.',
+                                    _positive),
+    'optim.kfac.cov_ema_decay': S(0.95, 'Moving-average decay of the curvature estimates.'),
+    'optim.kfac.invert_every': S(1, 'Steps between re-inverting the curvature blocks.',
+                                 _positive_int),
+    'optim.spring.damping': S(1e-3, 'SPRING (Goldshmid et al. 2024): added to the diagonal of '
+                              'the B x B walker kernel.', _positive),
+    'optim.spring.momentum': S(0.0, 'mu: weight of the previous direction, in [0, 1). 0 is '
+                               'MinSR, our default: in float32, momentum 0.9-0.99 made the '
+                               'walker-space solve diverge at the rates that converge fastest '
+                               '(He: lr 0.2 with mu 0.9), and at stable rates it converged '
+                               'more slowly than mu = 0.', in_range(0, 1, '[)')),
+    'optim.spring.norm_constraint': S(0.1, 'Bound on lr^2 |d|^2 of each update.', _positive),
+
+    # Hartree-Fock pretraining (needs the pyscf extra): before VMC, the network's orbitals
+    # are fitted to the occupied HF orbitals by Adam, at walkers sampled from
+    # hf_fraction * |psi_HF|^2 + (1 - hf_fraction) * |psi_net|^2 (FermiNet's scheme).
+    # Without pyscf a run that asks for it says so and trains without it.
+    'pretrain.iterations': S(0, 'Pretraining steps (0: none). Skipped when resuming.',
+                             _non_negative),
+    'pretrain.basis': S('sto-6g', 'Gaussian basis of the HF calculation (any pyscf basis '
+                        'name).'),
+    'pretrain.restricted': S(False, 'False: UHF; True: ROHF (same spatial orbitals per spin).'),
+    'pretrain.lr': S(3e-4, 'Adam learning rate of the orbital fit.', _positive),
+    'pretrain.hf_fraction': S(1.0, "Weight of |psi_HF|^2 in the sampling density, in [0, 1]. "
+                              "1 (FermiNet's default) samples the HF density only, so the "
+                              'moves never evaluate the network: the cheapest.',
+                              in_range(0, 1, '[]')),
+    'pretrain.mcmc_steps': S(1, 'Metropolis-Hastings moves per pretraining step.',
+                             _positive_int),
+
+    # Sampling.
+    'mcmc.steps': S(10, 'Metropolis-Hastings steps per training step.', _positive_int),
+    'mcmc.burn_in': S(200, 'MH steps before training, with the move width adapted.',
+                      _non_negative),
+    'mcmc.move_width': S(0.02, 'Initial std of the Gaussian all-electron proposal, bohr.',
+                         _positive),
+    'mcmc.init_width': S(1.0, 'Std of the initial electron positions around their nuclei, '
+                         'bohr.', _positive),
+    'mcmc.target_pmove': S(0.5, 'Acceptance rate the move width is adapted toward, in (0, 1).',
+                           in_range(0, 1, '()')),
+    'mcmc.adapt_rate': S(1.0, 'Width update after every sweep of `steps` moves: width *= '
+                         'exp(rate * (pmove - target)). The width is fixed within a sweep, '
+                         'so each sweep is an exact MH kernel.', _non_negative),
+
+    # Evaluation (python -m ferminet_fast.evaluate --run DIR): parameters frozen, the energy
+    # recorded over many sweeps and reblocked. These are its defaults for this system.
+    'evaluation.steps': S(2000, 'MCMC sweeps (of mcmc.steps moves each) whose energies are '
+                          'kept.', _positive_int),
+    'evaluation.burn_in': S(100, 'Sweeps discarded first (walkers re-equilibrate to fixed '
+                            'params).', _non_negative),
+
+    # Logging, checkpoints and timers.
+    'log.save_path': S('', "Run directory; '' makes runs/<name>_<date>_<time>."),
+    'log.print_every': S(100, 'Print a progress line every this many steps (0: never).',
+                         _non_negative),
+    'log.timers': S(False, 'Compile the stages of the step separately and time them on the '
+                    'equilibrated state before the loop (costs a compilation of about the '
+                    "step's; off unless asked for)."),
+    'log.timers_every': S(0, 'Re-measure the stage timers every this many steps (0: never).',
+                          _non_negative),
+    'log.final_fraction': S(0.2, 'Fraction of the last steps averaged for the final '
+                            'estimate, in (0, 1].', in_range(0, 1, '(]')),
+    # Checkpoints (orbax, in <save_path>/checkpoints) every `save_frequency` minutes and/or
+    # `save_every` steps (0 disables either), and always at the end or on
+    # SIGTERM/SIGINT/SIGUSR1. Running again with the same save_path resumes from the
+    # newest valid one.
+    'log.save_frequency': S(10.0, 'Minutes between checkpoints (0: not by time).',
+                            _non_negative),
+    'log.save_every': S(0, 'Steps between checkpoints (0: not by steps).', _non_negative),
+    'log.keep_checkpoints': S(3, 'Newest checkpoints kept; older ones are deleted.',
+                              _positive_int),
+    'log.restore_path': S('', 'Start from the newest checkpoint of this other run directory.'),
+    'log.progress': S(True, 'A progress bar (energy, variance, pmove, it/s, ETA) when the '
+                      "output is a terminal; batch jobs' logs get the `print_every` lines "
+                      'instead.'),
+    'log.tensorboard': S(False, 'TensorBoard scalars in <save_path>/tensorboard (needs the '
+                         'tensorboard extra).'),
+
+    # Devices and processes. Walkers are split over all devices of all processes;
+    # batch_size must be a multiple of the device count.
+    'distributed.initialize': S('auto', "Call jax.distributed.initialize() (multi-host): "
+                                "'auto' (under a SLURM step with more than one task, or when "
+                                "`coordinator` is set), 'yes' (cluster auto-detected by JAX), "
+                                "'no' (this process's devices only).",
+                                one_of('auto', 'yes', 'no')),
+    'distributed.coordinator': S('', "'host:port' of process 0, for clusters JAX cannot "
+                                 'detect.'),
+    'distributed.num_processes': S(0, 'Processes in the run (with `coordinator`).'),
+    'distributed.process_id': S(-1, "This process's index, 0..num_processes-1 (with "
+                                '`coordinator`).'),
+
+    'debug.seed': S(0, 'Seed of every random number in the run.'),
+    'debug.deterministic': S(False, 'Deterministic (bit-reproducible, slower) GPU kernels: '
+                             'adds --xla_gpu_deterministic_ops to XLA_FLAGS before JAX starts '
+                             '(an error if it has already started in this process). The seed '
+                             "is always fixed by `seed` (FermiNet's key of this name fixes its "
+                             'seed instead).'),
+}
+del S
+
+# Keys of earlier versions, ignored when a run's config.json is read back.
+RETIRED_KEYS = ('debug.inject_nan', 'debug.inject_nan_step')
+
 
 def default() -> config_dict.ConfigDict:
   """The defaults: a helium atom with a small network; within 1 mHa of the exact energy in
-  under 30 s on 2 CPU cores."""
-  c = config_dict.ConfigDict()
-
-  c.batch_size = 256  # Walkers (electron configurations) per step, summed over devices.
-  c.precision = 'float32'  # 'float32' or 'float64' for every array of the run.
-
-  c.system = config_dict.ConfigDict()
-  c.system.atom = 'He'  # Element symbol of a single atom at the origin; '' when `molecule` is used.
-  # Nuclei as 'SYMBOL x y z; SYMBOL x y z; ...' (the pyscf atom string), in `units`.
-  c.system.molecule = ''
-  c.system.units = 'bohr'  # Units of `molecule` coordinates: 'bohr' or 'angstrom'.
-  c.system.charge = 0  # Total charge in units of e (positive: electrons removed).
-  # n_up - n_down. None: the ground-state spin for atoms (Hund's rules), else the lowest.
-  c.system.spin = config_dict.placeholder(int)
-  # (n_up, n_down) given explicitly; () derives them from charge and spin. Must agree with both.
-  c.system.electrons = ()
-  # Reference (exact) energy in Ha for reporting the error; None looks neutral atoms H-Ne up.
-  c.system.exact_energy = config_dict.placeholder(float)
-  c.system.name = ''  # Label for logs and the run directory; '' derives it from the geometry.
-
-  c.network = config_dict.ConfigDict()
-  # Wavefunction ansatz: 'ferminet' (Pfau et al. 2020) or 'psiformer' (self-attention over
-  # electrons, von Glehn et al. 2023). Both use the determinant, envelope and Jastrow below.
-  c.network.network_type = 'ferminet'
-  c.network.determinants = 2  # Number of determinants summed in psi.
-  # True: one N x N determinant over all electrons; False: one per spin (block diagonal).
-  c.network.full_det = True
-  c.network.envelope = 'isotropic'  # Orbital envelope: 'isotropic' exp(-s r) or 'full' exp(-|S r|).
-  c.network.jastrow = 'simple_ee'  # 'none' or 'simple_ee' (learned e-e cusp factor).
-  c.network.ferminet = config_dict.ConfigDict()
-  # Widths (one-electron, two-electron) of each layer; its length is the number of layers.
-  c.network.ferminet.hidden_dims = ((32, 8), (32, 8))
-  c.network.psiformer = config_dict.ConfigDict()
-  c.network.psiformer.layers = 2  # Self-attention layers.
-  c.network.psiformer.heads = 4  # Attention heads per layer.
-  c.network.psiformer.head_dim = 16  # Features per head; the stream width is heads * head_dim.
-  c.network.psiformer.layer_norm = False  # Layer-normalise the input of each sublayer.
-
-  c.optim = config_dict.ConfigDict()
-  c.optim.iterations = 2000  # Parameter updates (training steps).
-  # 'kfac' (Kronecker-factored natural gradient, FermiNet's), 'adam', 'spring' (natural
-  # gradient solved in the space of walkers, with momentum) or 'sgd'.
-  c.optim.optimizer = 'kfac'
-  # Laplacian of log|psi| for the kinetic energy: 'jacfwd' (jacfwd of grad: all 3N
-  # tangents at once; memory ~3N gradients), 'jvp_loop' (a loop of 3N forward-mode
-  # products: memory of one gradient), 'folx' / 'folx_sparse' (forward Laplacian, dense or
-  # with per-electron sparsity; needs the folx extra), 'auto' (times jacfwd, jvp_loop and
-  # folx on the real state before training and uses the fastest), or 'best' ('folx' when
-  # installed, the fastest in our benchmarks, else 'jacfwd'). All are exact.
-  c.optim.laplacian = 'best'
-  # Walkers per chunk when evaluating local energies (0: all at once). Smaller chunks bound
-  # the memory of the Laplacian for large batches or systems, at some speed.
-  c.optim.energy_chunk_size = 0
-  # Local energies used in the gradient are clipped to centre +- k * scale; this is k.
-  # 0 disables clipping. The reported energy is always the unclipped mean.
-  c.optim.clip_local_energy = 5.0
-  # How centre and scale are taken: 'median_absdev' (median, mean |E - median|),
-  # 'mean_absdev' (FermiNet: mean, mean |E - mean|), 'median_mad' (median, median |E - median|).
-  c.optim.clip_method = 'median_absdev'
-  c.optim.lr = config_dict.ConfigDict()
-  # Learning rate at step 0; None: the optimizer's default (adam, sgd 0.01; kfac 0.05;
-  # spring 0.2).
-  c.optim.lr.rate = config_dict.placeholder(float)
-  c.optim.lr.decay = 1.0  # Exponent of the decay: rate * (1 + t / delay) ** -decay.
-  # Steps over which the rate halves (decay = 1); None: adam, sgd 1000; kfac, spring 10000.
-  c.optim.lr.delay = config_dict.placeholder(float)
-  # Recovery from non-finite numbers. Non-finite local energies are left out of the step
-  # and an update that would make a parameter non-finite is not applied; after this many
-  # such bad steps in a row the run rewinds to its last all-finite state (kept in device
-  # memory every `snapshot_every` steps) with a new random stream, at most `max_rewinds`
-  # times, then stops with an error (the last good state checkpointed).
-  c.optim.rewind_after = 5
-  c.optim.snapshot_every = 100  # steps
-  c.optim.max_rewinds = 5
-  c.optim.adam = config_dict.ConfigDict()
-  c.optim.adam.b1 = 0.9  # First-moment decay.
-  c.optim.adam.b2 = 0.999  # Second-moment decay.
-  c.optim.adam.eps = 1e-8  # Denominator offset.
-  c.optim.kfac = config_dict.ConfigDict()  # FermiNet's KFAC settings.
-  c.optim.kfac.damping = 1e-3  # Tikhonov damping added to the curvature blocks.
-  c.optim.kfac.norm_constraint = 1e-3  # Bound on lr^2 <F^-1 g, g> of each update.
-  c.optim.kfac.cov_ema_decay = 0.95  # Moving-average decay of the curvature estimates.
-  c.optim.kfac.invert_every = 1  # Steps between re-inverting the curvature blocks.
-  c.optim.spring = config_dict.ConfigDict()  # SPRING (Goldshmid et al. 2024) settings.
-  c.optim.spring.damping = 1e-3  # Added to the diagonal of the B x B walker kernel.
-  # mu: weight of the previous direction. 0 is MinSR, our default: in float32, momentum
-  # 0.9-0.99 made the walker-space solve diverge at the rates that converge fastest (He:
-  # lr 0.2 with mu 0.9), and at stable rates it converged more slowly than mu = 0.
-  c.optim.spring.momentum = 0.0
-  c.optim.spring.norm_constraint = 0.1  # Bound on lr^2 |d|^2 of each update.
-
-  # Hartree-Fock pretraining (needs the pyscf extra): before VMC, the network's orbitals are
-  # fitted to the occupied HF orbitals by Adam, at walkers sampled from
-  # hf_fraction * |psi_HF|^2 + (1 - hf_fraction) * |psi_net|^2 (FermiNet's scheme).
-  # Without pyscf a run that asks for it says so and trains without it.
-  c.pretrain = config_dict.ConfigDict()
-  c.pretrain.iterations = 0  # Pretraining steps (0: none). Skipped when resuming.
-  c.pretrain.basis = 'sto-6g'  # Gaussian basis of the HF calculation (any pyscf basis name).
-  c.pretrain.restricted = False  # False: UHF; True: ROHF (same spatial orbitals per spin).
-  c.pretrain.lr = 3e-4  # Adam learning rate of the orbital fit.
-  # Weight of |psi_HF|^2 in the sampling density, in [0, 1]. 1 (FermiNet's default) samples
-  # the HF density only, so the moves never evaluate the network: the cheapest.
-  c.pretrain.hf_fraction = 1.0
-  c.pretrain.mcmc_steps = 1  # Metropolis-Hastings moves per pretraining step.
-
-  c.mcmc = config_dict.ConfigDict()
-  c.mcmc.steps = 10  # Metropolis-Hastings steps per training step.
-  c.mcmc.burn_in = 200  # MH steps before training, with the move width adapted.
-  c.mcmc.move_width = 0.02  # Initial std of the Gaussian all-electron proposal, bohr.
-  c.mcmc.init_width = 1.0  # Std of the initial electron positions around their nuclei, bohr.
-  c.mcmc.target_pmove = 0.5  # Acceptance rate the move width is adapted toward.
-  # Width update after every sweep of `steps` moves: width *= exp(rate * (pmove - target)).
-  # The width is fixed within a sweep, so each sweep is an exact MH kernel.
-  c.mcmc.adapt_rate = 1.0
-
-  # Evaluation (python -m ferminet_fast.evaluate --run DIR): parameters frozen, the energy
-  # recorded over many sweeps and reblocked. These are its defaults for this system.
-  c.evaluation = config_dict.ConfigDict()
-  c.evaluation.steps = 2000  # MCMC sweeps (of mcmc.steps moves each) whose energies are kept.
-  c.evaluation.burn_in = 100  # Sweeps discarded first (walkers re-equilibrate to fixed params).
-
-  c.log = config_dict.ConfigDict()
-  c.log.save_path = ''  # Run directory; '' makes runs/<name>_<date>_<time>.
-  c.log.print_every = 100  # Print a progress line every this many steps (0: never).
-  # Compile the stages of the step separately and time them on the equilibrated state
-  # before the loop (costs a compilation of about the step's; off unless asked for).
-  c.log.timers = False
-  c.log.timers_every = 0  # Re-measure the stage timers every this many steps (0: never).
-  c.log.final_fraction = 0.2  # Fraction of the last steps averaged for the final estimate.
-  # Checkpoints (orbax, in <save_path>/checkpoints) every this many minutes and/or steps
-  # (0 disables either), and always at the end or on SIGTERM/SIGINT/SIGUSR1. Running again
-  # with the same save_path resumes from the newest valid one.
-  c.log.save_frequency = 10.0  # minutes
-  c.log.save_every = 0  # steps
-  c.log.keep_checkpoints = 3  # Newest checkpoints kept; older ones are deleted.
-  c.log.restore_path = ''  # Start from the newest checkpoint of this other run directory.
-  # A progress bar (energy, variance, pmove, it/s, ETA) when the output is a terminal;
-  # batch jobs' logs get the `print_every` lines instead.
-  c.log.progress = True
-  # TensorBoard scalars in <save_path>/tensorboard (needs the tensorboard extra).
-  c.log.tensorboard = False
-
-  # Devices and processes. Walkers are split over all devices of all processes;
-  # batch_size must be a multiple of the device count.
-  c.distributed = config_dict.ConfigDict()
-  # Call jax.distributed.initialize() (multi-host): 'auto' (under a SLURM step with more
-  # than one task, or when `coordinator` is set), 'yes' (cluster auto-detected by JAX),
-  # 'no' (this process's devices only).
-  c.distributed.initialize = 'auto'
-  c.distributed.coordinator = ''  # 'host:port' of process 0, for clusters JAX cannot detect.
-  c.distributed.num_processes = 0  # Processes in the run (with `coordinator`).
-  c.distributed.process_id = -1  # This process's index, 0..num_processes-1 (with `coordinator`).
-
-  c.debug = config_dict.ConfigDict()
-  c.debug.seed = 0  # Seed of every random number in the run.
-  # Deterministic (bit-reproducible, slower) GPU kernels: adds --xla_gpu_deterministic_ops to
-  # XLA_FLAGS before JAX starts (an error if it has already started in this process). The
-  # seed is always fixed by `seed` (FermiNet's key of this name fixes its seed instead).
-  c.debug.deterministic = False
-  # Fault injection for reliability tests: after `inject_nan_step` steps, NaN into every
-  # parameter ('params') or into half of the walkers' positions ('walkers'); '' never.
-  c.debug.inject_nan = ''
-  c.debug.inject_nan_step = 0
-
-  c.lock()
-  return c
+  under 30 s on 2 CPU cores. Locked: assigning an unknown key is an error."""
+  cfg = config_dict.ConfigDict()
+  for key, setting in SETTINGS.items():
+    *blocks, last = key.split('.')
+    node = cfg
+    for block in blocks:
+      if block not in node:
+        node[block] = config_dict.ConfigDict()
+      node = node[block]
+    node[last] = (config_dict.placeholder(setting.kind) if setting.default is None
+                  else setting.default)
+  cfg.lock()
+  return cfg
 
 
 def get_config() -> config_dict.ConfigDict:
@@ -188,85 +291,95 @@ def get_config() -> config_dict.ConfigDict:
   return default()
 
 
-_CHOICES = {
-    'precision': ('float32', 'float64'),
-    'system.units': ('bohr', 'angstrom'),
-    'network.network_type': ('ferminet', 'psiformer'),
-    'network.envelope': ('isotropic', 'full'),
-    'network.jastrow': ('none', 'simple_ee'),
-    'optim.clip_method': ('median_absdev', 'mean_absdev', 'median_mad'),
-    'distributed.initialize': ('auto', 'yes', 'no'),
-    'debug.inject_nan': ('', 'params', 'walkers'),
-}
-
-_POSITIVE_INT = ('batch_size', 'network.determinants', 'mcmc.steps', 'pretrain.mcmc_steps',
-                 'log.keep_checkpoints',
-                 'network.psiformer.layers', 'network.psiformer.heads',
-                 'network.psiformer.head_dim',
-                 'evaluation.steps',
-                 'optim.kfac.invert_every', 'optim.rewind_after', 'optim.snapshot_every')
-_NON_NEGATIVE_INT = ('optim.iterations', 'optim.energy_chunk_size', 'mcmc.burn_in',
-                     'pretrain.iterations',
-                     'evaluation.burn_in',
-                     'log.print_every', 'log.timers_every', 'log.save_every',
-                     'optim.max_rewinds', 'debug.inject_nan_step')
-_POSITIVE_FLOAT = ('optim.lr.delay', 'pretrain.lr', 'mcmc.move_width', 'mcmc.init_width',
-                   'optim.kfac.damping', 'optim.kfac.norm_constraint',
-                   'optim.spring.damping', 'optim.spring.norm_constraint')
-_NON_NEGATIVE_FLOAT = ('optim.lr.rate', 'optim.lr.decay', 'optim.clip_local_energy',
-                       'mcmc.adapt_rate', 'log.save_frequency')
+def describe() -> str:
+  """Every key with its default and meaning, one per line (what `--help-config` prints)."""
+  return '\n'.join(f'{key} = {s.default!r}{"  [fixes the state]" if s.structural else ""}\n'
+                   f'    {s.doc}' for key, s in SETTINGS.items())
 
 
-def _get(cfg, dotted):
+def _get(cfg, dotted: str):
+  """cfg['a']['b'] for 'a.b' (a ConfigDict or a dict)."""
   for part in dotted.split('.'):
     cfg = cfg[part]
   return cfg
 
 
-def validate(cfg: config_dict.ConfigDict) -> None:
-  """Checks values (types are checked by the locked ConfigDict). Raises InputError."""
-  from ferminet_fast import hamiltonian, optim  # Tables of names live with their code.
+def installed(package: str) -> bool:
+  return importlib.util.find_spec(package) is not None
 
-  choices = dict(_CHOICES)
-  choices['optim.laplacian'] = tuple(hamiltonian.LAPLACIANS)
-  choices['optim.optimizer'] = tuple(optim.OPTIMIZERS)
-  choices['optim.laplacian'] += ('auto', 'best')
-  for key, allowed in choices.items():
+
+def validate(cfg: config_dict.ConfigDict) -> None:
+  """Checks every value against its declaration, then the combinations (optional packages
+  a choice needs). Types are checked by the locked ConfigDict. Raises InputError."""
+  for key, setting in SETTINGS.items():
     value = _get(cfg, key)
-    if value not in allowed:
-      raise InputError(f'config.{key} = {value!r} is not one of {", ".join(allowed)}')
-  if cfg.log.tensorboard and importlib.util.find_spec('tensorboardX') is None:
+    problem = setting.check(value) if setting.check else None
+    if problem and problem.startswith('is not'):
+      raise InputError(f'config.{key} = {value!r} {problem}')
+    if problem:
+      raise InputError(f'config.{key} {problem}, got {value!r}')
+  if cfg.log.tensorboard and not installed('tensorboardX'):
     raise InputError("config.log.tensorboard = True needs the optional package tensorboardX: "
                      "pip install 'ferminet_fast[tensorboard]'")
   method = cfg.optim.laplacian
-  if method in hamiltonian.OPTIONAL and method not in hamiltonian.available_laplacians():
+  if method in LAPLACIAN_PACKAGES and not installed(LAPLACIAN_PACKAGES[method]):
     raise InputError(f'config.optim.laplacian = {method!r} needs the optional package '
-                     f"{hamiltonian.OPTIONAL[method]}: pip install 'ferminet_fast[folx]'")
-  for key in _POSITIVE_INT:
-    if _get(cfg, key) <= 0:
-      raise InputError(f'config.{key} must be a positive integer, got {_get(cfg, key)}')
-  for key in _NON_NEGATIVE_INT:
-    if _get(cfg, key) < 0:
-      raise InputError(f'config.{key} must be >= 0, got {_get(cfg, key)}')
-  for key in _POSITIVE_FLOAT:
-    if _get(cfg, key) is not None and not _get(cfg, key) > 0:
-      raise InputError(f'config.{key} must be > 0, got {_get(cfg, key)}')
-  for key in _NON_NEGATIVE_FLOAT:
-    if _get(cfg, key) is not None and not _get(cfg, key) >= 0:
-      raise InputError(f'config.{key} must be >= 0, got {_get(cfg, key)}')
-  if not 0 <= cfg.optim.spring.momentum < 1:
-    raise InputError(f'config.optim.spring.momentum must lie in [0, 1), got '
-                     f'{cfg.optim.spring.momentum}')
-  if not 0 <= cfg.pretrain.hf_fraction <= 1:
-    raise InputError(f'config.pretrain.hf_fraction must lie in [0, 1], got '
-                     f'{cfg.pretrain.hf_fraction}')
-  if not 0 < cfg.mcmc.target_pmove < 1:
-    raise InputError(f'config.mcmc.target_pmove must lie in (0, 1), got {cfg.mcmc.target_pmove}')
-  if not 0 < cfg.log.final_fraction <= 1:
-    raise InputError(f'config.log.final_fraction must lie in (0, 1], got {cfg.log.final_fraction}')
-  dims = cfg.network.ferminet.hidden_dims
-  if (not isinstance(dims, (tuple, list)) or not dims or
-      not all(isinstance(d, (tuple, list)) and len(d) == 2 and
-              all(isinstance(w, int) and w > 0 for w in d) for d in dims)):
-    raise InputError('config.network.ferminet.hidden_dims must be a non-empty tuple of '
-                     f'(one_electron_width, two_electron_width) positive integer pairs, got {dims!r}')
+                     f"{LAPLACIAN_PACKAGES[method]}: pip install 'ferminet_fast[folx]'")
+
+
+def resolve_laplacian(method: str) -> str:
+  """'best' -> 'folx' if installed, else 'jacfwd'; other names (and 'auto', which needs the
+  built network to decide) unchanged."""
+  if method == 'best':
+    return 'folx' if installed(LAPLACIAN_PACKAGES['folx']) else 'jacfwd'
+  return method
+
+
+def freeze(cfg: config_dict.ConfigDict) -> config_dict.FrozenConfigDict:
+  """The validated settings, with 'best' resolved, frozen: what the modules receive (each
+  its own block)."""
+  cfg = config_dict.ConfigDict(cfg.to_dict())
+  cfg.optim.laplacian = resolve_laplacian(cfg.optim.laplacian)
+  return config_dict.FrozenConfigDict(cfg)
+
+
+def from_json(d: dict) -> config_dict.ConfigDict:
+  """The defaults updated with a run's saved config.json (lists back to tuples)."""
+  cfg = default()
+
+  def assign(node, values, prefix):
+    for key, value in values.items():
+      dotted = prefix + key
+      if dotted in RETIRED_KEYS:
+        continue
+      if key not in node:
+        raise InputError(f'config.json: unknown config key {dotted!r}')
+      if isinstance(node[key], config_dict.ConfigDict):
+        assign(node[key], value, dotted + '.')
+      else:
+        node[key] = _tuples(value)
+
+  assign(cfg, d, '')
+  return cfg
+
+
+def _tuples(v):
+  return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def structural_differences(saved: dict, current: dict) -> list:
+  """'key: old -> new' for each structural key whose value differs between two configs
+  given as dicts (a saved config.json and the current one); keys missing from `saved`
+  compare as their defaults."""
+  diffs = []
+  for key, setting in SETTINGS.items():
+    if not setting.structural:
+      continue
+    try:
+      old = _get(saved, key)
+    except KeyError:
+      old = setting.default
+    new = _get(current, key)
+    if _tuples(old) != _tuples(new):
+      diffs.append(f'{key}: {old!r} -> {new!r}')
+  return diffs

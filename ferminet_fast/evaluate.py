@@ -15,31 +15,13 @@ import time
 from typing import Optional
 
 import jax
-from ml_collections import config_dict
 import numpy as np
 
-from ferminet_fast import InputError, checkpoint, config, rundir, stats, step, systems
-
-
-def config_from_json(d: dict) -> config_dict.ConfigDict:
-  """The defaults updated with a saved config.json (lists back to tuples)."""
-  cfg = config.default()
-
-  def assign(node, values, where):
-    for key, value in values.items():
-      if key not in node:
-        raise InputError(f'{where}: unknown config key {key!r}')
-      if isinstance(node[key], config_dict.ConfigDict):
-        assign(node[key], value, f'{where}.{key}')
-      else:
-        node[key] = _tuples(value)
-
-  assign(cfg, d, 'config.json')
-  return cfg
-
-
-def _tuples(v):
-  return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+from ferminet_fast import InputError, config
+from ferminet_fast.physics import systems
+from ferminet_fast.run import checkpoint, rundir
+from ferminet_fast.vmc import stats, step
+from ferminet_fast.wavefunction import networks
 
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
@@ -49,7 +31,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if not checkpoint.has_checkpoint(run_dir):
     raise InputError(f'--run {run_dir!r} holds no checkpoint to evaluate')
-  cfg = config_from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
+  cfg = config.from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
   config.validate(cfg)
   steps = cfg.evaluation.steps if steps is None else steps
   burn_in = cfg.evaluation.burn_in if burn_in is None else burn_in
@@ -58,8 +40,12 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   if cfg.precision == 'float64':
     jax.config.update('jax_enable_x64', True)
   system = systems.make_system(cfg.system)
-  parts = step.make_parts(cfg, system)
-  state = step.init_state(parts, cfg, system, jax.random.PRNGKey(0))
+  network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
+  # The Laplacian does not change the energy; 'auto' (timed by training) takes 'best' here.
+  laplacian = config.resolve_laplacian('best' if cfg.optim.laplacian == 'auto'
+                                       else cfg.optim.laplacian)
+  parts = step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian)
+  state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   trained_step, state = checkpoint.restore_latest(run_dir, state, ('params', 'walkers'))
   state = state._replace(key=jax.random.PRNGKey(seed))
   def sweep(s):

@@ -13,7 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from ferminet_fast import InputError, rundir
+from ferminet_fast import InputError
+from ferminet_fast.run import rundir
 
 STAGES = ('mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms')
 
@@ -36,11 +37,12 @@ def read_stats(run_dir: str) -> dict:
 
 def exact_energy(run_dir: str) -> Optional[float]:
   """The run's reference energy (Ha), where known."""
-  from ferminet_fast import evaluate, systems
+  from ferminet_fast import config
+  from ferminet_fast.physics import systems
   result = os.path.join(run_dir, 'result.json')
   if os.path.exists(result):
     return rundir.read_json(result).get('exact_energy')
-  cfg = evaluate.config_from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
+  cfg = config.from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
   return systems.make_system(cfg.system).exact_energy
 
 

@@ -123,7 +123,8 @@ def table(rows, key_names):
 
 
 def main():
-  from ferminet_fast import hamiltonian  # Table of Laplacian methods.
+  from ferminet_fast import config as settings
+  from ferminet_fast.physics import hamiltonian  # Table of Laplacian methods.
 
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--suite', nargs='*', default=['configs', 'sweep', 'naive'],
@@ -172,7 +173,7 @@ def main():
         continue
       for opt in args.optimizers:
         for method in (args.kfac_methods if opt == 'kfac' else args.methods):
-          method = hamiltonian.resolve(method)
+          method = settings.resolve_laplacian(method)
           r = run_one(config, overrides + [f'--config.optim.laplacian={method}',
                                            f'--config.optim.optimizer={opt}'], args.iterations)
           results['configs'].append(((label, opt, method), r))

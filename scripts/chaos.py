@@ -46,6 +46,19 @@ ENV = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=1',
            PYTHONUNBUFFERED='1')
 
 
+INJECT_FLAG = '--inject-nan'  # INTO@STEP: this script runs the training CLI with NaN injected.
+
+
+def train_with_injection(flag: str) -> None:
+  """The training command line (the rest of sys.argv), with NaN injected into 'params' or
+  'walkers' when the step counter reaches STEP (recovery.nan_injector)."""
+  from ferminet_fast import train
+  from ferminet_fast.run import cli, recovery
+  into, at = flag.split('=', 1)[1].split('@')
+  sys.argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a != flag]
+  cli.run_training(train.train, wrap_step=recovery.nan_injector(int(at), into))
+
+
 def train_cmd(run_dir, *extra):
   return [sys.executable, '-m', 'ferminet_fast.train', *TINY,
           f'--config.log.save_path={run_dir}', *extra]
@@ -175,10 +188,9 @@ def chaos_nan(work, trials, rng):
     run_dir = os.path.join(work, f'nan_{i}')
     into = 'params' if i % 2 == 0 else 'walkers'
     at = int(rng.integers(20, 120))
-    r = subprocess.run(train_cmd(run_dir, '--config.optim.iterations=150',
-                                 '--config.optim.snapshot_every=10',
-                                 f'--config.debug.inject_nan={into}',
-                                 f'--config.debug.inject_nan_step={at}'),
+    cmd = train_cmd(run_dir, '--config.optim.iterations=150', '--config.optim.snapshot_every=10')
+    cmd[1:3] = [os.path.abspath(__file__), f'{INJECT_FLAG}={into}@{at}']
+    r = subprocess.run(cmd,
                        capture_output=True, text=True, env=ENV, cwd=REPO)
     last = checkpoint_steps(run_dir)
     timings = json.load(open(os.path.join(run_dir, 'timings.json'))) if r.returncode == 0 else {}
@@ -398,4 +410,7 @@ def main():
 
 
 if __name__ == '__main__':
-  main()
+  if len(sys.argv) > 1 and sys.argv[1].startswith(INJECT_FLAG + '='):
+    train_with_injection(sys.argv[1])
+  else:
+    main()

@@ -22,7 +22,7 @@ import traceback
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from ferminet_fast.compare import WORKLOADS, measure  # noqa: E402
+from comparisons import WORKLOADS, measure  # noqa: E402
 
 
 def machine() -> str:

@@ -23,7 +23,11 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from ferminet_fast import cli, hamiltonian, step, systems  # noqa: E402
+from ferminet_fast import config  # noqa: E402
+from ferminet_fast.physics import hamiltonian, systems  # noqa: E402
+from ferminet_fast.run import cli, profiling  # noqa: E402
+from ferminet_fast.vmc import step  # noqa: E402
+from ferminet_fast.wavefunction import networks  # noqa: E402
 
 
 def naive_kinetic(log_psi, r):
@@ -81,12 +85,14 @@ def main():
 
   cfg = cli.load_config_file(args.config)
   system = systems.make_system(cfg.system)
-  parts = step.make_parts(cfg, system)
-  state = step.init_state(parts, cfg, system, jax.random.PRNGKey(0))
+  network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
+  parts = step.make_parts(system, network, cfg.mcmc, cfg.optim,
+                          config.resolve_laplacian(cfg.optim.laplacian))
+  state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
 
-  ours_ms = step.time_train_step(compiled, state, repeats=20)  # Ours, on the real state.
+  ours_ms = profiling.time_train_step(compiled, state, repeats=20)  # Ours, on the real state.
 
   # One untimed walker first: eager JAX caches each primitive's compilation, and the
   # profile's trainer paid that only once per process too.

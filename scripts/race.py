@@ -39,7 +39,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ferminet_fast import cli, stats, systems  # noqa: E402
+from ferminet_fast.physics import systems  # noqa: E402
+from ferminet_fast.run import cli  # noqa: E402
+from ferminet_fast.vmc import stats  # noqa: E402
 import ferminet_reference as reference  # noqa: E402
 
 SOURCES = {  # Where the exact energy in our config (systems.py for atoms) comes from.
@@ -224,8 +226,8 @@ def write_section(path: str) -> None:
 
 
 def _machine() -> str:
-  from ferminet_fast import monitor
-  m = monitor.machine()
+  from ferminet_fast.run import machine
+  m = machine.machine()
   return f'{m["cpu"]}, {m["cpu_count"]} cores'
 
 

@@ -1,8 +1,11 @@
 """Shared fixtures: tiny systems and networks so the suite fits a 2-core CPU budget."""
 
 import os
+import sys
 
 os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=1')
+# The comparison workloads (comparisons/) are not installed with the package.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pytest  # noqa: E402
 
@@ -39,7 +42,8 @@ def tiny_network(atom='He', dtype=None, seed=0, **overrides):
   """(system, network, params) of a tiny config; `dtype` defaults to float32."""
   import jax
   import jax.numpy as jnp
-  from ferminet_fast import networks, systems
+  from ferminet_fast.physics import systems
+  from ferminet_fast.wavefunction import networks
   cfg = tiny_config(atom, **overrides)
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system, dtype or jnp.float32)

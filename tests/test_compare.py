@@ -14,15 +14,17 @@ import pytest
 pytest.importorskip('torch')
 pytest.importorskip('sklearn')
 
-from ferminet_fast.compare import gan_metrics, gaussgan, gaussgan_bench, genesis_ops, quantum  # noqa: E402
+from comparisons.gaussgan import bench as gaussgan_bench, data as gaussgan_data  # noqa: E402
+from comparisons.gaussgan import port as gaussgan_port, reference as gaussgan_reference  # noqa: E402
+from comparisons.genesis_ops import bench as genesis_ops_bench, data as genesis_ops_data  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_genesis_ops_agree_with_float64_and_pytorch():
-  results, peaks = genesis_ops.run(quick=True)
+  results, peaks = genesis_ops_bench.run(quick=True)
   assert {r.op for r in results} == {'add', 'matmul', 'sum'}
-  assert len([r for r in results if r.op == 'sum']) == 2 * len(genesis_ops.SUM_AXES)
+  assert len([r for r in results if r.op == 'sum']) == 2 * len(genesis_ops_data.SUM_AXES)
   for r in results:
     assert r.max_error <= r.tolerance and r.torch_error <= r.tolerance, r
     assert r.jax_ms > 0 and r.torch_ms > 0 and r.numpy_ms > 0
@@ -37,7 +39,7 @@ def test_gaussgan_step_equals_the_pytorch_step(killer):
 
 
 def test_gaussgan_data_is_the_two_gaussian_mixture():
-  points, train = gaussgan.make_dataset()
+  points, train = gaussgan_data.make_dataset()
   assert points.shape == (20000, 2) and train.shape == (16000, 2)
   left = points[points[:, 0] < 0]
   np.testing.assert_allclose(left.mean(0), [-5, 5], atol=0.05)
@@ -46,7 +48,7 @@ def test_gaussgan_data_is_the_two_gaussian_mixture():
 
 @functools.lru_cache()
 def reference_set():
-  return gaussgan.make_dataset()[0][:2000]
+  return gaussgan_data.make_dataset()[0][:2000]
 
 
 def test_metrics_equal_scipy_sklearn_pytorch():
@@ -54,27 +56,27 @@ def test_metrics_equal_scipy_sklearn_pytorch():
   rng = np.random.default_rng(0)
   p = np.concatenate([rng.standard_normal((300, 2)) + [-5, 5],
                       1.5 * rng.standard_normal((200, 2)) + [4, 6]]).astype(np.float32)
-  ours = gan_metrics.metrics(jnp.asarray(p), jnp.asarray(y), gan_metrics.reference_terms(y))
-  ref = gan_metrics.reference_metrics(p, y)
-  for name in gan_metrics.NAMES:
+  ours = gaussgan_port.metrics(jnp.asarray(p), jnp.asarray(y), gaussgan_port.reference_terms(y))
+  ref = gaussgan_reference.reference_metrics(p, y)
+  for name in gaussgan_port.NAMES:
     assert abs(float(ours[name]) - ref[name]) < 1e-4, name
   # Samples of the true mixture have the ideal log-likelihood, -(1 + ln 2 pi + ln 2).
   assert abs(float(ours['LogLikelihood']) - ref['LogLikelihood']) < 1e-4
-  q = gan_metrics.metrics(jnp.asarray(y[:500]), jnp.asarray(y), gan_metrics.reference_terms(y))
+  q = gaussgan_port.metrics(jnp.asarray(y[:500]), jnp.asarray(y), gaussgan_port.reference_terms(y))
   assert abs(float(q['LogLikelihood']) + 1 + np.log(2 * np.pi) + np.log(2)) < 0.15
 
 
 def test_short_training_improves_the_generator():
   y = reference_set()
-  terms = gan_metrics.reference_terms(y)
-  params, bn = gaussgan.init_params(0)
-  state = gaussgan.init_state(params, bn)
-  before = gan_metrics.metrics(gaussgan.sample(state, jax.random.PRNGKey(1)), jnp.asarray(y), terms)
-  _, train = gaussgan.make_dataset()
-  epoch = gaussgan.make_epoch()
+  terms = gaussgan_port.reference_terms(y)
+  params, bn = gaussgan_port.init_params(0)
+  state = gaussgan_port.init_state(params, bn)
+  before = gaussgan_port.metrics(gaussgan_port.sample(state, jax.random.PRNGKey(1)), jnp.asarray(y), terms)
+  _, train = gaussgan_data.make_dataset()
+  epoch = gaussgan_port.make_epoch()
   for e in range(2):
     state, d_loss, g_loss = epoch(state, jnp.asarray(train[:2048]), jax.random.PRNGKey(e))
-  after = gan_metrics.metrics(gaussgan.sample(state, jax.random.PRNGKey(1)), jnp.asarray(y), terms)
+  after = gaussgan_port.metrics(gaussgan_port.sample(state, jax.random.PRNGKey(1)), jnp.asarray(y), terms)
   assert np.isfinite(float(d_loss)) and np.isfinite(float(g_loss))
   assert float(after['LogLikelihood']) > float(before['LogLikelihood']) + 1.0
 
@@ -82,7 +84,7 @@ def test_short_training_improves_the_generator():
 def dense_circuit(z1, z2, weights):
   """Independent reference: the whole circuit as 64 x 64 matrices (Kronecker products;
   qubit 0 is the most significant bit, as in the state tensor's first axis)."""
-  n = quantum.N_QUBITS
+  n = gaussgan_port.N_QUBITS
   eye = np.eye(2)
 
   def on(q, g):
@@ -110,7 +112,7 @@ def dense_circuit(z1, z2, weights):
   psi[0] = 1
   for q in range(n):
     psi = on(q, rz(np.arcsin(z2))) @ on(q, ry(np.arcsin(z1))) @ psi
-  for layer in range(quantum.N_LAYERS):
+  for layer in range(gaussgan_port.N_LAYERS):
     for q in range(n):
       psi = on(q, ry(weights[layer, q])) @ psi
     for q in range(n - 1):
@@ -121,15 +123,15 @@ def dense_circuit(z1, z2, weights):
 
 
 def test_quantum_circuit_batched_equals_loop_and_dense_matrices():
-  w = quantum.init_weights(0)
+  w = gaussgan_port.init_weights(0)
   z = np.random.default_rng(0).uniform(-1, 1, (16, 2))
-  batched = np.asarray(quantum.expectations(jnp.asarray(z, jnp.float32), jnp.asarray(w, jnp.float32)))
-  loop = quantum.expectations_loop(z, w)
+  batched = np.asarray(gaussgan_port.expectations(jnp.asarray(z, jnp.float32), jnp.asarray(w, jnp.float32)))
+  loop = gaussgan_reference.expectations_loop(z, w)
   np.testing.assert_allclose(batched, loop, atol=1e-5)
   for i in range(3):
     np.testing.assert_allclose(loop[i], dense_circuit(z[i, 0], z[i, 1], w), atol=1e-12)
   # Without rotations in the layers the state stays a product state: <Z> = cos(arcsin z1).
-  zero = quantum.expectations_loop(z, np.zeros_like(w))
+  zero = gaussgan_reference.expectations_loop(z, np.zeros_like(w))
   np.testing.assert_allclose(zero, np.sqrt(1 - z[:, :1] ** 2) * np.ones((1, 6)), atol=1e-12)
 
 

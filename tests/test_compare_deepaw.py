@@ -10,7 +10,7 @@ pytest.importorskip('torch')
 pytest.importorskip('e3nn')
 pytest.importorskip('e3nn_jax')
 
-from ferminet_fast.compare import deepaw, deepaw_bench, deepaw_data  # noqa: E402
+from comparisons.deepaw import bench as deepaw_bench, data as deepaw_data, port as deepaw_port  # noqa: E402
 
 
 def test_hfo2_density_integrates_to_the_valence_charge():
@@ -40,8 +40,8 @@ def test_jax_port_equals_the_e3nn_reference():
 
 
 def test_density_is_invariant_under_rotation():
-  spec = deepaw.model_spec(8, 2)
-  params = deepaw.init_params(spec, 0)
+  spec = deepaw_port.model_spec(8, 2)
+  params = deepaw_port.init_params(spec, 0)
   s = deepaw_data.hfo2(rattle=0.1)
   rng = np.random.default_rng(1)
   q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
@@ -50,10 +50,10 @@ def test_density_is_invariant_under_rotation():
 
   def predict(structure):
     a = deepaw_data.atom_graph(structure)
-    atoms = deepaw.atom_features(spec, params, jnp.asarray(structure.numbers), jnp.asarray(a.src),
+    atoms = deepaw_port.atom_features(spec, params, jnp.asarray(structure.numbers), jnp.asarray(a.src),
                                  jnp.asarray(a.dst), jnp.asarray(a.vec, jnp.float32))
     g = deepaw_data.ProbeGraphBuilder(structure).edges(frac @ structure.cell)
-    return np.asarray(deepaw.density(spec, params, atoms, jnp.asarray(g.src), jnp.asarray(g.dst),
+    return np.asarray(deepaw_port.density(spec, params, atoms, jnp.asarray(g.src), jnp.asarray(g.dst),
                                      jnp.asarray(g.vec, jnp.float32), len(frac)))
 
   a, b = predict(s), predict(rotated)

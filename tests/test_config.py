@@ -6,7 +6,9 @@ import os
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, cli, config, systems
+from ferminet_fast import InputError, config
+from ferminet_fast.physics import systems
+from ferminet_fast.run import cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(REPO, 'configs', '*.py')))
@@ -57,7 +59,35 @@ def test_override_checker_names_the_missing_key():
 
 
 def test_missing_optional_laplacian_package_is_named(monkeypatch):
-  from ferminet_fast import hamiltonian
-  monkeypatch.setattr(hamiltonian, 'available_laplacians', lambda: ['jacfwd', 'jvp_loop'])
+  monkeypatch.setattr(config, 'installed', lambda package: package != 'folx')
   with pytest.raises(InputError, match="pip install 'ferminet_fast\\[folx\\]'"):
     config.validate(tiny_config('He', **{'optim.laplacian': 'folx'}))
+
+
+def test_the_names_in_the_config_are_the_pieces_implemented():
+  from ferminet_fast.optimizers import optim
+  from ferminet_fast.physics import hamiltonian
+  from ferminet_fast.vmc import loss
+  from ferminet_fast.wavefunction import networks
+  assert set(config.LAPLACIANS) == set(hamiltonian.LAPLACIANS)
+  assert set(config.OPTIMIZERS) == set(optim.OPTIMIZERS)
+  assert set(config.ENVELOPES) == set(networks.ENVELOPES)
+  assert set(config.JASTROWS) == set(networks.JASTROWS)
+  assert set(config.CLIP_METHODS) == set(loss.CLIPPING)
+
+
+def test_a_saved_config_reads_back_and_retired_keys_are_ignored():
+  saved = tiny_config('Li', **{'network.ferminet.hidden_dims': ((8, 4),)}).to_dict()
+  saved['debug']['inject_nan'] = 'params'  # A key of an earlier version.
+  cfg = config.from_json(saved)
+  assert cfg.system.atom == 'Li' and cfg.network.ferminet.hidden_dims == ((8, 4),)
+  saved['optim']['learning_rate'] = 0.1
+  with pytest.raises(InputError, match='optim.learning_rate'):
+    config.from_json(saved)
+
+
+def test_every_key_is_declared_with_its_meaning():
+  described = config.describe()
+  for key, setting in config.SETTINGS.items():
+    assert f'{key} = ' in described and setting.doc.strip()
+  assert config.freeze(config.default()).optim.laplacian in config.LAPLACIANS

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, checkpoint, evaluate, train
+from ferminet_fast import InputError, evaluate, train
+from ferminet_fast.run import checkpoint
 
 
 def test_evaluation_freezes_parameters_and_reports(tmp_path):

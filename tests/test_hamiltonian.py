@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config, tiny_network
-from ferminet_fast import config, hamiltonian, systems
+from ferminet_fast import config
+from ferminet_fast.physics import hamiltonian, systems
 
 METHODS = sorted(hamiltonian.LAPLACIANS)  # folx comes with the test extra.
 DENSE_METHODS = [m for m in METHODS if m != 'folx_sparse']

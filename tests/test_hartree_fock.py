@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import hartree_fock, systems
+from ferminet_fast.physics import hartree_fock, systems
 
 pytest.importorskip('pyscf')
 

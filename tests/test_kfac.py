@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_network
-from ferminet_fast import kfac, networks, optim
+from ferminet_fast.optimizers import kfac, optim
+from ferminet_fast.wavefunction import networks
 
 NETWORKS = {
     'ferminet': {},

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_network
-from ferminet_fast import hamiltonian, loss
+from ferminet_fast.physics import hamiltonian
+from ferminet_fast.vmc import loss
 
 
 @pytest.mark.parametrize('clip_k', [0.0, 1.0])

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from conftest import tiny_config
-from ferminet_fast import mcmc, stats, systems
+from ferminet_fast.physics import systems
+from ferminet_fast.vmc import mcmc, stats
 
 
 def hydrogen_log_psi(params, x):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_network
-from ferminet_fast import networks
+from ferminet_fast.wavefunction import networks
 
 
 @pytest.mark.parametrize('n', [1, 2, 3, 4])

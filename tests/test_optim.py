@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config, tiny_network
-from ferminet_fast import config, optim, train
+from ferminet_fast import config, train
+from ferminet_fast.optimizers import optim
 
 
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac', 'spring'])

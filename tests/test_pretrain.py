@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import hartree_fock, mcmc, networks, pretrain, systems, train
+from ferminet_fast.physics import hartree_fock, systems
+from ferminet_fast.vmc import mcmc, pretrain
+from ferminet_fast.wavefunction import networks
 
 
 def test_pretraining_reduces_orbital_mismatch():
@@ -17,7 +19,7 @@ def test_pretraining_reduces_orbital_mismatch():
   network = networks.make_network(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = mcmc.init_positions(jax.random.PRNGKey(1), system, cfg.batch_size, 1.0, jnp.float32)
-  new_params, new_x, losses = pretrain.pretrain(cfg, system, network, params, x,
+  new_params, new_x, losses = pretrain.pretrain(cfg.pretrain, cfg.mcmc, system, network, params, x,
                                                 jax.random.PRNGKey(2), say=lambda *a: None)
   assert losses.shape == (40,) and np.all(np.isfinite(losses))
   assert losses[-10:].mean() < 0.5 * losses[:5].mean(), (losses[:5], losses[-10:])
@@ -51,6 +53,7 @@ def test_without_pyscf_the_run_says_so_and_goes_on(monkeypatch):
   monkeypatch.setattr(pretrain, 'available', lambda: False)
   cfg = tiny_config('He', **{'pretrain.iterations': 10})
   said, state = [], object()
-  assert train._pretrain(cfg, None, None, state, said.append) is state  # Left as it was.
+  assert pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, None, None, None, state,
+                                 said.append) is state  # Left as it was.
   assert said == ["Pretrain skipped: config.pretrain.iterations = 10 needs the optional "
                   "package pyscf (pip install 'ferminet_fast[pyscf]')"]

@@ -8,12 +8,19 @@ import orbax.checkpoint as ocp
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import TrainingError, checkpoint, train
+from ferminet_fast import TrainingError, train
+from ferminet_fast.run import checkpoint, recovery
+
+INJECT_AT = 12  # Step at which NaN is injected.
 
 
 def cfg_for(path, **extra):
   return tiny_config('He', **{'optim.iterations': 40, 'log.save_path': str(path),
-                              'optim.snapshot_every': 5, 'debug.inject_nan_step': 12, **extra})
+                              'optim.snapshot_every': 5, **extra})
+
+
+def train_injecting(cfg, into):
+  return train.train(cfg, quiet=True, wrap_step=recovery.nan_injector(INJECT_AT, into))
 
 
 def all_finite(tree):
@@ -25,7 +32,7 @@ def stats_steps(path):
 
 
 def test_nan_parameters_rewind_to_the_last_good_state(tmp_path):
-  result = train.train(cfg_for(tmp_path / 'run', **{'debug.inject_nan': 'params'}), quiet=True)
+  result = train_injecting(cfg_for(tmp_path / 'run'), 'params')
   assert result.timings['rewinds'] == 1
   assert all_finite(result.state.params)
   assert np.isfinite(result.history['energy'][-10:]).all()
@@ -34,7 +41,7 @@ def test_nan_parameters_rewind_to_the_last_good_state(tmp_path):
 
 
 def test_nan_walkers_are_restarted_without_a_rewind(tmp_path):
-  result = train.train(cfg_for(tmp_path / 'run', **{'debug.inject_nan': 'walkers'}), quiet=True)
+  result = train_injecting(cfg_for(tmp_path / 'run'), 'walkers')
   assert result.timings['rewinds'] == 0
   assert all_finite(result.state)
   assert result.history['nonfinite'].sum() == 0  # Restarted before any energy was taken.
@@ -42,14 +49,13 @@ def test_nan_walkers_are_restarted_without_a_rewind(tmp_path):
 
 def test_unrecoverable_run_stops_and_keeps_only_finite_checkpoints(tmp_path):
   path = tmp_path / 'run'
-  cfg = cfg_for(path, **{'debug.inject_nan': 'params', 'optim.max_rewinds': 0,
-                         'log.save_every': 2, 'log.keep_checkpoints': 20,
-                         'log.save_frequency': 0.0})
+  cfg = cfg_for(path, **{'optim.max_rewinds': 0, 'log.save_every': 2,
+                         'log.keep_checkpoints': 20, 'log.save_frequency': 0.0})
   with pytest.raises(TrainingError, match='could not recover'):
-    train.train(cfg, quiet=True)
+    train_injecting(cfg, 'params')
   manager = ocp.CheckpointManager(checkpoint.directory(str(path)))
   steps = manager.all_steps()
-  assert steps and max(steps) <= 12
+  assert steps and max(steps) <= INJECT_AT
   for s in steps:
     assert all_finite(manager.restore(s, args=ocp.args.StandardRestore()))
   manager.close()

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ferminet_fast import stats
+from ferminet_fast.vmc import stats
 
 
 def ar1(phi, n, seed):

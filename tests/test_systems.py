@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, systems
+from ferminet_fast import InputError
+from ferminet_fast.physics import systems
 
 
 @pytest.mark.parametrize('atom,electrons', [

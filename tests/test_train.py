@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, rundir, train
+from ferminet_fast import InputError, train
+from ferminet_fast.run import rundir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -133,6 +134,20 @@ def test_every_network_optimizer_and_precision_trains(tmp_path, network, optimiz
   assert len(result.history['energy']) == 4
   assert np.all(np.isfinite(result.history['energy']))
   assert result.state.walkers.x.dtype == np.dtype(precision)
+
+
+def test_auto_laplacian_and_the_other_pieces_run_through_train(tmp_path):
+  """laplacian='auto' times the candidates before the step is built and trains with the
+  fastest; the non-default envelope, Jastrow and clipping run through the same path."""
+  cfg = tiny_config('Li', **{
+      'optim.laplacian': 'auto', 'network.envelope': 'full', 'network.jastrow': 'none',
+      'optim.clip_method': 'mean_absdev', 'batch_size': 16, 'optim.iterations': 3,
+      'mcmc.burn_in': 2, 'network.ferminet.hidden_dims': ((8, 4),),
+      'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
+  times = result.timings['laplacian_auto_ms']
+  assert result.timings['laplacian'] == min(times, key=times.get)
+  assert np.all(np.isfinite(result.history['energy']))
 
 
 @pytest.mark.parametrize('args', [

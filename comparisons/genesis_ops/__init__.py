@@ -1,0 +1,1 @@
+"""Genesis op kernels (elementwise add, square matmul, sums) against PyTorch and NumPy."""

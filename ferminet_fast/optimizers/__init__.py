@@ -1,0 +1,1 @@
+"""Optimizers as optax transformations, chosen by name (optim), and KFAC (kfac)."""

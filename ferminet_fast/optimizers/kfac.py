@@ -1,0 +1,193 @@
+"""KFAC (Martens & Grosse 2015; Pfau et al. 2020 for FermiNet) as an optax transformation,
+written against public JAX and flax only.
+
+Curvature: the Fisher matrix of a normal likelihood of variance 1/2 on log|psi| of each
+walker, F = (2 / B) sum_i J_i^T J_i with J_i = d log|psi(x_i)| / d params (what FermiNet
+registers with kfac-jax, so that its learning rates, damping and norm constraint carry
+over), approximated block-diagonally:
+
+- every dense layer of the network (networks.Dense and SymmetricDense, each applied to R
+  rows per walker: electrons, electron pairs) is a Kronecker-factored block (A kron G) / R,
+  A = (1/B) sum_{i,r} a a^T over its inputs a (a 1 appended when it has a bias),
+  G = (2/B) sum_{i,r} d d^T over d = d log|psi_i| / d (output row r): kfac-jax's
+  repeated-dense block;
+- every other parameter (envelopes, Jastrow, layer norms) gets the diagonal of F from the
+  per-walker gradients.
+
+The inputs and output derivatives come from the network's taps (`Network.log_psi_tapped`):
+one batched forward and backward pass of log|psi|, inside the same jitted step as
+everything else. Factors are averaged over steps (a normalised exponential moving
+average, `cov_ema_decay`) and inverted with factored Tikhonov damping (pi-adjusted, as in
+kfac-jax) every `invert_every` steps. The update is -lr * F^-1 g, scaled down so that
+lr^2 <F^-1 g, g> <= norm_constraint (FermiNet's trust region).
+"""
+
+from typing import Callable, NamedTuple
+
+from flax import traverse_util
+import jax
+import jax.numpy as jnp
+import optax
+
+FISHER_SCALE = 2.0  # 1 / variance of the normal likelihood on log|psi|.
+
+
+class KfacState(NamedTuple):
+  count: jax.Array  # () int32, updates made.
+  lr: jax.Array  # () learning rate of the last update (after the norm constraint).
+  weight: jax.Array  # () sum_t decay^(T - t): normaliser of the moving averages.
+  factors: dict  # Layer -> (A, G, repeats): decayed sums of the per-step statistics.
+  diagonal: dict  # Parameter -> decayed sum of the diagonal of F.
+  inverses: dict  # Layer -> (A^-1, G^-1 * repeats), parameter -> 1 / (diag + damping).
+
+
+def _name(path: tuple) -> str:
+  return '/'.join(path)
+
+
+def _layers(taps) -> list:
+  """Module paths of the tapped dense layers."""
+  return sorted(path[:-1] for path in traverse_util.flatten_dict(taps))
+
+
+def make_statistics(network, n_coords: int, dtype) -> tuple:
+  """(statistics(params, x (B, 3N)) -> (factors, diagonal) of this batch, layers):
+  per-layer (A, G, repeats) and per-parameter diagonal of F, as defined above."""
+  layers = _layers(network.taps(jnp.zeros((n_coords,), dtype)))
+  dense = {path + (leaf,) for path in layers for leaf in ('kernel', 'bias')}
+
+  def per_walker(params, x):
+    flat = traverse_util.flatten_dict(params['params'])
+    diagonal = {k: v for k, v in flat.items() if k not in dense}
+
+    def log_psi(diagonal, taps):
+      merged = traverse_util.unflatten_dict({**flat, **diagonal})
+      return network.log_psi_tapped({'params': merged}, taps, x)
+
+    (_, inputs), grads = jax.value_and_grad(log_psi, argnums=(0, 1), has_aux=True)(
+        diagonal, network.taps(x))
+    return inputs, grads
+
+  def statistics(params, x):
+    inputs, (g_diag, g_taps) = jax.vmap(per_walker, in_axes=(None, 0))(params, x)
+    b = x.shape[0]
+    inputs, g_taps = traverse_util.flatten_dict(inputs), traverse_util.flatten_dict(g_taps)
+    flat = traverse_util.flatten_dict(params['params'])
+    factors = {}
+    for path in layers:
+      (a,) = inputs[path + ('inputs',)]  # (B, R, n_in), a tuple as sown.
+      d = g_taps[path + ('outputs',)]
+      d = d.reshape(b * a.shape[1], -1)  # (B R, n_out)
+      a = a.reshape(b * a.shape[1], -1)
+      # Rows whose output does not reach log|psi| are not counted (kfac-jax's masking).
+      mask = jnp.any(d != 0, axis=-1, keepdims=True).astype(a.dtype)
+      a = a * mask
+      if path + ('bias',) in flat:
+        a = jnp.concatenate([a, jnp.ones_like(a[:, :1])], axis=1)
+      factors[_name(path)] = (a.T @ a / b, FISHER_SCALE * (d.T @ d) / b, jnp.sum(mask) / b)
+    diagonal = {_name(k): FISHER_SCALE * jnp.sum(g**2, axis=0) / b for k, g in g_diag.items()}
+    return factors, diagonal
+
+  return statistics, layers
+
+
+def damped_inverses(a: jax.Array, g: jax.Array, damping) -> tuple:
+  """(A^-1, G^-1) of the pi-adjusted factored damping of A kron G + damping I: each factor
+  normalised to unit mean eigenvalue, sqrt(damping) / sqrt(norm_A norm_G) added to both,
+  the scale restored (kfac-jax's `pi_adjusted_kronecker_factors`). A zero factor gives
+  sqrt(damping) I for both."""
+  norm_a = jnp.trace(a) / a.shape[0]
+  norm_g = jnp.trace(g) / g.shape[0]
+  c = jnp.sqrt(norm_a * norm_g)
+  positive = jnp.minimum(norm_a, norm_g) > 0
+  safe = lambda v: jnp.where(positive, v, 1.0)
+  extra = jnp.sqrt(damping) / safe(c)
+  root = jnp.sqrt(damping)
+
+  def inverse(m, norm):
+    eye = jnp.eye(m.shape[0], dtype=m.dtype)
+    damped = jnp.where(positive, (m / safe(norm) + extra * eye) * c, root * eye)
+    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(damped), eye)
+
+  return inverse(a, norm_a), inverse(g, norm_g)
+
+
+def _invert(factors: dict, diagonal: dict, weight, damping) -> dict:
+  out = {}
+  for name, (a, g, repeats) in factors.items():
+    repeats = repeats / weight
+    # F = (A kron G) / repeats: damping the bracket by damping * repeats damps F by damping.
+    a_inv, g_inv = damped_inverses(a / weight, g / weight, damping * repeats)
+    out[name] = (a_inv, g_inv * repeats)
+  for name, d in diagonal.items():
+    out[name] = 1.0 / (d / weight + damping)
+  return out
+
+
+def precondition(grads, inverses: dict, layers: list):
+  """F^-1 g with the block inverses: A^-1 [dK; db] G^-1 per layer, g / diag elsewhere."""
+  flat = traverse_util.flatten_dict(grads['params'])
+  out = {}
+  for path in layers:
+    a_inv, g_inv = inverses[_name(path)]
+    kernel = flat[path + ('kernel',)]
+    n_out = g_inv.shape[0]
+    v = kernel.reshape(-1, n_out)
+    bias = path + ('bias',)
+    if bias in flat:
+      v = jnp.concatenate([v, flat[bias].reshape(1, n_out)])
+    u = a_inv @ v @ g_inv
+    if bias in flat:
+      out[bias] = u[-1].reshape(flat[bias].shape)
+      u = u[:-1]
+    out[path + ('kernel',)] = u.reshape(kernel.shape)
+  for key, g in flat.items():
+    if key not in out:
+      out[key] = inverses[_name(key)] * g
+  return {'params': traverse_util.unflatten_dict(out)}
+
+
+def norm_constrained(lr, sq_norm, constraint):
+  """The step size lr, reduced so that lr^2 * sq_norm <= constraint (FermiNet's trust region)."""
+  return lr * jnp.minimum(1.0, jnp.sqrt(constraint / (lr**2 * sq_norm + 1e-30)))
+
+
+def kfac(network, n_coords: int, schedule: Callable, damping: float, norm_constraint: float,
+         cov_ema_decay: float, invert_every: int) -> optax.GradientTransformationExtraArgs:
+  """The KFAC transformation. Its `update(grads, state, params, *, samples)` needs the
+  step's walkers (`samples.x`, (B, 3N)), whose curvature statistics it folds in first."""
+
+  def init(params):
+    dtype = jax.tree.leaves(params)[0].dtype
+    statistics, _ = make_statistics(network, n_coords, dtype)
+    shapes = jax.eval_shape(statistics, params, jnp.zeros((1, n_coords), dtype))
+    factors, diagonal = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    inverses = _invert(factors, diagonal, jnp.ones((), dtype), damping)
+    return KfacState(jnp.zeros((), jnp.int32), jnp.zeros((), dtype), jnp.zeros((), dtype),
+                     factors, diagonal, inverses)
+
+  def update(grads, state: KfacState, params=None, *, samples=None, **extra):
+    del extra
+    dtype = jax.tree.leaves(params)[0].dtype
+    statistics, layers = make_statistics(network, n_coords, dtype)
+    factors, diagonal = statistics(params, samples.x)
+    decay = jnp.asarray(cov_ema_decay, dtype)
+    acc = lambda old, new: decay * old + new
+    factors = jax.tree.map(acc, state.factors, factors)
+    diagonal = jax.tree.map(acc, state.diagonal, diagonal)
+    weight = decay * state.weight + 1.0
+    if invert_every == 1:
+      inverses = _invert(factors, diagonal, weight, damping)
+    else:
+      inverses = jax.lax.cond(state.count % invert_every == 0,
+                              lambda: _invert(factors, diagonal, weight, damping),
+                              lambda: state.inverses)
+    direction = precondition(grads, inverses, layers)
+    sq_norm = sum(jnp.vdot(d, g) for d, g in zip(jax.tree.leaves(direction),
+                                                  jax.tree.leaves(grads)))
+    lr = norm_constrained(schedule(state.count), sq_norm, norm_constraint).astype(dtype)
+    updates = jax.tree.map(lambda d: -lr * d, direction)
+    return updates, KfacState(state.count + 1, lr, weight, factors, diagonal, inverses)
+
+  return optax.GradientTransformationExtraArgs(init, update)
+

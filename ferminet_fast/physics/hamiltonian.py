@@ -1,0 +1,127 @@
+"""Local energy E_L = -1/2 (lap log|psi| + |grad log|psi||^2) + V_ee + V_en + V_nn, in Ha.
+
+Everything here acts on ONE configuration x (3N,); callers vmap over walkers.
+The Laplacian method is chosen by name from `LAPLACIANS`.
+"""
+
+from typing import Callable, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast import config
+from ferminet_fast.physics import systems
+
+LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| ()
+
+
+class Laplacian(Protocol):
+  """Builds, from f = log|psi| of one configuration, x -> (lap f (), grad f (3N,))."""
+
+  def __call__(self, f: LogPsi) -> Callable[[jax.Array], tuple]:
+    ...
+
+
+def laplacian_jacfwd(f: LogPsi) -> Callable[[jax.Array], tuple]:
+  """Forward-over-reverse Hessian, jacfwd(grad f), and its trace.
+
+  The 3N x 3N Hessian is formed (3N tangents pushed through grad at once) and only
+  its diagonal summed; the gradient comes out of the same pass as the auxiliary value.
+  """
+  grad_f = jax.grad(f)
+
+  def grad_twice(x):
+    g = grad_f(x)
+    return g, g
+
+  def lap(x):
+    hessian, g = jax.jacfwd(grad_twice, has_aux=True)(x)
+    return jnp.trace(hessian), g
+
+  return lap
+
+
+def laplacian_jvp_loop(f: LogPsi) -> Callable[[jax.Array], tuple]:
+  """sum_i d/dx_i (grad f)_i as a loop of 3N Jacobian-vector products through grad f.
+
+  `linearize` evaluates grad f once; each loop step pushes one unit tangent, so
+  memory stays that of a single gradient whatever N is.
+  """
+  grad_f = jax.grad(f)
+
+  def lap(x):
+    g, grad_jvp = jax.linearize(grad_f, x)
+    eye = jnp.eye(x.shape[0], dtype=x.dtype)
+    total = jax.lax.fori_loop(0, x.shape[0], lambda i, acc: acc + grad_jvp(eye[i])[i],
+                              jnp.zeros((), x.dtype))
+    return total, g
+
+  return lap
+
+
+def _folx(sparsity_threshold: int) -> Laplacian:
+  """Forward Laplacian (Li et al. 2023) through folx: value, gradient and Laplacian are
+  pushed forward together in one pass. `sparsity_threshold` > 0 lets folx keep per-electron
+  sparsity of the Jacobian; 0 is dense."""
+
+  def make(f: LogPsi) -> Callable[[jax.Array], tuple]:
+    import folx  # Optional dependency: pip install 'ferminet_fast[folx]'.
+    forward = folx.forward_laplacian(f, sparsity_threshold)
+
+    def fn(x):
+      out = forward(x)
+      try:
+        grad = out.jacobian.dense_array
+      except jax.errors.ConcretizationTypeError:
+        # folx cannot densify a Jacobian that stays sparse to the output (a log|psi| that
+        # is a sum of per-electron terms) under vmap; take the gradient directly then.
+        grad = jax.grad(f)(x)
+      return out.laplacian, grad.reshape(x.shape)
+
+    return fn
+
+  return make
+
+
+LAPLACIANS = {
+    'jacfwd': laplacian_jacfwd,
+    'jvp_loop': laplacian_jvp_loop,
+    'folx': _folx(0),
+    'folx_sparse': _folx(6),  # FermiNet's choice of threshold.
+}
+
+
+def available_laplacians() -> list:
+  """The methods whose packages are installed."""
+  return [m for m in LAPLACIANS if m not in config.LAPLACIAN_PACKAGES
+          or config.installed(config.LAPLACIAN_PACKAGES[m])]
+
+
+def potential_energy(x: jax.Array, atoms: jax.Array, charges: jax.Array,
+                     v_nn: float) -> jax.Array:
+  """V_ee + V_en + V_nn (Ha) for x (3N,), atoms (M, 3) and charges (M,)."""
+  r = x.reshape(-1, 3)
+  n = r.shape[0]
+  r_en = jnp.linalg.norm(r[:, None, :] - atoms[None], axis=-1)
+  v = -jnp.sum(charges[None] / r_en) + v_nn
+  if n > 1:
+    i, j = np.triu_indices(n, k=1)
+    v = v + jnp.sum(1.0 / jnp.linalg.norm(r[i] - r[j], axis=-1))
+  return v
+
+
+def make_local_energy(log_psi: Callable, system: systems.System,
+                      laplacian: str = 'jvp_loop') -> Callable:
+  """(params, x (3N,)) -> E_L (), Ha, with the named Laplacian method."""
+  method = LAPLACIANS[laplacian]
+  v_nn = system.nuclear_repulsion
+
+  def local_energy(params, x):
+    atoms = jnp.asarray(system.positions, x.dtype)
+    charges = jnp.asarray(system.charges, x.dtype)
+    lap, g = method(lambda y: log_psi(params, y))(x)
+    kinetic = -0.5 * (lap + jnp.sum(g * g))
+    return kinetic + potential_energy(x, atoms, charges, v_nn)
+
+  return local_energy

@@ -1,0 +1,112 @@
+"""Hartree-Fock orbitals: the SCF is pyscf's, the orbitals are evaluated in JAX.
+
+pyscf (an optional dependency, pip install 'ferminet_fast[pyscf]') supplies the basis and
+the occupied molecular-orbital coefficients once, on the host. The Gaussian basis functions
+themselves are cheap closed forms, so they are evaluated here in JAX: the orbitals can sit
+inside a jitted pretraining step (and its MCMC moves) on any device, with no host callback.
+Only spherical (pyscf's default) Gaussian shells are used; their values equal pyscf's
+`mol.eval_gto('GTOval_sph', r)` (tests/test_hartree_fock.py).
+"""
+
+from typing import Callable, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast import InputError
+from ferminet_fast.physics import systems
+
+
+class Shell(NamedTuple):
+  """One contracted Gaussian shell: n_ctr functions of angular momentum l (2l+1 each),
+  phi(r) = sum_p coeffs[p, c] exp(-exps[p] |r - center|^2) * Y_lm(r - center)."""
+  center: np.ndarray  # (3,) bohr.
+  exps: np.ndarray  # (n_prim,) 1/bohr^2.
+  coeffs: np.ndarray  # (n_prim, n_ctr), primitive normalisation included.
+  powers: np.ndarray  # (n_cart, 3) integer powers of (x, y, z), pyscf's Cartesian order.
+  cart2sph: np.ndarray  # (n_cart, 2l+1) Cartesian monomials -> real solid harmonics.
+
+
+class HartreeFock(NamedTuple):
+  """Occupied HF orbitals: mo(r) = ao(r) @ coeffs[spin]."""
+  shells: tuple  # Shell per pyscf shell, in pyscf's AO order.
+  coeffs: tuple  # ((n_ao, n_up), (n_ao, n_down)) molecular-orbital coefficients.
+  energy: float  # Ha, the HF total energy.
+  mol: object  # The pyscf.gto.Mole (bohr), for checks against pyscf itself.
+
+
+def check_basis(basis: str, system: systems.System) -> None:
+  """Raises InputError unless pyscf knows `basis` for every element of `system`."""
+  from pyscf import gto
+  for symbol in sorted(set(system.symbols)):
+    try:
+      gto.basis.load(basis, symbol)
+    except Exception as e:  # pyscf raises BasisNotFoundError, KeyError, ... by format.
+      raise InputError(f'config.pretrain.basis = {basis!r}: pyscf has no such basis for '
+                       f'{symbol} ({type(e).__name__})') from e
+
+
+def _cartesian_powers(l: int) -> np.ndarray:
+  """(n_cart, 3) powers (lx, ly, lz) with lx + ly + lz = l, in pyscf's order (xx, xy, xz,
+  yy, yz, zz for l = 2)."""
+  return np.array([(lx, ly, l - lx - ly) for lx in range(l, -1, -1)
+                   for ly in range(l - lx, -1, -1)], dtype=np.int32)
+
+
+def shells_of(mol) -> tuple:
+  """The spherical Gaussian shells of a built pyscf Mole, through its public API."""
+  from pyscf import gto
+  if mol.cart:
+    raise ValueError('Cartesian Gaussian bases are not supported; use spherical (pyscf '
+                     'default)')
+  shells = []
+  for i in range(mol.nbas):
+    l, exps = mol.bas_angular(i), np.asarray(mol.bas_exp(i))
+    coeffs = np.asarray(mol.bas_ctr_coeff(i)) * gto.gto_norm(l, exps)[:, None]
+    shells.append(Shell(np.asarray(mol.bas_coord(i)), exps, coeffs, _cartesian_powers(l),
+                        np.asarray(gto.cart2sph(l))))
+  return tuple(shells)
+
+
+def hartree_fock(system: systems.System, basis: str, restricted: bool) -> HartreeFock:
+  """UHF (ROHF if `restricted`) of `system` in `basis`, occupied orbitals per spin."""
+  from pyscf import gto, scf
+  check_basis(basis, system)
+  mol = gto.M(atom=[(s, tuple(p)) for s, p in zip(system.symbols, system.positions)],
+              unit='bohr', basis=basis, spin=system.n_up - system.n_down,
+              charge=int(round(float(np.sum(system.charges)))) - system.n_electrons,
+              verbose=0)
+  mf = (scf.ROHF if restricted else scf.UHF)(mol)
+  energy = float(mf.kernel())
+  coeff = mf.mo_coeff if mf.mo_coeff.ndim == 3 else (mf.mo_coeff, mf.mo_coeff)
+  occ = mf.mo_occ if mf.mo_occ.ndim == 2 else (mf.mo_occ > 0, mf.mo_occ > 1)
+  coeffs = tuple(np.asarray(c[:, np.asarray(o) > 0][:, :n]) for c, o, n in
+                 zip(coeff, occ, system.electrons))
+  return HartreeFock(shells_of(mol), coeffs, energy, mol)
+
+
+def atomic_orbitals(shells: tuple, r: jnp.ndarray) -> jnp.ndarray:
+  """Basis functions at points r (n, 3), bohr -> (n, n_ao), pyscf's AO order."""
+  out = []
+  for s in shells:
+    d = r - jnp.asarray(s.center, r.dtype)  # (n, 3)
+    r2 = jnp.sum(d * d, axis=-1, keepdims=True)  # (n, 1)
+    radial = jnp.exp(-r2 * jnp.asarray(s.exps, r.dtype)) @ jnp.asarray(s.coeffs, r.dtype)
+    monomials = jnp.stack([d[:, 0] ** int(a) * d[:, 1] ** int(b) * d[:, 2] ** int(c)
+                           for a, b, c in s.powers], axis=-1)  # (n, n_cart)
+    angular = monomials @ jnp.asarray(s.cart2sph, r.dtype)  # (n, 2l+1)
+    out.append((radial[:, :, None] * angular[:, None, :]).reshape(r.shape[0], -1))
+  return jnp.concatenate(out, axis=-1)
+
+
+def make_orbitals(hf: HartreeFock, system: systems.System) -> Callable:
+  """x (3N,) -> [(n_s, n_s) per spin with electrons]: occupied orbital j at electron i of
+  that spin, for one configuration (vmap for walkers)."""
+  coeffs = dict(zip(('up', 'down'), hf.coeffs))
+  blocks = [(lo, hi, coeffs[name]) for name, lo, hi in systems.spin_blocks(*system.electrons)]
+
+  def orbitals(x):
+    ao = atomic_orbitals(hf.shells, x.reshape(-1, 3))  # (N, n_ao)
+    return [ao[lo:hi] @ jnp.asarray(c, x.dtype) for lo, hi, c in blocks]
+
+  return orbitals

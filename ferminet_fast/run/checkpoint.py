@@ -1,0 +1,112 @@
+"""Checkpoints of the whole training state (parameters, optimizer state, walkers, move
+width, PRNG key, step) with orbax: written asynchronously and atomically, the last K kept.
+
+Orbax writes each checkpoint into a temporary directory and renames it when complete, so
+a run killed mid-write leaves no checkpoint that looks finished; one that still fails to
+restore is skipped with a warning in favour of the one before it.
+"""
+
+import os
+import shutil
+import time
+import warnings
+from typing import Optional, Sequence
+
+import jax
+import orbax.checkpoint as ocp
+
+from ferminet_fast import InputError
+
+SUBDIR = 'checkpoints'
+TRASH = 'retired'  # Inside SUBDIR: checkpoints renamed here are being deleted.
+
+
+def directory(run_dir: str) -> str:
+  return os.path.abspath(os.path.join(run_dir, SUBDIR))
+
+
+def has_checkpoint(run_dir: str) -> bool:
+  d = directory(run_dir)
+  return os.path.isdir(d) and any(name.isdigit() for name in os.listdir(d))
+
+
+class Checkpointer:
+  """Saves every `every_steps` steps and/or `every_minutes` minutes, keeping the last `keep`."""
+
+  def __init__(self, run_dir: str, keep: int, every_steps: int, every_minutes: float):
+    # Old checkpoints are retired by an atomic rename into TRASH and only then deleted
+    # (orbax deletes file by file: a kill mid-way would leave a step directory that looks
+    # like a checkpoint but is half gone).
+    self._trash = os.path.join(directory(run_dir), TRASH)
+    self._empty_trash()
+    self._manager = ocp.CheckpointManager(
+        directory(run_dir),
+        options=ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True,
+                                             todelete_subdir=TRASH))
+    self._every_steps, self._every_s = every_steps, 60.0 * every_minutes
+    self._last_time = time.monotonic()
+    self.last_saved: Optional[int] = None
+
+  def due_by_steps(self, step: int) -> bool:
+    return bool(self._every_steps and step % self._every_steps == 0)
+
+  def due_by_time(self) -> bool:
+    return bool(self._every_s and time.monotonic() - self._last_time >= self._every_s)
+
+  def save(self, step: int, state) -> None:
+    """Saves `state` (called by every process with the same step). Orbax copies the arrays
+    to host memory before returning (so the next step may donate them) and writes the
+    files in the background."""
+    if step == self.last_saved:
+      return
+    self._empty_trash()
+    self._manager.save(step, args=ocp.args.StandardSave(state))
+    self._last_time = time.monotonic()
+    self.last_saved = step
+
+  def close(self) -> None:
+    """Waits for pending writes."""
+    self._manager.wait_until_finished()
+    self._manager.close()
+    self._empty_trash()
+
+  def _empty_trash(self) -> None:
+    """Deletes retired checkpoints (a rename may be adding one meanwhile: what cannot be
+    deleted now is deleted next time)."""
+    if os.path.isdir(self._trash):
+      for name in os.listdir(self._trash):
+        shutil.rmtree(os.path.join(self._trash, name), ignore_errors=True)
+
+
+def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None) -> tuple:
+  """(step, state) from the newest checkpoint of run_dir that restores, shaped and laid
+  out over devices like `like` (a state of the same config, on this run's devices; the
+  saved device count does not matter). Raises InputError if none does.
+
+  With `fields` (names of the state's fields, e.g. ('params', 'walkers')) only those are
+  read and the rest is kept from `like`: evaluation needs no optimizer state, whose
+  layout may differ between versions of the optimizer library."""
+  manager = ocp.CheckpointManager(directory(run_dir))
+  if fields is None:
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+    args = ocp.args.StandardRestore(abstract)
+  else:
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct,
+                            {f: getattr(like, f) for f in fields})
+    args = ocp.args.PyTreeRestore(
+        item=abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
+        partial_restore=True)
+  try:
+    for step in sorted(manager.all_steps(), reverse=True):
+      try:
+        state = manager.restore(step, args=args)
+        if fields is not None:
+          state = like._replace(**state)
+      except Exception as e:  # A damaged checkpoint: fall back to the one before.
+        warnings.warn(f'checkpoint {step} in {directory(run_dir)} cannot be restored '
+                      f'({type(e).__name__}: {str(e).splitlines()[0][:200]}); trying an older one')
+        continue
+      return step, state
+  finally:
+    manager.close()
+  raise InputError(f'no checkpoint in {directory(run_dir)} can be restored')

@@ -1,0 +1,131 @@
+"""The training command line: flags, checks made before absl parses them (so bad input
+gets one clear line), and exit codes.
+
+ml_collections' config flag defers a missing file or a failing `get_config()` to
+the first access and reports an unknown override key as a chained traceback; here
+the same conditions are found first and reported as an InputError.
+"""
+
+import functools
+import importlib.util
+import logging
+import os
+import re
+import sys
+from typing import Callable, Optional, Sequence
+
+from ml_collections import config_dict
+
+from ferminet_fast import InputError, TrainingError, config
+
+DEFAULT_CONFIG = config.__file__  # The defaults: a helium atom.
+EXIT_INPUT = 2  # Bad input: nothing was written.
+EXIT_FAILED = 3  # Training could not go on; the last good state is checkpointed.
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rerun to resume.
+
+
+def config_path(argv: Sequence[str], default: str) -> str:
+  """The --config file named in argv (either '--config=F' or '--config F'), else `default`."""
+  for i, arg in enumerate(argv):
+    m = re.match(r'^--?config(=(.*))?$', arg)
+    if m:
+      if m.group(1) is not None:
+        return m.group(2)
+      if i + 1 < len(argv):
+        return argv[i + 1]
+      raise InputError('--config needs a file path')
+  return default
+
+
+def load_config_file(path: str) -> config_dict.ConfigDict:
+  """Runs `get_config()` of the file at `path`, turning every failure into an InputError."""
+  if not os.path.isfile(path):
+    raise InputError(f'--config: no such file {path!r}')
+  try:
+    spec = importlib.util.spec_from_file_location('_ferminet_fast_config_check', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+  except Exception as e:  # A user's file: any error is theirs to see, in one line.
+    raise InputError(f'--config {path}: the file failed to load: {type(e).__name__}: {e}') from None
+  if not hasattr(module, 'get_config'):
+    raise InputError(f'--config {path}: the file defines no get_config()')
+  try:
+    cfg = module.get_config()
+  except Exception as e:
+    raise InputError(f'--config {path}: get_config() failed: {type(e).__name__}: {e}') from None
+  if not isinstance(cfg, config_dict.ConfigDict):
+    raise InputError(f'--config {path}: get_config() returned {type(cfg).__name__}, '
+                     'not a ConfigDict')
+  return cfg
+
+
+def check_overrides(argv: Sequence[str], cfg: config_dict.ConfigDict) -> None:
+  """Every --config.a.b=VALUE must name an existing key (the config is locked)."""
+  for arg in argv:
+    m = re.match(r'^--?(no)?config\.([^=]+)', arg)
+    if not m:
+      continue
+    node, walked = cfg, []
+    for part in m.group(2).split('.'):
+      if not isinstance(node, config_dict.ConfigDict) or part not in node:
+        where = 'config' + ''.join('.' + w for w in walked)
+        known = ', '.join(sorted(node.keys())) if isinstance(node, config_dict.ConfigDict) else ''
+        raise InputError(f'unknown config key {m.group(2)!r}: {where} has no {part!r}'
+                         + (f' (it has: {known})' if known else ''))
+      node = node[part]
+      walked.append(part)
+
+
+def precheck(argv: Sequence[str], default_config: str) -> None:
+  """Checks the config file and overrides; prints the problem and exits 2 if there is one."""
+  try:
+    cfg = load_config_file(config_path(argv[1:], default_config))
+    check_overrides(argv[1:], cfg)
+  except InputError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(EXIT_INPUT)
+
+
+def _main(argv, train: Callable, wrap_step: Optional[Callable]) -> None:
+  from absl import flags
+  from absl import logging as absl_logging
+  absl_logging.set_verbosity(absl_logging.WARNING)  # Library INFO chatter stays out of the log.
+  logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # No 'no TPU' notices.
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])} (options are --config FILE, '
+          '--config.KEY=VALUE, --dry-run)', file=sys.stderr)
+    sys.exit(EXIT_INPUT)
+  cfg = flags.FLAGS.config
+  try:
+    if flags.FLAGS.dry_run:
+      config.validate(cfg)
+      print(cfg)
+      return
+    result = train(cfg, handle_signals=True, wrap_step=wrap_step)
+  except InputError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(EXIT_INPUT)
+  except TrainingError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(EXIT_FAILED)
+  if result.stopped_by:
+    sys.exit(EXIT_PREEMPTED)
+
+
+def run_training(train: Callable, wrap_step: Optional[Callable] = None) -> None:
+  """`train(cfg, handle_signals=True, wrap_step=...)` from the command line (--config FILE,
+  --config.KEY=VALUE, --dry-run; --help-config lists every key). Flags are defined here,
+  not at import, so that importing the package registers nothing, and only after the
+  arguments were checked."""
+  from absl import app, flags
+  from ml_collections import config_flags
+  if '--help-config' in sys.argv[1:]:
+    print(config.describe())
+    sys.exit(0)
+  sys.argv = [('--dry_run' if a == '--dry-run' else a) for a in sys.argv]
+  precheck(sys.argv, DEFAULT_CONFIG)
+  config_flags.DEFINE_config_file(
+      'config', DEFAULT_CONFIG,
+      'Config file exposing get_config(); override keys with --config.KEY=VALUE.')
+  flags.DEFINE_bool('dry_run', False, 'Print the resolved config and exit (also --dry-run).')
+  app.run(functools.partial(_main, train=train, wrap_step=wrap_step))

@@ -1,0 +1,89 @@
+"""The training loop: one compiled step per iteration, and around it what keeps a long run
+safe: per-step records, checkpoints by steps and minutes, rewinds after non-finite steps,
+stage timers re-measured on request, and stop signals agreed across processes."""
+
+import os
+import time
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+
+from ferminet_fast import TrainingError
+from ferminet_fast.run import checkpoint, distributed, recorder, recovery, resume
+
+
+class Outcome(NamedTuple):
+  state: object  # The TrainState after the last step done.
+  steps: int  # Steps done in all (the step counter at the end).
+  history: dict  # Column -> (steps recorded,) array, as in stats.csv.
+  wall_s: float  # Seconds in the loop.
+  rewinds: int  # Rewinds to an earlier all-finite state.
+  stopped_by: Optional[str]  # Name of the signal that stopped the loop early, if any.
+
+
+def run(log_cfg, optim_cfg, ctx: distributed.Context, source: resume.Source, state, start: int,
+        train_step: Callable, stop, say: Callable, quiet: bool,
+        remeasure: Optional[Callable] = None, on_timings: Callable = lambda r: None) -> Outcome:
+  """Runs `train_step` from step `start` to `optim_cfg.iterations` (or a stop signal), with
+  records, checkpoints and timers as the `log` settings say and rewinds as the `optim`
+  ones say.
+
+  `remeasure(state) -> dict` re-times the stages every `log_cfg.timers_every` steps and its
+  result, with the step, goes to `on_timings`. Raises TrainingError, with the last good
+  state checkpointed, when the run cannot recover from non-finite steps."""
+  record = recorder.Recorder(
+      os.path.join(source.run_dir, 'stats.csv') if ctx.is_main else None, log_cfg.print_every,
+      say, resume_from=start if source.resume else None, total=optim_cfg.iterations,
+      progress=log_cfg.progress and not quiet,
+      tensorboard_dir=(os.path.join(source.run_dir, 'tensorboard') if log_cfg.tensorboard
+                       else None))
+  saver = checkpoint.Checkpointer(source.run_dir, log_cfg.keep_checkpoints, log_cfg.save_every,
+                                  log_cfg.save_frequency)
+  rewinder = recovery.Rewinder(state, optim_cfg.snapshot_every, optim_cfg.rewind_after,
+                               optim_cfg.max_rewinds)
+  rewinder.offer(start, state)
+  if not source.resume:  # From now on a restart resumes here rather than starting over.
+    saver.save(start, state)
+  t0, t, failed, stopped_by = time.perf_counter(), start, 0, None
+  while t < optim_cfg.iterations:
+    state, device_stats = train_step(state)
+    record.push(t, device_stats)
+    t += 1
+    if rewinder.due(record.consecutive_bad):
+      back = rewinder.rewind()
+      if back is None:
+        failed = record.consecutive_bad  # Read now: finishing the records resets it.
+        break
+      record.say(f'step {t}: {record.consecutive_bad} bad steps in a row; rewinding to step '
+                 f'{back[0]}, the last all-finite state (rewind {rewinder.rewinds} of '
+                 f'{rewinder.max_rewinds})')
+      t, state = back
+      record.rewind(t)
+      continue
+    rewinder.offer(t, state)
+    if remeasure and log_cfg.timers_every and t % log_cfg.timers_every == 0:
+      result = remeasure(state)
+      record.say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
+      on_timings({'step': t, **result})
+      record.last = time.perf_counter()  # The timers' time is not the next step's.
+    stopping, timed = ctx.agree(stop.received is not None, saver.due_by_time())
+    if (saver.due_by_steps(t) or timed or stopping) and rewinder.is_good(state):
+      record.flush()
+      saver.save(t, state)
+    if stopping:
+      stopped_by = stop.received or 'a signal to another process'
+      record.say(f'{stopped_by} received: checkpointed step {t}, stopping')
+      break
+  record.finish()
+  if not failed and rewinder.is_good(state):
+    saver.save(t, state)
+  saver.close()
+  if failed:
+    raise TrainingError(
+        f'training could not recover: {failed} bad steps in a row (rejected '
+        f'updates or non-finite local energies) at step {t} after {rewinder.rewinds} rewinds; '
+        f'the last good state is checkpointed in {checkpoint.directory(source.run_dir)} (step '
+        f'{saver.last_saved}). Lower optim.lr.rate (or clip harder: a smaller '
+        'optim.clip_local_energy) and resume.')
+  history = {c: np.asarray(v) for c, v in record.history.items()}
+  return Outcome(state, t, history, time.perf_counter() - t0, rewinder.rewinds, stopped_by)

@@ -1,0 +1,149 @@
+"""Where a step's time and memory go: its stages compiled and timed separately on the
+real state, the whole step timed, XLA's memory plan, and the 'auto' Laplacian choice."""
+
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ferminet_fast.optimizers import optim
+from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.vmc import loss
+from ferminet_fast.vmc.step import Compiled, Parts, TrainState
+
+
+def _stage_functions(parts: Parts) -> dict:
+  """The stages of a step, each as a function of the training state."""
+
+  def forward(s):
+    return parts.batch_log_psi(s.params, s.walkers.x)
+
+  def energy_grad(s):
+    return jax.value_and_grad(parts.energy, has_aux=True)(s.params, s.walkers.x)
+
+  def optimizer_stage(s, grads, centred):
+    updates, opt_state = parts.optimizer.update(
+        grads, s.opt_state, s.params, samples=optim.Samples(s.walkers.x, s.key, centred))
+    return optax.apply_updates(s.params, updates), opt_state
+
+  return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': optimizer_stage}
+
+
+def shapes_of(tree):
+  """Shapes, dtypes and shardings of a pytree of arrays, for lowering without the data."""
+  return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), tree)
+
+
+def compile_stages(parts: Parts, state) -> dict:
+  """Compiles the stages other than MCMC separately, for the stage timers.
+
+  Given `shapes_of(state)`, it is safe to run in a background thread while training
+  proceeds: it only traces and compiles, and never touches the state's buffers.
+  """
+  fns = _stage_functions(parts)  # MCMC was compiled with the step: it is also the burn-in.
+  (_, aux), grads = jax.eval_shape(fns['energy_grad_ms'], state)
+  stages = {}
+  for name, fn in fns.items():
+    args = (state, grads, aux.centred) if name == 'optimizer_ms' else (state,)
+    stages[name] = jax.jit(fn).lower(*args).compile()
+  return stages
+
+
+AUTO_CANDIDATES = ('jacfwd', 'jvp_loop', 'folx')  # folx_sparse compiles too slowly to try.
+
+
+def choose_laplacian(network, system: systems.System, params, x: jax.Array,
+                     chunk_size: int = 0, repeats: int = 5) -> tuple:
+  """Times the batched local energy of each available candidate method for `network` at
+  `params` and walkers x (B, 3N), in chunks of `chunk_size` walkers as the run will, and
+  returns (fastest, {method: ms}). How 'auto' is resolved, before the step is built."""
+  times = {}
+  for method in [m for m in AUTO_CANDIDATES if m in hamiltonian.available_laplacians()]:
+    local_energy = hamiltonian.make_local_energy(network.log_psi, system, method)
+    fn = jax.jit(loss.batch_local_energies(local_energy, chunk_size))
+    fn = fn.lower(params, x).compile()
+    jax.block_until_ready(fn(params, x))
+    times[method] = _median_ms(lambda: fn(params, x), repeats)
+  return min(times, key=times.get), times
+
+
+def memory_mb(compiled_fn) -> dict:
+  """Memory of one call of a compiled function as XLA plans it (arguments + outputs +
+  temporaries - donated aliases), and the device's peak where the backend reports it."""
+  out = {}
+  analysis = compiled_fn.memory_analysis()
+  if analysis is not None:
+    total = (analysis.argument_size_in_bytes + analysis.output_size_in_bytes +
+             analysis.temp_size_in_bytes - analysis.alias_size_in_bytes)
+    out['step_memory_mb'] = total / 2**20
+  stats = jax.local_devices()[0].memory_stats()
+  if stats and 'peak_bytes_in_use' in stats:
+    out['device_peak_memory_mb'] = stats['peak_bytes_in_use'] / 2**20
+  return out
+
+
+def _median_ms(fn: Callable, repeats: int) -> float:
+  times = []
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    times.append(time.perf_counter() - t0)
+  return 1e3 * float(np.median(times))
+
+
+def measure_stages(compiled: Compiled, stages: dict, state: TrainState, repeats: int = 5) -> dict:
+  """Median wall time (ms) of each compiled stage and of the whole step on `state`."""
+  stages = {'mcmc_ms': compiled.mcmc, **stages}
+  (_, aux), grads = stages['energy_grad_ms'](state)
+  out = {}
+  for name, fn in stages.items():
+    args = (state, grads, aux.centred) if name == 'optimizer_ms' else (state,)
+    jax.block_until_ready(fn(*args))  # One unmeasured call: first-run allocations.
+    out[name] = _median_ms(lambda: fn(*args), repeats)
+  out['train_step_ms'] = time_train_step(compiled, state, repeats)
+  return out
+
+
+def time_train_step(compiled: Compiled, state: TrainState, repeats: int = 5) -> float:
+  """Median ms of the compiled step; it donates its input, so each call gets a fresh copy
+  of `state` (made outside the timed region) and `state` itself is left untouched."""
+  times = []
+  for _ in range(repeats + 1):  # The first call is not counted: first-run allocations.
+    copy = jax.block_until_ready(jax.tree.map(jnp.copy, state))
+    t0 = time.perf_counter()
+    jax.block_until_ready(compiled.train_step(copy))
+    times.append(time.perf_counter() - t0)
+  return 1e3 * float(np.median(times[1:]))
+
+
+def format_timings(t: dict) -> str:
+  keys = ('train_step_ms', 'mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms')
+  return '  '.join(f'{k}={t[k]:.3f}' for k in keys if k in t) + f'  compile_s={t["compile_s"]:.2f}'
+
+
+class StageTimers:
+  """The stages of the step compiled separately (`timers_compile_s`), to be timed on the
+  real state. Compiled when made, not alongside training: a compilation running next to
+  the loop would take the cores the training steps need."""
+
+  def __init__(self, parts, state):
+    t0 = time.perf_counter()
+    self._stages = compile_stages(parts, shapes_of(state))
+    self.compile_s = time.perf_counter() - t0
+
+  def measure(self, compiled, state) -> dict:
+    """Median ms of each stage and of the whole step on `state`."""
+    return {**measure_stages(compiled, self._stages, state),
+            'timers_compile_s': self.compile_s}
+
+
+def run_facts(ctx, batch_size: int, mcmc_steps: int, optimizer: str, parts: Parts,
+              compiled: Compiled) -> dict:
+  """The run's layout and the compiled step's memory, for timings.json."""
+  return {'batch_size': batch_size, 'devices': ctx.device_count,
+          'processes': ctx.process_count, 'walkers_per_device': batch_size // ctx.device_count,
+          'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian, 'optimizer': optimizer,
+          **memory_mb(compiled.train_step)}

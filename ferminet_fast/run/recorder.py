@@ -1,0 +1,118 @@
+"""The per-step record of a run: stats.csv, the progress bar or progress lines, and
+TensorBoard scalars."""
+
+import time
+from typing import Callable, Optional
+
+import jax
+
+from ferminet_fast.run import rundir
+
+
+class Recorder:
+  """Turns each step's device statistics into a stats.csv row, one step behind the device
+  (fetching step t's scalars after step t + 1 is queued never stalls the device), and
+  shows progress: a bar (when `progress` and the output is a terminal) or a line every
+  `print_every` steps, plus TensorBoard scalars into `tensorboard_dir` if given.
+
+  `path` None (processes other than 0) keeps the history in memory and writes nothing.
+  """
+
+  def __init__(self, path: Optional[str], print_every: int, say: Callable,
+               resume_from: Optional[int], total: int = 0, progress: bool = False,
+               tensorboard_dir: Optional[str] = None):
+    self._writer = rundir.StatsWriter(path, resume_from) if path else None
+    rows = self._writer.kept_rows if self._writer else []
+    self.history = {c: [float(r[c]) for r in rows] for c in rundir.STATS_COLUMNS}
+    self._print_every, self._say = print_every, say
+    self._pending = None
+    self.consecutive_bad = 0  # Steps in a row with a rejected update or non-finite E_L.
+    self._t0 = self.last = time.perf_counter()
+    self._first = None
+    self._bar = None
+    if progress and path:
+      import tqdm
+      self._bar = tqdm.tqdm(total=total, initial=resume_from or 0, disable=None, unit='step',
+                            dynamic_ncols=True, smoothing=0.05)
+      if self._bar.disable:  # Not a terminal (a batch job's log): progress lines instead.
+        self._bar = None
+      else:
+        self._say = lambda *a: tqdm.tqdm.write(' '.join(map(str, a)))
+    self._tb = None
+    if tensorboard_dir and path:
+      import tensorboardX
+      self._tb = tensorboardX.SummaryWriter(tensorboard_dir)
+
+  def say(self, *parts) -> None:
+    """A message line; with the progress bar, printed above it (not into its line)."""
+    self._say(*parts)
+
+  def push(self, t: int, device_stats) -> None:
+    if self._pending is not None:
+      self._record(*self._pending)
+    self._pending = (t, device_stats)
+    if self._first is None:
+      self._first = t
+
+  def flush(self) -> None:
+    """Records the pending step and flushes stats.csv, so that the file holds every step
+    before a checkpoint that is about to be written (a resume then finds no gap)."""
+    if self._pending is not None:
+      self._record(*self._pending)
+      self._pending = None
+    if self._writer is not None:
+      self._writer.flush()
+
+  def finish(self) -> None:
+    if self._pending is not None:
+      self._record(*self._pending)
+      self._pending = None
+    for sink in (self._writer, self._bar, self._tb):
+      if sink is not None:
+        sink.close()
+
+  def rewind(self, t: int) -> None:
+    """Forgets the steps from `t` on (the run continues from step t)."""
+    self._pending = None
+    keep = sum(1 for s in self.history['step'] if s < t)
+    for c in rundir.STATS_COLUMNS:
+      del self.history[c][keep:]
+    if self._writer is not None:
+      self._writer.truncate(t)
+    if self._bar is not None:
+      self._bar.n = t
+      self._bar.refresh()
+    self.consecutive_bad = 0
+    self.last = time.perf_counter()
+
+  def _record(self, t, device_stats):
+    s = jax.device_get(device_stats)
+    now = time.perf_counter()
+    row = {'step': t, 'energy': float(s.energy), 'variance': float(s.variance),
+           'pmove': float(s.pmove), 'move_width': float(s.width), 'lr': float(s.lr),
+           'nonfinite': int(s.nonfinite), 'rejected': int(s.rejected),
+           'step_time_ms': 1e3 * (now - self.last)}
+    bad = row['rejected'] or row['nonfinite']
+    self.consecutive_bad = self.consecutive_bad + 1 if bad else 0
+    if row['rejected']:
+      self._say(f'step {t + 1}: update rejected (it would make parameters non-finite); '
+                f'{self.consecutive_bad} bad steps in a row')
+    self.last = now
+    for c in rundir.STATS_COLUMNS:
+      self.history[c].append(row[c])
+    if self._writer is not None:
+      self._writer.write(row)
+    if self._tb is not None:
+      for c in ('energy', 'variance', 'pmove', 'move_width', 'lr', 'step_time_ms'):
+        self._tb.add_scalar(c, row[c], t)
+    if self._bar is not None:
+      self._bar.update(1)
+      if (t + 1) % 10 == 0:
+        self._bar.set_postfix_str(f'E={row["energy"]:.5f} var={row["variance"]:.4f} '
+                                  f'pmove={row["pmove"]:.2f}', refresh=False)
+    elif self._print_every and (t + 1) % self._print_every == 0:
+      rate = (t + 1 - self._first) / (now - self._t0)
+      self._say(f'step {t + 1:6d}  E {row["energy"]:12.6f}  var {row["variance"]:9.5f}  '
+                f'pmove {row["pmove"]:.2f}  width {row["move_width"]:.3f}  {rate:7.1f} it/s')
+    if self._writer is not None and self._print_every and (t + 1) % self._print_every == 0:
+      self._writer.flush()

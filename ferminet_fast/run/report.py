@@ -1,0 +1,58 @@
+"""What a finished (or stopped) run reports: the final energy estimate with its error bar,
+timings.json's totals, result.json and the closing lines."""
+
+import resource
+import time
+from typing import Callable, NamedTuple, Optional
+
+from ferminet_fast.physics import systems
+from ferminet_fast.vmc import stats
+
+
+class Result(NamedTuple):
+  estimate: stats.Estimate  # Energy (Ha) over the last `log.final_fraction` of training.
+  exact_energy: Optional[float]  # Ha, if known.
+  history: dict  # Column -> (steps recorded,) array, as in stats.csv.
+  timings: dict  # As in timings.json.
+  state: object  # step.TrainState after the last step.
+  run_dir: str
+  stopped_by: Optional[str] = None  # Name of the signal that stopped training early.
+
+  @property
+  def error_mha(self) -> Optional[float]:
+    return None if self.exact_energy is None else 1e3 * (self.estimate.mean - self.exact_energy)
+
+
+def final_line(result: Result, iterations: int) -> str:
+  est = result.estimate
+  line = (f'Energy {est.mean:.6f} +- {est.error:.6f} Ha (last {est.n} of {iterations} steps, '
+          f'reblocked, tau={est.tau:.1f})')
+  if result.exact_energy is not None:
+    line += (f' | exact {result.exact_energy:.6f} Ha | error {result.error_mha:+.2f} '
+             f'+- {1e3 * est.error:.2f} mHa')
+  return line
+
+
+def finish(final_fraction: float, system: systems.System, run_dir: str, out, start: int,
+           timings: dict, t0: float, write: Callable, say: Callable) -> Result:
+  """The Result of a run whose loop ended with `out` (loop.Outcome), having started at
+  step `start` and at perf_counter() `t0`; the energy is the reblocked mean of the last
+  `final_fraction` of the steps. Writes timings.json and result.json."""
+  t, wall = out.steps, out.wall_s
+  estimate = stats.final_estimate(out.history['energy'][:t], final_fraction)
+  timings.update({'train_loop_s': wall, 'iterations_per_s': (t - start) / wall
+                  if wall > 0 else 0.0, 'total_s': time.perf_counter() - t0,
+                  'rewinds': out.rewinds,
+                  'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+  write('timings.json', timings)
+  result = Result(estimate, system.exact_energy, out.history, timings, out.state, run_dir,
+                  out.stopped_by)
+  write('result.json', {
+      'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
+      'samples': estimate.n, 'exact_energy': system.exact_energy,
+      'error_mha': result.error_mha, 'iterations': t, 'complete': not out.stopped_by,
+      'wall_s': timings['total_s']})
+  say(f'Trained steps {start}-{t} in {wall:.1f} s ({timings["iterations_per_s"]:.1f} it/s); '
+      f'total {timings["total_s"]:.1f} s')
+  say(final_line(result, t))
+  return result

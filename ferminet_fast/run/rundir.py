@@ -1,0 +1,124 @@
+"""The run directory: resolved config, per-step statistics, timings and the result."""
+
+import csv
+import datetime
+import json
+import os
+from typing import Optional
+
+from ferminet_fast import InputError
+
+RUN_FILES = ('config.json', 'stats.csv', 'timings.json', 'result.json')
+STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'nonfinite',
+                 'rejected', 'step_time_ms')
+
+
+def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
+  """Creates the run directory; returns (path, resume).
+
+  A directory holding a run with a checkpoint is resumed (resume=True). A run of the same
+  `config` stopped before its first checkpoint (so with nothing worth keeping: no
+  checkpoint, no result) starts again there. One holding another run's files but no
+  checkpoint, or one that cannot be written, is refused (InputError) before anything is
+  written, so an earlier run is never overwritten.
+  """
+  from ferminet_fast.run import checkpoint  # Avoids importing orbax for a bad path.
+  if not save_path:
+    stamp = datetime.datetime.now().strftime('%Y%m%d-%H%M%S')
+    save_path = base = os.path.join('runs', f'{name}_{stamp}')
+    i = 1
+    while os.path.exists(save_path):
+      save_path, i = f'{base}-{i}', i + 1
+  if os.path.exists(save_path) and not os.path.isdir(save_path):
+    raise InputError(f'config.log.save_path {save_path!r} exists and is not a directory')
+  if os.path.isdir(save_path):
+    found = [f for f in RUN_FILES if os.path.exists(os.path.join(save_path, f))]
+    if checkpoint.has_checkpoint(save_path) and 'config.json' in found:
+      if not os.access(save_path, os.W_OK):
+        raise InputError(f'config.log.save_path {save_path!r} is not writable')
+      return save_path, True
+    if found and _interrupted_start(save_path, found, config):
+      return save_path, False
+    if found:
+      raise InputError(f'config.log.save_path {save_path!r} holds another run\'s files '
+                       f'({", ".join(found)}) and no checkpoint to resume; choose a new path')
+  try:
+    os.makedirs(save_path, exist_ok=True)
+  except OSError as e:
+    raise InputError(f'config.log.save_path {save_path!r} cannot be created: '
+                     f'{e.strerror}') from None
+  if not os.access(save_path, os.W_OK):
+    raise InputError(f'config.log.save_path {save_path!r} is not writable')
+  return save_path, False
+
+
+def _interrupted_start(path: str, found: list, config: Optional[dict]) -> bool:
+  """Whether `path` holds only the start of a run of `config` (killed before it saved)."""
+  if config is None or 'result.json' in found or 'config.json' not in found:
+    return False
+  try:
+    with open(os.path.join(path, 'config.json')) as f:
+      saved = json.load(f)
+  except (OSError, ValueError):
+    return False
+  return saved == json.loads(json.dumps(config))
+
+
+def read_json(path: str) -> dict:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise InputError(f'{path} cannot be read: {e}') from None
+
+
+def write_json(path: str, obj) -> None:
+  """Writes JSON atomically (temporary file, then rename)."""
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    json.dump(obj, f, indent=2, default=float)
+    f.write('\n')
+  os.replace(tmp, path)
+
+
+class StatsWriter:
+  """Appends one CSV row per step, flushed so a crashed run keeps its history.
+
+  With `resume_from`, rows of steps >= resume_from (written after the checkpoint being
+  resumed) are dropped first, so the file has each step exactly once.
+  """
+
+  def __init__(self, path: str, resume_from: Optional[int] = None):
+    self._path, self._file = path, None
+    if resume_from is not None and os.path.exists(path):
+      self.kept_rows = self.truncate(resume_from)
+    else:
+      self.kept_rows = self.truncate(0, read=False)
+
+  def truncate(self, step: int, read: bool = True) -> list:
+    """Keeps only the rows of steps < `step` (rewritten atomically), appends after them,
+    and returns the kept rows (dicts of strings)."""
+    if self._file is not None:
+      self._file.close()
+    rows = []
+    if read:
+      with open(self._path, newline='') as f:
+        rows = [r for r in csv.DictReader(f) if int(r['step']) < step]
+    tmp = self._path + '.tmp'
+    with open(tmp, 'w', newline='') as f:
+      writer = csv.DictWriter(f, STATS_COLUMNS)
+      writer.writeheader()
+      writer.writerows(rows)
+    os.replace(tmp, self._path)
+    self._file = open(self._path, 'a', newline='', buffering=1)  # Line-buffered: current.
+    self._writer = csv.DictWriter(self._file, STATS_COLUMNS)
+    return rows
+
+  def write(self, row: dict) -> None:
+    self._writer.writerow({c: row[c] for c in STATS_COLUMNS})
+
+  def flush(self) -> None:
+    self._file.flush()
+
+  def close(self) -> None:
+    self._file.close()

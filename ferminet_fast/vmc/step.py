@@ -1,0 +1,156 @@
+"""One jitted training step (MCMC -> local energy -> gradient -> optimizer) and its
+ahead-of-time compilation; how its stages are timed is in profiling.py.
+
+`train_step(state) -> (state, stats)` runs entirely on the device; its input
+buffers are donated, and nothing in it returns to the host.
+"""
+
+import dataclasses
+import time
+from typing import Any, Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
+import optax
+
+from ferminet_fast.optimizers import optim
+from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.run import distributed
+from ferminet_fast.vmc import loss, mcmc
+from ferminet_fast.wavefunction import networks
+
+
+class TrainState(NamedTuple):
+  params: Any
+  opt_state: Any
+  walkers: mcmc.Walkers
+  key: jax.Array
+  step: jax.Array  # () int32, parameter updates done so far.
+
+
+class StepStats(NamedTuple):
+  """Per-step statistics, device scalars until the host asks for them."""
+  energy: jax.Array  # Ha, unclipped mean local energy of the step's walkers.
+  variance: jax.Array  # Ha^2, variance of the local energies.
+  pmove: jax.Array  # Fraction of accepted MH moves in the step's sweep.
+  width: jax.Array  # bohr, proposal width used in the sweep.
+  lr: jax.Array  # Learning rate of the update applied: 0 when it was rejected.
+  nonfinite: jax.Array  # Walkers whose local energy was NaN/inf (left out of E and gradient).
+  rejected: jax.Array  # 1 if the update would have made a parameter non-finite (not applied).
+
+
+@dataclasses.dataclass(frozen=True)
+class Parts:
+  """The pure functions a run is made of, built once from the config and system."""
+  network: networks.Network
+  batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
+  sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove): fixed width
+  mcmc_step: Callable  # TrainState -> (TrainState, pmove): one sweep, width adapted
+  energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
+  optimizer: optax.GradientTransformationExtraArgs
+  train_step: Callable  # TrainState -> (TrainState, StepStats)
+  dtype: Any
+  laplacian: str
+
+
+DTYPES = {'float32': jnp.float32, 'float64': jnp.float64}  # config.precision -> dtype
+
+
+def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, optim_cfg,
+               laplacian: str) -> Parts:
+  """The run's functions for `network` (networks.make_network), from the `mcmc` and `optim`
+  settings; `laplacian` is a method of hamiltonian.LAPLACIANS ('auto' and 'best' are
+  resolved before: config.resolve_laplacian, profiling.choose_laplacian)."""
+  dtype = network.dtype
+  batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
+  sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps)
+  local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian)
+  energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
+                            optim_cfg.clip_local_energy, optim_cfg.energy_chunk_size)
+  optimizer = optim.make_optimizer(optim_cfg, network)
+  schedule = optim.lr_schedule(optim_cfg)
+  target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
+
+  def mcmc_step(state: TrainState):
+    """One sweep, then the width adapted for the next one."""
+    key, k_mcmc = jax.random.split(state.key)
+    walkers, pmove = sweep(state.params, state.walkers, k_mcmc)
+    walkers = walkers._replace(width=mcmc.adapt_width(walkers.width, pmove, target, rate))
+    return state._replace(walkers=walkers, key=key), pmove
+
+  def train_step(state: TrainState):
+    width = state.walkers.width
+    state, pmove = mcmc_step(state)
+    x = state.walkers.x
+    (e, aux), grads = jax.value_and_grad(energy, has_aux=True)(state.params, x)
+    key, k_opt = jax.random.split(state.key)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params,
+                                          samples=optim.Samples(x, k_opt, aux.centred))
+    params = optax.apply_updates(state.params, updates)
+    # An update that would make any parameter non-finite is rejected: parameters and
+    # optimizer state stay as they were (the walkers and key move on).
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(params)]))
+    params, opt_state = jax.lax.cond(ok, lambda: (params, opt_state),
+                                     lambda: (state.params, state.opt_state))
+    # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
+    walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
+    stats = StepStats(e, aux.variance, pmove, width,
+                      jnp.where(ok, jnp.asarray(schedule(state.step), dtype), 0),
+                      aux.nonfinite, (~ok).astype(jnp.int32))
+    return TrainState(params, opt_state, walkers, key, state.step + 1), stats
+
+  return Parts(network, batch_log_psi, sweep, mcmc_step, energy, optimizer, train_step, dtype,
+               laplacian)
+
+
+def init_state(parts: Parts, system: systems.System, batch_size: int, mcmc_cfg,
+               key: jax.Array, ctx: Optional[distributed.Context] = None) -> TrainState:
+  """Fresh parameters, optimizer state and `batch_size` walkers (before burn-in; placed by
+  the `mcmc` settings), built in one jit and laid out over the devices of `ctx` (default:
+  all devices), walkers split among them."""
+  ctx = ctx or distributed.context(batch_size)
+
+  def build(key):
+    k_params, k_walkers, _, k_run = jax.random.split(key, 4)
+    params = parts.network.init(k_params)
+    x = mcmc.init_positions(k_walkers, system, batch_size, mcmc_cfg.init_width, parts.dtype)
+    walkers = mcmc.Walkers(x, parts.batch_log_psi(params, x),
+                           jnp.asarray(mcmc_cfg.move_width, parts.dtype))
+    return TrainState(params, parts.optimizer.init(params), walkers, k_run,
+                      jnp.zeros((), jnp.int32))
+
+  shardings = distributed.state_shardings(ctx, jax.eval_shape(build, key))
+  return jax.jit(build, out_shardings=shardings)(key)
+
+
+def shardings_of(state: TrainState) -> tuple:
+  """(the state's shardings, the replicated sharding of its mesh)."""
+  shardings = jax.tree.map(lambda a: a.sharding, state)
+  mesh = state.walkers.x.sharding.mesh
+  return shardings, NamedSharding(mesh, PartitionSpec())
+
+
+class Compiled(NamedTuple):
+  train_step: Callable  # TrainState -> (TrainState, StepStats); donates its input.
+  mcmc: Callable  # TrainState -> (TrainState, pmove): one sweep + width adaptation.
+  compile_s: float
+
+
+def compile_step(parts: Parts, state: TrainState) -> Compiled:
+  """Compiles, ahead of the loop, the train step and the MCMC sweep for the shapes and
+  shardings of `state`; their outputs keep those shardings, so each step feeds the next."""
+  start = time.perf_counter()
+  shardings, replicated = shardings_of(state)
+  step = jax.jit(parts.train_step, donate_argnums=0, in_shardings=(shardings,),
+                 out_shardings=(shardings, replicated)).lower(state).compile()
+  sweep = jax.jit(parts.mcmc_step, in_shardings=(shardings,),
+                  out_shardings=(shardings, replicated)).lower(state).compile()
+  return Compiled(step, sweep, time.perf_counter() - start)
+
+
+def burn_in(compiled: Compiled, state: TrainState, steps: int, steps_per_sweep: int) -> TrainState:
+  """MCMC burn-in of `steps` moves, adapting the width after every sweep; params unchanged."""
+  for _ in range(mcmc.n_sweeps(steps, steps_per_sweep)):
+    state, _ = compiled.mcmc(state)
+  return jax.block_until_ready(state)

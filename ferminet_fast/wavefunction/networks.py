@@ -1,0 +1,366 @@
+"""FermiNet and Psiformer wavefunctions for ONE electron configuration (no batch axis).
+
+`x` is the flat (3N,) vector of electron positions in bohr, spin-up electrons first.
+The network returns (sign, log|psi|); vmap, jit and sharding are applied by callers.
+"""
+
+from typing import Any, Callable, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast.physics import systems
+
+
+def _ones(key, shape, dtype):
+  del key
+  return jnp.ones(shape, dtype)
+
+
+class Network(NamedTuple):
+  """A wavefunction ansatz as pure functions of (params, x)."""
+  init: Callable[[jax.Array], Any]  # PRNG key -> params
+  apply: Callable[[Any, jax.Array], tuple]  # (params, x (3N,)) -> (sign, log|psi|)
+  log_psi: Callable[[Any, jax.Array], jax.Array]  # (params, x (3N,)) -> log|psi|
+  # (params, x (3N,)) -> [(k, n_s, n_orb) per spin]: orbitals times envelopes, before the
+  # determinants; n_orb = N with full_det, else n_s.
+  orbitals: Callable[[Any, jax.Array], list]
+  # (params, taps, x (3N,)) -> (log|psi|, inputs): log|psi| with `taps` (zeros, from
+  # `taps(x)`) added to the output of every dense layer and each dense layer's input
+  # returned; the derivative w.r.t. the taps is d log|psi| / d (layer output). What KFAC's
+  # curvature is built from (kfac.py). Trees keyed by the layers' module paths.
+  log_psi_tapped: Callable[[Any, Any, jax.Array], tuple]
+  taps: Callable[[jax.Array], Any]  # x (3N,) -> zero taps for one configuration.
+  n_coords: int  # 3N, the length of x.
+  dtype: Any = jnp.float32  # dtype of the parameters and of x.
+  full_det: bool = True  # The layout of `orbitals` (see there).
+
+
+def slogdet(a: jax.Array) -> tuple:
+  """(sign, log|det|) over the last two axes.
+
+  Matrices of size <= 3 use closed forms, which are several times faster than a
+  batched LU under vmap and differentiate cleanly to any order. Rows are scaled by
+  their largest magnitude (held constant for differentiation, which leaves the
+  result and all its derivatives exact) so that products of small envelopes do
+  not underflow.
+  """
+  n = a.shape[-1]
+  if n > 3:
+    return jnp.linalg.slogdet(a)
+  scale = jax.lax.stop_gradient(jnp.max(jnp.abs(a), axis=-1, keepdims=True))
+  scale = jnp.where(scale > 0, scale, 1.0)
+  b = a / scale
+  if n == 1:
+    det = b[..., 0, 0]
+  elif n == 2:
+    det = b[..., 0, 0] * b[..., 1, 1] - b[..., 0, 1] * b[..., 1, 0]
+  else:
+    det = (b[..., 0, 0] * (b[..., 1, 1] * b[..., 2, 2] - b[..., 1, 2] * b[..., 2, 1])
+           - b[..., 0, 1] * (b[..., 1, 0] * b[..., 2, 2] - b[..., 1, 2] * b[..., 2, 0])
+           + b[..., 0, 2] * (b[..., 1, 0] * b[..., 2, 1] - b[..., 1, 1] * b[..., 2, 0]))
+  return jnp.sign(det), jnp.log(jnp.abs(det)) + jnp.sum(jnp.log(scale[..., 0]), axis=-1)
+
+
+def signed_logsumexp(signs: jax.Array, logs: jax.Array) -> tuple:
+  """(sign, log|sum_k signs_k exp(logs_k)|), stable for widely different magnitudes."""
+  top = jax.lax.stop_gradient(jnp.max(logs))
+  total = jnp.sum(signs * jnp.exp(logs - top))
+  return jnp.sign(total), jnp.log(jnp.abs(total)) + top
+
+
+def pair_distances(r: jax.Array) -> tuple:
+  """Differences (n, n, 3) and distances (n, n, 1) between electrons; zero, with finite
+  gradients, on the diagonal."""
+  n = r.shape[0]
+  ee = r[:, None, :] - r[None, :, :]
+  eye = jnp.eye(n, dtype=r.dtype)[..., None]
+  r_ee = jnp.linalg.norm(ee + eye, axis=-1, keepdims=True) * (1.0 - eye)
+  return ee, r_ee
+
+
+TAPS_IN = 'kfac_inputs'  # Collection of dense layers' inputs (sown only when mutable).
+TAPS_OUT = 'kfac_outputs'  # Collection of zero perturbations of dense layers' outputs.
+
+
+def _lecun_normal_flat(key, shape, dtype, n_in):
+  """lecun_normal of the kernel as an (n_in, n_out) matrix, reshaped (flax DenseGeneral's)."""
+  n_out = int(np.prod(shape)) // n_in
+  return nn.initializers.lecun_normal()(key, (n_in, n_out), dtype).reshape(shape)
+
+
+def _tap(module: nn.Module, inputs, outputs):
+  """Exposes a dense layer to KFAC: its input as rows (R, n_in), one per application of the
+  layer (only built when the taps collection is mutable), and a zero perturbation of its
+  output. Identity otherwise."""
+  if module.is_mutable_collection(TAPS_IN):
+    module.sow(TAPS_IN, 'inputs', inputs() if callable(inputs) else inputs)
+  return module.perturb('outputs', outputs, collection=TAPS_OUT)
+
+
+class Dense(nn.Module):
+  """y = x . kernel + bias, contracting the last `in_dims` axes of x with the first of the
+  kernel (*in_shape, *features): nn.Dense's (in_dims = 1) and nn.DenseGeneral's parameters
+  and initialisation, tapped for KFAC."""
+  features: Any  # int or tuple of output axes.
+  in_dims: int = 1
+  use_bias: bool = True
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x):
+    features = (self.features,) if isinstance(self.features, int) else tuple(self.features)
+    in_shape = x.shape[x.ndim - self.in_dims:]
+    n_in = int(np.prod(in_shape))
+    kernel = self.param('kernel', lambda k, s, d: _lecun_normal_flat(k, s, d, n_in),
+                        in_shape + features, self.param_dtype)
+    y = jnp.tensordot(x, kernel, self.in_dims)
+    if self.use_bias:
+      y = y + self.param('bias', nn.initializers.zeros, features, self.param_dtype)
+    return _tap(self, lambda: x.reshape(-1, n_in), y)
+
+
+class SymmetricDense(nn.Module):
+  """Dense layer on FermiNet's symmetric features of each electron i,
+  [h1_i, mean_up(h1), mean_down(h1), mean_{j up}(h2_ij), mean_{j down}(h2_ij)].
+
+  Same parameters and values as nn.Dense on the concatenation, but the product with the
+  spin-wise means of the one-electron stream, which every electron shares, is computed
+  once rather than once per electron. KFAC sees it as the dense layer on the
+  concatenation (one row per electron).
+  """
+  width: int
+  n_up: int
+  n_down: int
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, h1, h2):
+    spins = systems.spin_blocks(self.n_up, self.n_down)
+    shared = jnp.concatenate([jnp.mean(h1[lo:hi], axis=0) for _, lo, hi in spins])  # (s d1,)
+    pair = jnp.concatenate([jnp.mean(h2[:, lo:hi], axis=1) for _, lo, hi in spins], axis=-1)
+    d1 = h1.shape[-1]
+    n_in = d1 + shared.shape[0] + pair.shape[-1]
+    kernel = self.param('kernel', nn.initializers.lecun_normal(), (n_in, self.width),
+                        self.param_dtype)
+    bias = self.param('bias', nn.initializers.zeros, (self.width,), self.param_dtype)
+    k_one, k_shared, k_pair = jnp.split(kernel, [d1, d1 + shared.shape[0]])
+    out = h1 @ k_one + pair @ k_pair + (shared @ k_shared + bias)[None]
+    return _tap(self, lambda: jnp.concatenate(
+        [h1, jnp.broadcast_to(shared, (h1.shape[0], shared.shape[0])), pair], axis=-1), out)
+
+
+class Attention(nn.Module):
+  """Multi-head self-attention over the electrons, h (n, d) -> (n, d): softmax(q k^T /
+  sqrt(head_dim)) v, then an output projection. Parameter names and shapes are those of
+  flax's MultiHeadDotProductAttention without biases (query/key/value kernels (d, heads,
+  head_dim), out kernel (heads, head_dim, d)); each projection is a tapped Dense."""
+  heads: int
+  head_dim: int
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, h):
+    proj = lambda name: Dense((self.heads, self.head_dim), use_bias=False,
+                              param_dtype=self.param_dtype, name=name)(h)
+    q, k, v = proj('query'), proj('key'), proj('value')  # (n, heads, head_dim)
+    logits = jnp.einsum('qhd,khd->hqk', q / jnp.sqrt(self.head_dim).astype(q.dtype), k)
+    out = jnp.einsum('hqk,khd->qhd', jax.nn.softmax(logits, axis=-1), v)
+    return Dense(h.shape[-1], in_dims=2, use_bias=False, param_dtype=self.param_dtype,
+                 name='out')(out)
+
+
+def isotropic_envelope(module: nn.Module, ae, r_ae, n_out: int, name: str) -> jax.Array:
+  """sum_m pi_m exp(-sigma_m |r - R_m|), (n_s, n_out) for n_s electrons' offsets ae (n_s, m,
+  3) and distances r_ae (n_s, m, 1) to the m nuclei; parameters created in `module`."""
+  m = ae.shape[1]
+  pi = module.param(f'{name}_pi', _ones, (m, n_out), module.param_dtype)
+  sigma = module.param(f'{name}_sigma', _ones, (m, n_out), module.param_dtype)
+  return jnp.sum(pi[None] * jnp.exp(-r_ae * jnp.abs(sigma)[None]), axis=1)
+
+
+def full_envelope(module: nn.Module, ae, r_ae, n_out: int, name: str) -> jax.Array:
+  """sum_m pi_m exp(-|Sigma_m (r - R_m)|) with a 3 x 3 matrix Sigma_m per nucleus and
+  orbital (anisotropic decay), (n_s, n_out); Sigma starts as the identity."""
+  del r_ae
+  m = ae.shape[1]
+  pi = module.param(f'{name}_pi', _ones, (m, n_out), module.param_dtype)
+  eye_init = lambda key, s, dtype: jnp.broadcast_to(jnp.eye(3, dtype=dtype)[None, :, :, None], s)
+  sigma = module.param(f'{name}_sigma', eye_init, (m, 3, 3, n_out), module.param_dtype)
+  exponent = jnp.linalg.norm(jnp.einsum('imj,mjko->imko', ae, sigma), axis=2)
+  return jnp.sum(pi[None] * jnp.exp(-exponent), axis=1)
+
+
+def no_jastrow(module: nn.Module, r_ee: jax.Array) -> jax.Array:
+  del module
+  return jnp.zeros((), r_ee.dtype)
+
+
+def simple_ee_jastrow(module: nn.Module, r_ee: jax.Array) -> jax.Array:
+  """log J = sum_{i<j} -c alpha^2 / (alpha + r_ij) for distances r_ee (n, n): the e-e cusp
+  (d log J / d r_ij = c at r_ij = 0), c = 1/4 for same spins and 1/2 for opposite, one
+  learned alpha for each."""
+  spin = np.array([0] * module.n_up + [1] * module.n_down)
+  same = np.triu(spin[:, None] == spin[None, :], k=1)
+  opposite = np.triu(spin[:, None] != spin[None, :], k=1)
+  alpha_same = jnp.abs(module.param('jastrow_same', _ones, (), module.param_dtype))
+  alpha_opp = jnp.abs(module.param('jastrow_opposite', _ones, (), module.param_dtype))
+  j_same = -0.25 * alpha_same**2 / (alpha_same + r_ee)
+  j_opp = -0.5 * alpha_opp**2 / (alpha_opp + r_ee)
+  return jnp.sum(jnp.where(same, j_same, 0.0)) + jnp.sum(jnp.where(opposite, j_opp, 0.0))
+
+
+# Chosen by name (config.network.envelope / .jastrow). An envelope is
+# (module, ae, r_ae, n_out, name) -> (n_s, n_out); a Jastrow (module, r_ee (n, n)) -> log J.
+ENVELOPES = {'isotropic': isotropic_envelope, 'full': full_envelope}
+JASTROWS = {'none': no_jastrow, 'simple_ee': simple_ee_jastrow}
+
+
+class _Slater(nn.Module):
+  """What FermiNet and Psiformer share: per-electron features h (n, d) -> orbitals times
+  envelopes -> a sum of determinants, times an optional e-e Jastrow factor.
+
+  Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
+  `__call__(x, return_orbitals=True)` the orbital blocks (k, n_s, n_orb) per spin (what
+  Hartree-Fock pretraining fits).
+  """
+  n_up: int = 1
+  n_down: int = 0
+  atoms: tuple = ()  # ((x, y, z), ...) nuclear positions, bohr.
+  determinants: int = 1
+  full_det: bool = True
+  envelope: str = 'isotropic'
+  jastrow: str = 'simple_ee'
+  param_dtype: Any = jnp.float32
+
+  def features(self, ae, r_ae, ee, r_ee):
+    """(n, d) permutation-equivariant features of the electrons."""
+    raise NotImplementedError
+
+  @nn.compact
+  def __call__(self, x: jax.Array, return_orbitals: bool = False):
+    n = self.n_up + self.n_down
+    k = self.determinants
+    atoms = jnp.asarray(self.atoms, dtype=x.dtype)
+    r = x.reshape(n, 3)
+    ae = r[:, None, :] - atoms[None]  # (n, m, 3)
+    r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)  # (n, m, 1)
+    ee, r_ee = pair_distances(r)
+    h = self.features(ae, r_ae, ee, r_ee)
+
+    blocks = []
+    for name, lo, hi in systems.spin_blocks(self.n_up, self.n_down):
+      n_orb = n if self.full_det else hi - lo
+      orb = Dense(n_orb * k, use_bias=False, param_dtype=self.param_dtype,
+                  name=f'orbital_{name}')(h[lo:hi])
+      orb = orb * ENVELOPES[self.envelope](self, ae[lo:hi], r_ae[lo:hi], n_orb * k,
+                                           f'envelope_{name}')
+      blocks.append(jnp.transpose(orb.reshape(hi - lo, k, n_orb), (1, 0, 2)))  # (k, n_s, n_orb)
+    if return_orbitals:
+      return blocks
+
+    if self.full_det:
+      sign, logdet = slogdet(jnp.concatenate(blocks, axis=1))
+    else:
+      signs, logdets = zip(*[slogdet(b) for b in blocks])
+      sign, logdet = jnp.prod(jnp.stack(signs), axis=0), jnp.sum(jnp.stack(logdets), axis=0)
+    sign, log_abs = signed_logsumexp(sign, logdet)
+
+    return sign, log_abs + JASTROWS[self.jastrow](self, r_ee[..., 0])
+
+class FermiNet(_Slater):
+  """FermiNet (Pfau et al. 2020): permutation-equivariant one- and two-electron streams."""
+  hidden_dims: tuple = ((32, 8),)  # ((one_electron_width, two_electron_width), ...) per layer.
+
+  def features(self, ae, r_ae, ee, r_ee):
+    n = ae.shape[0]
+    h1 = jnp.concatenate([ae, r_ae], axis=-1).reshape(n, -1)
+    h2 = jnp.concatenate([ee, r_ee], axis=-1)
+    for layer, (d1, d2) in enumerate(self.hidden_dims):
+      new1 = jnp.tanh(SymmetricDense(d1, self.n_up, self.n_down, self.param_dtype,
+                                     name=f'one_{layer}')(h1, h2))
+      h1 = new1 + h1 if new1.shape == h1.shape else new1
+      if layer + 1 < len(self.hidden_dims):  # The last layer's pair stream would be unused.
+        new2 = jnp.tanh(Dense(d2, param_dtype=self.param_dtype, name=f'two_{layer}')(h2))
+        h2 = new2 + h2 if new2.shape == h2.shape else new2
+    return h1
+
+
+class Psiformer(_Slater):
+  """Psiformer (von Glehn et al. 2023): self-attention over the electrons.
+
+  Each electron's input is its log-scaled offsets to the nuclei, r log(1 + |r|) / |r| and
+  log(1 + |r|), and its spin (+-1); a linear map embeds it in `heads * head_dim` features.
+  Each layer adds multi-head self-attention over electrons and then a tanh dense layer,
+  both as residuals (optionally layer-normed first). Electron-electron distances enter only
+  through the Jastrow factor, which supplies the cusps; the attention is smooth in them.
+  """
+  layers: int = 2
+  heads: int = 4
+  head_dim: int = 16
+  layer_norm: bool = False
+
+  def features(self, ae, r_ae, ee, r_ee):
+    del ee, r_ee
+    n = ae.shape[0]
+    scale = jnp.log1p(r_ae)  # (n, m, 1)
+    spin = jnp.concatenate([jnp.ones((self.n_up, 1), ae.dtype),
+                            -jnp.ones((self.n_down, 1), ae.dtype)])
+    h = jnp.concatenate([(ae * scale / jnp.maximum(r_ae, 1e-12)).reshape(n, -1),
+                         scale.reshape(n, -1), spin], axis=-1)
+    width = self.heads * self.head_dim
+    h = Dense(width, use_bias=False, param_dtype=self.param_dtype, name='embed')(h)
+    norm = (lambda name: nn.LayerNorm(param_dtype=self.param_dtype, name=name)
+            if self.layer_norm else (lambda v: v))
+    for layer in range(self.layers):
+      attention = Attention(self.heads, self.head_dim, self.param_dtype,
+                            name=f'attention_{layer}')
+      g = norm(f'norm_attention_{layer}')(h)
+      h = h + attention(g)
+      g = norm(f'norm_mlp_{layer}')(h)
+      h = h + jnp.tanh(Dense(width, param_dtype=self.param_dtype, name=f'mlp_{layer}')(g))
+    return h
+
+
+def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
+  """Builds the configured ansatz for `system`; parameters are created in `dtype`."""
+  common = dict(
+      n_up=system.n_up, n_down=system.n_down,
+      atoms=tuple(tuple(float(c) for c in p) for p in system.positions),
+      determinants=net_cfg.determinants, full_det=net_cfg.full_det,
+      envelope=net_cfg.envelope, jastrow=net_cfg.jastrow, param_dtype=dtype)
+  if net_cfg.network_type == 'psiformer':
+    p = net_cfg.psiformer
+    module = Psiformer(layers=p.layers, heads=p.heads, head_dim=p.head_dim,
+                       layer_norm=p.layer_norm, **common)
+  else:
+    module = FermiNet(hidden_dims=tuple(tuple(d) for d in net_cfg.ferminet.hidden_dims),
+                      **common)
+  n_dim = 3 * system.n_electrons
+
+  @jax.jit
+  def init(key):
+    return {'params': module.init(key, jnp.zeros((n_dim,), dtype))['params']}
+
+  def apply(params, x):
+    return module.apply(params, x)
+
+  def log_psi(params, x):
+    return module.apply(params, x)[1]
+
+  def orbitals(params, x):
+    return module.apply(params, x, return_orbitals=True)
+
+  def log_psi_tapped(params, taps, x):
+    (_, log_abs), state = module.apply({**params, TAPS_OUT: taps}, x, mutable=[TAPS_IN])
+    return log_abs, state[TAPS_IN]
+
+  def taps(x):
+    shapes = jax.eval_shape(module.init, jax.random.PRNGKey(0), x)[TAPS_OUT]
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+  return Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
+                 log_psi_tapped=log_psi_tapped, taps=taps, n_coords=n_dim, dtype=dtype,
+                 full_det=net_cfg.full_det)

@@ -1,0 +1,74 @@
+"""The per-step record: stats.csv holds every step once (also across a resume and a
+rewind), non-finite steps are counted in a row, and a rejected update is said."""
+
+import csv
+from typing import NamedTuple
+
+import numpy as np
+
+from ferminet_fast.run import recorder, rundir
+
+
+class Stats(NamedTuple):  # The fields of vmc.step.StepStats, as host scalars.
+  energy: float
+  variance: float
+  pmove: float
+  width: float
+  lr: float
+  nonfinite: int
+  rejected: int
+
+
+def ok(e):
+  return Stats(e, 0.1, 0.5, 0.2, 0.01, 0, 0)
+
+
+def rows(path):
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+def test_every_step_once_through_resume_and_rewind(tmp_path):
+  path = str(tmp_path / 'stats.csv')
+  rec = recorder.Recorder(path, 0, lambda *a: None, resume_from=None)
+  for t in range(5):
+    rec.push(t, ok(-1.0 - t))
+  rec.finish()
+  assert [int(r['step']) for r in rows(path)] == list(range(5))
+  assert list(rows(path)[0]) == list(rundir.STATS_COLUMNS)
+
+  # Resumed from a checkpoint of step 3: rows 3 and 4 are replaced, not duplicated.
+  rec = recorder.Recorder(path, 0, lambda *a: None, resume_from=3)
+  assert rec.history['step'] == [0.0, 1.0, 2.0]
+  for t in range(3, 8):
+    rec.push(t, ok(-2.0))
+  rec.rewind(6)  # Back to step 6: the pending step 7 and the recorded step 6 are dropped.
+  rec.push(6, ok(-3.0))
+  rec.finish()
+  steps = [int(r['step']) for r in rows(path)]
+  assert steps == list(range(7))
+  assert float(rows(path)[6]['energy']) == -3.0
+  np.testing.assert_array_equal(rec.history['step'], np.arange(7))
+
+
+def test_bad_steps_are_counted_in_a_row_and_a_rejection_is_said(tmp_path):
+  said = []
+  rec = recorder.Recorder(str(tmp_path / 'stats.csv'), 0, said.append, resume_from=None)
+  rec.push(0, Stats(np.nan, np.nan, 0.5, 0.2, 0.0, 3, 0))
+  rec.push(1, Stats(-1.0, 0.1, 0.5, 0.2, 0.0, 0, 1))
+  rec.push(2, ok(-1.0))  # Records step 1 (one step behind).
+  assert rec.consecutive_bad == 2
+  assert any('update rejected' in s for s in said)
+  rec.push(3, ok(-1.0))  # Records step 2, a good one.
+  assert rec.consecutive_bad == 0
+  rec.finish()
+
+
+def test_progress_lines_every_print_every_steps(tmp_path):
+  said = []
+  rec = recorder.Recorder(None, 2, said.append, resume_from=None)  # No file: not process 0.
+  for t in range(6):
+    rec.push(t, ok(-1.0))
+  rec.finish()
+  assert [s.split()[1] for s in said] == ['2', '4', '6']
+  assert len(rec.history['energy']) == 6
