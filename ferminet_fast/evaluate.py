@@ -1,23 +1,27 @@
-"""Evaluation: the energy of a trained wavefunction with honest error bars.
+"""Evaluation: the energy (and other observables) of a trained wavefunction with honest
+error bars.
 
-  python -m ferminet_fast.evaluate --run runs/li [--steps 4000]
+  python -m ferminet_fast.evaluate --run runs/li [--steps 4000] [--observables s2,dipole]
 
 Loads the run's config and newest checkpoint, freezes the parameters, equilibrates the
 walkers with the move width fixed, then records the mean local energy of every MCMC
-sweep for `--steps` sweeps (default: the run's config.evaluation). The estimate is the reblocked mean with its standard error
-and integrated autocorrelation time, written to <run>/eval.json. Unlike the running mean
-of training, the parameters do not move while it is measured.
+sweep for `--steps` sweeps (default: the run's config.evaluation), and the walker mean of
+each requested observable (physics/observables.py). Each estimate is the reblocked mean
+with its standard error and integrated autocorrelation time, written to <run>/eval.json.
+Unlike the running mean of training, the parameters do not move while it is measured.
 """
 
 import os
 import sys
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import InputError, config
+from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.physics import systems
 from ferminet_fast.run import checkpoint, rundir
 from ferminet_fast.vmc import stats, step
@@ -25,10 +29,15 @@ from ferminet_fast.wavefunction import networks
 
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
-             quiet: bool = False, seed: int = 1) -> stats.Estimate:
-  """Evaluates the newest checkpoint of run_dir; returns the estimate and writes eval.json.
-  steps, burn_in: sweeps recorded and discarded; None takes the run's config.evaluation."""
+             quiet: bool = False, seed: int = 1, observables: Sequence[str] = ()) -> stats.Estimate:
+  """Evaluates the newest checkpoint of run_dir; returns the energy estimate and writes
+  eval.json. steps, burn_in: sweeps recorded and discarded; None takes the run's
+  config.evaluation. observables: names from observables.OBSERVABLES, estimated too."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+  unknown = [n for n in observables if n not in observables_lib.OBSERVABLES]
+  if unknown:
+    raise InputError(f'unknown observable {unknown[0]!r} (known: '
+                     f'{", ".join(observables_lib.OBSERVABLES)})')
   if not checkpoint.has_checkpoint(run_dir):
     raise InputError(f'--run {run_dir!r} holds no checkpoint to evaluate')
   cfg = config.from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
@@ -48,27 +57,41 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   trained_step, state = checkpoint.restore_latest(run_dir, state, ('params', 'walkers'))
   state = state._replace(key=jax.random.PRNGKey(seed))
+  estimators = {name: jax.vmap(observables_lib.OBSERVABLES[name].make(network.apply, system),
+                               in_axes=(None, 0)) for name in observables}
+
   def sweep(s):
     """One MCMC sweep at fixed width and fixed parameters, then the mean local energy
-    (non-finite ones left out, as in training)."""
+    (non-finite ones left out, as in training) and the walker mean of each observable
+    (over the walkers whose value is finite)."""
     key, k = jax.random.split(s.key)
     walkers, pmove = parts.sweep(s.params, s.walkers, k)
     mean, _ = parts.energy(s.params, walkers.x)
-    return s._replace(walkers=walkers, key=key), (mean, pmove)
+    means = {}
+    for name, f in estimators.items():
+      v = f(s.params, walkers.x)  # (B, k)
+      ok = jnp.isfinite(v)
+      means[name] = jnp.sum(jnp.where(ok, v, 0), axis=0) / jnp.maximum(jnp.sum(ok, axis=0), 1)
+    return s._replace(walkers=walkers, key=key), (mean, pmove, means)
 
   sweep = jax.jit(sweep, donate_argnums=0)
   t0 = time.perf_counter()
   for _ in range(burn_in):
     state, _ = sweep(state)
-  energies, pmoves, pending = [], [], None
+  energies, pmoves, values, pending = [], [], [], None
+
+  def record(out):
+    e, pmove, means = jax.device_get(out)
+    energies.append(float(e))
+    pmoves.append(float(pmove))
+    values.append(means)
+
   for _ in range(steps):
     state, out = sweep(state)
-    if pending is not None:
-      energies.append(float(pending[0]))
-      pmoves.append(float(pending[1]))
+    if pending is not None:  # Fetched one sweep behind, so the device never waits.
+      record(pending)
     pending = out
-  energies.append(float(pending[0]))
-  pmoves.append(float(pending[1]))
+  record(pending)
   wall = time.perf_counter() - t0
   estimate = stats.reblock(np.asarray(energies))
   exact = system.exact_energy
@@ -79,6 +102,15 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
             'exact_energy': exact,
             'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
             'wall_s': wall}
+  for name in observables:
+    series = np.stack([np.asarray(v[name]) for v in values])  # (steps, k)
+    obs = observables_lib.OBSERVABLES[name]
+    est = [stats.reblock(series[:, c]) for c in range(series.shape[1])]
+    result.setdefault('observables', {})[name] = {
+        'labels': list(obs.labels), 'unit': obs.unit, 'value': [e.mean for e in est],
+        'error': [e.error for e in est], 'tau': [e.tau for e in est]}
+    say(f'  {name}: ' + ', '.join(f'{label} {e.mean:.5f} +- {e.error:.5f}'
+                                  for label, e in zip(obs.labels, est)) + f' {obs.unit}'.rstrip())
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
   line = (f'Evaluated step {trained_step}: {estimate.mean:.6f} +- {estimate.error:.6f} Ha '
           f'({steps} sweeps x {cfg.batch_size} walkers, reblocked, tau={estimate.tau:.1f})')
@@ -96,7 +128,8 @@ def main(argv) -> None:
     sys.exit(2)
   f = flags.FLAGS
   try:
-    evaluate(f.run, f.steps, f.burn_in, seed=f.seed)
+    names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
+    evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names)
   except InputError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -110,6 +143,8 @@ def run() -> None:
   flags.DEFINE_integer('burn_in', None, 'Sweeps discarded before recording '
                        "(default: the run's config.evaluation.burn_in).")
   flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.')
+  flags.DEFINE_string('observables', '', 'Comma-separated observables to estimate besides the '
+                      "energy: s2 (total spin <S^2>), dipole (e bohr). Default: none.")
   app.run(main)
 
 

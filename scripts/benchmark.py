@@ -5,6 +5,7 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py --quick         # a small subset (a smoke test)
   python scripts/benchmark.py --suite configs --methods folx jacfwd --json out.json
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
+  python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
 
 Every run is `python -m ferminet_fast.train --config C ...` in a fresh process, so start-up
 (imports, tracing, compilation) is measured cold, as a user sees it. Reported per run:
@@ -18,6 +19,8 @@ DIR) and ours with the same settings, alternately, in this one invocation: per s
 optimizer, the time of one step is (T(long) - T(short)) / (long - short) of whole processes
 trained `long` and `short` steps (start-up, compilation and burn-in cancel), the median over
 `--repeats`; no pretraining, our stage timers off. Printed: both, and ours / FermiNet's.
+`--against-ours DIR` does the same with another checkout of this repository (run from DIR
+with this interpreter) in FermiNet's place: whether a change made the step slower.
 """
 
 import argparse
@@ -75,37 +78,40 @@ def run_one(config, overrides, iterations):
   return t
 
 
-def _wall(cmd: list) -> float:
-  """Seconds a process takes from start to exit; raises if it fails."""
+def _wall(cmd: list, cwd: str = REPO) -> float:
+  """Seconds a process takes from start to exit (run in `cwd`); raises if it fails."""
   t0 = time.perf_counter()
-  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+  proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)  # `-m` imports from cwd.
   if proc.returncode:
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
     raise RuntimeError(f'{" ".join(cmd[:4])} ... failed: ' + ' | '.join(tail))
   return time.perf_counter() - t0
 
 
-def against_ferminet(fn_dir: str, name: str, optimizer: str, short: int, long: int,
-                     repeats: int) -> dict:
-  """ms per step of FermiNet and ours on system `name`, by differences of whole processes."""
+def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int,
+                 repeats: int, ours_baseline: bool = False) -> dict:
+  """ms per step of a baseline and ours on system `name`, by differences of whole processes.
+  The baseline is FermiNet set up in the directory `baseline`, or with `ours_baseline`
+  another checkout of this repository there."""
   keys = {'optim.optimizer': optimizer, 'pretrain.iterations': '0'}
-  ms = {'ferminet': [], 'ours': []}
+  ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
+  ms = {'baseline': [], 'ours': []}
   for _ in range(repeats):
-    for who in ('ferminet', 'ours'):  # Alternated, so that drifts of the machine hit both.
+    for who in ('baseline', 'ours'):  # Alternated, so that drifts of the machine hit both.
       walls = []
       for n in (short, long):
         with tempfile.TemporaryDirectory() as tmp:
           run = os.path.join(tmp, 'run')
-          if who == 'ferminet':
-            cmd = reference.command(fn_dir, name, run, {**keys, 'optim.iterations': str(n)})
+          if who == 'baseline' and not ours_baseline:
+            cmd = reference.command(baseline, name, run, {**keys, 'optim.iterations': str(n)})
           else:
             cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
-                name, run, {**keys, 'optim.iterations': str(n), 'log.timers': 'false',
-                            'log.progress': 'false', 'log.print_every': '0'})]
-          walls.append(_wall(cmd))
+                name, run, {**keys, 'optim.iterations': str(n), **ours_keys})]
+          walls.append(_wall(cmd, cwd=baseline if who == 'baseline' and ours_baseline
+                             else REPO))
       ms[who].append(1e3 * (walls[1] - walls[0]) / (long - short))
   out = {who: statistics.median(v) for who, v in ms.items()}
-  out['ratio'] = out['ours'] / out['ferminet']
+  out['ratio'] = out['ours'] / out['baseline']
   out['runs_ms'] = ms
   return out
 
@@ -140,26 +146,32 @@ def main():
   parser.add_argument('--json', help='write all results to this file')
   parser.add_argument('--against-ferminet', metavar='DIR',
                       help='time FermiNet (set up in DIR) and ours side by side, then stop')
+  parser.add_argument('--against-ours', metavar='DIR',
+                      help='time another checkout of ours (in DIR) and this one side by side')
   parser.add_argument('--systems', nargs='*', default=['He', 'Ne'], choices=list(reference.SYSTEMS),
-                      help='with --against-ferminet')
+                      help='with --against-ferminet / --against-ours')
   parser.add_argument('--steps', nargs=2, type=int, default=[60, 300], metavar=('SHORT', 'LONG'),
-                      help='with --against-ferminet: the two run lengths')
-  parser.add_argument('--repeats', type=int, default=3, help='with --against-ferminet')
+                      help='with --against-ferminet / --against-ours: the two run lengths')
+  parser.add_argument('--repeats', type=int, default=3,
+                      help='with --against-ferminet / --against-ours')
   args = parser.parse_args()
-  if args.against_ferminet:
+  if args.against_ferminet or args.against_ours:
+    baseline = args.against_ferminet or os.path.abspath(args.against_ours)
+    label = 'FermiNet' if args.against_ferminet else 'baseline checkout'
     rows = []
-    print('| system | optimizer | FermiNet (ms/step) | ours (ms/step) | ours / FermiNet |\n'
+    print(f'| system | optimizer | {label} (ms/step) | ours (ms/step) | ours / {label} |\n'
           '|---|---|---|---|---|', flush=True)
     for name in args.systems:
       for opt in args.optimizers:
-        r = against_ferminet(args.against_ferminet, name, opt, *args.steps, args.repeats)
+        r = side_by_side(baseline, name, opt, *args.steps, args.repeats,
+                         ours_baseline=bool(args.against_ours))
         rows.append({'system': name, 'optimizer': opt, **r})
-        print(f'| {name} | {opt} | {r["ferminet"]:.1f} | {r["ours"]:.1f} | {r["ratio"]:.2f} |',
+        print(f'| {name} | {opt} | {r["baseline"]:.1f} | {r["ours"]:.1f} | {r["ratio"]:.2f} |',
               flush=True)
     if args.json:
       with open(args.json, 'w') as f:
-        json.dump({'against_ferminet': rows, 'steps': args.steps, 'repeats': args.repeats}, f,
-                  indent=2)
+        json.dump({'baseline': baseline, 'label': label, 'rows': rows, 'steps': args.steps,
+                   'repeats': args.repeats}, f, indent=2)
     return
   if args.quick:
     args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20
