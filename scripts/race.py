@@ -44,7 +44,7 @@ from ferminet_fast.run import cli  # noqa: E402
 from ferminet_fast.vmc import stats  # noqa: E402
 import ferminet_reference as reference  # noqa: E402
 
-SOURCES = {  # Where the exact energy in our config (systems.py for atoms) comes from.
+SOURCES = {  # Where the exact energy in our config (physics/systems.py for atoms) comes from.
     'Ne': 'Chakravorty et al. 1993',
     'N2': 'Pfau et al. 2020, Table 1',
 }
