@@ -7,7 +7,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import hamiltonian, systems
@@ -16,20 +15,20 @@ from ferminet_fast.vmc.step import Compiled, Parts, TrainState
 
 
 def _stage_functions(parts: Parts) -> dict:
-  """The stages of a step, each as a function of the training state."""
+  """The stages of the step after sampling (the step's own functions, parts.energy_grad and
+  parts.update), and one forward pass as the unit of cost, each as a function of the
+  training state. Sampling is timed with the compiled MCMC sweep."""
 
   def forward(s):
     return parts.batch_log_psi(s.params, s.walkers.x)
 
   def energy_grad(s):
-    return jax.value_and_grad(parts.energy, has_aux=True)(s.params, s.walkers.x)
+    return parts.energy_grad(s.params, s.walkers.x)
 
-  def optimizer_stage(s, grads, centred):
-    updates, opt_state = parts.optimizer.update(
-        grads, s.opt_state, s.params, samples=optim.Samples(s.walkers.x, s.key, centred))
-    return optax.apply_updates(s.params, updates), opt_state
+  def update(s, grads, centred):
+    return parts.update(s.params, s.opt_state, grads, optim.Samples(s.walkers.x, s.key, centred))
 
-  return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': optimizer_stage}
+  return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': update}
 
 
 def shapes_of(tree):

@@ -42,12 +42,19 @@ class StepStats(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Parts:
-  """The pure functions a run is made of, built once from the config and system."""
+  """The pure functions a run is made of, built once from the settings and system. The
+  step is their composition, sample -> energy_grad -> update; the stage timers
+  (run/profiling.py) time the same functions."""
   network: networks.Network
   batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
   sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove): fixed width
-  mcmc_step: Callable  # TrainState -> (TrainState, pmove): one sweep, width adapted
+  mcmc_step: Callable  # TrainState -> (TrainState, pmove): sample, one sweep, width adapted
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
+  # (params, x (B, 3N)) -> ((E, EnergyAux), grads): local energies and the VMC gradient.
+  energy_grad: Callable
+  # (params, opt_state, grads, Samples) -> (params, opt_state, ok): the optimizer's update,
+  # not applied (ok False, both kept) if it would make a parameter non-finite.
+  update: Callable
   optimizer: optax.GradientTransformationExtraArgs
   train_step: Callable  # TrainState -> (TrainState, StepStats)
   dtype: Any
@@ -79,20 +86,27 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     walkers = walkers._replace(width=mcmc.adapt_width(walkers.width, pmove, target, rate))
     return state._replace(walkers=walkers, key=key), pmove
 
+  def energy_grad(params, x):
+    return jax.value_and_grad(energy, has_aux=True)(params, x)
+
+  def update(params, opt_state, grads, samples: optim.Samples):
+    updates, new_opt_state = optimizer.update(grads, opt_state, params, samples=samples)
+    new_params = optax.apply_updates(params, updates)
+    # An update that would make any parameter non-finite is rejected: parameters and
+    # optimizer state stay as they were (the walkers and key move on).
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(new_params)]))
+    new_params, new_opt_state = jax.lax.cond(ok, lambda: (new_params, new_opt_state),
+                                             lambda: (params, opt_state))
+    return new_params, new_opt_state, ok
+
   def train_step(state: TrainState):
     width = state.walkers.width
     state, pmove = mcmc_step(state)
     x = state.walkers.x
-    (e, aux), grads = jax.value_and_grad(energy, has_aux=True)(state.params, x)
+    (e, aux), grads = energy_grad(state.params, x)
     key, k_opt = jax.random.split(state.key)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params,
-                                          samples=optim.Samples(x, k_opt, aux.centred))
-    params = optax.apply_updates(state.params, updates)
-    # An update that would make any parameter non-finite is rejected: parameters and
-    # optimizer state stay as they were (the walkers and key move on).
-    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(params)]))
-    params, opt_state = jax.lax.cond(ok, lambda: (params, opt_state),
-                                     lambda: (state.params, state.opt_state))
+    params, opt_state, ok = update(state.params, state.opt_state, grads,
+                                   optim.Samples(x, k_opt, aux.centred))
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
     stats = StepStats(e, aux.variance, pmove, width,
@@ -100,8 +114,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
                       aux.nonfinite, (~ok).astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
-  return Parts(network, batch_log_psi, sweep, mcmc_step, energy, optimizer, train_step, dtype,
-               laplacian)
+  return Parts(network, batch_log_psi, sweep, mcmc_step, energy, energy_grad, update, optimizer,
+               train_step, dtype, laplacian)
 
 
 def init_state(parts: Parts, system: systems.System, batch_size: int, mcmc_cfg,
