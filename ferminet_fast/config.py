@@ -83,7 +83,8 @@ SETTINGS = {
     'system.atom': S('He', "Element symbol of a single atom at the origin; '' when "
                      '`molecule` is used.', structural=True),
     'system.molecule': S('', "Nuclei as 'SYMBOL x y z; SYMBOL x y z; ...' (the pyscf atom "
-                         'string), in `units`.', structural=True),
+                         'string), in `units`; or the path of an .xyz file (angstrom, as the '
+                         'format says; read again on resume and evaluation).', structural=True),
     'system.units': S('bohr', "Units of `molecule` coordinates: 'bohr' or 'angstrom'.",
                       one_of('bohr', 'angstrom'), structural=True),
     'system.charge': S(0, 'Total charge in units of e (positive: electrons removed).',

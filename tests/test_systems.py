@@ -61,6 +61,42 @@ def test_molecule_in_angstrom():
   np.testing.assert_allclose(system.nuclear_repulsion, 0.529177210903 / 0.74)
 
 
+def test_molecule_from_an_xyz_file(tmp_path):
+  """Water as users keep it: an .xyz file in angstrom, with a comment and extra columns."""
+  path = tmp_path / 'water.xyz'
+  path.write_text('3\nwater, experimental geometry\n'
+                  'O  0.000000  0.000000  0.117300\n'
+                  'H  0.000000  0.757200 -0.469200  extra\n'
+                  'H  0.000000 -0.757200 -0.469200\n')
+  cfg = tiny_config().system
+  cfg.atom, cfg.molecule = '', str(path)
+  system = systems.make_system(cfg)
+  inline = tiny_config().system
+  inline.atom, inline.units = '', 'angstrom'
+  inline.molecule = 'O 0 0 0.1173; H 0 0.7572 -0.4692; H 0 -0.7572 -0.4692'
+  reference = systems.make_system(inline)
+  np.testing.assert_allclose(system.positions, reference.positions)
+  assert system.electrons == (5, 5) and system.name == reference.name
+  np.testing.assert_allclose(np.linalg.norm(system.positions[1] - system.positions[0]),
+                             np.hypot(0.7572, 0.1173 + 0.4692) / 0.529177210903)  # O-H, bohr.
+
+
+@pytest.mark.parametrize('text,message', [
+    (None, 'cannot be read'),
+    ('two\n\nH 0 0 0\n', 'number of atoms'),
+    ('3\nH2\nH 0 0 0\nH 0 0 0.74\n', 'says 3 atoms but has 2'),
+    ('2\nH2\nH 0 0 0\nH 0 0 zero\n', 'not numbers'),
+])
+def test_bad_xyz_files_name_the_problem(tmp_path, text, message):
+  path = tmp_path / 'mol.xyz'
+  if text is not None:
+    path.write_text(text)
+  cfg = tiny_config().system
+  cfg.atom, cfg.molecule = '', str(path)
+  with pytest.raises(InputError, match=message):
+    systems.make_system(cfg)
+
+
 @pytest.mark.parametrize('changes,message', [
     ({'atom': 'Xx'}, 'unknown element'),
     ({'atom': 'he'}, "did you mean 'He'"),

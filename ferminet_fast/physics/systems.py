@@ -88,6 +88,25 @@ def parse_molecule(text: str, units: str) -> tuple:
   return tuple(symbols), positions
 
 
+def read_xyz(path: str) -> tuple:
+  """Symbols and positions (bohr) from an .xyz file: the atom count, a comment line, then
+  one 'SYMBOL x y z' line per atom in angstrom (the format's unit; extra columns ignored)."""
+  where = f'config.system.molecule {path!r}'
+  try:
+    with open(path) as f:
+      lines = f.read().splitlines()
+  except OSError as e:
+    raise InputError(f'{where} cannot be read: {e.strerror}') from None
+  try:
+    count = int(lines[0].split()[0])
+  except (IndexError, ValueError):
+    raise InputError(f'{where}: the first line must be the number of atoms') from None
+  atoms = [line.split()[:4] for line in lines[2:] if line.strip()]
+  if count <= 0 or len(atoms) < count:
+    raise InputError(f'{where}: says {count} atoms but has {len(atoms)} atom lines')
+  return parse_molecule('; '.join(' '.join(a) for a in atoms[:count]), 'angstrom')
+
+
 def _spin_counts(n_electrons: int, spin: int, where: str) -> tuple:
   if n_electrons <= 0:
     raise InputError(f'{where}: the system has {n_electrons} electrons; it needs at least one')
@@ -107,6 +126,8 @@ def make_system(sys_cfg) -> System:
     symbols = (sys_cfg.atom,)
     atomic_number(sys_cfg.atom, 'config.system.atom')
     positions = np.zeros((1, 3))
+  elif sys_cfg.molecule.strip().lower().endswith('.xyz'):
+    symbols, positions = read_xyz(sys_cfg.molecule.strip())
   else:
     symbols, positions = parse_molecule(sys_cfg.molecule, sys_cfg.units)
   charges = np.array([atomic_number(s, 'config.system') for s in symbols], dtype=np.float64)
