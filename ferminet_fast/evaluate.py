@@ -50,6 +50,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     jax.config.update('jax_enable_x64', True)
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
+  estimators = {name: jax.vmap(observables_lib.OBSERVABLES[name].make(network.apply, system),
+                               in_axes=(None, 0)) for name in observables}
   # The Laplacian does not change the energy; 'auto' (timed by training) takes 'best' here.
   laplacian = config.resolve_laplacian('best' if cfg.optim.laplacian == 'auto'
                                        else cfg.optim.laplacian)
@@ -57,9 +59,6 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   trained_step, state = checkpoint.restore_latest(run_dir, state, ('params', 'walkers'))
   state = state._replace(key=jax.random.PRNGKey(seed))
-  estimators = {name: jax.vmap(observables_lib.OBSERVABLES[name].make(network.apply, system),
-                               in_axes=(None, 0)) for name in observables}
-
   def sweep(s):
     """One MCMC sweep at fixed width and fixed parameters, then the mean local energy
     (non-finite ones left out, as in training) and the walker mean of each observable
@@ -109,8 +108,11 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     result.setdefault('observables', {})[name] = {
         'labels': list(obs.labels), 'unit': obs.unit, 'value': [e.mean for e in est],
         'error': [e.error for e in est], 'tau': [e.tau for e in est]}
-    say(f'  {name}: ' + ', '.join(f'{label} {e.mean:.5f} +- {e.error:.5f}'
-                                  for label, e in zip(obs.labels, est)) + f' {obs.unit}'.rstrip())
+    if obs.report:
+      say(f'  {name}: ' + obs.report(run_dir, [e.mean for e in est], [e.error for e in est]))
+    else:
+      say(f'  {name}: ' + ', '.join(f'{label} {e.mean:.5f} +- {e.error:.5f}'
+                                    for label, e in zip(obs.labels, est)) + f' {obs.unit}'.rstrip())
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
   line = (f'Evaluated step {trained_step}: {estimate.mean:.6f} +- {estimate.error:.6f} Ha '
           f'({steps} sweeps x {cfg.batch_size} walkers, reblocked, tau={estimate.tau:.1f})')
@@ -144,7 +146,8 @@ def run() -> None:
                        "(default: the run's config.evaluation.burn_in).")
   flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.')
   flags.DEFINE_string('observables', '', 'Comma-separated observables to estimate besides the '
-                      "energy: s2 (total spin <S^2>), dipole (e bohr). Default: none.")
+                      'energy: s2 (total spin <S^2>), dipole (e bohr), density (radial '
+                      'profile of an atom, to density.csv). Default: none.')
   app.run(main)
 
 

@@ -55,7 +55,8 @@ def running_mean(x: np.ndarray, window: int) -> np.ndarray:
 
 
 def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
-  """Writes energy.png, variance.png, pmove.png and (if timed) timers.png; returns paths."""
+  """Writes energy.png, variance.png, pmove.png, (if timed) timers.png and (if evaluated
+  with the density) density.png; returns paths."""
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
@@ -121,6 +122,20 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
     ax.invert_yaxis()
     ax.legend()
     save(fig, 'timers.png')
+
+  density_path = os.path.join(run_dir, 'density.csv')  # From evaluate --observables density.
+  if os.path.exists(density_path):
+    lo, hi, rho, err = np.loadtxt(density_path, delimiter=',', skiprows=1, unpack=True)
+    r = 0.5 * (lo + hi)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    shell = 4 * np.pi * r**2
+    ax1.errorbar(r, shell * rho, yerr=shell * err, lw=1, elinewidth=0.5)
+    ax1.set(xlabel='r (bohr)', ylabel=r'$4\pi r^2 \rho(r)$ (bohr$^{-1}$)',
+            title=f'{name}: radial distribution')
+    ok = rho > 0
+    ax2.semilogy(r[ok], rho[ok], lw=1)
+    ax2.set(xlabel='r (bohr)', ylabel=r'$\rho(r)$ (bohr$^{-3}$)', title=f'{name}: density')
+    save(fig, 'density.png')
   return paths
 
 

@@ -3,6 +3,7 @@
 dipole of a displaced 1s electron, with exact (not Markov chain) samples of |psi|^2; then
 evaluation of a trained helium run reports them with error bars."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, evaluate, train
+from ferminet_fast import InputError, evaluate, plot, train
 from ferminet_fast.physics import observables, systems
 
 
@@ -75,6 +76,32 @@ def test_dipole_of_a_displaced_electron():
   assert np.all(np.abs(d.mean(axis=0) + centre) < 5 * error), (d.mean(axis=0), error)
 
 
+def test_radial_density_of_a_hydrogenic_1s_electron():
+  """Exact samples of a 1s electron of a Z = 2 ion: the shell-averaged density equals the
+  exact one, rho(r) = Z^3 / pi exp(-2 Z r) integrated over each shell (the electrons in a
+  shell follow the Gamma(3, 1 / (2Z)) law of the radius), shell by shell within 5 standard
+  errors; and a molecule has no radial profile."""
+  import scipy.stats
+  z, n = 2.0, 400_000
+  system = systems.make_system(tiny_config('He').system)
+  x = np.concatenate([sample_1s(np.random.default_rng(3), z, n),
+                      np.full((n, 3), 50.0)], axis=1)  # The second electron far outside.
+  f = jax.jit(jax.vmap(observables.radial_density(None, system), in_axes=(None, 0)))
+  rho = np.concatenate([np.asarray(f(None, c)) for c in np.split(x, 8)])
+  edges = observables.RADIAL_EDGES
+  volumes = 4 / 3 * np.pi * np.diff(edges**3)
+  exact = np.diff(scipy.stats.gamma.cdf(edges, 3, scale=1 / (2 * z))) / volumes
+  mean, error = rho.mean(axis=0), rho.std(axis=0) / np.sqrt(n)
+  populated = exact * volumes * n > 100  # Shells with enough samples for a normal error.
+  assert populated.sum() > 40  # The test covers most of the profile, not a few shells.
+  assert np.all(np.abs(mean - exact)[populated] < 5 * error[populated] + 1e-12)
+  assert abs(np.sum(mean * volumes) - 1.0) < 1e-5  # One electron inside (float32 rounding).
+  molecule = tiny_config('He').system
+  molecule.atom, molecule.molecule = '', 'H 0 0 0; H 0 0 1.4'
+  with pytest.raises(InputError, match='radial profiles are for atoms'):
+    observables.radial_density(None, systems.make_system(molecule))
+
+
 def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):
   """The trained He wavefunction is close to the singlet ground state, so its <S^2> is
   bounded by its energy: the only states with S^2 != 0 in its (1, 1) sector are triplets
@@ -86,13 +113,19 @@ def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):
   with pytest.raises(InputError, match="unknown observable 'forces'"):
     evaluate.evaluate(str(path), steps=4, burn_in=1, quiet=True, observables=['forces'])
   est = evaluate.evaluate(str(path), steps=100, burn_in=10, quiet=True,
-                          observables=['s2', 'dipole'])
+                          observables=['s2', 'dipole', 'density'])
   result = json.loads((path / 'eval.json').read_text())['observables']
   s2, s2_err = result['s2']['value'][0], result['s2']['error'][0]
   bound = 2 * (est.mean + 3 * est.error - (-2.903724)) / (-2.175229 + 2.903724)
   assert -5 * s2_err < s2 < bound + 5 * s2_err, (s2, s2_err, bound)
   assert result['dipole']['labels'] == ['x', 'y', 'z'] and result['dipole']['unit'] == 'e bohr'
   assert all(np.isfinite(result['dipole']['value'])) and all(e > 0 for e in result['dipole']['error'])
+  volumes = 4 / 3 * np.pi * np.diff(observables.RADIAL_EDGES**3)
+  profile = np.loadtxt(path / 'density.csv', delimiter=',', skiprows=1)
+  np.testing.assert_allclose(profile[:, 2], result['density']['value'])
+  assert abs(np.sum(profile[:, 2] * volumes) - 2.0) < 1e-3  # Both electrons, within 12 bohr.
+  if importlib.util.find_spec('matplotlib'):
+    assert str(path / 'plots' / 'density.png') in plot.plot_run(str(path))
 
   # The same from the command line; an unknown name is one line and exit status 2.
   cli = [sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={path}', '--steps=4',

@@ -12,10 +12,17 @@ and reblocks each component. Chosen by name from `OBSERVABLES`.
   A spin eigenstate gives S(S + 1): 0 for a singlet, 0.75 for a doublet, 2 for a triplet.
 - 'dipole': the electric dipole moment d = sum_I Z_I R_I - sum_i r_i (x, y, z), in e bohr
   (atomic units; 1 e bohr = 2.541746 D). Origin-independent for neutral systems.
+- 'density': the spherically averaged electron density rho(r) of an atom (bohr^-3), as the
+  mean number of electrons in each spherical shell around the nucleus divided by the
+  shell's volume, on RADIAL_EDGES (finer near the nucleus, where the density is largest).
+  Summed over shells, rho times volume is the electron count N (less what lies beyond the
+  last edge). For molecules there is no radial profile: an error.
 """
 
-from typing import Callable, NamedTuple
+import os
+from typing import Callable, NamedTuple, Optional
 
+from ferminet_fast import InputError
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,6 +36,9 @@ class Observable(NamedTuple):
   make: Callable  # (apply, system) -> (params, x (3N,)) -> values (k,)
   labels: tuple  # Names of the k components.
   unit: str
+  # (run_dir, values (k,), errors (k,)) -> a summary line, writing any files of its own;
+  # None: the line lists every component.
+  report: Optional[Callable] = None
 
 
 def spin_squared(apply: Callable, system: systems.System) -> Callable:
@@ -66,8 +76,49 @@ def dipole(apply: Callable, system: systems.System) -> Callable:
   return estimate
 
 
+# Shell edges of the radial density, bohr: r_k = 12 (k / 120)^2, quadratic so that the
+# shells near the nucleus are thin (the first is 0.83 mbohr) and the outer ones wide.
+RADIAL_EDGES = 12.0 * (np.arange(121) / 120.0) ** 2
+
+
+def radial_density(apply: Callable, system: systems.System) -> Callable:
+  """Electrons per shell volume (bohr^-3) in each shell of RADIAL_EDGES around the single
+  nucleus of an atom, (len(RADIAL_EDGES) - 1,) per configuration."""
+  del apply
+  if len(system.charges) != 1:
+    raise InputError('observable density: radial profiles are for atoms (one nucleus); '
+                     f'{system.name} has {len(system.charges)}')
+  centre = np.asarray(system.positions[0])
+  volumes = 4.0 / 3.0 * np.pi * np.diff(RADIAL_EDGES ** 3)
+
+  def estimate(params, x):
+    del params
+    r = jnp.linalg.norm(x.reshape(-1, 3) - jnp.asarray(centre, x.dtype), axis=-1)
+    edges = jnp.asarray(RADIAL_EDGES, x.dtype)
+    inside = (r[:, None] >= edges[None, :-1]) & (r[:, None] < edges[None, 1:])  # (N, shells)
+    return jnp.sum(inside, axis=0).astype(x.dtype) / jnp.asarray(volumes, x.dtype)
+
+  return estimate
+
+
+def report_density(run_dir: str, values, errors) -> str:
+  """Writes density.csv (shell edges, rho and its error) and says how many electrons the
+  profile holds (sum of rho times shell volume)."""
+  volumes = 4.0 / 3.0 * np.pi * np.diff(RADIAL_EDGES ** 3)
+  table = np.column_stack([RADIAL_EDGES[:-1], RADIAL_EDGES[1:], values, errors])
+  np.savetxt(os.path.join(run_dir, 'density.csv'), table, delimiter=',',
+             header='r_lo_bohr,r_hi_bohr,rho_per_bohr3,error', comments='')
+  n = float(np.sum(np.asarray(values) * volumes))
+  n_err = float(np.sqrt(np.sum((np.asarray(errors) * volumes) ** 2)))
+  return (f'{n:.4f} +- {n_err:.4f} electrons within {RADIAL_EDGES[-1]:g} bohr; '
+          'the radial profile is in density.csv')
+
+
 OBSERVABLES = {
     's2': Observable(spin_squared, ('S^2',), ''),
     'dipole': Observable(dipole, ('x', 'y', 'z'), 'e bohr'),
+    'density': Observable(radial_density, tuple(f'{0.5 * (a + b):.4g}' for a, b in
+                                                 zip(RADIAL_EDGES[:-1], RADIAL_EDGES[1:])),
+                          'bohr^-3', report_density),
 }
 
