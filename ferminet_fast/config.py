@@ -146,6 +146,11 @@ SETTINGS = {
                            "'median_absdev' (median, mean |E - median|), 'mean_absdev' "
                            "(FermiNet: mean, mean |E - mean|), 'median_mad' (median, median "
                            '|E - median|).', one_of(*CLIP_METHODS)),
+    'optim.spin_penalty': S(0.0, 'lambda (Ha): lambda <S^2> is added to the energy in the '
+                            'gradient (not in the reported energy), which keeps a run in the '
+                            'lowest spin state of its (n_up, n_down) sector. Costs n_up * '
+                            'n_down extra network evaluations per walker and step. 0: none.',
+                            _non_negative),
     'optim.lr.rate': S(None, "Learning rate at step 0; None: the optimizer's default (adam, "
                        'sgd 0.01; kfac 0.05; spring 0.2).', _non_negative, kind=float),
     'optim.lr.decay': S(1.0, 'Exponent of the decay: rate * (1 + t / delay) ** -decay.',

@@ -37,6 +37,32 @@ def _check_gradient(clip_k):
     np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)
 
 
+def test_a_penalty_enters_the_gradient_but_not_the_energy():
+  """With a penalty P_L (here <S^2>'s local estimator, weighted), the gradient is that of
+  <E_L + P_L> and the reported energy and variance are still those of E_L."""
+  from ferminet_fast.physics import observables
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('He', jnp.float64)
+    x = jax.random.normal(jax.random.PRNGKey(2), (24, 6), jnp.float64)
+    local_energy = hamiltonian.make_local_energy(network.log_psi, system, 'jvp_loop')
+    s2 = observables.spin_squared(network.apply, system)
+    penalty = lambda p, xi: 0.7 * s2(p, xi)[0]  # noqa: E731
+    energy = loss.make_energy(network.log_psi, local_energy, 'median_absdev', 0.0,
+                              penalty=penalty)
+    (e, aux), grad = jax.jit(jax.value_and_grad(energy, has_aux=True))(params, x)
+    e_l = jax.jit(jax.vmap(local_energy, (None, 0)))(params, x)
+    p_l = jax.jit(jax.vmap(penalty, (None, 0)))(params, x)
+    assert float(jnp.std(p_l)) > 1e-3  # An untrained (1, 1) network: S^2 varies by walker.
+    np.testing.assert_allclose(e, jnp.mean(e_l), rtol=1e-10)
+    np.testing.assert_allclose(aux.variance, jnp.var(e_l), rtol=1e-10)
+    per_walker = jax.jit(jax.vmap(jax.grad(network.log_psi), (None, 0)))(params, x)
+    g = e_l + p_l
+    expected = jax.tree.map(
+        lambda d: 2 * jnp.tensordot(g - jnp.mean(g), d, axes=1) / x.shape[0], per_walker)
+    for a, b in zip(jax.tree.leaves(grad), jax.tree.leaves(expected)):
+      np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)
+
+
 @pytest.mark.parametrize('method', sorted(loss.CLIPPING))
 def test_clipping_keeps_the_bulk_and_bounds_outliers(method):
   e = jnp.concatenate([jnp.linspace(-1.0, 1.0, 99), jnp.array([1000.0])])

@@ -138,10 +138,12 @@ def test_every_network_optimizer_and_precision_trains(tmp_path, network, optimiz
 
 def test_auto_laplacian_and_the_other_pieces_run_through_train(tmp_path):
   """laplacian='auto' times the candidates before the step is built and trains with the
-  fastest; the non-default envelope, Jastrow and clipping run through the same path."""
+  fastest; the non-default envelope, Jastrow, clipping and spin penalty run through the
+  same path."""
   cfg = tiny_config('Li', **{
       'optim.laplacian': 'auto', 'network.envelope': 'full', 'network.jastrow': 'none',
-      'optim.clip_method': 'mean_absdev', 'batch_size': 16, 'optim.iterations': 3,
+      'optim.clip_method': 'mean_absdev', 'optim.spin_penalty': 0.5,
+      'batch_size': 16, 'optim.iterations': 3,
       'mcmc.burn_in': 2, 'network.ferminet.hidden_dims': ((8, 4),),
       'log.save_path': str(tmp_path / 'run')})
   result = train.train(cfg, quiet=True)

@@ -109,9 +109,8 @@ def report_density(run_dir: str, values, errors) -> str:
   np.savetxt(os.path.join(run_dir, 'density.csv'), table, delimiter=',',
              header='r_lo_bohr,r_hi_bohr,rho_per_bohr3,error', comments='')
   n = float(np.sum(np.asarray(values) * volumes))
-  n_err = float(np.sqrt(np.sum((np.asarray(errors) * volumes) ** 2)))
-  return (f'{n:.4f} +- {n_err:.4f} electrons within {RADIAL_EDGES[-1]:g} bohr; '
-          'the radial profile is in density.csv')
+  return (f'{n:.4f} electrons within {RADIAL_EDGES[-1]:g} bohr; the radial profile is in '
+          'density.csv')
 
 
 OBSERVABLES = {

@@ -7,9 +7,14 @@ and the Laplacian is never differentiated. Local energies entering the gradient
 are clipped (outliers near nodes and nuclei otherwise dominate it); the reported
 energy is the unclipped mean. Non-finite local energies (a walker on a node or a
 nucleus) are left out of both, and counted.
+
+An optional penalty P_L (a local estimator of another observable, already weighted, such
+as lambda S^2_L) is added to E_L in the gradient only: the update then lowers
+<E_L> + <P_L>, while the reported energy stays <E_L>.
 """
 
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
+
 
 import jax
 import jax.numpy as jnp
@@ -66,13 +71,16 @@ def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callabl
 
 
 def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
-                clip_k: float, chunk_size: int = 0) -> Callable:
+                clip_k: float, chunk_size: int = 0,
+                penalty: Optional[Callable] = None) -> Callable:
   """energy(params, x (B, 3N)) -> (E (), EnergyAux), differentiable in params.
 
-  log_psi and local_energy act on one configuration: (params, x (3N,)) -> ().
+  log_psi, local_energy and `penalty` (if given: added to E_L in the gradient only) act on
+  one configuration: (params, x (3N,)) -> ().
   """
   batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
   batch_local_energy = batch_local_energies(local_energy, chunk_size)
+  batch_penalty = batch_local_energies(penalty, chunk_size) if penalty else None
   clip = CLIPPING[clip_method]
 
   def centred_clipped(e_l, finite, mean):
@@ -88,8 +96,14 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
     n = jnp.maximum(jnp.sum(finite), 1)
     mean = jnp.sum(jnp.where(finite, e_l, 0.0)) / n
     variance = jnp.sum(jnp.where(finite, (e_l - mean) ** 2, 0.0)) / n
-    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype),
-                           centred_clipped(e_l, finite, mean))
+    if batch_penalty is None:
+      centred = centred_clipped(e_l, finite, mean)
+    else:
+      g_l = e_l + batch_penalty(params, x)
+      finite = jnp.isfinite(g_l)
+      centred = centred_clipped(g_l, finite, jnp.sum(jnp.where(finite, g_l, 0.0)) /
+                                jnp.maximum(jnp.sum(finite), 1))
+    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype), centred)
 
   @energy.defjvp
   def energy_jvp(primals, tangents):
@@ -99,7 +113,7 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
     # derivative itself be non-finite there, e.g. a walker at a NaN position, 0 * NaN
     # reaches the gradient and the step rejects the update; the next sweep restarts such
     # walkers, mcmc.replace_nonfinite.)
-    n = jnp.maximum(jnp.sum(jnp.isfinite(aux.local_energy)), 1)
+    n = jnp.maximum(x.shape[0] - aux.nonfinite, 1)  # Walkers in the gradient.
     _, dlog_psi = jax.jvp(lambda p: batch_log_psi(p, x), (params,), (tangents[0],))
     tangent = 2.0 * jnp.sum(aux.centred * dlog_psi) / n
     zeros = jax.tree.map(jnp.zeros_like, aux)

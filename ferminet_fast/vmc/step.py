@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 import optax
 
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.physics import hamiltonian, observables, systems
 from ferminet_fast.run import distributed
 from ferminet_fast.vmc import loss, mcmc
 from ferminet_fast.wavefunction import networks
@@ -73,8 +73,13 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps)
   local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian)
+  penalty = None
+  if optim_cfg.spin_penalty:
+    spin_squared = observables.spin_squared(network.apply, system)
+    weight = optim_cfg.spin_penalty
+    penalty = lambda params, x: weight * spin_squared(params, x)[0]  # noqa: E731
   energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
-                            optim_cfg.clip_local_energy, optim_cfg.energy_chunk_size)
+                            optim_cfg.clip_local_energy, optim_cfg.energy_chunk_size, penalty)
   optimizer = optim.make_optimizer(optim_cfg, network)
   schedule = optim.lr_schedule(optim_cfg)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
