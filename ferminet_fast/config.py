@@ -36,7 +36,9 @@ class Setting(NamedTuple):
   doc: str
   check: Optional[Callable[[Any], Optional[str]]] = None  # value -> what is wrong, or None.
   structural: bool = False
-  kind: Optional[type] = None  # The type of a key whose default is None.
+  # The type of a key whose default is None; `object` for a key that takes values of
+  # several types (such as 'auto' or a number).
+  kind: Optional[type] = None
 
 
 def one_of(*allowed) -> Callable:
@@ -49,6 +51,11 @@ def _positive_int(v):
 
 def _non_negative(v):
   return None if v is None or v >= 0 else 'must be >= 0'
+
+
+def _chunk_size(v):
+  ok = v == 'auto' or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+  return None if ok else "must be 'auto' or an integer >= 0"
 
 
 def _positive(v):
@@ -135,10 +142,13 @@ SETTINGS = {
                          'jvp_loop and folx before training and uses the fastest), or '
                          "'best' ('folx' when installed, the fastest in our benchmarks, else "
                          "'jacfwd'). All are exact.", one_of(*LAPLACIANS, 'auto', 'best')),
-    'optim.energy_chunk_size': S(0, 'Walkers per chunk when evaluating local energies (0: '
-                                 'all at once). Smaller chunks bound the memory of the '
-                                 'Laplacian for large batches or systems, at some speed.',
-                                 _non_negative),
+    'optim.energy_chunk_size': S('auto', "Walkers per chunk (summed over devices) when "
+                                 "evaluating local energies: 'auto' (on CPU, chunks whose "
+                                 'Laplacian intermediates stay in cache, up to 2.3x faster '
+                                 'at 10-14 electrons; on GPU/TPU all at once), 0 (all at '
+                                 'once) or a number of walkers (also bounds the memory of '
+                                 'the Laplacian). Exact either way.', _chunk_size,
+                                 kind=object),
     'optim.clip_local_energy': S(5.0, 'Local energies used in the gradient are clipped to '
                                  'centre +- k * scale; this is k. 0 disables clipping. The '
                                  'reported energy is always the unclipped mean.', _non_negative),
@@ -286,8 +296,12 @@ def default() -> config_dict.ConfigDict:
       if block not in node:
         node[block] = config_dict.ConfigDict()
       node = node[block]
-    node[last] = (config_dict.placeholder(setting.kind) if setting.default is None
-                  else setting.default)
+    if setting.default is None:
+      node[last] = config_dict.placeholder(setting.kind)
+    elif setting.kind is object:
+      node[last] = config_dict.FieldReference(setting.default, field_type=object)
+    else:
+      node[last] = setting.default
   cfg.lock()
   return cfg
 

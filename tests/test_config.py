@@ -39,6 +39,8 @@ def test_config_is_locked():
     ('optim.clip_method', 'winsorize', 'clip_method'),
     ('optim.laplacian', 'hessian', 'optim.laplacian'),
     ('optim.energy_chunk_size', -1, 'energy_chunk_size'),
+    ('optim.energy_chunk_size', 'some', 'energy_chunk_size'),
+    ('optim.energy_chunk_size', 2.5, 'energy_chunk_size'),
     ('network.network_type', 'transformer', 'network.network_type'),
     ('network.psiformer.heads', 0, 'psiformer.heads'),
     ('optim.spring.momentum', 1.0, 'spring.momentum'),

@@ -86,7 +86,8 @@ def assert_close(a, b):
 
 
 def test_two_devices_equal_one_device(tmp_path, single):
-  [r] = run_worker(overrides(tmp_path / 'run'))
+  # Local energies in chunks of 16 walkers (8 from each device): the same result.
+  [r] = run_worker(overrides(tmp_path / 'run', **{'optim.energy_chunk_size': 16}))
   assert r.returncode == 0, r.stderr[-2000:]
   assert 'devices 2 processes 1' in r.stdout
   assert_close(params_of(tmp_path / 'run'), single[1])

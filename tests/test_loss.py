@@ -94,3 +94,43 @@ def test_non_finite_local_energies_are_left_out():
     for a, b in zip(jax.tree.leaves(g_bad), jax.tree.leaves(g_ref)):
       assert np.all(np.isfinite(a))
       np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_largest_intermediate_counts_only_what_depends_on_the_walker():
+  """A (5,) parameter vector broadcast against x (3,) makes a (3, 5) array; the (7, 7)
+  array made from the parameters alone is not counted."""
+  def f(p, x):
+    junk = jnp.outer(p['b'], p['b'])  # (7, 7), independent of x.
+    return jnp.sum(jnp.tanh(x[:, None] * p['w'])) + jnp.sum(junk)
+
+  p = {'w': jnp.ones(5), 'b': jnp.ones(7)}
+  assert loss.largest_intermediate(f, p, jax.ShapeDtypeStruct((3,), jnp.float32)) == 15
+
+
+class _Device:
+  def __init__(self, platform):
+    self.platform = platform
+
+
+def test_auto_chunks_keep_a_chunks_tangents_near_the_cache_budget():
+  """On CPU a chunk's largest tangent array (3N x largest intermediate x bytes per walker)
+  is about CPU_CHUNK_BYTES, rounded to a power of two, per device; on GPU, no chunks."""
+  _, network, params = tiny_network('Li')
+  x = jax.ShapeDtypeStruct((network.n_coords,), jnp.float32)
+  per_walker = network.n_coords * loss.largest_intermediate(network.log_psi, params, x) * 4
+  cpu = loss.auto_chunk_size(network.log_psi, params, network.n_coords, jnp.float32,
+                             [_Device('cpu')])
+  assert cpu & (cpu - 1) == 0  # A power of two,
+  assert loss.CPU_CHUNK_BYTES / 1.5 <= cpu * per_walker <= loss.CPU_CHUNK_BYTES * 1.5
+  with jax.enable_x64(True):
+    doubled = loss.auto_chunk_size(network.log_psi, params, network.n_coords, jnp.float64,
+                                   [_Device('cpu')])
+  assert doubled == cpu // 2  # Twice the bytes per walker in float64.
+  assert loss.auto_chunk_size(network.log_psi, params, network.n_coords, jnp.float32,
+                              [_Device('cpu')] * 4) == 4 * cpu  # Summed over devices.
+  for platform in ('gpu', 'tpu'):
+    assert loss.auto_chunk_size(network.log_psi, params, network.n_coords, jnp.float32,
+                                [_Device(platform)]) == 0
+  assert loss.resolve_chunk_size(12, network) == 12
+  assert loss.resolve_chunk_size('auto', network) == (cpu if jax.devices()[0].platform == 'cpu'
+                                                      else 0) * len(jax.devices())

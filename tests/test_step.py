@@ -55,15 +55,17 @@ def test_carried_log_psi_is_the_new_parameters_after_a_step(run):
                              parts.batch_log_psi(state.params, state.walkers.x), rtol=1e-5)
 
 
-def test_chunked_local_energies_equal_unchunked(run):
-  """In float64, so that the comparison is of the chunking, not of float32 rounding."""
+@pytest.mark.parametrize('chunk', [24, 16])
+def test_chunked_local_energies_equal_unchunked(run, chunk):
+  """In float64, so that the comparison is of the chunking, not of float32 rounding. 24
+  leaves a remainder (contiguous chunks); 16 divides the batch (strided chunks)."""
   _, system, parts, _, state = run
   local_energy = hamiltonian.make_local_energy(parts.network.log_psi, system, 'jacfwd')
   with jax.enable_x64(True):
     params, x = jax.tree.map(lambda a: np.asarray(a, np.float64), (state.params, state.walkers.x))
     full = jax.jit(loss.batch_local_energies(local_energy))(params, x)
-    chunked = jax.jit(loss.batch_local_energies(local_energy, 24))(params, x)
-  assert x.shape[0] % 24  # A remainder chunk is exercised too.
+    chunked = jax.jit(loss.batch_local_energies(local_energy, chunk))(params, x)
+  assert bool(x.shape[0] % chunk) == (chunk == 24)
   np.testing.assert_allclose(chunked, full, rtol=1e-11, atol=1e-11)
 
 

@@ -55,10 +55,12 @@ AUTO_CANDIDATES = ('jacfwd', 'jvp_loop', 'folx')  # folx_sparse compiles too slo
 
 
 def choose_laplacian(network, system: systems.System, params, x: jax.Array,
-                     chunk_size: int = 0, repeats: int = 5) -> tuple:
+                     chunk_size='auto', repeats: int = 5) -> tuple:
   """Times the batched local energy of each available candidate method for `network` at
-  `params` and walkers x (B, 3N), in chunks of `chunk_size` walkers as the run will, and
-  returns (fastest, {method: ms}). How 'auto' is resolved, before the step is built."""
+  `params` and walkers x (B, 3N), in chunks as the run will make them (`chunk_size`:
+  config.optim.energy_chunk_size), and returns (fastest, {method: ms}). How 'auto' is
+  resolved, before the step is built."""
+  chunk_size = loss.resolve_chunk_size(chunk_size, network)
   times = {}
   for method in [m for m in AUTO_CANDIDATES if m in hamiltonian.available_laplacians()]:
     local_energy = hamiltonian.make_local_energy(network.log_psi, system, method)
@@ -144,5 +146,6 @@ def run_facts(ctx, batch_size: int, mcmc_steps: int, optimizer: str, parts: Part
   """The run's layout and the compiled step's memory, for timings.json."""
   return {'batch_size': batch_size, 'devices': ctx.device_count,
           'processes': ctx.process_count, 'walkers_per_device': batch_size // ctx.device_count,
-          'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian, 'optimizer': optimizer,
+          'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian,
+          'energy_chunk_size': parts.chunk_size, 'optimizer': optimizer,
           **memory_mb(compiled.train_step)}

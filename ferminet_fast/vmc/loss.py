@@ -13,11 +13,12 @@ as lambda S^2_L) is added to E_L in the gradient only: the update then lowers
 <E_L> + <P_L>, while the reported energy stays <E_L>.
 """
 
-from typing import Callable, NamedTuple, Optional
-
+import math
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 class EnergyAux(NamedTuple):
@@ -60,14 +61,75 @@ CLIPPING = {
 
 def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callable:
   """(params, x (B, 3N)) -> (B,): vmapped, or in chunks of `chunk_size` walkers (a loop of
-  vmaps, bounding the memory of the Laplacian) when chunk_size > 0."""
+  vmaps) when 0 < chunk_size < B.
+
+  Chunk j holds walkers j, j + n, j + 2n, ... (n chunks), so that with the walkers split
+  over devices in contiguous blocks each chunk takes the same number from every device
+  and no walker moves between devices."""
+  vmapped = jax.vmap(local_energy, in_axes=(None, 0))
   if not chunk_size:
-    return jax.vmap(local_energy, in_axes=(None, 0))
+    return vmapped
 
   def batched(params, x):
-    return jax.lax.map(lambda xi: local_energy(params, xi), x, batch_size=chunk_size)
+    b = x.shape[0]
+    n = -(-b // chunk_size)
+    if n == 1:
+      return vmapped(params, x)
+    if b % n:  # Uneven: contiguous chunks and a remainder (lax.map's own batching).
+      return jax.lax.map(lambda xi: local_energy(params, xi), x, batch_size=chunk_size)
+    strided = jnp.swapaxes(x.reshape(b // n, n, *x.shape[1:]), 0, 1)  # (n, B / n, 3N)
+    out = jax.lax.map(lambda xs: vmapped(params, xs), strided)  # (n, B / n)
+    return jnp.swapaxes(out, 0, 1).reshape(b)
 
   return batched
+
+
+# Bytes of one chunk's largest forward-Laplacian intermediate that run fastest on CPU:
+# measured on a 2-core AMD EPYC (1 MiB L2 per core, 32 MiB L3), float32, batch 256, folx:
+# the fastest chunk was 16 walkers for Ne (30 x 800 tangents: 96 kB per walker, 2.3x faster
+# than unchunked), 8 for N2 (263 kB, 2.3x) and 4 for Ne with FermiNet's (256, 32) x 4
+# network (384 kB, 1.3x); He (3 kB) is not chunked. BENCHMARKS.md has the sweeps.
+CPU_CHUNK_BYTES = 2 * 2**20
+
+
+def largest_intermediate(f: Callable, *args) -> int:
+  """Elements of the largest array that f(*args) computes from its last argument (args may
+  be jax.ShapeDtypeStructs): what a forward Laplacian carries 3N tangents of."""
+  closed = jax.make_jaxpr(f)(*args)
+  depends = set(closed.jaxpr.invars[-len(jax.tree.leaves(args[-1])):])
+  largest = 0
+  for eqn in closed.jaxpr.eqns:
+    if any(not hasattr(v, 'val') and v in depends for v in eqn.invars):  # (Literals have .val)
+      for v in eqn.outvars:
+        depends.add(v)
+        largest = max(largest, int(np.prod(v.aval.shape)))
+  return largest
+
+
+def auto_chunk_size(log_psi: Callable, params, n_coords: int, dtype,
+                    devices: Sequence[jax.Device]) -> int:
+  """Walkers per chunk (summed over `devices`) for local energies; 0: all at once.
+
+  On CPU the forward Laplacian's tangents (3N per element of each intermediate) are
+  streamed through memory many times; a chunk whose largest tangent array fits in about
+  CPU_CHUNK_BYTES stays in cache and runs up to 2.3x faster at 10-14 electrons. On GPUs
+  and TPUs the whole batch at once keeps the device busy: 0."""
+  if devices[0].platform != 'cpu':
+    return 0
+  x = jax.ShapeDtypeStruct((n_coords,), dtype)
+  per_walker = n_coords * largest_intermediate(log_psi, params, x) * np.dtype(dtype).itemsize
+  per_device = 2 ** max(0, round(math.log2(CPU_CHUNK_BYTES / max(per_walker, 1))))
+  return per_device * len(devices)
+
+
+def resolve_chunk_size(setting, network) -> int:
+  """config.optim.energy_chunk_size ('auto' or walkers per chunk) for `network`
+  (networks.Network), on this process's view of all devices."""
+  if setting != 'auto':
+    return int(setting)
+  params = jax.eval_shape(network.init, jax.random.PRNGKey(0))
+  return auto_chunk_size(network.log_psi, params, network.n_coords, network.dtype,
+                         jax.devices())
 
 
 def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,

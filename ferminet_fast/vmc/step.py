@@ -59,6 +59,7 @@ class Parts:
   train_step: Callable  # TrainState -> (TrainState, StepStats)
   dtype: Any
   laplacian: str
+  chunk_size: int  # Walkers per chunk of local energies (0: all at once), resolved.
 
 
 DTYPES = {'float32': jnp.float32, 'float64': jnp.float64}  # config.precision -> dtype
@@ -78,8 +79,9 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     spin_squared = observables.spin_squared(network.apply, system)
     weight = optim_cfg.spin_penalty
     penalty = lambda params, x: weight * spin_squared(params, x)[0]  # noqa: E731
+  chunk_size = loss.resolve_chunk_size(optim_cfg.energy_chunk_size, network)
   energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
-                            optim_cfg.clip_local_energy, optim_cfg.energy_chunk_size, penalty)
+                            optim_cfg.clip_local_energy, chunk_size, penalty)
   optimizer = optim.make_optimizer(optim_cfg, network)
   schedule = optim.lr_schedule(optim_cfg)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
@@ -120,7 +122,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   return Parts(network, batch_log_psi, sweep, mcmc_step, energy, energy_grad, update, optimizer,
-               train_step, dtype, laplacian)
+               train_step, dtype, laplacian, chunk_size)
 
 
 def init_state(parts: Parts, system: systems.System, batch_size: int, mcmc_cfg,
