@@ -73,10 +73,18 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
       means[name] = jnp.sum(jnp.where(ok, v, 0), axis=0) / jnp.maximum(jnp.sum(ok, axis=0), 1)
     return s._replace(walkers=walkers, key=key), (mean, pmove, means)
 
+  def move(s):
+    """One MCMC sweep and nothing else: burn-in measures nothing."""
+    key, k = jax.random.split(s.key)
+    walkers, _ = parts.sweep(s.params, s.walkers, k)
+    return s._replace(walkers=walkers, key=key)
+
   sweep = jax.jit(sweep, donate_argnums=0)
   t0 = time.perf_counter()
-  for _ in range(burn_in):
-    state, _ = sweep(state)
+  if burn_in:
+    move = jax.jit(move, donate_argnums=0)
+    for _ in range(burn_in):
+      state = move(state)
   energies, pmoves, values, pending = [], [], [], None
 
   def record(out):
