@@ -21,6 +21,7 @@ SYSTEMS = {
                                               'system.units': 'bohr'}),
     'N2': ('configs/n2.py', 'diatomic.py', {'system.molecule_name': 'N2',
                                             'system.bond_length': '2.068', 'system.units': 'bohr'}),
+    'C2H4': ('configs/c2h4.py', 'c2h4.py', {}),  # The same geometry in both.
 }
 # FermiNet's log line per step (its "exp. variance" is an exponentially weighted variance of
 # the step energies, not the local-energy variance).

@@ -14,12 +14,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(REPO, 'configs', '*.py')))
 
 
+# Shipped configs of molecules with no reference energy we can cite (benchmarks only).
+WITHOUT_EXACT_ENERGY = ('c2h4.py',)
+
+
 @pytest.mark.parametrize('path', CONFIGS, ids=os.path.basename)
 def test_shipped_configs_are_valid(path):
   cfg = cli.load_config_file(path)
   config.validate(cfg)
   system = systems.make_system(cfg.system)
-  assert system.exact_energy is not None
+  assert (system.exact_energy is None) == (os.path.basename(path) in WITHOUT_EXACT_ENERGY)
 
 
 def test_config_is_locked():
