@@ -206,7 +206,7 @@ def section(path: str = JSON) -> str:
            table(entries), '']
   done = {(e['system'], e['seconds']) for e in entries}
   missing = [f'{n} {b} s' for n, b in GOALS if (n, b) not in done]
-  lines += [f'Goals: a ratio of errors of at most 0.5 for ' + ', '.join(f'{n} {b} s' for n, b in GOALS)
+  lines += ['Goals: a ratio of errors of at most 0.5 for ' + ', '.join(f'{n} {b} s' for n, b in GOALS)
             + '.' + (f' Not yet run: {", ".join(missing)}.' if missing else ''), '']
   for e in entries:
     lines.append(f'- {e["system"]}, {e["seconds"]:.0f} s: {e["date"][:10]}, {e["machine"]}; '
