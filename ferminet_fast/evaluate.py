@@ -59,32 +59,30 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   trained_step, state = checkpoint.restore_latest(run_dir, state, ('params', 'walkers'))
   state = state._replace(key=jax.random.PRNGKey(seed))
-  def sweep(s):
-    """One MCMC sweep at fixed width and fixed parameters, then the mean local energy
-    (non-finite ones left out, as in training) and the walker mean of each observable
-    (over the walkers whose value is finite)."""
+  def move(s):
+    """One MCMC sweep at fixed width and fixed parameters (all that burn-in does)."""
     key, k = jax.random.split(s.key)
     walkers, pmove = parts.sweep(s.params, s.walkers, k)
-    mean, _ = parts.energy(s.params, walkers.x)
+    return s._replace(walkers=walkers, key=key), pmove
+
+  def sweep(s):
+    """A move, then the mean local energy (non-finite ones left out, as in training) and
+    the walker mean of each observable (over the walkers whose value is finite)."""
+    s, pmove = move(s)
+    mean, _ = parts.energy(s.params, s.walkers.x)
     means = {}
     for name, f in estimators.items():
-      v = f(s.params, walkers.x)  # (B, k)
+      v = f(s.params, s.walkers.x)  # (B, k)
       ok = jnp.isfinite(v)
       means[name] = jnp.sum(jnp.where(ok, v, 0), axis=0) / jnp.maximum(jnp.sum(ok, axis=0), 1)
-    return s._replace(walkers=walkers, key=key), (mean, pmove, means)
-
-  def move(s):
-    """One MCMC sweep and nothing else: burn-in measures nothing."""
-    key, k = jax.random.split(s.key)
-    walkers, _ = parts.sweep(s.params, s.walkers, k)
-    return s._replace(walkers=walkers, key=key)
+    return s, (mean, pmove, means)
 
   sweep = jax.jit(sweep, donate_argnums=0)
   t0 = time.perf_counter()
   if burn_in:
     move = jax.jit(move, donate_argnums=0)
     for _ in range(burn_in):
-      state = move(state)
+      state, _ = move(state)
   energies, pmoves, values, pending = [], [], [], None
 
   def record(out):

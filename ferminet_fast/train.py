@@ -106,8 +106,8 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
                  n_params=n_params, startup_s=time.perf_counter() - _T0,
                  machine=machine.machine(), versions=machine.versions())
   chunks = f'{parts.chunk_size} walkers' if parts.chunk_size else 'all walkers'
-  say(f'Network {n_params} parameters; Laplacian {parts.laplacian} on {chunks} at once; compiled in '
-      f'{compiled.compile_s:.1f} s; move width {float(state.walkers.width):.3f} bohr; '
+  say(f'Network {n_params} parameters; Laplacian {parts.laplacian} on {chunks} at once; '
+      f'compiled in {compiled.compile_s:.1f} s; move width {float(state.walkers.width):.3f} bohr; '
       f'first step {timings["startup_s"]:.1f} s after start')
   write('timings.json', timings)
 

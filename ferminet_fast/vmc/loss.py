@@ -13,6 +13,7 @@ as lambda S^2_L) is added to E_L in the gradient only: the update then lowers
 <E_L> + <P_L>, while the reported energy stays <E_L>.
 """
 
+import functools
 import math
 from typing import Callable, NamedTuple, Optional, Sequence
 
@@ -94,7 +95,8 @@ CPU_CHUNK_BYTES = 2 * 2**20
 
 def largest_intermediate(f: Callable, *args) -> int:
   """Elements of the largest array that f(*args) computes from its last argument (args may
-  be jax.ShapeDtypeStructs): what a forward Laplacian carries 3N tangents of."""
+  be jax.ShapeDtypeStructs): what a forward Laplacian carries 3N tangents of. Nested calls
+  (pjit, custom derivatives) count by their outputs."""
   closed = jax.make_jaxpr(f)(*args)
   depends = set(closed.jaxpr.invars[-len(jax.tree.leaves(args[-1])):])
   largest = 0
@@ -122,9 +124,11 @@ def auto_chunk_size(log_psi: Callable, params, n_coords: int, dtype,
   return per_device * len(devices)
 
 
+@functools.lru_cache(maxsize=8)
 def resolve_chunk_size(setting, network) -> int:
   """config.optim.energy_chunk_size ('auto' or walkers per chunk) for `network`
-  (networks.Network), on this process's view of all devices."""
+  (networks.Network), on this process's view of all devices. Remembered, so that the
+  'auto' Laplacian's timing and the step it chooses for trace the network once."""
   if setting != 'auto':
     return int(setting)
   params = jax.eval_shape(network.init, jax.random.PRNGKey(0))
