@@ -18,7 +18,8 @@ import jax  # noqa: E402
 from ferminet_fast import InputError, config  # noqa: E402
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
 from ferminet_fast.run import (checkpoint, cli, distributed, loop, machine,  # noqa: E402
-                               profiling, report, resume, rundir, signals, xla_flags)
+                               memory, profiling, report, resume, rundir, signals,
+                               xla_flags)
 from ferminet_fast.run.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
 from ferminet_fast.wavefunction import networks  # noqa: E402
@@ -89,8 +90,12 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
   elif cfg.pretrain.iterations:
     state = pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, system, network,
                                     parts.batch_log_psi, state, say)
+  # Compiled before anything is written: a step that cannot fit the device's memory stops
+  # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
+  parts, compiled, free_mb = memory.compile_to_fit(
+      lambda chunk: step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian, chunk),
+      parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state)
   write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run as it was.
-  compiled = step.compile_step(parts, state)
   t_burn = time.perf_counter()
   if not source.restore_from:  # Restored walkers are already equilibrated.
     state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
@@ -103,12 +108,14 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
   n_params = int(sum(p.size for p in jax.tree.leaves(state.params)))
   timings.update(profiling.run_facts(ctx, cfg.batch_size, cfg.mcmc.steps, cfg.optim.optimizer,
                                      parts, compiled),
-                 n_params=n_params, startup_s=time.perf_counter() - _T0,
+                 n_params=n_params, startup_s=time.perf_counter() - _T0, free_memory_mb=free_mb,
                  machine=machine.machine(), versions=machine.versions())
   chunks = f'{parts.chunk_size} walkers' if parts.chunk_size else 'all walkers'
+  mem = (f'; step {timings["step_memory_mb"]:.0f} MiB per device' if 'step_memory_mb' in timings
+         else '') + (f' ({free_mb:.0f} MiB free)' if free_mb is not None else '')
   say(f'Network {n_params} parameters; Laplacian {parts.laplacian} on {chunks} at once; '
-      f'compiled in {compiled.compile_s:.1f} s; move width {float(state.walkers.width):.3f} bohr; '
-      f'first step {timings["startup_s"]:.1f} s after start')
+      f'compiled in {compiled.compile_s:.1f} s{mem}; move width {float(state.walkers.width):.3f} '
+      f'bohr; first step {timings["startup_s"]:.1f} s after start')
   write('timings.json', timings)
 
   # The loop: one compiled step per iteration; records, checkpoints, rewinds, stop signals.

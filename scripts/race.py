@@ -11,8 +11,13 @@ count against the budget) with the settings of configs/ne.py and configs/n2.py: 
 batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves per step; each code's
 other settings are its defaults (FermiNet pretrains for 1000 steps). When the budget is
 spent the process gets SIGTERM. The energy is what FermiNet reports: the mean of the last
-20% of the training steps done, with a reblocked standard error; `--evaluate` adds an
-evaluation of our final parameters (python -m ferminet_fast.evaluate, not timed).
+20% of the training steps done, with a reblocked standard error. `--evaluate` adds an
+evaluation of each code's final parameters, not timed: ours by python -m
+ferminet_fast.evaluate, FermiNet's by its own inference mode (`optim.optimizer='none'`,
+restored from its last checkpoint, which it is asked to write every 15 s), the same number
+of sweeps after the same burn-in. The training mean is measured on walkers that the
+previous update was fitted to, which biases it low at these sizes (BENCHMARKS.md,
+"Convergence at size"); the evaluated energies are the ones to quote.
 
 Every training step is given its wall time: ours from stats.csv, read once a second;
 FermiNet's from its per-step log line, read as it is printed. The results go to
@@ -25,6 +30,7 @@ import csv
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -51,11 +58,12 @@ SOURCES = {  # Where the exact energy in our config (physics/systems.py for atom
 GOALS = (('Ne', 600), ('Ne', 1800), ('N2', 1800))  # Races whose error ratio must be <= 0.5.
 JSON = os.path.join(REPO, 'benchmarks', 'race.json')
 ACCURACY_MD = os.path.join(REPO, 'ACCURACY.md')
+EVAL_BURN_IN = 100  # Sweeps discarded before each evaluation (both codes' default).
 MARKER = '\n<!-- scripts/race.py writes from here to the end -->\n'
 
 
-def _run(cmd: list, seconds: float, on_line=None, env=None) -> float:
-  """Runs cmd; SIGTERM at `seconds` after start (SIGKILL 60 s later). on_line(t, line) sees
+def _run(cmd: list, seconds: Optional[float], on_line=None, env=None) -> float:
+  """Runs cmd; SIGTERM at `seconds` after start (SIGKILL 60 s later; None: no limit). on_line(t, line) sees
   every stderr line as it comes. Returns the seconds the process lived."""
   t0 = time.perf_counter()
   proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -116,10 +124,12 @@ def race_ours(name: str, seconds: float, run_dir: str, extra: list) -> dict:
           'wall_s': wall}
 
 
-def race_ferminet(fn_dir: str, name: str, seconds: float, run_dir: str) -> dict:
-  """FermiNet's training for `seconds`; steps timed by its per-step log lines. Its logged
-  variance is kept as `ew_variance`: an exponentially weighted variance of the step
-  energies, not comparable with our local-energy variance."""
+FERMINET_SAVE_MINUTES = 0.25  # FermiNet's checkpoint interval in a race (its default: 10).
+
+
+def _ferminet_steps(fn_dir: str, name: str, run_dir: str, keys: dict, seconds: float) -> dict:
+  """Runs FermiNet; its per-step log lines as times, energies and `ew_variance` (FermiNet's
+  exponentially weighted variance of the step energies, not our local-energy variance)."""
   t, energy, variance = [], [], []
 
   def on_line(now, line):
@@ -129,9 +139,51 @@ def race_ferminet(fn_dir: str, name: str, seconds: float, run_dir: str) -> dict:
       energy.append(float(m.group(2)))
       variance.append(float(m.group(3)))
 
-  cmd = reference.command(fn_dir, name, run_dir, {'optim.iterations': '1000000'})
-  wall = _run(cmd, seconds, on_line)
+  wall = _run(reference.command(fn_dir, name, run_dir, keys), seconds, on_line)
   return {'t': t, 'energy': energy, 'ew_variance': variance, 'wall_s': wall}
+
+
+def race_ferminet(fn_dir: str, name: str, seconds: float, run_dir: str) -> dict:
+  """FermiNet's training for `seconds`, checkpointing every FERMINET_SAVE_MINUTES."""
+  return _ferminet_steps(fn_dir, name, run_dir,
+                         {'optim.iterations': '1000000',
+                          'log.save_frequency': str(FERMINET_SAVE_MINUTES)}, seconds)
+
+
+def checkpoint_step(path: str) -> int:
+  """The step of FermiNet's checkpoint file qmcjax_ckpt_NNNNNN.npz."""
+  return int(re.search(r'qmcjax_ckpt_(\d+)\.npz$', path).group(1))
+
+
+def evaluate_ferminet(fn_dir: str, name: str, run_dir: str, out_dir: str, sweeps: int,
+                      burn_in: int, exact: float) -> Optional[dict]:
+  """FermiNet's inference mode on its newest checkpoint in run_dir: `burn_in` sweeps, then
+  `sweeps` sweeps with the parameters fixed; their energies reblocked, as ours are."""
+  files = sorted(f for f in os.listdir(run_dir) if f.startswith('qmcjax_ckpt_'))
+  if not files:
+    return None
+  run = _ferminet_steps(fn_dir, name, out_dir,
+                        {'optim.optimizer': 'none', 'optim.iterations': str(sweeps),
+                         'mcmc.burn_in': str(burn_in), 'log.restore_path': run_dir,
+                         'log.save_frequency': '1000'}, None)
+  if len(run['energy']) < 2:
+    return None
+  est = stats.reblock(np.asarray(run['energy']))
+  return {'error_mha': 1e3 * (est.mean - exact), 'stat_mha': 1e3 * est.error,
+          'checkpoint_step': checkpoint_step(files[-1]), 'sweeps': len(run['energy'])}
+
+
+def evaluate_ours(run_dir: str, sweeps: int, burn_in: int) -> Optional[dict]:
+  """python -m ferminet_fast.evaluate on our newest checkpoint."""
+  if not os.path.exists(os.path.join(run_dir, 'checkpoints')):
+    return None
+  subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run_dir}',
+                  f'--steps={sweeps}', f'--burn_in={burn_in}'],
+                 cwd=REPO, check=True, capture_output=True)
+  with open(os.path.join(run_dir, 'eval.json')) as f:
+    ev = json.load(f)
+  return {'error_mha': ev['error_mha'], 'stat_mha': 1e3 * ev['error'],
+          'checkpoint_step': ev['checkpoint_step'], 'sweeps': ev['steps']}
 
 
 def summary(run: dict, exact: float) -> dict:
@@ -171,19 +223,26 @@ def plot(entry: dict, path: str) -> None:
   plt.close(fig)
 
 
+def _ratio(ours: Optional[dict], theirs: Optional[dict]) -> str:
+  if not ours or not theirs or not theirs['error_mha'] > 0:
+    return '–'
+  return f'{ours["error_mha"] / theirs["error_mha"]:.2f}'
+
+
+def _error(e: Optional[dict]) -> str:
+  return f'{e["error_mha"]:+.1f} ± {e["stat_mha"]:.1f}' if e else '–'
+
+
 def table(entries: list) -> str:
-  lines = ['| system | budget (s) | FermiNet: steps, error (mHa) | ours: steps, error (mHa) | '
-           'ours evaluated (mHa) | ratio of errors | goal |', '|' + '---|' * 7]
+  lines = ['| system | budget (s) | FermiNet: steps, training error (mHa) | ours: steps, '
+           'training error (mHa) | ratio | FermiNet evaluated (mHa) | ours evaluated (mHa) | '
+           'ratio evaluated | goal |', '|' + '---|' * 9]
   for e in entries:
     f, o = e['ferminet_summary'], e['ours_summary']
-    ev = e.get('ours_evaluated')
-    ratio = o['error_mha'] / f['error_mha'] if f['error_mha'] > 0 else float('nan')
-    goal = e.get('goal', '')
-    lines.append(
-        f'| {e["system"]} | {e["seconds"]:.0f} | {f["steps"]}, {f["error_mha"]:+.1f} ± '
-        f'{f["stat_mha"]:.1f} | {o["steps"]}, {o["error_mha"]:+.1f} ± {o["stat_mha"]:.1f} | '
-        + (f'{ev["error_mha"]:+.1f} ± {ev["stat_mha"]:.1f}' if ev else '–')
-        + f' | {ratio:.2f} | {goal} |')
+    fe, oe = e.get('ferminet_evaluated'), e.get('ours_evaluated')
+    lines.append(f'| {e["system"]} | {e["seconds"]:.0f} | {f["steps"]}, {_error(f)} | '
+                 f'{o["steps"]}, {_error(o)} | {_ratio(o, f)} | {_error(fe)} | {_error(oe)} | '
+                 f'{_ratio(oe, fe)} | {e.get("goal", "")} |')
   return '\n'.join(lines)
 
 
@@ -200,7 +259,11 @@ def section(path: str = JSON) -> str:
            'ours, one after the other on the same machine, each a whole process stopped when '
            'its budget was spent (pretraining, compilation and burn-in included). Error: the '
            'mean of the last 20% of training steps minus the exact energy, reblocked standard '
-           'error; "ours evaluated": our final parameters evaluated afterwards (not timed). '
+           'error; "evaluated": the final parameters (FermiNet: its last checkpoint, written '
+           'every 15 s) evaluated afterwards with fixed parameters, not timed, by each code '
+           '(FermiNet: its inference mode), the same number of sweeps after 100 of burn-in. The training '
+           'mean is biased low at Ne (BENCHMARKS.md, "Convergence at size"): quote the '
+           'evaluated energies; rows without them predate that finding. '
            'Settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves '
            'per step, each code\'s defaults otherwise (both pretrain for 1000 steps).', '',
            table(entries), '']
@@ -236,7 +299,9 @@ def main():
   p.add_argument('--ferminet', help='directory made by ../shared/anchors/setup-ferminet.sh')
   p.add_argument('--system', nargs='+', default=['Ne'], choices=list(SOURCES))
   p.add_argument('--seconds', type=float, default=600.0, help='wall-time budget of each code')
-  p.add_argument('--evaluate', action='store_true', help='also evaluate our final parameters')
+  p.add_argument('--evaluate', action='store_true',
+                 help="also evaluate both codes' final parameters (not timed)")
+  p.add_argument('--eval-sweeps', type=int, default=2000, help='sweeps of each evaluation')
   p.add_argument('--goal', default='', help='text for the goal column')
   p.add_argument('--table-only', action='store_true')
   p.add_argument('--keep', metavar='DIR', help='keep both run directories in DIR/<system>_<s>s')
@@ -257,13 +322,12 @@ def main():
       fn = race_ferminet(args.ferminet, name, args.seconds, os.path.join(tmp, 'fn'))
       ours_dir = os.path.join(tmp, 'ours')
       ours = race_ours(name, args.seconds, ours_dir, extra)
-      evaluated = None
-      if args.evaluate and os.path.exists(os.path.join(ours_dir, 'checkpoints')):
-        subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={ours_dir}'],
-                       cwd=REPO, check=True, capture_output=True)
-        with open(os.path.join(ours_dir, 'eval.json')) as f:
-          ev = json.load(f)
-        evaluated = {'error_mha': ev['error_mha'], 'stat_mha': 1e3 * ev['error']}
+      evaluated = fn_evaluated = None
+      if args.evaluate:
+        evaluated = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN)
+        fn_evaluated = evaluate_ferminet(args.ferminet, name, os.path.join(tmp, 'fn'),
+                                         os.path.join(tmp, 'fn_eval'), args.eval_sweeps,
+                                         EVAL_BURN_IN, exact)
       with open(os.path.join(ours_dir, 'timings.json')) as f:
         versions = json.load(f)['versions']
       if args.keep:
@@ -274,7 +338,7 @@ def main():
              'machine': _machine(), 'versions': ', '.join(f'{k} {v}' for k, v in versions.items()),
              'overrides': extra, 'goal': args.goal, 'ferminet': fn, 'ours': ours,
              'ferminet_summary': summary(fn, exact), 'ours_summary': summary(ours, exact),
-             'ours_evaluated': evaluated,
+             'ours_evaluated': evaluated, 'ferminet_evaluated': fn_evaluated,
              'png': f'benchmarks/race_{name}_{args.seconds:.0f}s.png'}
     plot(entry, os.path.join(REPO, entry['png']))
     entries = [e for e in entries if (e['system'], e['seconds']) != (name, args.seconds)]

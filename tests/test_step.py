@@ -83,11 +83,6 @@ def test_auto_laplacian_times_every_candidate_and_takes_the_fastest(run, monkeyp
   assert method == candidates[1]
 
 
-def test_memory_of_the_compiled_step_is_reported(run):
-  _, _, _, compiled, _ = run
-  assert profiling.memory_mb(compiled.train_step)['step_memory_mb'] > 0
-
-
 def test_update_that_would_make_parameters_nan_is_rejected(run):
   _, _, _, compiled, state = run
   state = jax.tree.map(jnp.copy, state)

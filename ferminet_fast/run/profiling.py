@@ -10,6 +10,7 @@ import numpy as np
 
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.run import memory
 from ferminet_fast.vmc import loss
 from ferminet_fast.vmc.step import Compiled, Parts, TrainState
 
@@ -69,21 +70,6 @@ def choose_laplacian(network, system: systems.System, params, x: jax.Array,
     jax.block_until_ready(fn(params, x))
     times[method] = _median_ms(lambda: fn(params, x), repeats)
   return min(times, key=times.get), times
-
-
-def memory_mb(compiled_fn) -> dict:
-  """Memory of one call of a compiled function as XLA plans it (arguments + outputs +
-  temporaries - donated aliases), and the device's peak where the backend reports it."""
-  out = {}
-  analysis = compiled_fn.memory_analysis()
-  if analysis is not None:
-    total = (analysis.argument_size_in_bytes + analysis.output_size_in_bytes +
-             analysis.temp_size_in_bytes - analysis.alias_size_in_bytes)
-    out['step_memory_mb'] = total / 2**20
-  stats = jax.local_devices()[0].memory_stats()
-  if stats and 'peak_bytes_in_use' in stats:
-    out['device_peak_memory_mb'] = stats['peak_bytes_in_use'] / 2**20
-  return out
 
 
 def _median_ms(fn: Callable, repeats: int) -> float:
@@ -148,4 +134,4 @@ def run_facts(ctx, batch_size: int, mcmc_steps: int, optimizer: str, parts: Part
           'processes': ctx.process_count, 'walkers_per_device': batch_size // ctx.device_count,
           'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian,
           'energy_chunk_size': parts.chunk_size, 'optimizer': optimizer,
-          **memory_mb(compiled.train_step)}
+          **memory.memory_mb(compiled.train_step)}

@@ -66,10 +66,12 @@ DTYPES = {'float32': jnp.float32, 'float64': jnp.float64}  # config.precision ->
 
 
 def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, optim_cfg,
-               laplacian: str) -> Parts:
+               laplacian: str, chunk_size: Optional[int] = None) -> Parts:
   """The run's functions for `network` (networks.make_network), from the `mcmc` and `optim`
   settings; `laplacian` is a method of hamiltonian.LAPLACIANS ('auto' and 'best' are
-  resolved before: config.resolve_laplacian, profiling.choose_laplacian)."""
+  resolved before: config.resolve_laplacian, profiling.choose_laplacian). `chunk_size`:
+  walkers per chunk of local energies (0: all at once); None resolves
+  `optim.energy_chunk_size`."""
   dtype = network.dtype
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps)
@@ -79,7 +81,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     spin_squared = observables.spin_squared(network.apply, system)
     weight = optim_cfg.spin_penalty
     penalty = lambda params, x: weight * spin_squared(params, x)[0]  # noqa: E731
-  chunk_size = loss.resolve_chunk_size(optim_cfg.energy_chunk_size, network)
+  if chunk_size is None:
+    chunk_size = loss.resolve_chunk_size(optim_cfg.energy_chunk_size, network)
   energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
                             optim_cfg.clip_local_energy, chunk_size, penalty)
   optimizer = optim.make_optimizer(optim_cfg, network)
