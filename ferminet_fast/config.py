@@ -145,7 +145,9 @@ SETTINGS = {
     'optim.energy_chunk_size': S('auto', "Walkers per chunk (summed over devices) when "
                                  "evaluating local energies: 'auto' (on CPU, chunks whose "
                                  'Laplacian intermediates stay in cache, up to 2.3x faster '
-                                 'at 10-14 electrons; on GPU/TPU all at once), 0 (all at '
+                                 'at 10-14 electrons; on GPU/TPU all at once; either way '
+                                 "halved until the compiled step fits the device's free "
+                                 'memory), 0 (all at '
                                  'once) or a number of walkers (also bounds the memory of '
                                  'the Laplacian). Exact either way.', _chunk_size,
                                  kind=object),
@@ -324,6 +326,11 @@ def _get(cfg, dotted: str):
   return cfg
 
 
+def nullable(dotted: str) -> bool:
+  """Whether the key takes None (its default is None: 'derive it' or 'the default')."""
+  return dotted in SETTINGS and SETTINGS[dotted].default is None
+
+
 def installed(package: str) -> bool:
   return importlib.util.find_spec(package) is not None
 
@@ -333,6 +340,8 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   a choice needs). Types are checked by the locked ConfigDict. Raises InputError."""
   for key, setting in SETTINGS.items():
     value = _get(cfg, key)
+    if value is None and setting.default is not None:
+      raise InputError(f'config.{key} cannot be None (default: {setting.default!r})')
     problem = setting.check(value) if setting.check else None
     if problem and problem.startswith('is not'):
       raise InputError(f'config.{key} = {value!r} {problem}')

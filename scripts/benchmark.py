@@ -18,7 +18,9 @@ after its first 20% of steps (`steady_ms`) and its inverse (`it_per_s`).
 DIR) and ours with the same settings, alternately, in this one invocation: per system and
 optimizer, the time of one step is (T(long) - T(short)) / (long - short) of whole processes
 trained `long` and `short` steps (start-up, compilation and burn-in cancel), the median over
-`--repeats`; no pretraining, our stage timers off. Printed: both, and ours / FermiNet's.
+`--repeats`; no pretraining, our stage timers off. Printed: both, and ours / FermiNet's;
+also each code's start-up, T(short) - short x (time of one step): process start to the
+first step, plus the exit.
 `--against-ours DIR` does the same with another checkout of this repository (run from DIR
 with this interpreter) in FermiNet's place: whether a change made the step slower.
 """
@@ -95,7 +97,7 @@ def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int
   another checkout of this repository there."""
   keys = {'optim.optimizer': optimizer, 'pretrain.iterations': '0'}
   ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
-  ms = {'baseline': [], 'ours': []}
+  ms, startup = {'baseline': [], 'ours': []}, {'baseline': [], 'ours': []}
   for _ in range(repeats):
     for who in ('baseline', 'ours'):  # Alternated, so that drifts of the machine hit both.
       walls = []
@@ -109,10 +111,13 @@ def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int
                 name, run, {**keys, 'optim.iterations': str(n), **ours_keys})]
           walls.append(_wall(cmd, cwd=baseline if who == 'baseline' and ours_baseline
                              else REPO))
-      ms[who].append(1e3 * (walls[1] - walls[0]) / (long - short))
+      step_s = (walls[1] - walls[0]) / (long - short)
+      ms[who].append(1e3 * step_s)
+      startup[who].append(walls[0] - short * step_s)
   out = {who: statistics.median(v) for who, v in ms.items()}
   out['ratio'] = out['ours'] / out['baseline']
-  out['runs_ms'] = ms
+  out['startup_s'] = {who: statistics.median(v) for who, v in startup.items()}
+  out['runs_ms'], out['runs_startup_s'] = ms, startup
   return out
 
 
@@ -159,14 +164,16 @@ def main():
     baseline = args.against_ferminet or os.path.abspath(args.against_ours)
     label = 'FermiNet' if args.against_ferminet else 'baseline checkout'
     rows = []
-    print(f'| system | optimizer | {label} (ms/step) | ours (ms/step) | ours / {label} |\n'
-          '|---|---|---|---|---|', flush=True)
+    print(f'| system | optimizer | {label} (ms/step) | ours (ms/step) | ours / {label} | '
+          f'start-up {label} (s) | start-up ours (s) | ratio |\n' + '|---' * 8 + '|', flush=True)
     for name in args.systems:
       for opt in args.optimizers:
         r = side_by_side(baseline, name, opt, *args.steps, args.repeats,
                          ours_baseline=bool(args.against_ours))
         rows.append({'system': name, 'optimizer': opt, **r})
-        print(f'| {name} | {opt} | {r["baseline"]:.1f} | {r["ours"]:.1f} | {r["ratio"]:.2f} |',
+        st = r['startup_s']
+        print(f'| {name} | {opt} | {r["baseline"]:.1f} | {r["ours"]:.1f} | {r["ratio"]:.2f} | '
+              f'{st["baseline"]:.1f} | {st["ours"]:.1f} | {st["ours"] / st["baseline"]:.2f} |',
               flush=True)
     if args.json:
       with open(args.json, 'w') as f:

@@ -51,6 +51,8 @@ def test_config_is_locked():
     ('pretrain.hf_fraction', 1.5, 'hf_fraction'),
     ('pretrain.iterations', -1, 'pretrain.iterations'),
     ('evaluation.steps', 0, 'evaluation.steps'),
+    ('batch_size', None, 'batch_size cannot be None'),
+    ('optim.kfac.damping', None, 'kfac.damping cannot be None'),
 ])
 def test_bad_values_are_named(key, value, message):
   with pytest.raises(InputError, match=message):

@@ -76,6 +76,7 @@ BAD_INPUTS = [
     (['--config.optim.iterations=-3'], 'optim.iterations must be >= 0'),
     (['--config.optim.optimizer=adamw'], "optim.optimizer = 'adamw' is not one of"),
     (['--config.batch_size=many'], 'batch_size'),
+    (['--config.batch_size=None'], 'config.batch_size cannot be None'),
     (['--no_such_flag'], 'no_such_flag'),
     (['--config.pretrain.iterations=5', '--config.pretrain.basis=no-such-basis'],
      "pretrain.basis = 'no-such-basis'"),
@@ -117,6 +118,20 @@ def test_cli_dry_run_prints_the_resolved_config():
   proc = run_cli('--config', 'configs/li.py', '--config.optim.iterations=7', '--dry-run')
   assert proc.returncode == 0, proc.stderr
   assert 'iterations: 7' in proc.stdout and 'atom: Li' in proc.stdout
+
+
+def test_cli_keys_whose_default_is_none_take_none_again(tmp_path):
+  """A config file sets the exact energy and spin; None on the command line unsets them."""
+  cfg = tmp_path / 'li.py'
+  cfg.write_text('from ferminet_fast import config\n\n'
+                 'def get_config():\n  c = config.default()\n  c.system.atom = "Li"\n'
+                 '  c.system.exact_energy = -7.0\n  c.system.spin = 1\n  return c\n')
+  proc = run_cli('--config', str(cfg), '--dry-run')
+  assert 'exact_energy: -7.0' in proc.stdout and 'spin: 1' in proc.stdout, proc.stderr
+  proc = run_cli('--config', str(cfg), '--config.system.exact_energy=None',
+                 '--config.system.spin=None', '--dry-run')
+  assert proc.returncode == 0, proc.stderr
+  assert 'exact_energy: null' in proc.stdout and 'spin: null' in proc.stdout
 
 
 @pytest.mark.parametrize('precision', ['float32', 'float64'])

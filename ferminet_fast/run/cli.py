@@ -60,7 +60,8 @@ def load_config_file(path: str) -> config_dict.ConfigDict:
 
 
 def check_overrides(argv: Sequence[str], cfg: config_dict.ConfigDict) -> None:
-  """Every --config.a.b=VALUE must name an existing key (the config is locked)."""
+  """Every --config.a.b=VALUE must name an existing key (the config is locked), and only
+  keys whose default is None take None."""
   for arg in argv:
     m = re.match(r'^--?(no)?config\.([^=]+)', arg)
     if not m:
@@ -74,6 +75,31 @@ def check_overrides(argv: Sequence[str], cfg: config_dict.ConfigDict) -> None:
                          + (f' (it has: {known})' if known else ''))
       node = node[part]
       walked.append(part)
+    if re.match(r'^[^=]+=(None|none)$', arg) and not config.nullable(m.group(2)):
+      raise InputError(f'config.{m.group(2)} cannot be None (only keys whose default is None '
+                       'take it)')
+
+
+def none_overrides(argv: Sequence[str]) -> tuple:
+  """(argv without `--config.KEY=None` for keys that take None, those keys). absl would
+  parse 'None' as a number and fail; these are set on the parsed config instead."""
+  kept, keys = [], []
+  for arg in argv:
+    m = re.match(r'^--?config\.([^=]+)=(None|none)$', arg)
+    if m and config.nullable(m.group(1)):
+      keys.append(m.group(1))
+    else:
+      kept.append(arg)
+  return kept, keys
+
+
+def set_none(cfg: config_dict.ConfigDict, keys: Sequence[str]) -> None:
+  for key in keys:
+    *blocks, last = key.split('.')
+    node = cfg
+    for block in blocks:
+      node = node[block]
+    node[last] = None
 
 
 def precheck(argv: Sequence[str], default_config: str) -> None:
@@ -86,7 +112,7 @@ def precheck(argv: Sequence[str], default_config: str) -> None:
     sys.exit(EXIT_INPUT)
 
 
-def _main(argv, train: Callable, wrap_step: Optional[Callable]) -> None:
+def _main(argv, train: Callable, wrap_step: Optional[Callable], none_keys=()) -> None:
   from absl import flags
   from absl import logging as absl_logging
   absl_logging.set_verbosity(absl_logging.WARNING)  # Library INFO chatter stays out of the log.
@@ -96,6 +122,7 @@ def _main(argv, train: Callable, wrap_step: Optional[Callable]) -> None:
           '--config.KEY=VALUE, --dry-run)', file=sys.stderr)
     sys.exit(EXIT_INPUT)
   cfg = flags.FLAGS.config
+  set_none(cfg, none_keys)
   try:
     if flags.FLAGS.dry_run:
       config.validate(cfg)
@@ -114,7 +141,8 @@ def _main(argv, train: Callable, wrap_step: Optional[Callable]) -> None:
 
 def run_training(train: Callable, wrap_step: Optional[Callable] = None) -> None:
   """`train(cfg, handle_signals=True, wrap_step=...)` from the command line (--config FILE,
-  --config.KEY=VALUE, --dry-run; --help-config lists every key). Flags are defined here,
+  --config.KEY=VALUE, --config.KEY=None for keys whose default is None, --dry-run;
+  --help-config lists every key). Flags are defined here,
   not at import, so that importing the package registers nothing, and only after the
   arguments were checked."""
   from absl import app, flags
@@ -124,8 +152,9 @@ def run_training(train: Callable, wrap_step: Optional[Callable] = None) -> None:
     sys.exit(0)
   sys.argv = [('--dry_run' if a == '--dry-run' else a) for a in sys.argv]
   precheck(sys.argv, DEFAULT_CONFIG)
+  sys.argv, none_keys = none_overrides(sys.argv)
   config_flags.DEFINE_config_file(
       'config', DEFAULT_CONFIG,
       'Config file exposing get_config(); override keys with --config.KEY=VALUE.')
   flags.DEFINE_bool('dry_run', False, 'Print the resolved config and exit (also --dry-run).')
-  app.run(functools.partial(_main, train=train, wrap_step=wrap_step))
+  app.run(functools.partial(_main, train=train, wrap_step=wrap_step, none_keys=none_keys))

@@ -1,5 +1,5 @@
-"""Where a step's time and memory go: its stages compiled and timed separately on the
-real state, the whole step timed, XLA's memory plan, and the 'auto' Laplacian choice."""
+"""Where a step's time goes: its stages compiled and timed separately on the real state,
+the whole step timed, and the 'auto' Laplacian choice (its memory: run/memory.py)."""
 
 import time
 from typing import Callable
