@@ -134,6 +134,16 @@ def test_cli_keys_whose_default_is_none_take_none_again(tmp_path):
   assert 'exact_energy: null' in proc.stdout and 'spin: null' in proc.stdout
 
 
+def test_cli_molecule_replaces_the_config_files_atom_and_back():
+  proc = run_cli('--config', 'configs/li.py', '--config.system.molecule=H 0 0 0; H 0 0 1.4',
+                 '--dry-run')
+  assert proc.returncode == 0, proc.stderr
+  assert "atom: ''" in proc.stdout and 'molecule: H 0 0 0; H 0 0 1.4' in proc.stdout
+  proc = run_cli('--config', 'configs/lih.py', '--config.system.atom=Be', '--dry-run')
+  assert proc.returncode == 0, proc.stderr
+  assert 'atom: Be' in proc.stdout and "molecule: ''" in proc.stdout
+
+
 @pytest.mark.parametrize('precision', ['float32', 'float64'])
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac', 'spring', 'sgd'])
 @pytest.mark.parametrize('network', ['ferminet', 'psiformer'])

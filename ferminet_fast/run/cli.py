@@ -80,26 +80,38 @@ def check_overrides(argv: Sequence[str], cfg: config_dict.ConfigDict) -> None:
                        'take it)')
 
 
-def none_overrides(argv: Sequence[str]) -> tuple:
-  """(argv without `--config.KEY=None` for keys that take None, those keys). absl would
-  parse 'None' as a number and fail; these are set on the parsed config instead."""
-  kept, keys = [], []
+# Keys of which a config holds one: the one given on the command line clears the other
+# (a molecule given to a config file of an atom replaces the atom), unless both are given.
+ALTERNATIVES = (('system.atom', 'system.molecule'),)
+
+
+def after_parsing(argv: Sequence[str]) -> tuple:
+  """(argv for absl, {key: value} to set on the parsed config). `--config.KEY=None` for a
+  key that takes None is taken out (absl would parse 'None' as a number and fail) and set
+  afterwards; of ALTERNATIVES, the one not given is cleared when the other is."""
+  kept, values, given = [], {}, set()
   for arg in argv:
-    m = re.match(r'^--?config\.([^=]+)=(None|none)$', arg)
-    if m and config.nullable(m.group(1)):
-      keys.append(m.group(1))
+    m = re.match(r'^--?config\.([^=]+)=(.*)$', arg)
+    if m:
+      given.add(m.group(1))
+    if m and m.group(2) in ('None', 'none') and config.nullable(m.group(1)):
+      values[m.group(1)] = None
     else:
       kept.append(arg)
-  return kept, keys
+  for pair in ALTERNATIVES:
+    for key, other in (pair, pair[::-1]):
+      if key in given and other not in given:
+        values[other] = ''
+  return kept, values
 
 
-def set_none(cfg: config_dict.ConfigDict, keys: Sequence[str]) -> None:
-  for key in keys:
+def set_values(cfg: config_dict.ConfigDict, values: dict) -> None:
+  for key, value in values.items():
     *blocks, last = key.split('.')
     node = cfg
     for block in blocks:
       node = node[block]
-    node[last] = None
+    node[last] = value
 
 
 def precheck(argv: Sequence[str], default_config: str) -> None:
@@ -112,7 +124,7 @@ def precheck(argv: Sequence[str], default_config: str) -> None:
     sys.exit(EXIT_INPUT)
 
 
-def _main(argv, train: Callable, wrap_step: Optional[Callable], none_keys=()) -> None:
+def _main(argv, train: Callable, wrap_step: Optional[Callable], values=None) -> None:
   from absl import flags
   from absl import logging as absl_logging
   absl_logging.set_verbosity(absl_logging.WARNING)  # Library INFO chatter stays out of the log.
@@ -122,7 +134,7 @@ def _main(argv, train: Callable, wrap_step: Optional[Callable], none_keys=()) ->
           '--config.KEY=VALUE, --dry-run)', file=sys.stderr)
     sys.exit(EXIT_INPUT)
   cfg = flags.FLAGS.config
-  set_none(cfg, none_keys)
+  set_values(cfg, values or {})
   try:
     if flags.FLAGS.dry_run:
       config.validate(cfg)
@@ -142,7 +154,8 @@ def _main(argv, train: Callable, wrap_step: Optional[Callable], none_keys=()) ->
 def run_training(train: Callable, wrap_step: Optional[Callable] = None) -> None:
   """`train(cfg, handle_signals=True, wrap_step=...)` from the command line (--config FILE,
   --config.KEY=VALUE, --config.KEY=None for keys whose default is None, --dry-run;
-  --help-config lists every key). Flags are defined here,
+  --help-config lists every key; a molecule given replaces the config's atom and the
+  other way round). Flags are defined here,
   not at import, so that importing the package registers nothing, and only after the
   arguments were checked."""
   from absl import app, flags
@@ -152,9 +165,9 @@ def run_training(train: Callable, wrap_step: Optional[Callable] = None) -> None:
     sys.exit(0)
   sys.argv = [('--dry_run' if a == '--dry-run' else a) for a in sys.argv]
   precheck(sys.argv, DEFAULT_CONFIG)
-  sys.argv, none_keys = none_overrides(sys.argv)
+  sys.argv, values = after_parsing(sys.argv)
   config_flags.DEFINE_config_file(
       'config', DEFAULT_CONFIG,
       'Config file exposing get_config(); override keys with --config.KEY=VALUE.')
   flags.DEFINE_bool('dry_run', False, 'Print the resolved config and exit (also --dry-run).')
-  app.run(functools.partial(_main, train=train, wrap_step=wrap_step, none_keys=none_keys))
+  app.run(functools.partial(_main, train=train, wrap_step=wrap_step, values=values))
