@@ -209,9 +209,13 @@ def plot(entry: dict, path: str) -> None:
       continue
     w = max(1, len(e) // 40)  # Median over windows of 2.5% of the steps.
     n = len(e) // w * w
+    name = 'DeepMind FermiNet' if who == 'ferminet' else 'ferminet_fast'
     ax.plot(t[:n].reshape(-1, w).mean(1), np.median(e[:n].reshape(-1, w), axis=1), style,
-            label=f'{"DeepMind FermiNet" if who == "ferminet" else "ferminet_fast"} '
-                  f'({entry[who + "_summary"]["error_mha"]:+.0f} mHa)')
+            label=f'{name} ({entry[who + "_summary"]["error_mha"]:+.0f} mHa, training)')
+    ev = entry.get(who + '_evaluated')
+    if ev:  # The final parameters evaluated, drawn at the end of the run.
+      ax.errorbar([run['wall_s']], [ev['error_mha']], yerr=[ev['stat_mha']], fmt='o',
+                  color=style, capsize=3, label=f'{name} evaluated ({ev["error_mha"]:+.0f} mHa)')
   ax.axhline(0, color='k', lw=0.5)
   ax.set_yscale('symlog', linthresh=10)
   ax.set_xlabel('wall time since process start (s)')
