@@ -54,5 +54,9 @@ def finish(final_fraction: float, system: systems.System, run_dir: str, out, sta
       'wall_s': timings['total_s']})
   say(f'Trained steps {start}-{t} in {wall:.1f} s ({timings["iterations_per_s"]:.1f} it/s); '
       f'total {timings["total_s"]:.1f} s')
+  # Each step measures parameters just fitted to nearly the same walkers, so the training
+  # mean runs low (tens of mHa at Ne); an evaluation freezes the parameters.
+  say('The training mean below was measured while the parameters moved (biased low at '
+      f'size); for a number to quote: python -m ferminet_fast.evaluate --run {run_dir}')
   say(final_line(result, t))
   return result
