@@ -94,7 +94,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
   parts, compiled, free_mb = memory.compile_to_fit(
       lambda chunk: step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian, chunk),
-      parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state)
+      parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
   write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run as it was.
   t_burn = time.perf_counter()
   if not source.restore_from:  # Restored walkers are already equilibrated.

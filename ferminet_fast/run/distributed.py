@@ -15,7 +15,7 @@ save by wall time) are agreed through `Context.agree`; everything else the host 
 
 import os
 import pickle
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 from jax.experimental import multihost_utils
@@ -87,6 +87,15 @@ class Context(NamedTuple):
     if self.is_main:
       buf[:] = data
     return pickle.loads(np.asarray(multihost_utils.broadcast_one_to_all(buf)).tobytes())
+
+  def smallest(self, value: Optional[int]) -> Optional[int]:
+    """The smallest of every process's `value` (None if any process has None)."""
+    if self.process_count == 1:
+      return value
+    values = multihost_utils.process_allgather(np.array(-1 if value is None else value,
+                                                        np.int64))
+    values = np.asarray(values).ravel()
+    return None if (values < 0).any() else int(values.min())
 
   def agree(self, any_of: bool, main_says: bool) -> tuple:
     """(any process's `any_of`, process 0's `main_says`), the same on every process."""

@@ -54,8 +54,8 @@ def _host_available_bytes() -> Optional[int]:
 
 def free_bytes(devices: Sequence[jax.Device]) -> Optional[int]:
   """Bytes free on the fullest of `devices`: the allocator's limit minus what is in use
-  where the backend reports it (GPU, TPU), the host's available memory for CPU devices
-  (which share it); None where neither is known."""
+  where the backend reports it (GPU, TPU); for CPU devices, which share the host's
+  available memory, their equal share of it; None where neither is known."""
   free = []
   for d in devices:
     s = d.memory_stats()
@@ -64,26 +64,31 @@ def free_bytes(devices: Sequence[jax.Device]) -> Optional[int]:
   if free:
     return min(free)
   if devices[0].platform == 'cpu':
-    return _host_available_bytes()
+    host = _host_available_bytes()
+    return None if host is None else host // len(devices)
   return None
 
 
 def compile_to_fit(make_parts: Callable[[int], step.Parts], chunk_size: int, adjustable: bool,
-                   state: step.TrainState, free: Optional[Callable] = None) -> tuple:
+                   state: step.TrainState, free: Optional[Callable] = None,
+                   agree: Optional[Callable] = None) -> tuple:
   """(parts, compiled step, MiB free or None): the step of `make_parts(chunk_size)` compiled
   for `state`, with its planned memory set against the free memory of the state's devices.
 
   When it does not fit and `adjustable` (chunk size 'auto'), the local energies are split
   into chunks of half as many walkers (the whole batch first), recompiling, down to one
-  walker per device; otherwise InputError with the numbers. `free(devices)`: bytes free
-  (default free_bytes)."""
-  free = free or free_bytes
-  devices = sorted(state.walkers.x.sharding.device_set, key=lambda d: d.id)
+  walker per device; otherwise InputError with the numbers. `free(devices)`: bytes free on
+  this process's devices (default free_bytes); `agree(bytes)`: the value every process
+  decides by (distributed.Context.smallest: the same decision on every host)."""
+  free, agree = free or free_bytes, agree or (lambda v: v)
+  devices = state.walkers.x.sharding.device_set
+  local = sorted((d for d in devices if d.process_index == jax.process_index()),
+                 key=lambda d: d.id)
   batch = state.walkers.x.shape[0]
   while True:
     parts = make_parts(chunk_size)
     compiled = step.compile_step(parts, state)
-    plan, have = planned_bytes(compiled.train_step), free(devices)
+    plan, have = planned_bytes(compiled.train_step), agree(free(local))
     if plan is None or have is None or plan['new'] <= have:
       return parts, compiled, None if have is None else have / MIB
     smaller = (chunk_size or batch) // 2
