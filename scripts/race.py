@@ -63,8 +63,8 @@ MARKER = '\n<!-- scripts/race.py writes from here to the end -->\n'
 
 
 def _run(cmd: list, seconds: Optional[float], on_line=None, env=None) -> float:
-  """Runs cmd; SIGTERM at `seconds` after start (SIGKILL 60 s later; None: no limit). on_line(t, line) sees
-  every stderr line as it comes. Returns the seconds the process lived."""
+  """Runs cmd; SIGTERM at `seconds` after start (SIGKILL 60 s later; None: no limit).
+  on_line(t, line) sees every stderr line as it comes. Returns the seconds it lived."""
   t0 = time.perf_counter()
   proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, env=env)
@@ -265,9 +265,9 @@ def section(path: str = JSON) -> str:
            'mean of the last 20% of training steps minus the exact energy, reblocked standard '
            'error; "evaluated": the final parameters (FermiNet: its last checkpoint, written '
            'every 15 s) evaluated afterwards with fixed parameters, not timed, by each code '
-           '(FermiNet: its inference mode), the same number of sweeps after 100 of burn-in. The training '
-           'mean is biased low at Ne (BENCHMARKS.md, "Convergence at size"): quote the '
-           'evaluated energies; rows without them predate that finding. '
+           '(FermiNet: its inference mode), the same number of sweeps after 100 of burn-in. '
+           'The training mean is biased low at Ne (BENCHMARKS.md, "Convergence at size"): '
+           'quote the evaluated energies; rows without them predate that finding. '
            'Settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves '
            'per step, each code\'s defaults otherwise (both pretrain for 1000 steps).', '',
            table(entries), '']
