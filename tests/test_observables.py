@@ -128,20 +128,27 @@ def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_t
       u = x.reshape(-1, 3) - atoms[i]
       return -charges[i] * jnp.sum(u / jnp.linalg.norm(u, axis=-1, keepdims=True), axis=0)
 
-    for xi in x:
-      t = np.asarray(terms(params, xi))
+    @jax.jit
+    def independent(xi):
+      """The same quantities by automatic differentiation, nothing shared with `terms`."""
       g = jax.grad(network.log_psi, argnums=1)(params, xi)
-      expected = -np.array(jax.grad(potential, argnums=1)(xi, atoms))  # (M, 3)
+      expected = -jax.grad(potential, argnums=1)(xi, atoms)  # (M, 3)
+      rows = []
       for i in range(m):
         hessians = jax.hessian(lambda y: q(y, i))(xi)  # (3, 3N, 3N)
         jac = jax.jacfwd(lambda y: q(y, i))(xi)  # (3, 3N)
-        expected[i] += -0.5 * np.trace(hessians, axis1=1, axis2=2) - jac @ g
-      np.testing.assert_allclose(t[:3 * m].reshape(m, 3), expected, rtol=1e-8, atol=1e-8)
-      d = t[3 * m:6 * m].reshape(m, 3)
-      np.testing.assert_allclose(d, jax.grad(network.log_psi_at, argnums=2)(params, xi, atoms),
-                                 rtol=1e-10, atol=1e-12)
-      np.testing.assert_allclose(d.sum(axis=0), -g.reshape(-1, 3).sum(axis=0), atol=1e-10)
+        rows.append(expected[i] - 0.5 * jnp.trace(hessians, axis1=1, axis2=2) - jac @ g)
+      d = jax.grad(network.log_psi_at, argnums=2)(params, xi, atoms)
       e_l = hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd')(params, xi)
+      return jnp.stack(rows), d, g, e_l
+
+    for xi in x:
+      t = np.asarray(terms(params, xi))
+      f_zv, d_auto, g, e_l = independent(xi)
+      np.testing.assert_allclose(t[:3 * m].reshape(m, 3), f_zv, rtol=1e-8, atol=1e-8)
+      d = t[3 * m:6 * m].reshape(m, 3)
+      np.testing.assert_allclose(d, d_auto, rtol=1e-10, atol=1e-12)
+      np.testing.assert_allclose(d.sum(axis=0), -g.reshape(-1, 3).sum(axis=0), atol=1e-10)
       np.testing.assert_allclose(t[-1], e_l, rtol=1e-10)
       np.testing.assert_allclose(t[6 * m:9 * m], e_l * t[3 * m:6 * m], rtol=1e-10)
 
@@ -187,13 +194,13 @@ def test_forces_of_lcao_h2_plus_are_the_derivative_of_its_energy(name):
   form on each nucleus (equal and opposite, along the bond), within 5 standard errors of
   40 batches of exact samples."""
   system, log_psi_at = h2_plus()
-  obs = observables.OBSERVABLES[name]
-  make = (observables.force_terms if name == 'forces' else observables.warped_energy_terms)
+  make, reduce = ((observables.force_terms, observables.reduce_forces) if name == 'forces' else
+                  (observables.warped_energy_terms, observables.reduce_warped_forces))
   with jax.enable_x64(True):
     f = jax.jit(jax.vmap(make(log_psi_at, system, 'jacfwd'), in_axes=(None, 0)))
     x = sample_h2_plus(np.random.default_rng(5), 200_000)
     values = [np.asarray(f(None, b)) for b in np.split(x, 40)]
-    batches = np.stack([np.asarray(obs.reduce(jnp.asarray(v))) for v in values])
+    batches = np.stack([np.asarray(reduce(jnp.asarray(v))) for v in values])
     exact = -float(jax.grad(lcao_energy)(2.0))  # Force on the nucleus at +z, along +z.
   mean, error = batches.mean(axis=0), batches.std(axis=0, ddof=1) / np.sqrt(len(batches))
   expected = np.array([0, 0, -exact, 0, 0, exact])
@@ -202,6 +209,45 @@ def test_forces_of_lcao_h2_plus_are_the_derivative_of_its_energy(name):
   if name == 'forces':  # Without the Pulay term (Hellmann-Feynman + zero variance) it fails.
     zero_variance = np.concatenate(values)[:, 5]
     assert abs(zero_variance.mean() - exact) > 5 * zero_variance.std() / np.sqrt(len(x))
+
+
+def test_density_grid_of_lcao_h2_plus(tmp_path):
+  """Exact samples of the LCAO H2+ density on the molecule's grid (density.cube): the
+  electron in the box (all but the tail beyond its 4 bohr margin), mirror-symmetric about the
+  bond's midplane, and in the 8 voxels around the bond midpoint the exact density (a +
+  b)^2 / (2 pi (1 + S)) at their centres, within 5 Poisson standard errors; the cube file
+  holds the same numbers."""
+  system, _ = h2_plus()
+  est = observables.OBSERVABLES['density'].make(None, system, 'jacfwd')  # No network needed.
+  assert est.accumulate
+  n = 400_000
+  x = sample_h2_plus(np.random.default_rng(6), n).astype(np.float32)
+  rho = np.asarray(est.reduce(jax.vmap(est.per_config, in_axes=(None, 0))(None, x)))
+  grid = observables.density_grid(system)
+  h = grid.spacing
+  # The box holds a sphere of 4 bohr about each nucleus; beyond one lies 41 e^-8 = 1.4% of a
+  # 1s electron's density, so more than that is inside.
+  assert 1 - 41 * np.exp(-8.0) < rho.sum() * h**3 <= 1.0
+  cube = rho.reshape(grid.shape)
+  mid = [int(round((0 - (o - 0.5 * h)) / h)) for o in grid.origin]  # Voxel index of 0.
+  centres = np.asarray(grid.origin)[None] + h * np.array(
+      [(i, j, k) for i in (mid[0] - 1, mid[0]) for j in (mid[1] - 1, mid[1])
+       for k in (mid[2] - 1, mid[2])])
+  a = np.exp(-np.linalg.norm(centres - [0, 0, -1.0], axis=1))
+  b = np.exp(-np.linalg.norm(centres - [0, 0, 1.0], axis=1))
+  overlap = (1 + 2 + 4 / 3) * np.exp(-2.0)  # (1 + R + R^2/3) e^-R at R = 2.
+  expected = n * h**3 * np.sum((a + b) ** 2 / (2 * np.pi * (1 + overlap)))
+  counted = n * h**3 * cube[mid[0] - 1:mid[0] + 1, mid[1] - 1:mid[1] + 1,
+                            mid[2] - 1:mid[2] + 1].sum()
+  assert abs(counted - expected) < 5 * np.sqrt(expected), (counted, expected)
+  lower, upper = cube[:, :, :mid[2]].sum() * n * h**3, cube[:, :, mid[2]:].sum() * n * h**3
+  assert abs(lower - upper) < 5 * np.sqrt(lower + upper)
+  line = est.report(str(tmp_path), rho, None)
+  assert 'density.cube' in line and line.startswith(f'{rho.astype(float).sum() * h**3:.4f} electrons')
+  text = (tmp_path / 'density.cube').read_text().split('\n')
+  assert int(text[2].split()[0]) == 2 and [int(t.split()[0]) for t in text[3:6]] == list(grid.shape)
+  np.testing.assert_allclose(np.array(' '.join(text[8:]).split(), float), rho, rtol=1e-4,
+                             atol=1e-9)
 
 
 def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):

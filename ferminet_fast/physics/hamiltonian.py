@@ -1,17 +1,18 @@
-"""Local energy E_L = -1/2 (lap log|psi| + |grad log|psi||^2) + V_ee + V_en + V_nn, in Ha.
+"""Local energy E_L = -1/2 (lap log|psi| + |grad log|psi||^2) + V_ee + V_en + V_nn, in Ha,
+plus the effective core potentials' energy (ecp.py) where atoms have them.
 
 Everything here acts on ONE configuration x (3N,); callers vmap over walkers.
 The Laplacian method is chosen by name from `LAPLACIANS`.
 """
 
-from typing import Callable, Protocol
+from typing import Callable, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import config
-from ferminet_fast.physics import systems
+from ferminet_fast.physics import ecp, systems
 
 LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| ()
 
@@ -137,9 +138,21 @@ def make_local_energy_at(log_psi_at: Callable, charges, laplacian: str = 'jvp_lo
   return local_energy
 
 
-def make_local_energy(log_psi: Callable, system: systems.System,
-                      laplacian: str = 'jvp_loop') -> Callable:
-  """(params, x (3N,)) -> E_L (), Ha, with the named Laplacian method, nuclei fixed."""
+def make_local_energy(log_psi: Callable, system: systems.System, laplacian: str = 'jvp_loop',
+                      apply: Optional[Callable] = None) -> Callable:
+  """(params, x (3N,)) -> E_L (), Ha, with the named Laplacian method, nuclei fixed. A system
+  with effective core potentials adds their energy (ecp.py), which needs the signed
+  wavefunction `apply(params, x) -> (sign, log|psi|)`."""
   local_energy = make_local_energy_at(lambda params, x, atoms: log_psi(params, x),
                                       system.charges, laplacian)
-  return lambda params, x: local_energy(params, x, jnp.asarray(system.positions, x.dtype))
+  ecp_energy = None
+  if system.has_ecp:
+    if apply is None:
+      raise ValueError('a system with effective core potentials needs `apply`')
+    ecp_energy = ecp.make_ecp_energy(apply, system.positions, system.ecp)
+
+  def total(params, x):
+    e_l = local_energy(params, x, jnp.asarray(system.positions, x.dtype))
+    return e_l if ecp_energy is None else e_l + ecp_energy(params, x)
+
+  return total

@@ -36,6 +36,7 @@ component by component. Chosen by name from `OBSERVABLES`.
   derivative, costing 6 M local energies per walker, for checking 'forces'.
 """
 
+import functools
 import os
 from typing import Callable, NamedTuple, Optional
 
@@ -55,16 +56,24 @@ def finite_mean(values: jax.Array) -> jax.Array:
   return jnp.sum(jnp.where(ok, values, 0), axis=0) / jnp.maximum(jnp.sum(ok, axis=0), 1)
 
 
-class Observable(NamedTuple):
-  # (network, system, laplacian) -> (params, x (3N,)) -> values (k,); `network` is a
-  # networks.Network, `laplacian` a name from hamiltonian.LAPLACIANS.
-  make: Callable
-  labels: Callable  # system -> names of the estimate's components.
-  unit: str
-  # (run_dir, values, errors) -> a summary line, writing any files of its own; None: the
+class Estimator(NamedTuple):
+  """An observable made for one system and wavefunction."""
+  per_config: Callable  # (params, x (3N,)) -> values (k,)
+  labels: tuple  # Names of the components of a sweep's estimate.
+  reduce: Callable = finite_mean  # A sweep's values (B, k) -> its estimate.
+  # (run_dir, means, errors) -> a summary line, writing any files of its own; None: the
   # line lists every component.
   report: Optional[Callable] = None
-  reduce: Callable = finite_mean  # A sweep's values (B, k) -> its estimate.
+  # True: evaluation keeps only the mean over sweeps, not their series (errors are None),
+  # for estimates of very many components (a density grid).
+  accumulate: bool = False
+
+
+class Observable(NamedTuple):
+  # (network, system, laplacian) -> Estimator; `network` is a networks.Network,
+  # `laplacian` a name from hamiltonian.LAPLACIANS.
+  make: Callable
+  unit: str
 
 
 def spin_squared(apply: Callable, system: systems.System) -> Callable:
@@ -139,11 +148,93 @@ def report_density(run_dir: str, values, errors) -> str:
           'density.csv')
 
 
+GRID_MARGIN = 4.0  # bohr of space around the outermost nuclei in a density grid.
+GRID_SPACING = 0.2  # bohr between grid points (widened to keep at most GRID_MAX per axis).
+GRID_MAX = 64
+
+
+class Grid(NamedTuple):
+  """A box of voxels: voxel (i, j, k) is centred at origin + spacing (i, j, k)."""
+  origin: np.ndarray  # (3,) bohr, centre of the first voxel.
+  spacing: float  # bohr.
+  shape: tuple  # (n_x, n_y, n_z)
+
+
+def density_grid(system: systems.System) -> Grid:
+  """The grid of a molecule's density: its nuclei's bounding box plus GRID_MARGIN."""
+  lo = np.min(system.positions, axis=0) - GRID_MARGIN
+  extent = np.max(system.positions, axis=0) + GRID_MARGIN - lo
+  spacing = max(GRID_SPACING, float(np.max(extent)) / GRID_MAX)
+  shape = tuple(int(n) for n in np.ceil(extent / spacing))
+  return Grid(lo + 0.5 * spacing, spacing, shape)
+
+
+def grid_indices(system: systems.System, grid: Grid) -> Callable:
+  """(params, x (3N,)) -> (N,): the flat index of each electron's voxel (z fastest), -1
+  outside the grid (as x's dtype, exact for grids below 2^24 voxels)."""
+  del system
+  corner = np.asarray(grid.origin) - 0.5 * grid.spacing
+  shape = np.asarray(grid.shape)
+
+  def indices(params, x):
+    del params
+    ijk = jnp.floor((x.reshape(-1, 3) - jnp.asarray(corner, x.dtype)) / grid.spacing)
+    inside = jnp.all((ijk >= 0) & (ijk < jnp.asarray(shape, x.dtype)), axis=-1)
+    flat = (ijk[:, 0] * shape[1] + ijk[:, 1]) * shape[2] + ijk[:, 2]
+    return jnp.where(inside, flat, -1.0).astype(x.dtype)
+
+  return indices
+
+
+def grid_histogram(values: jax.Array, grid: Grid) -> jax.Array:
+  """A sweep's density on the grid (n_x n_y n_z,), bohr^-3: electrons per voxel per walker
+  over the voxel's volume, from the walkers' `grid_indices` (B, N); walkers with a
+  non-finite position are left out."""
+  ok = jnp.all(jnp.isfinite(values), axis=1, keepdims=True)
+  size = int(np.prod(grid.shape))
+  # Electrons outside the grid (and walkers left out) get index `size`, which is dropped.
+  index = jnp.where(ok & (values >= 0), values, size).astype(jnp.int32).ravel()
+  counts = jnp.zeros(size, values.dtype).at[index].add(1.0, mode='drop')
+  return counts / jnp.maximum(jnp.sum(ok), 1) / grid.spacing ** 3
+
+
+def write_cube(run_dir: str, values, errors, system: systems.System, grid: Grid) -> str:
+  """Writes density.cube (Gaussian cube format, bohr) and says how many electrons the grid
+  holds."""
+  del errors
+  rho = np.asarray(values, np.float64).reshape(grid.shape)
+  numbers = [systems.atomic_number(s, 'density') for s in system.symbols]
+  lines = ['Electron density (bohr^-3) from ferminet_fast.evaluate',
+           f'{system.name}: walker histogram, voxel {grid.spacing:.4f} bohr',
+           f'{len(numbers):5d} ' + ' '.join(f'{c:12.6f}' for c in grid.origin)]
+  for axis in range(3):
+    step = np.zeros(3)
+    step[axis] = grid.spacing
+    lines.append(f'{grid.shape[axis]:5d} ' + ' '.join(f'{c:12.6f}' for c in step))
+  for z, q, p in zip(numbers, system.charges, system.positions):
+    lines.append(f'{z:5d} {q:12.6f} ' + ' '.join(f'{c:12.6f}' for c in p))
+  flat = rho.reshape(-1, grid.shape[2])
+  for row in flat:  # Each (x, y) line of z values, six per line.
+    lines += [' '.join(f'{v:13.5e}' for v in row[i:i + 6]) for i in range(0, len(row), 6)]
+  with open(os.path.join(run_dir, 'density.cube'), 'w') as f:
+    f.write('\n'.join(lines) + '\n')
+  n = float(rho.sum() * grid.spacing ** 3)
+  return (f'{n:.4f} electrons on a {"x".join(map(str, grid.shape))} grid of '
+          f'{grid.spacing:.3f} bohr; written to density.cube')
+
+
+def _no_ecp(system: systems.System) -> None:
+  if system.has_ecp:
+    raise InputError('observable forces: not available with effective core potentials (the '
+                     "derivative of the ECP's non-local term is not implemented)")
+
+
 def force_terms(log_psi_at: Callable, system: systems.System, laplacian: str) -> Callable:
   """Per-configuration terms of the zero-variance zero-bias force (module docstring) for
   `log_psi_at(params, x (3N,), atoms (M, 3)) -> log|psi|`: (params, x) -> (9 M + 1,),
   the zero-variance force (M, 3), d log|psi| / dR (M, 3), E_L times it (M, 3) and E_L,
   flattened. `reduce_forces` turns a sweep of them into forces."""
+  _no_ecp(system)
   atoms = np.asarray(system.positions, np.float64)
   charges = np.asarray(system.charges, np.float64)
   # -dV_nn/dR_I = Z_I sum_J Z_J (R_I - R_J) / |R_I - R_J|^3, by differentiating V_nn.
@@ -203,6 +294,7 @@ def warped_energy_terms(log_psi_at: Callable, system: systems.System, laplacian:
   w = |psi_{R+Delta}(x')|^2 / |psi_R(x)|^2 |dx'/dx|. (params, x) -> (12 M,): w (6 M,) and
   w E_L' (6 M,), displacements ordered +step for each (nucleus, axis), then -step.
   Costs 6 M local energies per configuration; an independent check of 'forces'."""
+  _no_ecp(system)
   atoms = np.asarray(system.positions, np.float64)
   m = len(atoms)
   plus = step * np.eye(3 * m).reshape(3 * m, m, 3)
@@ -255,22 +347,31 @@ def report_forces(run_dir: str, values, errors) -> str:
   return f'{nuclei} Ha/bohr; sum over nuclei ({total})'
 
 
-def _static(labels: tuple) -> Callable:
-  return lambda system: labels
+RADIAL_LABELS = tuple(f'{0.5 * (a + b):.4g}' for a, b in zip(RADIAL_EDGES[:-1], RADIAL_EDGES[1:]))
+
+
+def density(network, system: systems.System, laplacian: str) -> Estimator:
+  """The radial profile for an atom (density.csv), a grid for a molecule (density.cube)."""
+  del laplacian
+  if len(system.charges) == 1:
+    return Estimator(radial_density(network.apply, system), RADIAL_LABELS,
+                     report=report_density)
+  grid = density_grid(system)
+  return Estimator(grid_indices(system, grid), ('grid',),
+                   functools.partial(grid_histogram, grid=grid),
+                   functools.partial(write_cube, system=system, grid=grid), accumulate=True)
 
 
 OBSERVABLES = {
-    's2': Observable(lambda net, system, lap: spin_squared(net.apply, system),
-                     _static(('S^2',)), ''),
-    'dipole': Observable(lambda net, system, lap: dipole(net.apply, system),
-                         _static(('x', 'y', 'z')), 'e bohr'),
-    'density': Observable(lambda net, system, lap: radial_density(net.apply, system),
-                          _static(tuple(f'{0.5 * (a + b):.4g}' for a, b in
-                                        zip(RADIAL_EDGES[:-1], RADIAL_EDGES[1:]))),
-                          'bohr^-3', report_density),
-    'forces': Observable(lambda net, system, lap: force_terms(net.log_psi_at, system, lap),
-                         force_labels, 'Ha/bohr', report_forces, reduce_forces),
-    'forces_warp': Observable(
-        lambda net, system, lap: warped_energy_terms(net.log_psi_at, system, lap),
-        force_labels, 'Ha/bohr', report_forces, reduce_warped_forces),
+    's2': Observable(lambda net, system, lap: Estimator(spin_squared(net.apply, system),
+                                                        ('S^2',)), ''),
+    'dipole': Observable(lambda net, system, lap: Estimator(dipole(net.apply, system),
+                                                            ('x', 'y', 'z')), 'e bohr'),
+    'density': Observable(density, 'bohr^-3'),
+    'forces': Observable(lambda net, system, lap: Estimator(
+        force_terms(net.log_psi_at, system, lap), force_labels(system), reduce_forces,
+        report_forces), 'Ha/bohr'),
+    'forces_warp': Observable(lambda net, system, lap: Estimator(
+        warped_energy_terms(net.log_psi_at, system, lap), force_labels(system),
+        reduce_warped_forces, report_forces), 'Ha/bohr'),
 }
