@@ -71,6 +71,13 @@ def in_range(low: float, high: float, closed: str) -> Callable:
   return check
 
 
+def _ecp_setting(v):
+  if isinstance(v, str) or (hasattr(v, 'items') and
+                            all(isinstance(k, str) and isinstance(n, str) for k, n in v.items())):
+    return None
+  return "must be '' (none), an ECP name, or {symbol: name}"
+
+
 def _layer_widths(dims):
   if (isinstance(dims, (tuple, list)) and dims and
       all(isinstance(d, (tuple, list)) and len(d) == 2 and
@@ -100,6 +107,12 @@ SETTINGS = {
                      'rules), else the lowest.', structural=True, kind=int),
     'system.electrons': S((), '(n_up, n_down) given explicitly; () derives them from charge '
                           'and spin. Must agree with both.', structural=True),
+    'system.ecp': S('', "Effective core potentials: '' for all electrons; the name of a "
+                    "pyscf ECP (e.g. 'ccecp') for every atom heavier than He; or {symbol: "
+                    "name} for chosen elements (on the command line 'Fe:ccecp,S:ccecp'). "
+                    'Those atoms lose their core electrons and their charge becomes Z - '
+                    'core; the ECP acts on the valence electrons (physics/ecp.py).',
+                    _ecp_setting, structural=True, kind=object),
     'system.exact_energy': S(None, 'Reference (exact) energy in Ha for reporting the error; '
                              'None looks neutral atoms H-Ne up.', kind=float),
     'system.name': S('', "Label for logs and the run directory; '' derives it from the "
@@ -204,6 +217,8 @@ SETTINGS = {
                              _non_negative),
     'pretrain.basis': S('sto-6g', 'Gaussian basis of the HF calculation (any pyscf basis '
                         'name).'),
+    'pretrain.ecp_basis': S('ccecp-cc-pvdz', 'Gaussian basis of the atoms with an ECP in the '
+                            'HF calculation (a pyscf basis made for that ECP).'),
     'pretrain.restricted': S(False, 'False: UHF; True: ROHF (same spatial orbitals per spin).'),
     'pretrain.lr': S(3e-4, 'Adam learning rate of the orbital fit.', _positive),
     'pretrain.hf_fraction': S(1.0, "Weight of |psi_HF|^2 in the sampling density, in [0, 1]. "

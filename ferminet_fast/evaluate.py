@@ -17,7 +17,6 @@ import time
 from typing import Optional, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import InputError, config
@@ -50,11 +49,13 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     jax.config.update('jax_enable_x64', True)
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
-  estimators = {name: jax.vmap(observables_lib.OBSERVABLES[name].make(network.apply, system),
-                               in_axes=(None, 0)) for name in observables}
   # The Laplacian does not change the energy; 'auto' (timed by training) takes 'best' here.
   laplacian = config.resolve_laplacian('best' if cfg.optim.laplacian == 'auto'
                                        else cfg.optim.laplacian)
+  chosen = {name: observables_lib.OBSERVABLES[name].make(network, system, laplacian)
+            for name in observables}  # name -> observables.Estimator
+  estimators = {name: jax.vmap(est.per_config, in_axes=(None, 0))
+                for name, est in chosen.items()}
   parts = step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   trained_step, state = checkpoint.restore_latest(run_dir, state, ('params', 'walkers'))
@@ -67,14 +68,11 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
 
   def sweep(s):
     """A move, then the mean local energy (non-finite ones left out, as in training) and
-    the walker mean of each observable (over the walkers whose value is finite)."""
+    each observable's estimate from the sweep's walkers (its `reduce`)."""
     s, pmove = move(s)
     mean, _ = parts.energy(s.params, s.walkers.x)
-    means = {}
-    for name, f in estimators.items():
-      v = f(s.params, s.walkers.x)  # (B, k)
-      ok = jnp.isfinite(v)
-      means[name] = jnp.sum(jnp.where(ok, v, 0), axis=0) / jnp.maximum(jnp.sum(ok, axis=0), 1)
+    means = {name: chosen[name].reduce(f(s.params, s.walkers.x))  # (B, k) -> estimate
+             for name, f in estimators.items()}
     return s, (mean, pmove, means)
 
   sweep = jax.jit(sweep, donate_argnums=0)
@@ -83,12 +81,14 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     move = jax.jit(move, donate_argnums=0)
     for _ in range(burn_in):
       state, _ = move(state)
-  energies, pmoves, values, pending = [], [], [], None
+  energies, pmoves, values, sums, pending = [], [], [], {}, None
 
   def record(out):
     e, pmove, means = jax.device_get(out)
     energies.append(float(e))
     pmoves.append(float(pmove))
+    for name in [n for n in means if chosen[n].accumulate]:  # Summed, not kept per sweep.
+      sums[name] = sums.get(name, 0.0) + np.asarray(means.pop(name), np.float64)
     values.append(means)
 
   for _ in range(steps):
@@ -107,18 +107,23 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
             'exact_energy': exact,
             'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
             'wall_s': wall}
-  for name in observables:
+  for name, obs in chosen.items():
+    unit = observables_lib.OBSERVABLES[name].unit
+    if obs.accumulate:  # Only the mean over sweeps; the report says where it went.
+      summary = obs.report(run_dir, sums[name] / steps, None)
+      result.setdefault('observables', {})[name] = {'unit': unit, 'summary': summary}
+      say(f'  {name}: {summary}')
+      continue
     series = np.stack([np.asarray(v[name]) for v in values])  # (steps, k)
-    obs = observables_lib.OBSERVABLES[name]
     est = [stats.reblock(series[:, c]) for c in range(series.shape[1])]
     result.setdefault('observables', {})[name] = {
-        'labels': list(obs.labels), 'unit': obs.unit, 'value': [e.mean for e in est],
+        'labels': list(obs.labels), 'unit': unit, 'value': [e.mean for e in est],
         'error': [e.error for e in est], 'tau': [e.tau for e in est]}
     if obs.report:
       say(f'  {name}: ' + obs.report(run_dir, [e.mean for e in est], [e.error for e in est]))
     else:
       say(f'  {name}: ' + ', '.join(f'{label} {e.mean:.5f} +- {e.error:.5f}'
-                                    for label, e in zip(obs.labels, est)) + f' {obs.unit}'.rstrip())
+                                    for label, e in zip(obs.labels, est)) + f' {unit}'.rstrip())
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
   line = (f'Evaluated step {trained_step}: {estimate.mean:.6f} +- {estimate.error:.6f} Ha '
           f'({steps} sweeps x {cfg.batch_size} walkers, reblocked, tau={estimate.tau:.1f})')
@@ -153,7 +158,10 @@ def run() -> None:
   flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.')
   flags.DEFINE_string('observables', '', 'Comma-separated observables to estimate besides the '
                       'energy: s2 (total spin <S^2>), dipole (e bohr), density (radial '
-                      'profile of an atom, to density.csv). Default: none.')
+                      'profile of an atom to density.csv; a molecule\'s on a grid to '
+                      'density.cube), forces (on the nuclei, Ha/bohr, '
+                      'zero-variance zero-bias), forces_warp (the same by space-warp finite '
+                      'differences, 6 M local energies per walker: a check). Default: none.')
   app.run(main)
 
 

@@ -58,7 +58,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
     jax.config.update('jax_enable_x64', True)
   system = systems.make_system(cfg.system)
   if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
-    hartree_fock.check_basis(cfg.pretrain.basis, system)
+    hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
   source = resume.decide(ctx, user_cfg, system.name)
   say(f'System  {systems.describe(system)}')
   say(f'Run dir {source.run_dir}' + (' (resuming)' if source.resume else ''))

@@ -51,6 +51,7 @@ def test_config_is_locked():
     ('pretrain.hf_fraction', 1.5, 'hf_fraction'),
     ('pretrain.iterations', -1, 'pretrain.iterations'),
     ('evaluation.steps', 0, 'evaluation.steps'),
+    ('system.ecp', 3, 'system.ecp'),
     ('batch_size', None, 'batch_size cannot be None'),
     ('optim.kfac.damping', None, 'kfac.damping cannot be None'),
 ])

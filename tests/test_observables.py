@@ -1,6 +1,8 @@
 """Observables against exact answers: <S^2> of two-electron wavefunctions of known spin
-(and of a product of two 1s orbitals, whose spin contamination is 1 - <a|b>^2), and the
-dipole of a displaced 1s electron, with exact (not Markov chain) samples of |psi|^2; then
+(and of a product of two 1s orbitals, whose spin contamination is 1 - <a|b>^2), the
+dipole of a displaced 1s electron, and the forces of the LCAO H2+ wavefunction against
+the derivative of its closed-form energy, with exact (not Markov chain) samples of
+|psi|^2; the force estimator's algebra against automatic differentiation; then
 evaluation of a trained helium run reports them with error bars."""
 
 import importlib.util
@@ -13,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import tiny_config
+from conftest import tiny_config, tiny_network
 from ferminet_fast import InputError, evaluate, plot, train
-from ferminet_fast.physics import observables, systems
+from ferminet_fast.physics import hamiltonian, observables, systems
 
 
 def two_electron_system():
@@ -102,6 +104,152 @@ def test_radial_density_of_a_hydrogenic_1s_electron():
     observables.radial_density(None, systems.make_system(molecule))
 
 
+@pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
+def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_type):
+  """At every configuration, the first term of 'forces' equals -dV/dR_I (Hellmann-Feynman)
+  plus (H - E_L)(Q psi) / psi = -1/2 lap Q - grad Q . grad log|psi|, Q = -Z_I sum_i
+  (r_i - R_I) / |r_i - R_I|, each by automatic differentiation (float64, LiH, random
+  network); its second is d log|psi| / dR, whose sum over nuclei is -sum_i grad_i log|psi|
+  because the network sees only electron-nucleus and electron-electron differences."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network(
+        'Li', jnp.float64, **{'system.atom': '', 'system.molecule': 'Li 0 0 0; H 0 0 3.015',
+                              'network.network_type': network_type})
+    atoms, charges = jnp.asarray(system.positions), jnp.asarray(system.charges)
+    m = len(charges)
+    terms = jax.jit(observables.force_terms(network.log_psi_at, system, 'jacfwd'))
+    x = jnp.asarray(np.random.default_rng(4).normal(size=(5, 12)) * 1.5 + [0, 0, 1.0] * 4)
+
+    def potential(x, nuclei):
+      return hamiltonian.potential_energy(x, nuclei, charges,
+                                          hamiltonian.nuclear_repulsion(nuclei, charges))
+
+    def q(x, i):  # (3,)
+      u = x.reshape(-1, 3) - atoms[i]
+      return -charges[i] * jnp.sum(u / jnp.linalg.norm(u, axis=-1, keepdims=True), axis=0)
+
+    @jax.jit
+    def independent(xi):
+      """The same quantities by automatic differentiation, nothing shared with `terms`."""
+      g = jax.grad(network.log_psi, argnums=1)(params, xi)
+      expected = -jax.grad(potential, argnums=1)(xi, atoms)  # (M, 3)
+      rows = []
+      for i in range(m):
+        hessians = jax.hessian(lambda y: q(y, i))(xi)  # (3, 3N, 3N)
+        jac = jax.jacfwd(lambda y: q(y, i))(xi)  # (3, 3N)
+        rows.append(expected[i] - 0.5 * jnp.trace(hessians, axis1=1, axis2=2) - jac @ g)
+      d = jax.grad(network.log_psi_at, argnums=2)(params, xi, atoms)
+      e_l = hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd')(params, xi)
+      return jnp.stack(rows), d, g, e_l
+
+    for xi in x:
+      t = np.asarray(terms(params, xi))
+      f_zv, d_auto, g, e_l = independent(xi)
+      np.testing.assert_allclose(t[:3 * m].reshape(m, 3), f_zv, rtol=1e-8, atol=1e-8)
+      d = t[3 * m:6 * m].reshape(m, 3)
+      np.testing.assert_allclose(d, d_auto, rtol=1e-10, atol=1e-12)
+      np.testing.assert_allclose(d.sum(axis=0), -g.reshape(-1, 3).sum(axis=0), atol=1e-10)
+      np.testing.assert_allclose(t[-1], e_l, rtol=1e-10)
+      np.testing.assert_allclose(t[6 * m:9 * m], e_l * t[3 * m:6 * m], rtol=1e-10)
+
+
+def h2_plus():
+  """H2+ at R = 2 bohr along z (one electron) and the log|psi| of its LCAO ground state
+  1s_A + 1s_B (unit exponent), whose orbitals move with the nuclei."""
+  system = systems.System(symbols=('H', 'H'), positions=np.array([[0, 0, -1.0], [0, 0, 1.0]]),
+                          charges=np.array([1.0, 1.0]), n_up=1, n_down=0, name='H2+')
+
+  def log_psi_at(params, x, atoms):
+    return jax.nn.logsumexp(-jnp.linalg.norm(x[None] - atoms, axis=-1))
+
+  return system, log_psi_at
+
+
+def lcao_energy(r):
+  """Closed-form LCAO energy of H2+ at separation r (bohr), Ha: -1/2 + 1/r - (J + K) / (1 +
+  S), J = 1/r - (1 + 1/r) e^{-2r}, K = (1 + r) e^{-r}, S = (1 + r + r^2 / 3) e^{-r}."""
+  s = (1 + r + r**2 / 3) * jnp.exp(-r)
+  j = 1 / r - (1 + 1 / r) * jnp.exp(-2 * r)
+  k = (1 + r) * jnp.exp(-r)
+  return -0.5 + 1 / r - (j + k) / (1 + s)
+
+
+def sample_h2_plus(rng, n):
+  """n exact samples of (a + b)^2, a, b the 1s orbitals at z = -1 and 1: drawn from the
+  mixture (a^2 + b^2) / 2 and accepted with probability (a + b)^2 / (2 (a^2 + b^2)) <= 1."""
+  out = []
+  while sum(len(o) for o in out) < n:
+    centres = np.where(rng.random(n)[:, None] < 0.5, [0, 0, -1.0], [0, 0, 1.0])
+    x = sample_1s(rng, 1.0, n) + centres
+    a = np.exp(-np.linalg.norm(x - [0, 0, -1.0], axis=1))
+    b = np.exp(-np.linalg.norm(x - [0, 0, 1.0], axis=1))
+    out.append(x[rng.random(n) < (a + b) ** 2 / (2 * (a**2 + b**2))])
+  return np.concatenate(out)[:n]
+
+
+@pytest.mark.parametrize('name', ['forces', 'forces_warp'])
+def test_forces_of_lcao_h2_plus_are_the_derivative_of_its_energy(name):
+  """The LCAO wavefunction is not an eigenstate and moves with its nuclei, so the
+  Hellmann-Feynman force alone is wrong; both estimators must give -dE/dR of the closed
+  form on each nucleus (equal and opposite, along the bond), within 5 standard errors of
+  40 batches of exact samples."""
+  system, log_psi_at = h2_plus()
+  make, reduce = ((observables.force_terms, observables.reduce_forces) if name == 'forces' else
+                  (observables.warped_energy_terms, observables.reduce_warped_forces))
+  with jax.enable_x64(True):
+    f = jax.jit(jax.vmap(make(log_psi_at, system, 'jacfwd'), in_axes=(None, 0)))
+    x = sample_h2_plus(np.random.default_rng(5), 200_000)
+    values = [np.asarray(f(None, b)) for b in np.split(x, 40)]
+    batches = np.stack([np.asarray(reduce(jnp.asarray(v))) for v in values])
+    exact = -float(jax.grad(lcao_energy)(2.0))  # Force on the nucleus at +z, along +z.
+  mean, error = batches.mean(axis=0), batches.std(axis=0, ddof=1) / np.sqrt(len(batches))
+  expected = np.array([0, 0, -exact, 0, 0, exact])
+  assert np.all(np.abs(mean - expected) < 5 * error), (mean, error, expected)
+  assert error[5] < 0.1 * abs(exact)  # Precise enough to tell the force from zero.
+  if name == 'forces':  # Without the Pulay term (Hellmann-Feynman + zero variance) it fails.
+    zero_variance = np.concatenate(values)[:, 5]
+    assert abs(zero_variance.mean() - exact) > 5 * zero_variance.std() / np.sqrt(len(x))
+
+
+def test_density_grid_of_lcao_h2_plus(tmp_path):
+  """Exact samples of the LCAO H2+ density on the molecule's grid (density.cube): the
+  electron in the box (all but the tail beyond its 4 bohr margin), mirror-symmetric about the
+  bond's midplane, and in the 8 voxels around the bond midpoint the exact density (a +
+  b)^2 / (2 pi (1 + S)) at their centres, within 5 Poisson standard errors; the cube file
+  holds the same numbers."""
+  system, _ = h2_plus()
+  est = observables.OBSERVABLES['density'].make(None, system, 'jacfwd')  # No network needed.
+  assert est.accumulate
+  n = 400_000
+  x = sample_h2_plus(np.random.default_rng(6), n).astype(np.float32)
+  rho = np.asarray(est.reduce(jax.vmap(est.per_config, in_axes=(None, 0))(None, x)))
+  grid = observables.density_grid(system)
+  h = grid.spacing
+  # The box holds a sphere of 4 bohr about each nucleus; beyond one lies 41 e^-8 = 1.4% of a
+  # 1s electron's density, so more than that is inside.
+  assert 1 - 41 * np.exp(-8.0) < rho.sum() * h**3 <= 1.0
+  cube = rho.reshape(grid.shape)
+  mid = [int(round((0 - (o - 0.5 * h)) / h)) for o in grid.origin]  # Voxel index of 0.
+  centres = np.asarray(grid.origin)[None] + h * np.array(
+      [(i, j, k) for i in (mid[0] - 1, mid[0]) for j in (mid[1] - 1, mid[1])
+       for k in (mid[2] - 1, mid[2])])
+  a = np.exp(-np.linalg.norm(centres - [0, 0, -1.0], axis=1))
+  b = np.exp(-np.linalg.norm(centres - [0, 0, 1.0], axis=1))
+  overlap = (1 + 2 + 4 / 3) * np.exp(-2.0)  # (1 + R + R^2/3) e^-R at R = 2.
+  expected = n * h**3 * np.sum((a + b) ** 2 / (2 * np.pi * (1 + overlap)))
+  counted = n * h**3 * cube[mid[0] - 1:mid[0] + 1, mid[1] - 1:mid[1] + 1,
+                            mid[2] - 1:mid[2] + 1].sum()
+  assert abs(counted - expected) < 5 * np.sqrt(expected), (counted, expected)
+  lower, upper = cube[:, :, :mid[2]].sum() * n * h**3, cube[:, :, mid[2]:].sum() * n * h**3
+  assert abs(lower - upper) < 5 * np.sqrt(lower + upper)
+  line = est.report(str(tmp_path), rho, None)
+  assert 'density.cube' in line and line.startswith(f'{rho.astype(float).sum() * h**3:.4f} electrons')
+  text = (tmp_path / 'density.cube').read_text().split('\n')
+  assert int(text[2].split()[0]) == 2 and [int(t.split()[0]) for t in text[3:6]] == list(grid.shape)
+  np.testing.assert_allclose(np.array(' '.join(text[8:]).split(), float), rho, rtol=1e-4,
+                             atol=1e-9)
+
+
 def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):
   """The trained He wavefunction is close to the singlet ground state, so its <S^2> is
   bounded by its energy: the only states with S^2 != 0 in its (1, 1) sector are triplets
@@ -110,16 +258,20 @@ def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):
   path = tmp_path / 'run'
   train.train(tiny_config('He', **{'optim.iterations': 150, 'batch_size': 128,
                                    'log.save_path': str(path)}), quiet=True)
-  with pytest.raises(InputError, match="unknown observable 'forces'"):
-    evaluate.evaluate(str(path), steps=4, burn_in=1, quiet=True, observables=['forces'])
+  with pytest.raises(InputError, match="unknown observable 'polarisability'"):
+    evaluate.evaluate(str(path), steps=4, burn_in=1, quiet=True, observables=['polarisability'])
   est = evaluate.evaluate(str(path), steps=100, burn_in=10, quiet=True,
-                          observables=['s2', 'dipole', 'density'])
+                          observables=['s2', 'dipole', 'density', 'forces'])
   result = json.loads((path / 'eval.json').read_text())['observables']
   s2, s2_err = result['s2']['value'][0], result['s2']['error'][0]
   bound = 2 * (est.mean + 3 * est.error - (-2.903724)) / (-2.175229 + 2.903724)
   assert -5 * s2_err < s2 < bound + 5 * s2_err, (s2, s2_err, bound)
   assert result['dipole']['labels'] == ['x', 'y', 'z'] and result['dipole']['unit'] == 'e bohr'
   assert all(np.isfinite(result['dipole']['value'])) and all(e > 0 for e in result['dipole']['error'])
+  # The energy of a lone atom does not depend on where its nucleus is: no force.
+  forces = result['forces']
+  assert forces['labels'] == ['He0 x', 'He0 y', 'He0 z'] and forces['unit'] == 'Ha/bohr'
+  assert all(0 < e and abs(v) < 5 * e for v, e in zip(forces['value'], forces['error'])), forces
   volumes = 4 / 3 * np.pi * np.diff(observables.RADIAL_EDGES**3)
   profile = np.loadtxt(path / 'density.csv', delimiter=',', skiprows=1)
   np.testing.assert_allclose(profile[:, 2], result['density']['value'])
@@ -133,6 +285,6 @@ def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):
   ok = subprocess.run(cli + ['--observables=s2,dipole'], capture_output=True, text=True)
   assert ok.returncode == 0, ok.stderr
   assert '  s2: S^2 ' in ok.stdout and '  dipole: x ' in ok.stdout
-  bad = subprocess.run(cli + ['--observables=s2,forces'], capture_output=True, text=True)
-  assert bad.returncode == 2 and "unknown observable 'forces'" in bad.stderr
+  bad = subprocess.run(cli + ['--observables=s2,spin'], capture_output=True, text=True)
+  assert bad.returncode == 2 and "unknown observable 'spin'" in bad.stderr
   assert 'Traceback' not in bad.stderr

@@ -1,17 +1,18 @@
-"""Local energy E_L = -1/2 (lap log|psi| + |grad log|psi||^2) + V_ee + V_en + V_nn, in Ha.
+"""Local energy E_L = -1/2 (lap log|psi| + |grad log|psi||^2) + V_ee + V_en + V_nn, in Ha,
+plus the effective core potentials' energy (ecp.py) where atoms have them.
 
 Everything here acts on ONE configuration x (3N,); callers vmap over walkers.
 The Laplacian method is chosen by name from `LAPLACIANS`.
 """
 
-from typing import Callable, Protocol
+from typing import Callable, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import config
-from ferminet_fast.physics import systems
+from ferminet_fast.physics import ecp, systems
 
 LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| ()
 
@@ -98,8 +99,16 @@ def available_laplacians() -> list:
           or config.installed(config.LAPLACIAN_PACKAGES[m])]
 
 
+def nuclear_repulsion(atoms: jax.Array, charges: jax.Array) -> jax.Array:
+  """V_nn = sum_{I<J} Z_I Z_J / |R_I - R_J| (Ha) for atoms (M, 3) bohr and charges (M,)."""
+  if atoms.shape[0] < 2:
+    return jnp.zeros((), atoms.dtype)
+  i, j = np.triu_indices(atoms.shape[0], k=1)
+  return jnp.sum(charges[i] * charges[j] / jnp.linalg.norm(atoms[i] - atoms[j], axis=-1))
+
+
 def potential_energy(x: jax.Array, atoms: jax.Array, charges: jax.Array,
-                     v_nn: float) -> jax.Array:
+                     v_nn) -> jax.Array:
   """V_ee + V_en + V_nn (Ha) for x (3N,), atoms (M, 3) and charges (M,)."""
   r = x.reshape(-1, 3)
   n = r.shape[0]
@@ -111,17 +120,39 @@ def potential_energy(x: jax.Array, atoms: jax.Array, charges: jax.Array,
   return v
 
 
-def make_local_energy(log_psi: Callable, system: systems.System,
-                      laplacian: str = 'jvp_loop') -> Callable:
-  """(params, x (3N,)) -> E_L (), Ha, with the named Laplacian method."""
+def make_local_energy_at(log_psi_at: Callable, charges, laplacian: str = 'jvp_loop',
+                         with_gradient: bool = False) -> Callable:
+  """(params, x (3N,), atoms (M, 3)) -> E_L (), Ha, for nuclei of `charges` (M,) placed at
+  `atoms` (bohr) and `log_psi_at(params, x, atoms) -> log|psi|`; with_gradient: (E_L,
+  grad_x log|psi| (3N,)), the gradient that the Laplacian method computes anyway."""
   method = LAPLACIANS[laplacian]
-  v_nn = system.nuclear_repulsion
+  charges = np.asarray(charges)
 
-  def local_energy(params, x):
-    atoms = jnp.asarray(system.positions, x.dtype)
-    charges = jnp.asarray(system.charges, x.dtype)
-    lap, g = method(lambda y: log_psi(params, y))(x)
+  def local_energy(params, x, atoms):
+    z = jnp.asarray(charges, x.dtype)
+    lap, g = method(lambda y: log_psi_at(params, y, atoms))(x)
     kinetic = -0.5 * (lap + jnp.sum(g * g))
-    return kinetic + potential_energy(x, atoms, charges, v_nn)
+    e_l = kinetic + potential_energy(x, atoms, z, nuclear_repulsion(atoms, z))
+    return (e_l, g) if with_gradient else e_l
 
   return local_energy
+
+
+def make_local_energy(log_psi: Callable, system: systems.System, laplacian: str = 'jvp_loop',
+                      apply: Optional[Callable] = None) -> Callable:
+  """(params, x (3N,)) -> E_L (), Ha, with the named Laplacian method, nuclei fixed. A system
+  with effective core potentials adds their energy (ecp.py), which needs the signed
+  wavefunction `apply(params, x) -> (sign, log|psi|)`."""
+  local_energy = make_local_energy_at(lambda params, x, atoms: log_psi(params, x),
+                                      system.charges, laplacian)
+  ecp_energy = None
+  if system.has_ecp:
+    if apply is None:
+      raise ValueError('a system with effective core potentials needs `apply`')
+    ecp_energy = ecp.make_ecp_energy(apply, system.positions, system.ecp)
+
+  def total(params, x):
+    e_l = local_energy(params, x, jnp.asarray(system.positions, x.dtype))
+    return e_l if ecp_energy is None else e_l + ecp_energy(params, x)
+
+  return total

@@ -35,14 +35,22 @@ class HartreeFock(NamedTuple):
   mol: object  # The pyscf.gto.Mole (bohr), for checks against pyscf itself.
 
 
-def check_basis(basis: str, system: systems.System) -> None:
-  """Raises InputError unless pyscf knows `basis` for every element of `system`."""
+def bases(system: systems.System, basis: str, ecp_basis: str) -> dict:
+  """{symbol: basis name}: `ecp_basis` for the elements with an ECP, `basis` for the rest."""
+  with_ecp = {s for s, e in zip(system.symbols, system.ecp) if e is not None}
+  return {s: ecp_basis if s in with_ecp else basis for s in sorted(set(system.symbols))}
+
+
+def check_basis(basis: str, system: systems.System, ecp_basis: str = '') -> None:
+  """Raises InputError unless pyscf knows the basis of every element of `system`."""
   from pyscf import gto
-  for symbol in sorted(set(system.symbols)):
+  with_ecp = {s for s, e in zip(system.symbols, system.ecp) if e is not None}
+  for symbol, name in bases(system, basis, ecp_basis).items():
+    key = 'ecp_basis' if symbol in with_ecp else 'basis'
     try:
-      gto.basis.load(basis, symbol)
+      gto.basis.load(name, symbol)
     except Exception as e:  # pyscf raises BasisNotFoundError, KeyError, ... by format.
-      raise InputError(f'config.pretrain.basis = {basis!r}: pyscf has no such basis for '
+      raise InputError(f'config.pretrain.{key} = {name!r}: pyscf has no such basis for '
                        f'{symbol} ({type(e).__name__})') from e
 
 
@@ -68,12 +76,16 @@ def shells_of(mol) -> tuple:
   return tuple(shells)
 
 
-def hartree_fock(system: systems.System, basis: str, restricted: bool) -> HartreeFock:
-  """UHF (ROHF if `restricted`) of `system` in `basis`, occupied orbitals per spin."""
+def hartree_fock(system: systems.System, basis: str, restricted: bool,
+                 ecp_basis: str = '') -> HartreeFock:
+  """UHF (ROHF if `restricted`) of `system` in `basis`, occupied orbitals per spin; atoms
+  with an effective core potential get it and `ecp_basis`."""
   from pyscf import gto, scf
-  check_basis(basis, system)
+  check_basis(basis, system, ecp_basis)
+  ecp = {s: e.name for s, e in zip(system.symbols, system.ecp) if e is not None}
   mol = gto.M(atom=[(s, tuple(p)) for s, p in zip(system.symbols, system.positions)],
-              unit='bohr', basis=basis, spin=system.n_up - system.n_down,
+              unit='bohr', basis=bases(system, basis, ecp_basis), ecp=ecp,
+              spin=system.n_up - system.n_down,
               charge=int(round(float(np.sum(system.charges)))) - system.n_electrons,
               verbose=0)
   mf = (scf.ROHF if restricted else scf.UHF)(mol)

@@ -2,19 +2,24 @@
 
 import dataclasses
 import re
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
 from ferminet_fast import InputError
+from ferminet_fast.physics import ecp as ecp_lib
 
 BOHR_PER_ANGSTROM = 1.0 / 0.529177210903
 
-# Element symbols by atomic number, H to Ar.
+# Element symbols by atomic number, H to Kr.
 ELEMENTS = ('H', 'He', 'Li', 'Be', 'B', 'C', 'N', 'O', 'F', 'Ne',
-            'Na', 'Mg', 'Al', 'Si', 'P', 'S', 'Cl', 'Ar')
-# Unpaired electrons (n_up - n_down) of each element's ground state (Hund's rules).
-GROUND_STATE_SPIN = (1, 0, 1, 0, 1, 2, 3, 2, 1, 0, 1, 0, 1, 2, 3, 2, 1, 0)
+            'Na', 'Mg', 'Al', 'Si', 'P', 'S', 'Cl', 'Ar',
+            'K', 'Ca', 'Sc', 'Ti', 'V', 'Cr', 'Mn', 'Fe', 'Co', 'Ni', 'Cu', 'Zn',
+            'Ga', 'Ge', 'As', 'Se', 'Br', 'Kr')
+# Unpaired electrons (n_up - n_down) of each element's ground state (Hund's rules; the
+# measured ground terms of the 3d metals, e.g. Cr 7S (3d5 4s1) and Cu 2S (3d10 4s1)).
+GROUND_STATE_SPIN = (1, 0, 1, 0, 1, 2, 3, 2, 1, 0, 1, 0, 1, 2, 3, 2, 1, 0,
+                     1, 0, 1, 2, 3, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 2, 1, 0)
 # Exact non-relativistic, infinite-nuclear-mass ground-state energies of the neutral
 # atoms, Ha (Chakravorty et al., Phys. Rev. A 47, 3649 (1993); H exactly -1/2).
 EXACT_ATOM_ENERGY = {
@@ -25,7 +30,9 @@ EXACT_ATOM_ENERGY = {
 
 @dataclasses.dataclass(frozen=True)
 class System:
-  """A molecule: `positions` (M, 3) in bohr, `charges` (M,) in e, electrons per spin."""
+  """A molecule: `positions` (M, 3) in bohr, `charges` (M,) in e, electrons per spin. With
+  effective core potentials, `charges` are the effective ones (Z - core electrons), the
+  electrons are the valence electrons, and `ecp` holds one ecp.Ecp or None per atom."""
   symbols: tuple
   positions: np.ndarray
   charges: np.ndarray
@@ -33,6 +40,11 @@ class System:
   n_down: int
   name: str
   exact_energy: Optional[float] = None
+  ecp: tuple = ()
+
+  @property
+  def has_ecp(self) -> bool:
+    return any(e is not None for e in self.ecp)
 
   @property
   def electrons(self) -> tuple:
@@ -131,6 +143,11 @@ def make_system(sys_cfg) -> System:
   else:
     symbols, positions = parse_molecule(sys_cfg.molecule, sys_cfg.units)
   charges = np.array([atomic_number(s, 'config.system') for s in symbols], dtype=np.float64)
+  full_charges = charges.copy()
+  ecps = tuple(ecp_lib.load(name, s) if name else None
+               for s, name in zip(symbols, ecp_names(sys_cfg.ecp, symbols)))
+  charges = charges - np.array([e.n_core if e else 0 for e in ecps], dtype=np.float64)
+  n_core = int(full_charges.sum() - charges.sum())
   n_electrons = int(charges.sum()) - int(sys_cfg.charge)
 
   if sys_cfg.electrons:
@@ -153,8 +170,9 @@ def make_system(sys_cfg) -> System:
       raise InputError(f'config.system.charge = {sys_cfg.charge} leaves {n_electrons} electrons')
     spin = sys_cfg.spin
     if spin is None:
-      if len(symbols) == 1 and n_electrons <= len(ELEMENTS):
-        spin = GROUND_STATE_SPIN[n_electrons - 1]  # Isoelectronic neutral atom's ground state.
+      if len(symbols) == 1 and n_electrons + n_core <= len(ELEMENTS):
+        # The isoelectronic neutral atom's ground state (core electrons are paired).
+        spin = GROUND_STATE_SPIN[n_electrons + n_core - 1]
       else:
         spin = n_electrons % 2
     n_up, n_down = _spin_counts(n_electrons, spin, 'config.system.spin')
@@ -163,14 +181,36 @@ def make_system(sys_cfg) -> System:
                      'majority spin is up (use a positive spin)')
 
   exact = sys_cfg.exact_energy
-  neutral_ground = (len(symbols) == 1 and n_up + n_down == charges[0] and
+  neutral_ground = (len(symbols) == 1 and not n_core and n_up + n_down == charges[0] and
                     n_up - n_down == GROUND_STATE_SPIN[int(charges[0]) - 1])
   if exact is None and neutral_ground:
     exact = EXACT_ATOM_ENERGY.get(symbols[0])
   name = sys_cfg.name or ''.join(
       s + (str(symbols.count(s)) if symbols.count(s) > 1 else '') for s in dict.fromkeys(symbols))
   return System(symbols=symbols, positions=positions, charges=charges, n_up=int(n_up),
-                n_down=int(n_down), name=name, exact_energy=exact)
+                n_down=int(n_down), name=name, exact_energy=exact, ecp=ecps)
+
+
+def ecp_names(setting, symbols: tuple) -> tuple:
+  """The ECP name of each atom ('' for all electrons) from `config.system.ecp`: '' (none),
+  one name for every atom heavier than helium, or {symbol: name} (also written
+  'Fe:ccecp,S:ccecp')."""
+  if isinstance(setting, str) and ':' in setting:
+    try:
+      setting = dict(entry.split(':') for entry in setting.replace(' ', '').split(',') if entry)
+    except ValueError:
+      raise InputError(f"config.system.ecp = {setting!r}: write 'SYMBOL:NAME,SYMBOL:NAME'") from None
+  if isinstance(setting, str):
+    return tuple(setting if setting and atomic_number(s, 'config.system') > 2 else ''
+                 for s in symbols)
+  if not isinstance(setting, Mapping) and not hasattr(setting, 'items'):
+    raise InputError(f'config.system.ecp must be a name or {{symbol: name}}, got {setting!r}')
+  setting = dict(setting.items())
+  for symbol in setting:
+    atomic_number(symbol, 'config.system.ecp')
+    if symbol not in symbols:
+      raise InputError(f'config.system.ecp names {symbol}, which is not in the system')
+  return tuple(str(setting.get(s, '')) for s in symbols)
 
 
 def spin_blocks(n_up: int, n_down: int) -> list:
@@ -219,6 +259,9 @@ def describe(system: System) -> str:
   atoms = ', '.join(f'{s}({p[0]:.4f}, {p[1]:.4f}, {p[2]:.4f})'
                     for s, p in zip(system.symbols, system.positions))
   exact = f', exact {system.exact_energy:.6f} Ha' if system.exact_energy is not None else ''
+  ecps = sorted({f'{s} {e.name} ({e.n_core} core electrons)'
+                 for s, e in zip(system.symbols, system.ecp) if e is not None})
+  ecp = f'; ECP {", ".join(ecps)}' if ecps else ''
   return (f'{system.name}: {atoms} bohr; electrons (up, down) = {system.electrons}'
-          f'{exact}')
+          f'{ecp}{exact}')
 

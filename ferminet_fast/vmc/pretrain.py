@@ -109,7 +109,7 @@ def pretrain(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.N
   """Runs `pretrain_cfg.iterations` steps from (params, walkers x (B, 3N)); returns
   (params, x, mismatch per step (iterations,))."""
   p = pretrain_cfg
-  hf = hartree_fock.hartree_fock(system, p.basis, p.restricted)
+  hf = hartree_fock.hartree_fock(system, p.basis, p.restricted, p.ecp_basis)
   say(f'Pretrain {"ROHF" if p.restricted else "UHF"}/{p.basis} energy {hf.energy:.6f} Ha; '
       f'fitting the orbitals for {p.iterations} steps')
   init, step = make_pretrain_step(p, mcmc_cfg, network, hartree_fock.make_orbitals(hf, system),

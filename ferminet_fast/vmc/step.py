@@ -75,7 +75,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   dtype = network.dtype
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps)
-  local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian)
+  local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian,
+                                                  apply=network.apply)
   penalty = None
   if optim_cfg.spin_penalty:
     spin_squared = observables.spin_squared(network.apply, system)

@@ -33,6 +33,9 @@ class Network(NamedTuple):
   # curvature is built from (kfac.py). Trees keyed by the layers' module paths.
   log_psi_tapped: Callable[[Any, Any, jax.Array], tuple]
   taps: Callable[[jax.Array], Any]  # x (3N,) -> zero taps for one configuration.
+  # (params, x (3N,), atoms (M, 3)) -> log|psi| with the nuclei at `atoms` (bohr) instead of
+  # the system's positions, the parameters unchanged: what nuclear forces differentiate.
+  log_psi_at: Callable[[Any, jax.Array, jax.Array], jax.Array]
   n_coords: int  # 3N, the length of x.
   dtype: Any = jnp.float32  # dtype of the parameters and of x.
   full_det: bool = True  # The layout of `orbitals` (see there).
@@ -224,7 +227,8 @@ class _Slater(nn.Module):
 
   Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
   `__call__(x, return_orbitals=True)` the orbital blocks (k, n_s, n_orb) per spin (what
-  Hartree-Fock pretraining fits).
+  Hartree-Fock pretraining fits). `atoms` (M, 3), if given, replaces the nuclear positions
+  (every feature and envelope moves with its nucleus).
   """
   n_up: int = 1
   n_down: int = 0
@@ -240,10 +244,10 @@ class _Slater(nn.Module):
     raise NotImplementedError
 
   @nn.compact
-  def __call__(self, x: jax.Array, return_orbitals: bool = False):
+  def __call__(self, x: jax.Array, return_orbitals: bool = False, atoms=None):
     n = self.n_up + self.n_down
     k = self.determinants
-    atoms = jnp.asarray(self.atoms, dtype=x.dtype)
+    atoms = jnp.asarray(self.atoms if atoms is None else atoms, dtype=x.dtype)
     r = x.reshape(n, 3)
     ae = r[:, None, :] - atoms[None]  # (n, m, 3)
     r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)  # (n, m, 1)
@@ -353,6 +357,9 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   def orbitals(params, x):
     return module.apply(params, x, return_orbitals=True)
 
+  def log_psi_at(params, x, atoms):
+    return module.apply(params, x, atoms=atoms)[1]
+
   def log_psi_tapped(params, taps, x):
     (_, log_abs), state = module.apply({**params, TAPS_OUT: taps}, x, mutable=[TAPS_IN])
     return log_abs, state[TAPS_IN]
@@ -362,5 +369,5 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
   return Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
-                 log_psi_tapped=log_psi_tapped, taps=taps, n_coords=n_dim, dtype=dtype,
+                 log_psi_tapped=log_psi_tapped, taps=taps, log_psi_at=log_psi_at, n_coords=n_dim, dtype=dtype,
                  full_det=net_cfg.full_det)
