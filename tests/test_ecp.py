@@ -12,6 +12,7 @@ from conftest import tiny_config
 from ferminet_fast import InputError, config, train
 from ferminet_fast.physics import ecp, hamiltonian, hartree_fock, observables, systems
 from ferminet_fast.vmc import mcmc, stats
+from ferminet_fast.wavefunction import networks
 
 pytest.importorskip('pyscf')
 
@@ -81,23 +82,26 @@ def test_bad_ecp_settings_are_one_clear_error(setting, message):
 
 
 def hf_wavefunction(system, basis='ccecp-cc-pvdz'):
-  """(HF energy, apply, log_psi) of the UHF determinant of `system` with its ECP."""
+  """(HF energy, apply, log_psi) of the UHF determinant of `system` with its ECP (at most
+  3 electrons per spin, whose determinants have closed forms: no LAPACK call, which on
+  jaxlib 0.10 deadlocked here when two batched ones ran at once)."""
   hf = hartree_fock.hartree_fock(system, basis, False, basis)
   orbitals = hartree_fock.make_orbitals(hf, system)
+  assert max(system.electrons) <= 3
 
   def apply(params, x):
-    signs, logs = zip(*[jnp.linalg.slogdet(o) for o in orbitals(x)])
+    signs, logs = zip(*[networks.slogdet(o) for o in orbitals(x)])
     return jnp.prod(jnp.stack(signs)), jnp.sum(jnp.stack(logs))
 
   return hf.energy, apply, lambda params, x: apply(params, x)[1]
 
 
-@pytest.mark.parametrize('atom', ['Be', 'S'])
+@pytest.mark.parametrize('atom', ['Be', 'Si'])
 def test_energy_of_the_hf_determinant_is_pyscfs_hf_energy(atom):
   """A UHF determinant from pyscf with the ccECP and its basis, sampled by our MCMC: the
   mean of our local energy (kinetic, Coulomb with Z_eff, the ECP's local and non-local
   terms) equals pyscf's HF energy within 5 standard errors. Be has one non-local channel
-  (s), S two (s, p)."""
+  (s), Si two (s, p)."""
   with jax.enable_x64(True):
     system = ecp_system(atom)
     e_hf, apply, log_psi = hf_wavefunction(system)
@@ -116,7 +120,7 @@ def test_energy_of_the_hf_determinant_is_pyscfs_hf_energy(atom):
   est = stats.reblock(np.asarray(means))
   assert abs(est.mean - e_hf) < 5 * est.error, (est.mean, est.error, e_hf)
   # Precise enough to see any term missing: the smallest, Be's local part, is -20 mHa here
-  # (its non-local part +260 mHa; S's -220 and +1900 mHa).
+  # (its non-local part +260 mHa).
   assert est.error < 4e-3
 
 
