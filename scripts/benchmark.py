@@ -4,6 +4,7 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py                 # everything, markdown to stdout
   python scripts/benchmark.py --quick         # a small subset (a smoke test)
   python scripts/benchmark.py --suite configs --methods folx jacfwd --json out.json
+  python scripts/benchmark.py --suite ecp --optimizers kfac   # ccECP against all electrons
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
   python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
 
@@ -55,6 +56,8 @@ CONFIGS = [
 SWEEP_ATOMS = ('H', 'He', 'Li', 'Be', 'B', 'C', 'N', 'O', 'F', 'Ne')
 SWEEP = ['--config.batch_size=256', '--config.network.ferminet.hidden_dims=((32,8),(32,8))',
          '--config.network.determinants=2', '--config.mcmc.steps=10']
+# ECP cost: these atoms with ccECP and with all electrons, at the FermiNet comparison settings.
+ECP_ATOMS = ('Si', 'S', 'Ar')
 FIELDS = ('train_step_ms', 'mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms',
           'compile_s', 'startup_s', 'step_memory_mb', 'peak_rss_mb', 'steady_ms', 'it_per_s',
           'step_per_forward')
@@ -139,7 +142,7 @@ def main():
 
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--suite', nargs='*', default=['configs', 'sweep', 'naive'],
-                      choices=['configs', 'sweep', 'naive'])
+                      choices=['configs', 'sweep', 'naive', 'ecp'])
   parser.add_argument('--methods', nargs='*', default=hamiltonian.available_laplacians())
   parser.add_argument('--optimizers', nargs='*', default=['adam', 'kfac'])
   parser.add_argument('--kfac-methods', nargs='*', default=['best'],
@@ -185,7 +188,7 @@ def main():
     global SWEEP_ATOMS
     SWEEP_ATOMS = ('H', 'He', 'Li')
 
-  results = {'configs': [], 'sweep': [], 'naive': None}
+  results = {'configs': [], 'sweep': [], 'ecp': [], 'naive': None}
   if 'configs' in args.suite:
     for label, config, overrides in CONFIGS:
       if label not in args.configs:
@@ -208,6 +211,17 @@ def main():
         results['sweep'].append(((atom, method), r))
         print(f'sweep {atom} {method}: ' + (f'{r["train_step_ms"]:.2f} ms' if 'error' not in r
                                              else r['error']), file=sys.stderr, flush=True)
+  if 'ecp' in args.suite:
+    for atom in ECP_ATOMS:
+      for opt in args.optimizers:
+        for ecp in ('', 'ccecp'):
+          r = run_one('configs/he.py', REFERENCE + [
+              f'--config.system.atom={atom}', f'--config.system.ecp={ecp}',
+              f'--config.optim.optimizer={opt}'], args.sweep_iterations)
+          results['ecp'].append(((atom, ecp or 'all electrons', opt), r))
+          print(f'ecp {atom} {ecp or "all electrons"} {opt}: ' + (
+              f'{r["train_step_ms"]:.2f} ms' if 'error' not in r else r['error']),
+              file=sys.stderr, flush=True)
   if 'naive' in args.suite:
     with tempfile.TemporaryDirectory() as tmp:
       path = os.path.join(tmp, 'naive.json')
@@ -223,6 +237,10 @@ def main():
   if results['sweep']:
     print('### N-scaling (batch 256, hidden ((32,8),(32,8)), 2 determinants, 10 MCMC steps)\n')
     print(table(results['sweep'], ('atom', 'laplacian')) + '\n')
+  if results['ecp']:
+    print('### ECP against all electrons (batch 256, hidden ((64,8),(64,8)), 2 determinants, '
+          '10 MCMC steps)\n')
+    print(table(results['ecp'], ('atom', 'electrons', 'optimizer')) + '\n')
   if results['naive']:
     n = results['naive']
     print('### Naive baseline (FermiNeuT profile), configs/h2_quick.py\n')
@@ -234,6 +252,7 @@ def main():
     with open(args.json, 'w') as f:
       json.dump({'configs': [{'keys': k, **r} for k, r in results['configs']],
                  'sweep': [{'keys': k, **r} for k, r in results['sweep']],
+                 'ecp': [{'keys': k, **r} for k, r in results['ecp']],
                  'naive': results['naive']}, f, indent=2)
 
 
