@@ -86,6 +86,8 @@ def _layer_widths(dims):
   return 'must be a non-empty tuple of (one_electron_width, two_electron_width) positive integer pairs'
 
 
+MAX_STATES = 16  # system.states: each step costs about K times the ground state's.
+
 S = Setting
 SETTINGS = {
     'batch_size': S(256, 'Walkers (electron configurations) per step, summed over devices.',
@@ -107,6 +109,12 @@ SETTINGS = {
                      'rules), else the lowest.', structural=True, kind=int),
     'system.electrons': S((), '(n_up, n_down) given explicitly; () derives them from charge '
                           'and spin. Must agree with both.', structural=True),
+    'system.states': S(1, 'Number of electronic states K (the lowest K of this spin '
+                       'sector) trained together by natural excited states (NES-VMC, Pfau et '
+                       'al., Science 385, eadn0137 (2024)): the network gives K wavefunctions '
+                       'and the walkers sample K configurations each; 1 is the ground state '
+                       f'alone. At most {MAX_STATES}.', in_range(1, MAX_STATES, '[]'),
+                       structural=True),
     'system.ecp': S('', "Effective core potentials: '' for all electrons; the name of a "
                     "pyscf ECP (e.g. 'ccecp') for every atom heavier than He; or {symbol: "
                     "name} for chosen elements (on the command line 'Fe:ccecp,S:ccecp'). "
@@ -365,6 +373,13 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   if cfg.log.tensorboard and not installed('tensorboardX'):
     raise InputError("config.log.tensorboard = True needs the optional package tensorboardX: "
                      "pip install 'ferminet_fast[tensorboard]'")
+  if cfg.system.states > 1:
+    for key, on in (('pretrain.iterations', cfg.pretrain.iterations > 0),
+                    ('system.ecp', bool(cfg.system.ecp)),
+                    ('optim.spin_penalty', bool(cfg.optim.spin_penalty))):
+      if on:
+        raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
+                         'available with several states (use states = 1)')
   method = cfg.optim.laplacian
   if method in LAPLACIAN_PACKAGES and not installed(LAPLACIAN_PACKAGES[method]):
     raise InputError(f'config.optim.laplacian = {method!r} needs the optional package '

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from ferminet_fast import InputError, config
+from ferminet_fast.physics import excited_states
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.physics import systems
 from ferminet_fast.run import checkpoint, rundir
@@ -48,12 +49,20 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   if cfg.precision == 'float64':
     jax.config.update('jax_enable_x64', True)
   system = systems.make_system(cfg.system)
+  if system.states > 1 and observables:
+    raise InputError(f'--observables: with {system.states} states evaluation reports the '
+                     "energy, <S^2> and transition dipoles of each state; the other "
+                     'observables are for one state')
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
   # The Laplacian does not change the energy; 'auto' (timed by training) takes 'best' here.
   laplacian = config.resolve_laplacian('best' if cfg.optim.laplacian == 'auto'
                                        else cfg.optim.laplacian)
   chosen = {name: observables_lib.OBSERVABLES[name].make(network, system, laplacian)
             for name in observables}  # name -> observables.Estimator
+  if system.states > 1:  # The local matrices of every state (excited_states.py).
+    chosen[STATES] = observables_lib.Estimator(
+        excited_states.make_local_matrices(network, system, laplacian), (),
+        excited_states.reduce)
   estimators = {name: jax.vmap(est.per_config, in_axes=(None, 0))
                 for name, est in chosen.items()}
   parts = step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian)
@@ -99,7 +108,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   record(pending)
   wall = time.perf_counter() - t0
   estimate = stats.reblock(np.asarray(energies))
-  exact = system.exact_energy
+  exact = system.exact_energy if system.states == 1 else None  # Else the states' sum.
   result = {'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
             'block_size': estimate.block_size, 'steps': steps, 'burn_in': burn_in,
             'batch_size': cfg.batch_size, 'mcmc_steps_per_sweep': cfg.mcmc.steps,
@@ -108,6 +117,11 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
             'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
             'wall_s': wall}
   for name, obs in chosen.items():
+    if name == STATES:
+      result['states'] = _report_states(
+          np.stack([np.asarray(v[name]) for v in values]), system.states, say)
+      result['states']['exact_ground_energy'] = system.exact_energy
+      continue
     unit = observables_lib.OBSERVABLES[name].unit
     if obs.accumulate:  # Only the mean over sweeps; the report says where it went.
       summary = obs.report(run_dir, sums[name] / steps, None)
@@ -125,12 +139,42 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
       say(f'  {name}: ' + ', '.join(f'{label} {e.mean:.5f} +- {e.error:.5f}'
                                     for label, e in zip(obs.labels, est)) + f' {unit}'.rstrip())
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
-  line = (f'Evaluated step {trained_step}: {estimate.mean:.6f} +- {estimate.error:.6f} Ha '
-          f'({steps} sweeps x {cfg.batch_size} walkers, reblocked, tau={estimate.tau:.1f})')
+  total = 'the sum of the states, ' if system.states > 1 else ''
+  line = (f'Evaluated step {trained_step}: {total}{estimate.mean:.6f} +- {estimate.error:.6f} '
+          f'Ha ({steps} sweeps x {cfg.batch_size} walkers, reblocked, tau={estimate.tau:.1f})')
   if exact is not None:
     line += f' | exact {exact:.6f} Ha | error {result["error_mha"]:+.2f} +- {1e3 * estimate.error:.2f} mHa'
   say(line)
   return estimate
+
+
+STATES = 'states'  # Key of the several states' matrices among the estimators.
+EV_PER_HA = 27.211386246  # CODATA 2018.
+
+
+def _report_states(series: np.ndarray, k: int, say) -> dict:
+  """Each state's energy, excitation energy, <S^2> and oscillator strength from the series
+  of sweep estimates of the local matrices (steps, 5 K^2), with jackknife errors; printed
+  and returned for eval.json (lists, Ha and e bohr)."""
+  values, errors = excited_states.jackknife(series, k)
+  say(f'  {k} states (NES-VMC; errors by jackknife over {excited_states.JACKKNIFE_BLOCKS} '
+      'blocks of sweeps):')
+  for i in range(k):
+    line = (f'    state {i}: E {values["energy"][i]:.6f} +- {errors["energy"][i]:.6f} Ha, '
+            f'<S^2> {values["s2"][i]:.3f} +- {errors["s2"][i]:.3f}')
+    if i:
+      de, dde = values['excitation_energy'][i - 1], errors['excitation_energy'][i - 1]
+      line += (f', excitation {de:.6f} +- {dde:.6f} Ha ({de * EV_PER_HA:.4f} eV), '
+               f'|d_0{i}|^2 {values["transition_dipole_sq"][i - 1]:.4f} +- '
+               f'{errors["transition_dipole_sq"][i - 1]:.4f} e^2 bohr^2, oscillator strength '
+               f'{values["oscillator_strength"][i - 1]:.4f} +- '
+               f'{errors["oscillator_strength"][i - 1]:.4f}')
+    say(line)
+  if k > 2:
+    say(f'    oscillator strengths summed over states 1-{k - 1}: '
+        f'{values["oscillator_strength_sum"][0]:.4f} +- {errors["oscillator_strength_sum"][0]:.4f}')
+  return {name: {'value': values[name].tolist(), 'error': errors[name].tolist()}
+          for name in values}
 
 
 def main(argv) -> None:

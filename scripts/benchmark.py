@@ -5,6 +5,7 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py --quick         # a small subset (a smoke test)
   python scripts/benchmark.py --suite configs --methods folx jacfwd --json out.json
   python scripts/benchmark.py --suite ecp --optimizers kfac   # ccECP against all electrons
+  python scripts/benchmark.py --suite states --optimizers kfac  # K states against one
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
   python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
 
@@ -58,6 +59,8 @@ SWEEP = ['--config.batch_size=256', '--config.network.ferminet.hidden_dims=((32,
          '--config.network.determinants=2', '--config.mcmc.steps=10']
 # ECP cost: these atoms with ccECP and with all electrons, at the FermiNet comparison settings.
 ECP_ATOMS = ('Si', 'S', 'Ar')
+# Several states: these atoms with K = 1 (the ground state alone) and more states.
+STATES_ATOMS, STATES_K = ('He', 'Li', 'Be'), (1, 2, 4)
 FIELDS = ('train_step_ms', 'mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms',
           'compile_s', 'startup_s', 'step_memory_mb', 'peak_rss_mb', 'steady_ms', 'it_per_s',
           'step_per_forward')
@@ -142,7 +145,7 @@ def main():
 
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--suite', nargs='*', default=['configs', 'sweep', 'naive'],
-                      choices=['configs', 'sweep', 'naive', 'ecp'])
+                      choices=['configs', 'sweep', 'naive', 'ecp', 'states'])
   parser.add_argument('--methods', nargs='*', default=hamiltonian.available_laplacians())
   parser.add_argument('--optimizers', nargs='*', default=['adam', 'kfac'])
   parser.add_argument('--kfac-methods', nargs='*', default=['best'],
@@ -188,7 +191,7 @@ def main():
     global SWEEP_ATOMS
     SWEEP_ATOMS = ('H', 'He', 'Li')
 
-  results = {'configs': [], 'sweep': [], 'ecp': [], 'naive': None}
+  results = {'configs': [], 'sweep': [], 'ecp': [], 'states': [], 'naive': None}
   if 'configs' in args.suite:
     for label, config, overrides in CONFIGS:
       if label not in args.configs:
@@ -222,6 +225,17 @@ def main():
           print(f'ecp {atom} {ecp or "all electrons"} {opt}: ' + (
               f'{r["train_step_ms"]:.2f} ms' if 'error' not in r else r['error']),
               file=sys.stderr, flush=True)
+  if 'states' in args.suite:
+    for atom in STATES_ATOMS:
+      for opt in args.optimizers:
+        for k in STATES_K:
+          r = run_one('configs/he.py', REFERENCE + [
+              f'--config.system.atom={atom}', f'--config.system.states={k}',
+              f'--config.optim.optimizer={opt}'], args.sweep_iterations)
+          results['states'].append(((atom, str(k), opt), r))
+          print(f'states {atom} K={k} {opt}: ' + (
+              f'{r["train_step_ms"]:.2f} ms' if 'error' not in r else r['error']),
+              file=sys.stderr, flush=True)
   if 'naive' in args.suite:
     with tempfile.TemporaryDirectory() as tmp:
       path = os.path.join(tmp, 'naive.json')
@@ -241,6 +255,10 @@ def main():
     print('### ECP against all electrons (batch 256, hidden ((64,8),(64,8)), 2 determinants, '
           '10 MCMC steps)\n')
     print(table(results['ecp'], ('atom', 'electrons', 'optimizer')) + '\n')
+  if results['states']:
+    print('### Several states against one (batch 256, hidden ((64,8),(64,8)), 2 determinants '
+          'per state, 10 MCMC steps)\n')
+    print(table(results['states'], ('atom', 'states', 'optimizer')) + '\n')
   if results['naive']:
     n = results['naive']
     print('### Naive baseline (FermiNeuT profile), configs/h2_quick.py\n')
@@ -253,6 +271,7 @@ def main():
       json.dump({'configs': [{'keys': k, **r} for k, r in results['configs']],
                  'sweep': [{'keys': k, **r} for k, r in results['sweep']],
                  'ecp': [{'keys': k, **r} for k, r in results['ecp']],
+                 'states': [{'keys': k, **r} for k, r in results['states']],
                  'naive': results['naive']}, f, indent=2)
 
 

@@ -14,11 +14,12 @@ import numpy as np
 from ferminet_fast import config
 from ferminet_fast.physics import ecp, systems
 
-LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| ()
+LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| () or (K,) for K states
 
 
 class Laplacian(Protocol):
-  """Builds, from f = log|psi| of one configuration, x -> (lap f (), grad f (3N,))."""
+  """Builds, from f = log|psi| of one configuration, x -> (lap f (), grad f (3N,)); for a
+  vector f (K,) of several states, (lap f (K,), grad f (K, 3N))."""
 
   def __call__(self, f: LogPsi) -> Callable[[jax.Array], tuple]:
     ...
@@ -30,15 +31,16 @@ def laplacian_jacfwd(f: LogPsi) -> Callable[[jax.Array], tuple]:
   The 3N x 3N Hessian is formed (3N tangents pushed through grad at once) and only
   its diagonal summed; the gradient comes out of the same pass as the auxiliary value.
   """
-  grad_f = jax.grad(f)
-
-  def grad_twice(x):
-    g = grad_f(x)
-    return g, g
 
   def lap(x):
+    grad_f = _gradient(f, x)
+
+    def grad_twice(y):
+      g = grad_f(y)
+      return g, g
+
     hessian, g = jax.jacfwd(grad_twice, has_aux=True)(x)
-    return jnp.trace(hessian), g
+    return jnp.trace(hessian, axis1=-2, axis2=-1), g
 
   return lap
 
@@ -49,13 +51,12 @@ def laplacian_jvp_loop(f: LogPsi) -> Callable[[jax.Array], tuple]:
   `linearize` evaluates grad f once; each loop step pushes one unit tangent, so
   memory stays that of a single gradient whatever N is.
   """
-  grad_f = jax.grad(f)
 
   def lap(x):
-    g, grad_jvp = jax.linearize(grad_f, x)
+    g, grad_jvp = jax.linearize(_gradient(f, x), x)
     eye = jnp.eye(x.shape[0], dtype=x.dtype)
-    total = jax.lax.fori_loop(0, x.shape[0], lambda i, acc: acc + grad_jvp(eye[i])[i],
-                              jnp.zeros((), x.dtype))
+    total = jax.lax.fori_loop(0, x.shape[0], lambda i, acc: acc + grad_jvp(eye[i])[..., i],
+                              jnp.zeros(g.shape[:-1], x.dtype))
     return total, g
 
   return lap
@@ -73,16 +74,23 @@ def _folx(sparsity_threshold: int) -> Laplacian:
     def fn(x):
       out = forward(x)
       try:
-        grad = out.jacobian.dense_array
+        grad = out.jacobian.dense_array  # (3N,), or (3N, K) for K states
+        if grad.ndim > 1:
+          grad = grad.T
       except jax.errors.ConcretizationTypeError:
         # folx cannot densify a Jacobian that stays sparse to the output (a log|psi| that
         # is a sum of per-electron terms) under vmap; take the gradient directly then.
-        grad = jax.grad(f)(x)
-      return out.laplacian, grad.reshape(x.shape)
+        grad = _gradient(f, x)(x)
+      return out.laplacian, grad.reshape(out.laplacian.shape + x.shape)
 
     return fn
 
   return make
+
+
+def _gradient(f: LogPsi, x: jax.Array) -> Callable:
+  """grad f for a scalar f; the Jacobian (K, 3N), by K reverse passes, for f of K states."""
+  return jax.grad(f) if jax.eval_shape(f, x).shape == () else jax.jacrev(f)
 
 
 LAPLACIANS = {
@@ -124,14 +132,15 @@ def make_local_energy_at(log_psi_at: Callable, charges, laplacian: str = 'jvp_lo
                          with_gradient: bool = False) -> Callable:
   """(params, x (3N,), atoms (M, 3)) -> E_L (), Ha, for nuclei of `charges` (M,) placed at
   `atoms` (bohr) and `log_psi_at(params, x, atoms) -> log|psi|`; with_gradient: (E_L,
-  grad_x log|psi| (3N,)), the gradient that the Laplacian method computes anyway."""
+  grad_x log|psi| (3N,)), the gradient that the Laplacian method computes anyway. For
+  log_psi_at of K states, (K,) each state's local energy (and gradients (K, 3N))."""
   method = LAPLACIANS[laplacian]
   charges = np.asarray(charges)
 
   def local_energy(params, x, atoms):
     z = jnp.asarray(charges, x.dtype)
     lap, g = method(lambda y: log_psi_at(params, y, atoms))(x)
-    kinetic = -0.5 * (lap + jnp.sum(g * g))
+    kinetic = -0.5 * (lap + jnp.sum(g * g, axis=-1))
     e_l = kinetic + potential_energy(x, atoms, z, nuclear_repulsion(atoms, z))
     return (e_l, g) if with_gradient else e_l
 
@@ -156,3 +165,4 @@ def make_local_energy(log_psi: Callable, system: systems.System, laplacian: str 
     return e_l if ecp_energy is None else e_l + ecp_energy(params, x)
 
   return total
+

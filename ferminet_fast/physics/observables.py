@@ -77,7 +77,9 @@ class Observable(NamedTuple):
 
 
 def spin_squared(apply: Callable, system: systems.System) -> Callable:
-  """<S^2> estimator for `apply(params, x) -> (sign, log|psi|)`; see the module docstring."""
+  """<S^2> estimator for `apply(params, x) -> (sign, log|psi|)`, (params, x (3N,)) -> (1,);
+  see the module docstring. For `apply` of K states (signs and logs (K,)), each state's
+  local <S^2>, (K,)."""
   n_up, n_down = system.n_up, system.n_down
   s_z = 0.5 * (n_up - n_down)
   pairs = np.array([(i, j) for i in range(n_up) for j in range(n_up, n_up + n_down)],
@@ -93,8 +95,9 @@ def spin_squared(apply: Callable, system: systems.System) -> Callable:
       sign_s, log_s = apply(params, swapped.reshape(-1))
       return sign_s * sign * jnp.exp(log_s - log_abs)
 
-    exchange = jnp.sum(jax.vmap(exchanged)(pairs)) if len(pairs) else 0.0
-    return jnp.reshape(s_z * (s_z + 1) + n_down - exchange, (1,)).astype(x.dtype)
+    exchange = jnp.sum(jax.vmap(exchanged)(pairs), axis=0) if len(pairs) else 0.0
+    value = s_z * (s_z + 1) + n_down - exchange + jnp.zeros_like(log_abs)
+    return jnp.reshape(value, (-1,)).astype(x.dtype)
 
   return estimate
 
@@ -262,14 +265,14 @@ def reduce_forces(values: jax.Array) -> jax.Array:
   """One sweep's force estimate (3 M,), Ha/bohr, from its walkers' `force_terms` (B, 9 M + 1):
   mean zero-variance force - 2 Cov(E_L, d log|psi| / dR), the covariance over the walkers
   whose terms are all finite (with Bessel's correction)."""
-  mean, n = _finite_rows_mean(values)
+  mean, n = finite_rows_mean(values)
   k = (values.shape[1] - 1) // 3
   f_zv, d, e_d, e = mean[:k], mean[k:2 * k], mean[2 * k:3 * k], mean[-1]
   covariance = (e_d - e * d) * n / jnp.maximum(n - 1, 1)
   return f_zv - 2.0 * covariance
 
 
-def _finite_rows_mean(values: jax.Array) -> tuple:
+def finite_rows_mean(values: jax.Array) -> tuple:
   """(mean over the rows of values (B, k) that are finite throughout, their number)."""
   ok = jnp.all(jnp.isfinite(values), axis=1)
   n = jnp.sum(ok)
@@ -324,7 +327,7 @@ def reduce_warped_forces(values: jax.Array, step: float = WARP_STEP) -> jax.Arra
   """One sweep's forces (3 M,), Ha/bohr, from its walkers' `warped_energy_terms` (B, 12 M):
   -(E(R + Delta) - E(R - Delta)) / (2 step), each energy the weighted mean over the
   walkers whose terms are all finite."""
-  mean, _ = _finite_rows_mean(values)
+  mean, _ = finite_rows_mean(values)
   k = values.shape[1] // 2
   energies = mean[k:] / mean[:k]  # (6 M,)
   return -(energies[:k // 2] - energies[k // 2:]) / (2.0 * step)

@@ -32,7 +32,9 @@ EXACT_ATOM_ENERGY = {
 class System:
   """A molecule: `positions` (M, 3) in bohr, `charges` (M,) in e, electrons per spin. With
   effective core potentials, `charges` are the effective ones (Z - core electrons), the
-  electrons are the valence electrons, and `ecp` holds one ecp.Ecp or None per atom."""
+  electrons are the valence electrons, and `ecp` holds one ecp.Ecp or None per atom.
+  `states` > 1: the lowest `states` states of this spin sector together (NES-VMC);
+  `exact_energy` is the ground state's."""
   symbols: tuple
   positions: np.ndarray
   charges: np.ndarray
@@ -41,6 +43,7 @@ class System:
   name: str
   exact_energy: Optional[float] = None
   ecp: tuple = ()
+  states: int = 1
 
   @property
   def has_ecp(self) -> bool:
@@ -188,7 +191,8 @@ def make_system(sys_cfg) -> System:
   name = sys_cfg.name or ''.join(
       s + (str(symbols.count(s)) if symbols.count(s) > 1 else '') for s in dict.fromkeys(symbols))
   return System(symbols=symbols, positions=positions, charges=charges, n_up=int(n_up),
-                n_down=int(n_down), name=name, exact_energy=exact, ecp=ecps)
+                n_down=int(n_down), name=name, exact_energy=exact, ecp=ecps,
+                states=int(sys_cfg.states))
 
 
 def ecp_names(setting, symbols: tuple) -> tuple:
@@ -262,6 +266,7 @@ def describe(system: System) -> str:
   ecps = sorted({f'{s} {e.name} ({e.n_core} core electrons)'
                  for s, e in zip(system.symbols, system.ecp) if e is not None})
   ecp = f'; ECP {", ".join(ecps)}' if ecps else ''
+  states = f'; the lowest {system.states} states' if system.states > 1 else ''
   return (f'{system.name}: {atoms} bohr; electrons (up, down) = {system.electrons}'
-          f'{ecp}{exact}')
+          f'{ecp}{states}{exact}')
 

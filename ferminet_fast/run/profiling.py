@@ -64,8 +64,7 @@ def choose_laplacian(network, system: systems.System, params, x: jax.Array,
   chunk_size = loss.resolve_chunk_size(chunk_size, network)
   times = {}
   for method in [m for m in AUTO_CANDIDATES if m in hamiltonian.available_laplacians()]:
-    local_energy = hamiltonian.make_local_energy(network.log_psi, system, method,
-                                                    apply=network.apply)
+    local_energy = loss.make_local_energy(network, system, method)
     fn = jax.jit(loss.batch_local_energies(local_energy, chunk_size))
     fn = fn.lower(params, x).compile()
     jax.block_until_ready(fn(params, x))

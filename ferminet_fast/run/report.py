@@ -45,11 +45,12 @@ def finish(final_fraction: float, system: systems.System, run_dir: str, out, sta
                   'rewinds': out.rewinds,
                   'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
   write('timings.json', timings)
-  result = Result(estimate, system.exact_energy, out.history, timings, out.state, run_dir,
-                  out.stopped_by)
+  # With several states the energy is their sum, which no exact energy describes.
+  exact = system.exact_energy if system.states == 1 else None
+  result = Result(estimate, exact, out.history, timings, out.state, run_dir, out.stopped_by)
   write('result.json', {
       'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
-      'samples': estimate.n, 'exact_energy': system.exact_energy,
+      'samples': estimate.n, 'exact_energy': exact, 'states': system.states,
       'error_mha': result.error_mha, 'iterations': t, 'complete': not out.stopped_by,
       'wall_s': timings['total_s']})
   say(f'Trained steps {start}-{t} in {wall:.1f} s ({timings["iterations_per_s"]:.1f} it/s); '
@@ -58,5 +59,7 @@ def finish(final_fraction: float, system: systems.System, run_dir: str, out, sta
   # mean runs low (tens of mHa at Ne); an evaluation freezes the parameters.
   say('The training mean below was measured while the parameters moved (biased low at '
       f'size); for a number to quote: python -m ferminet_fast.evaluate --run {run_dir}')
-  say(final_line(result, t))
+  say(final_line(result, t) + (f' (the sum of the {system.states} states; their energies: '
+                                f'python -m ferminet_fast.evaluate --run {run_dir})'
+                                if system.states > 1 else ''))
   return result

@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ferminet_fast.physics import excited_states, hamiltonian, systems
+
 
 class EnergyAux(NamedTuple):
   local_energy: jax.Array  # (B,) Ha, unclipped.
@@ -186,3 +188,13 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
     return (mean, aux), (tangent, zeros)
 
   return energy
+
+
+def make_local_energy(network, system: systems.System, laplacian: str) -> Callable:
+  """(params, x) -> E_L (), Ha, of a networks.Network: one state's local energy, or for
+  several states that of the total wavefunction (the trace of the energy matrix)."""
+  if network.states == 1:
+    return hamiltonian.make_local_energy(network.log_psi, system, laplacian,
+                                         apply=network.apply)
+  matrix = excited_states.make_energy_matrix(network.apply_states, system, laplacian)
+  return lambda params, x: jnp.trace(matrix(params, x))

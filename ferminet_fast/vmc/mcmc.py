@@ -35,9 +35,10 @@ class Walkers(NamedTuple):
 
 def init_positions(key: jax.Array, system: systems.System, batch: int, init_width: float,
                    dtype=jnp.float32) -> jax.Array:
-  """(batch, 3N) positions: each electron Gaussian-distributed around its home nucleus."""
+  """(batch, 3N) positions: each electron Gaussian-distributed around its home nucleus;
+  (batch, K 3N) for K states, K independent configurations per walker."""
   homes = systems.electron_homes(system)
-  centres = jnp.asarray(system.positions[homes].reshape(-1), dtype)
+  centres = jnp.asarray(np.tile(system.positions[homes].reshape(-1), system.states), dtype)
   return centres[None] + init_width * jax.random.normal(key, (batch, centres.shape[0]), dtype)
 
 

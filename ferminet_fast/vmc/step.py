@@ -15,7 +15,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 import optax
 
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import hamiltonian, observables, systems
+from ferminet_fast.physics import observables, systems
 from ferminet_fast.run import distributed
 from ferminet_fast.vmc import loss, mcmc
 from ferminet_fast.wavefunction import networks
@@ -75,8 +75,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   dtype = network.dtype
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps)
-  local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacian,
-                                                  apply=network.apply)
+  local_energy = loss.make_local_energy(network, system, laplacian)
   penalty = None
   if optim_cfg.spin_penalty:
     spin_squared = observables.spin_squared(network.apply, system)

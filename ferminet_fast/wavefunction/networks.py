@@ -4,7 +4,7 @@
 The network returns (sign, log|psi|); vmap, jit and sharding are applied by callers.
 """
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import flax.linen as nn
 import jax
@@ -39,6 +39,11 @@ class Network(NamedTuple):
   n_coords: int  # 3N, the length of x.
   dtype: Any = jnp.float32  # dtype of the parameters and of x.
   full_det: bool = True  # The layout of `orbitals` (see there).
+  # Several states (states.py): x holds K configurations, (K 3N,), and the functions above
+  # are those of the total wavefunction det[psi_i(x_j)]; `apply_states(params, x (3N,))
+  # -> (signs (K,), log|psi_i| (K,))` gives the K states at one configuration.
+  states: int = 1
+  apply_states: Optional[Callable[[Any, jax.Array], tuple]] = None
 
 
 def slogdet(a: jax.Array) -> tuple:
@@ -68,10 +73,11 @@ def slogdet(a: jax.Array) -> tuple:
 
 
 def signed_logsumexp(signs: jax.Array, logs: jax.Array) -> tuple:
-  """(sign, log|sum_k signs_k exp(logs_k)|), stable for widely different magnitudes."""
-  top = jax.lax.stop_gradient(jnp.max(logs))
-  total = jnp.sum(signs * jnp.exp(logs - top))
-  return jnp.sign(total), jnp.log(jnp.abs(total)) + top
+  """(sign, log|sum_k signs_k exp(logs_k)|) over the last axis, stable for widely different
+  magnitudes."""
+  top = jax.lax.stop_gradient(jnp.max(logs, axis=-1, keepdims=True))
+  total = jnp.sum(signs * jnp.exp(logs - top), axis=-1)
+  return jnp.sign(total), jnp.log(jnp.abs(total)) + top[..., 0]
 
 
 def pair_distances(r: jax.Array) -> tuple:
@@ -228,7 +234,9 @@ class _Slater(nn.Module):
   Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
   `__call__(x, return_orbitals=True)` the orbital blocks (k, n_s, n_orb) per spin (what
   Hartree-Fock pretraining fits). `atoms` (M, 3), if given, replaces the nuclear positions
-  (every feature and envelope moves with its nucleus).
+  (every feature and envelope moves with its nucleus). With `states` = K > 1, K
+  wavefunctions share the features and the Jastrow factor, each with its own `determinants`
+  determinants (orbital blocks (K k, n_s, n_orb)), and the signs and logs are (K,).
   """
   n_up: int = 1
   n_down: int = 0
@@ -238,6 +246,7 @@ class _Slater(nn.Module):
   envelope: str = 'isotropic'
   jastrow: str = 'simple_ee'
   param_dtype: Any = jnp.float32
+  states: int = 1
 
   def features(self, ae, r_ae, ee, r_ee):
     """(n, d) permutation-equivariant features of the electrons."""
@@ -246,7 +255,7 @@ class _Slater(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array, return_orbitals: bool = False, atoms=None):
     n = self.n_up + self.n_down
-    k = self.determinants
+    k = self.determinants * self.states  # Determinants of all states, state-major.
     atoms = jnp.asarray(self.atoms if atoms is None else atoms, dtype=x.dtype)
     r = x.reshape(n, 3)
     ae = r[:, None, :] - atoms[None]  # (n, m, 3)
@@ -270,6 +279,8 @@ class _Slater(nn.Module):
     else:
       signs, logdets = zip(*[slogdet(b) for b in blocks])
       sign, logdet = jnp.prod(jnp.stack(signs), axis=0), jnp.sum(jnp.stack(logdets), axis=0)
+    if self.states > 1:  # (K k,) -> (K, k): each state sums its own determinants.
+      sign, logdet = (v.reshape(self.states, self.determinants) for v in (sign, logdet))
     sign, log_abs = signed_logsumexp(sign, logdet)
 
     return sign, log_abs + JASTROWS[self.jastrow](self, r_ee[..., 0])
@@ -334,7 +345,8 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
       n_up=system.n_up, n_down=system.n_down,
       atoms=tuple(tuple(float(c) for c in p) for p in system.positions),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
-      envelope=net_cfg.envelope, jastrow=net_cfg.jastrow, param_dtype=dtype)
+      envelope=net_cfg.envelope, jastrow=net_cfg.jastrow, param_dtype=dtype,
+      states=system.states)
   if net_cfg.network_type == 'psiformer':
     p = net_cfg.psiformer
     module = Psiformer(layers=p.layers, heads=p.heads, head_dim=p.head_dim,
@@ -360,14 +372,29 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   def log_psi_at(params, x, atoms):
     return module.apply(params, x, atoms=atoms)[1]
 
+  def tapped(params, taps, x):
+    return module.apply({**params, TAPS_OUT: taps}, x, mutable=[TAPS_IN])
+
   def log_psi_tapped(params, taps, x):
-    (_, log_abs), state = module.apply({**params, TAPS_OUT: taps}, x, mutable=[TAPS_IN])
+    (_, log_abs), state = tapped(params, taps, x)
     return log_abs, state[TAPS_IN]
 
   def taps(x):
     shapes = jax.eval_shape(module.init, jax.random.PRNGKey(0), x)[TAPS_OUT]
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
-  return Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
-                 log_psi_tapped=log_psi_tapped, taps=taps, log_psi_at=log_psi_at, n_coords=n_dim, dtype=dtype,
-                 full_det=net_cfg.full_det)
+  network = Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
+                    log_psi_tapped=log_psi_tapped, taps=taps, log_psi_at=log_psi_at,
+                    n_coords=n_dim, dtype=dtype, full_det=net_cfg.full_det)
+  if system.states == 1:
+    return network
+  from ferminet_fast.wavefunction import states  # states.py builds on this module.
+
+  def tapped_states(params, taps, x):
+    values, state = tapped(params, taps, x)
+    return values, state[TAPS_IN]
+
+  def apply_states_at(params, x, atoms):
+    return module.apply(params, x, atoms=atoms)
+
+  return states.total_network(network, apply, system.states, apply_states_at, tapped_states)

@@ -1,0 +1,69 @@
+"""Several states at once: the total wavefunction of natural excited states (NES-VMC; Pfau,
+Axelrod, Sutterud, von Glehn and Spencer, Science 385, eadn0137 (2024)).
+
+A network with K outputs psi_1..psi_K (networks.py, `states` = K) is evaluated at K
+configurations x_1..x_K of the N electrons; the total wavefunction is the determinant
+
+    Psi(x_1, ..., x_K) = det A,   A_ij = psi_i(x_j)  (rows: states; columns: configurations),
+
+antisymmetric under exchanging two configurations, so that the walkers that sample |Psi|^2
+carry K configurations each, x = (x_1, ..., x_K) flat (K 3N,). Psi is an eigenfunction of
+the sum of the K copies of the Hamiltonian exactly when the psi_i span K eigenstates, and
+its energy, the sum of theirs, is lowest for the lowest K: training it is ordinary VMC on
+Psi. The states' energies and other properties come from local matrices over the same
+walkers (physics/excited_states.py).
+
+Everything here acts on ONE walker (K configurations); callers vmap.
+"""
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from ferminet_fast.physics import excited_states
+from ferminet_fast.wavefunction import networks
+
+
+def total_value(signs: jax.Array, logs: jax.Array) -> tuple:
+  """(sign, log|det A|) of the total wavefunction from its (K, K) signs and logs."""
+  a, c = excited_states.scaled_matrix(signs, logs)
+  sign, log_abs = networks.slogdet(a)
+  return sign, log_abs + jnp.sum(c)
+
+
+def total_network(base: networks.Network, apply_states: Callable, k: int,
+                  apply_states_at: Callable, tapped_states: Callable) -> networks.Network:
+  """The total wavefunction of K states as a networks.Network on x (K 3N,), from the
+  network of one configuration: `base` (its init, taps and dtype), `apply_states(params,
+  x (3N,)) -> (signs (K,), logs (K,))`, `apply_states_at(params, x, atoms)` the same with
+  the nuclei at `atoms`, and `tapped_states(params, taps, x) -> ((signs, logs), inputs)` the
+  KFAC-tapped evaluation (networks.Network.log_psi_tapped). Samplers, optimizers (KFAC's
+  curvature then counts each dense layer once per configuration) and checkpoints use it as
+  they use a one-state network."""
+
+  def apply(params, x):
+    return total_value(*excited_states.state_values(apply_states, params, x, k))
+
+  def log_psi(params, x):
+    return apply(params, x)[1]
+
+  def log_psi_at(params, x, atoms):
+    signs, logs = jax.vmap(apply_states_at, in_axes=(None, 0, None))(
+        params, excited_states.configurations(x, k), atoms)
+    return total_value(signs.T, logs.T)[1]
+
+  def taps(x):
+    return jax.vmap(base.taps)(excited_states.configurations(x, k))
+
+  def log_psi_tapped(params, taps, x):
+    (signs, logs), inputs = jax.vmap(tapped_states, in_axes=(None, 0, 0))(
+        params, taps, excited_states.configurations(x, k))
+    # Each layer's rows of all K configurations together: (K, R, n_in) -> (K R, n_in).
+    inputs = jax.tree.map(lambda a: a.reshape(-1, a.shape[-1]), inputs)
+    return total_value(signs.T, logs.T)[1], inputs
+
+  # `orbitals` stays the base network's: the blocks of all K states at ONE configuration.
+  return base._replace(apply=apply, log_psi=log_psi, log_psi_at=log_psi_at, taps=taps,
+                       log_psi_tapped=log_psi_tapped,
+                       n_coords=k * base.n_coords, states=k, apply_states=apply_states)

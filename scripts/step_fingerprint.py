@@ -1,0 +1,49 @@
+"""Fingerprint of the compiled local energy and gradient: whether a change to the code left
+the step that XLA runs exactly as it was.
+
+  python scripts/step_fingerprint.py --system Ne            # in this checkout
+  PYTHONPATH=OTHER_CHECKOUT python scripts/step_fingerprint.py --system Ne
+
+Prints, for each Laplacian method, a hash of the StableHLO of `Parts.energy_grad` (the
+local energies and the VMC gradient of a batch of walkers) with source locations stripped.
+Equal hashes in two checkouts mean the same program, hence the same speed; a different
+hash says only that the program changed, which a timed benchmark then has to judge.
+"""
+
+import argparse
+import hashlib
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--system', default='Ne', help='atom symbol')
+  parser.add_argument('--walkers', type=int, default=8)
+  args = parser.parse_args()
+
+  import jax
+  import jax.numpy as jnp
+  from ferminet_fast import config
+  from ferminet_fast.physics import hamiltonian, systems
+  from ferminet_fast.vmc import step
+  from ferminet_fast.wavefunction import networks
+
+  cfg = config.default()
+  cfg.system.atom = args.system
+  system = systems.make_system(cfg.system)
+  network = networks.make_network(cfg.network, system)
+  params = network.init(jax.random.PRNGKey(0))
+  x = jnp.zeros((args.walkers, network.n_coords), network.dtype)
+  for method in hamiltonian.available_laplacians():
+    parts = step.make_parts(system, network, cfg.mcmc, cfg.optim, method, chunk_size=0)
+    text = jax.jit(parts.energy_grad).lower(params, x).as_text()
+    text = re.sub(r'#loc\d* = .*', '', re.sub(r'loc\([^)]*\)', '', text))
+    print(f'{args.system} {method}: {hashlib.sha256(text.encode()).hexdigest()[:16]}')
+
+
+if __name__ == '__main__':
+  main()
