@@ -17,6 +17,7 @@ import time
 from typing import Optional, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import InputError, config
@@ -75,13 +76,19 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     walkers, pmove = parts.sweep(s.params, s.walkers, k)
     return s._replace(walkers=walkers, key=key), pmove
 
+  k = system.states
+
   def sweep(s):
     """A move, then the mean local energy (non-finite ones left out, as in training) and
-    each observable's estimate from the sweep's walkers (its `reduce`)."""
+    each observable's estimate from the sweep's walkers (its `reduce`). With several states
+    the local energy is the trace of the local-energy matrix, not computed a second time."""
     s, pmove = move(s)
-    mean, _ = parts.energy(s.params, s.walkers.x)
     means = {name: chosen[name].reduce(f(s.params, s.walkers.x))  # (B, k) -> estimate
              for name, f in estimators.items()}
+    if STATES in means:
+      mean = jnp.trace(means[STATES][:k * k].reshape(k, k))
+    else:
+      mean, _ = parts.energy(s.params, s.walkers.x)
     return s, (mean, pmove, means)
 
   sweep = jax.jit(sweep, donate_argnums=0)
@@ -108,7 +115,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   record(pending)
   wall = time.perf_counter() - t0
   estimate = stats.reblock(np.asarray(energies))
-  exact = system.exact_energy if system.states == 1 else None  # Else the states' sum.
+  exact = system.exact_reported_energy
   result = {'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
             'block_size': estimate.block_size, 'steps': steps, 'burn_in': burn_in,
             'batch_size': cfg.batch_size, 'mcmc_steps_per_sweep': cfg.mcmc.steps,

@@ -16,6 +16,7 @@ from typing import Callable, Optional  # noqa: E402
 import jax  # noqa: E402
 
 from ferminet_fast import InputError, config  # noqa: E402
+from ferminet_fast.optimizers import legacy  # noqa: E402
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
 from ferminet_fast.run import (checkpoint, cli, distributed, loop, machine,  # noqa: E402
                                memory, profiling, report, resume, rundir, signals,
@@ -85,7 +86,8 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, key, ctx)
   start = 0
   if source.restore_from:
-    start, state = checkpoint.restore_latest(source.restore_from, state)
+    start, state = checkpoint.restore_latest(  # Also from an earlier optimizer-state layout.
+        source.restore_from, state, upgrade=legacy.upgrade(cfg.optim.optimizer, state.opt_state))
     say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
   elif cfg.pretrain.iterations:
     state = pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, system, network,

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -146,7 +147,39 @@ def test_checkpoint_written_under_the_oldest_jax_resumes_and_evaluates(tmp_path)
   assert not skipped, skipped  # The newest checkpoint itself restored.
   assert [int(s) for s in result.history['step']] == list(range(6))
   assert np.all(np.isfinite(result.history['energy']))
-  assert int(result.state.opt_state.count) == 6  # KFAC's own counter went on from 3.
+  assert int(result.state.opt_state.inner.count) == 6  # The update counter went on from 3.
   estimate = evaluate.evaluate(str(run), steps=4, burn_in=1, quiet=True)
   assert np.isfinite(estimate.mean)
   assert checkpoint.has_checkpoint(str(run))
+
+
+@pytest.mark.parametrize('method', ['adam', 'sgd', 'spring'])
+def test_checkpoint_with_the_earlier_optimizer_state_resumes(tmp_path, method):
+  """Runs saved before every optimizer was composed as reject_nonfinite(scaled_by_schedule(
+  ...)) held optax.adam's / optax.sgd's own states, or SPRING's (step, previous): such a
+  checkpoint resumes, the update counter and the method's state carried over (KFAC: the
+  jax 0.8.3 run above)."""
+  import shutil
+  import optax
+  from ferminet_fast.optimizers import legacy, optim
+  from ferminet_fast.run import checkpoint
+  path = tmp_path / 'run'
+  cfg = cfg_for(path, 3, **{'optim.optimizer': method})
+  _, state = checkpoint.restore_latest(str(path), train.train(cfg, quiet=True).state)
+  old = legacy.to_legacy(method, state.opt_state)
+  if method in ('adam', 'sgd'):  # The layout those optax optimizers have themselves.
+    make = {'adam': optax.adam, 'sgd': optax.sgd}[method]
+    earlier = make(optim.lr_schedule(cfg.optim)).init(state.params)
+    assert jax.tree.structure(old) == jax.tree.structure(earlier)
+  shutil.rmtree(path / 'checkpoints')
+  saver = checkpoint.Checkpointer(str(path), 3, 0, 0.0)
+  saver.save(3, state._replace(opt_state=old))
+  saver.close()
+  cfg.optim.iterations = 5
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    resumed = train.train(cfg, quiet=True)
+  assert not [w for w in caught if 'cannot be restored' in str(w.message)]
+  assert [int(s) for s in resumed.history['step']] == list(range(5))
+  assert int(resumed.state.opt_state.inner.count) == 5
+  assert np.all(np.isfinite(resumed.history['energy']))

@@ -161,8 +161,10 @@ def test_states_train_resume_and_evaluate(tmp_path):
   assert np.all(np.isfinite(result.history['energy']))
   cfg.optim.iterations = 6  # Resumed from the checkpoint.
   assert len(train.train(cfg, quiet=True).history['energy']) == 6
-  evaluate.evaluate(str(tmp_path / 'run'), quiet=True)
+  estimate = evaluate.evaluate(str(tmp_path / 'run'), quiet=True)
   report = json.loads((tmp_path / 'run' / 'eval.json').read_text())['states']
+  # The total energy reported is the trace of the mean energy matrix: the states' sum.
+  assert estimate.mean == pytest.approx(sum(report['energy']['value']), rel=1e-9)
   assert len(report['energy']['value']) == 2 and len(report['oscillator_strength']['value']) == 1
   assert report['exact_ground_energy'] == pytest.approx(-2.903724)
   assert all(np.isfinite(v['value']).all() for v in report.values() if isinstance(v, dict))

@@ -124,9 +124,10 @@ def test_first_update_equals_kfac_jax():
   expected = traverse_util.flatten_dict(jax.jit(reference.apply)(grads, ref_state)['params'])
 
   samples = optim.Samples(x, jax.random.PRNGKey(3), jnp.zeros((b,)))
-  ours = kfac.kfac(network, network.n_coords, lambda t: 1.0, damping, 1e30, 0.95, 1)
-  updates, state = jax.jit(ours.update)(grads, ours.init(params), params, samples=samples)
-  got = traverse_util.flatten_dict(updates['params'])
+  ours = kfac.kfac(network, network.n_coords, damping, 0.95, 1)
+  direction, state = jax.jit(ours.update)(grads, ours.init(params), params, samples=samples,
+                                          count=jnp.zeros((), jnp.int32))
+  got = traverse_util.flatten_dict(direction['params'])
 
   statistics, layers = kfac.make_statistics(network, network.n_coords, jnp.float32)
   assert len(layers) == 5
@@ -135,7 +136,7 @@ def test_first_update_equals_kfac_jax():
     if key[0].startswith(('one_', 'two_', 'orbital_')) or key[-1].endswith('_pi'):
       # float32: both solve systems of condition ~ 1 / damping, so entries agree to ~1e-5
       # of each array's largest, not each to its own relative precision.
-      np.testing.assert_allclose(-got[key], value, rtol=0, atol=1e-4 * np.abs(value).max(),
+      np.testing.assert_allclose(got[key], value, rtol=0, atol=1e-4 * np.abs(value).max(),
                                  err_msg=str(key))
       compared += 1
   assert compared == 10  # one_0, one_1, two_0 (kernel, bias each), 2 orbitals, 2 pi.

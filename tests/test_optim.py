@@ -1,9 +1,11 @@
 """Optimizers: KFAC, SPRING and Adam all lower the energy of He; SPRING's walker-space
-solve equals the parameter-space natural gradient; learning-rate defaults."""
+solve equals the parameter-space natural gradient; learning-rate defaults; the
+composition around every method (schedule, norm constraint, rejection of non-finite updates)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from conftest import tiny_config, tiny_network
@@ -56,6 +58,60 @@ def test_spring_direction_is_the_damped_natural_gradient():
     eps = -samples.centred / np.sqrt(b)
     expected = jnp.linalg.solve(o.T @ o + 1e-3 * jnp.eye(o.shape[1]), o.T @ eps)
     np.testing.assert_allclose(flat, expected, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(state.previous, expected, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(state.inner.inner.previous, expected, rtol=1e-6, atol=1e-9)
     # A descent direction: it lowers the energy to first order, <g, d> < 0 with g = -2 O^T eps.
     assert jnp.vdot(-2 * o.T @ eps, flat) < 0
+
+
+def test_adam_is_optax_adam_with_our_schedule():
+  """The composition (direction, schedule, rejection) is optax's own Adam step for step."""
+  cfg = config.default().optim
+  cfg.optimizer, cfg.lr.rate, cfg.lr.delay = 'adam', 0.1, 3.0
+  ours = optim.make_optimizer(cfg, None)
+  a = cfg.adam
+  theirs = optax.adam(optim.lr_schedule(cfg), b1=a.b1, b2=a.b2, eps=a.eps)
+  params = {'w': jnp.array([1.0, -2.0, 3.0])}
+  s_ours, s_theirs = ours.init(params), theirs.init(params)
+  for t in range(5):
+    grads = {'w': jnp.array([0.3, -1.0, 2.0]) * (t + 1) + params['w']}
+    u_ours, s_ours = ours.update(grads, s_ours, params, samples=None)
+    u_theirs, s_theirs = theirs.update(grads, s_theirs, params)
+    np.testing.assert_allclose(u_ours['w'], u_theirs['w'], rtol=1e-6)
+    assert float(optim.applied_lr(s_ours)) == pytest.approx(0.1 / (1 + t / 3.0))
+    params = optax.apply_updates(params, u_ours)
+  assert int(s_ours.inner.count) == 5
+
+
+def test_rejected_update_keeps_the_state_and_the_schedule():
+  """An update that would make a parameter non-finite changes nothing: zero update, the
+  inner state and the counter kept, applied rate 0; the next update then applies the rate
+  the counter says, which is the one recorded."""
+  cfg = config.default().optim
+  cfg.optimizer, cfg.lr.rate, cfg.lr.delay = 'sgd', 1.0, 1.0
+  opt = optim.make_optimizer(cfg, None)
+  params = {'w': jnp.array([1.0, 2.0])}
+  state = opt.init(params)
+  updates, state = opt.update({'w': jnp.array([1.0, 1.0])}, state, params)
+  assert not bool(state.rejected) and int(state.inner.count) == 1
+  params = optax.apply_updates(params, updates)
+  before = state
+  updates, state = opt.update({'w': jnp.array([jnp.nan, 1.0])}, state, params)
+  assert bool(state.rejected)
+  np.testing.assert_array_equal(updates['w'], [0.0, 0.0])
+  assert int(state.inner.count) == 1 and float(optim.applied_lr(state)) == 0.0
+  assert float(state.inner.lr) == float(before.inner.lr)
+  updates, state = opt.update({'w': jnp.array([1.0, 1.0])}, state, params)
+  assert not bool(state.rejected)
+  assert float(optim.applied_lr(state)) == pytest.approx(1.0 / (1 + 1 / 1.0))
+  np.testing.assert_allclose(updates['w'], [-0.5, -0.5])
+
+
+def test_norm_constraint_bounds_the_step():
+  """KFAC's trust region: lr^2 <d, g> <= norm_constraint, the rate recorded the one applied."""
+  direction = optax.identity()  # d = g: <d, g> = |g|^2.
+  opt = optim.scaled_by_schedule(direction, lambda t: 1.0, norm_constraint=1e-2)
+  params = {'w': jnp.zeros(4)}
+  grads = {'w': jnp.full(4, 1.0)}  # |g|^2 = 4: lr = sqrt(1e-2 / 4) = 0.05.
+  updates, state = opt.update(grads, opt.init(params), params)
+  assert float(state.lr) == pytest.approx(0.05, rel=1e-6)
+  np.testing.assert_allclose(updates['w'], -0.05, rtol=1e-6)

@@ -18,11 +18,12 @@ The inputs and output derivatives come from the network's taps (`Network.log_psi
 one batched forward and backward pass of log|psi|, inside the same jitted step as
 everything else. Factors are averaged over steps (a normalised exponential moving
 average, `cov_ema_decay`) and inverted with factored Tikhonov damping (pi-adjusted, as in
-kfac-jax) every `invert_every` steps. The update is -lr * F^-1 g, scaled down so that
-lr^2 <F^-1 g, g> <= norm_constraint (FermiNet's trust region).
+kfac-jax) every `invert_every` steps. The transformation gives the direction F^-1 g; the
+learning rate and FermiNet's trust region (lr^2 <F^-1 g, g> <= norm_constraint) are
+applied around it (optim.scaled_by_schedule).
 """
 
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from flax import traverse_util
 import jax
@@ -33,8 +34,6 @@ FISHER_SCALE = 2.0  # 1 / variance of the normal likelihood on log|psi|.
 
 
 class KfacState(NamedTuple):
-  count: jax.Array  # () int32, updates made.
-  lr: jax.Array  # () learning rate of the last update (after the norm constraint).
   weight: jax.Array  # () sum_t decay^(T - t): normaliser of the moving averages.
   factors: dict  # Layer -> (A, G, repeats): decayed sums of the per-step statistics.
   diagonal: dict  # Parameter -> decayed sum of the diagonal of F.
@@ -147,15 +146,12 @@ def precondition(grads, inverses: dict, layers: list):
   return {'params': traverse_util.unflatten_dict(out)}
 
 
-def norm_constrained(lr, sq_norm, constraint):
-  """The step size lr, reduced so that lr^2 * sq_norm <= constraint (FermiNet's trust region)."""
-  return lr * jnp.minimum(1.0, jnp.sqrt(constraint / (lr**2 * sq_norm + 1e-30)))
-
-
-def kfac(network, n_coords: int, schedule: Callable, damping: float, norm_constraint: float,
-         cov_ema_decay: float, invert_every: int) -> optax.GradientTransformationExtraArgs:
-  """The KFAC transformation. Its `update(grads, state, params, *, samples)` needs the
-  step's walkers (`samples.x`, (B, 3N)), whose curvature statistics it folds in first."""
+def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
+         invert_every: int) -> optax.GradientTransformationExtraArgs:
+  """The KFAC direction F^-1 g. Its `update(grads, state, params, *, samples, count)` needs
+  the step's walkers (`samples.x`, (B, 3N)), whose curvature statistics it folds in first,
+  and the number of updates applied before (`count`, () int32), which decides when the
+  factors are inverted."""
 
   def init(params):
     dtype = jax.tree.leaves(params)[0].dtype
@@ -163,10 +159,9 @@ def kfac(network, n_coords: int, schedule: Callable, damping: float, norm_constr
     shapes = jax.eval_shape(statistics, params, jnp.zeros((1, n_coords), dtype))
     factors, diagonal = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     inverses = _invert(factors, diagonal, jnp.ones((), dtype), damping)
-    return KfacState(jnp.zeros((), jnp.int32), jnp.zeros((), dtype), jnp.zeros((), dtype),
-                     factors, diagonal, inverses)
+    return KfacState(jnp.zeros((), dtype), factors, diagonal, inverses)
 
-  def update(grads, state: KfacState, params=None, *, samples=None, **extra):
+  def update(grads, state: KfacState, params=None, *, samples=None, count=None, **extra):
     del extra
     dtype = jax.tree.leaves(params)[0].dtype
     statistics, layers = make_statistics(network, n_coords, dtype)
@@ -179,15 +174,10 @@ def kfac(network, n_coords: int, schedule: Callable, damping: float, norm_constr
     if invert_every == 1:
       inverses = _invert(factors, diagonal, weight, damping)
     else:
-      inverses = jax.lax.cond(state.count % invert_every == 0,
+      inverses = jax.lax.cond(count % invert_every == 0,
                               lambda: _invert(factors, diagonal, weight, damping),
                               lambda: state.inverses)
     direction = precondition(grads, inverses, layers)
-    sq_norm = sum(jnp.vdot(d, g) for d, g in zip(jax.tree.leaves(direction),
-                                                  jax.tree.leaves(grads)))
-    lr = norm_constrained(schedule(state.count), sq_norm, norm_constraint).astype(dtype)
-    updates = jax.tree.map(lambda d: -lr * d, direction)
-    return updates, KfacState(state.count + 1, lr, weight, factors, diagonal, inverses)
+    return direction, KfacState(weight, factors, diagonal, inverses)
 
   return optax.GradientTransformationExtraArgs(init, update)
-

@@ -3,11 +3,18 @@
 Every optimizer is an optax `GradientTransformationExtraArgs`: `init(params)` and
 `update(grads, state, params, samples=Samples(...))`, where the step's `Samples` (walkers,
 a PRNG key, the centred local energies) are what curvature-based methods (KFAC, SPRING)
-need; first-order optax transformations ignore them. The learning rate follows FermiNet's
-schedule rate * (1 + t / delay) ** -decay.
+need; first-order optax transformations ignore them. Each is composed the same way:
+
+  reject_nonfinite(scaled_by_schedule(direction, schedule, ...))
+
+`direction` gives an ascent direction d (Adam's m / sqrt(v), KFAC's F^-1 g, SPRING's natural
+gradient); `scaled_by_schedule` makes the update -lr d with FermiNet's schedule
+lr = rate * (1 + t / delay) ** -decay, t counting the updates applied (the one counter),
+and keeps the rate it applied; `reject_nonfinite` drops an update that would make a
+parameter non-finite and keeps the state as it was.
 """
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax
 import jax.flatten_util
@@ -44,28 +51,99 @@ def lr_schedule(optim_cfg) -> Callable:
   return schedule
 
 
-def adam(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
+class ScheduleState(NamedTuple):
+  count: jax.Array  # () int32, updates applied so far: the schedule's t.
+  lr: jax.Array  # () learning rate of the latest update, after any norm constraint.
+  inner: Any  # The direction's own state (Adam's moments, KFAC's factors, ...).
+
+
+class RejectState(NamedTuple):
+  rejected: jax.Array  # () bool: the latest update was not applied (non-finite).
+  inner: Any
+
+
+def norm_constrained(lr, sq_norm, constraint):
+  """The step size lr, reduced so that lr^2 * sq_norm <= constraint (FermiNet's trust region)."""
+  return lr * jnp.minimum(1.0, jnp.sqrt(constraint / (lr**2 * sq_norm + 1e-30)))
+
+
+def _vdot(a, b) -> jax.Array:
+  return sum(jnp.vdot(u, v) for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+def scaled_by_schedule(direction: optax.GradientTransformation, schedule: Callable,
+                       norm_constraint: Optional[float] = None,
+                       norm: str = 'fisher') -> optax.GradientTransformationExtraArgs:
+  """Updates -lr * d for the ascent direction d that `direction` gives, lr = schedule(count),
+  reduced with a norm constraint if one is given so that lr^2 |d|^2 <= norm_constraint,
+  |d|^2 = <d, g> ('fisher': for d = F^-1 g, the step's length in the Fisher metric, as KFAC
+  in FermiNet) or <d, d> ('euclidean'). `direction` gets `count` (updates applied before
+  this one) among its extra arguments; the state keeps the rate applied."""
+  direction = optax.with_extra_args_support(direction)
+
+  def init(params):
+    dtype = jax.tree.leaves(params)[0].dtype
+    return ScheduleState(jnp.zeros((), jnp.int32), jnp.zeros((), dtype), direction.init(params))
+
+  def update(grads, state: ScheduleState, params=None, **extra):
+    d, inner = direction.update(grads, state.inner, params, count=state.count, **extra)
+    dtype = jax.tree.leaves(d)[0].dtype
+    lr = jnp.asarray(schedule(state.count), dtype)
+    if norm_constraint is not None:
+      sq_norm = _vdot(d, grads) if norm == 'fisher' else _vdot(d, d)
+      lr = norm_constrained(lr, sq_norm, norm_constraint).astype(dtype)
+    updates = jax.tree.map(lambda v: -lr * v, d)
+    return updates, ScheduleState(state.count + 1, lr, inner)
+
+  return optax.GradientTransformationExtraArgs(init, update)
+
+
+def reject_nonfinite(inner: optax.GradientTransformation) -> optax.GradientTransformationExtraArgs:
+  """An update that would make any parameter non-finite is replaced by zeros and `inner`'s
+  state is kept as it was (so its counter and schedule do not move); `rejected` says so.
+  (optax.apply_if_finite looks at the incoming gradients; a curvature solve can turn finite
+  gradients into a non-finite update, so this looks at the result.)"""
+  inner = optax.with_extra_args_support(inner)
+
+  def init(params):
+    return RejectState(jnp.zeros((), bool), inner.init(params))
+
+  def update(grads, state: RejectState, params=None, **extra):
+    updates, new_inner = inner.update(grads, state.inner, params, **extra)
+    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(p))
+                            for p in jax.tree.leaves(optax.apply_updates(params, updates))]))
+    updates, new_inner = jax.lax.cond(
+        ok, lambda: (updates, new_inner),
+        lambda: (jax.tree.map(jnp.zeros_like, updates), state.inner))
+    return updates, RejectState(~ok, new_inner)
+
+  return optax.GradientTransformationExtraArgs(init, update)
+
+
+def applied_lr(state: RejectState) -> jax.Array:
+  """The learning rate of the update last applied: 0 when it was rejected."""
+  return jnp.where(state.rejected, jnp.zeros_like(state.inner.lr), state.inner.lr)
+
+
+def adam(optim_cfg, network) -> optax.GradientTransformation:
   del network
   a = optim_cfg.adam
-  return optax.with_extra_args_support(
-      optax.adam(lr_schedule(optim_cfg), b1=a.b1, b2=a.b2, eps=a.eps))
+  return optax.scale_by_adam(b1=a.b1, b2=a.b2, eps=a.eps)
 
 
-def sgd(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
-  del network
-  return optax.with_extra_args_support(optax.sgd(lr_schedule(optim_cfg)))
+def sgd(optim_cfg, network) -> optax.GradientTransformation:
+  del optim_cfg, network
+  return optax.identity()
 
 
 def kfac(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   """KFAC with FermiNet's settings (kfac.py)."""
   k = optim_cfg.kfac
-  return kfac_lib.kfac(network, network.n_coords, lr_schedule(optim_cfg), k.damping,
-                       k.norm_constraint, k.cov_ema_decay, k.invert_every)
+  return kfac_lib.kfac(network, network.n_coords, k.damping, k.cov_ema_decay, k.invert_every)
 
 
 class SpringState(NamedTuple):
-  step: jax.Array
-  previous: jax.Array  # (P,) the previous update direction (before the learning rate).
+  previous: jax.Array  # (P,) the previous step's descent direction (before the learning rate).
 
 
 def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
@@ -73,20 +151,20 @@ def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   B x B space of walkers, with momentum in the parameter space.
 
   O (B, P) holds d log|psi(x_i)| / d params, centred over walkers and divided by sqrt(B);
-  eps_i = -(E_L(x_i) - <E_L>) / sqrt(B) (clipped). The direction
+  eps_i = -(E_L(x_i) - <E_L>) / sqrt(B) (clipped). The descent direction
     d = mu * d_prev + O^T (O O^T + damping I + 11^T / B)^-1 (eps - mu O d_prev)
   minimises |O d - eps|^2 + damping |d - mu d_prev|^2 (mu = 0 is MinSR). The B x B solve
   costs O(B^2 P + B^3) instead of the P x P Fisher's, exact rather than Kronecker-factored;
   the 11^T / B term only lifts the zero eigenvalue that centring creates. The step is
-  lr * d, bounded like KFAC's: lr^2 |d|^2 <= norm_constraint.
+  lr * d, bounded like KFAC's but in the Euclidean norm: lr^2 |d|^2 <= norm_constraint
+  (`scaled_by_schedule`; this transformation gives the ascent direction -d).
   """
   s = optim_cfg.spring
-  schedule = lr_schedule(optim_cfg)
   per_walker_grad = jax.vmap(jax.grad(network.log_psi), in_axes=(None, 0))
 
   def init(params):
     flat, _ = jax.flatten_util.ravel_pytree(params)
-    return SpringState(jnp.zeros((), jnp.int32), jnp.zeros_like(flat))
+    return SpringState(jnp.zeros_like(flat))
 
   def update(grads, state, params=None, *, samples=None, **extra):
     del grads, extra  # The direction is rebuilt from per-walker gradients.
@@ -101,10 +179,8 @@ def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
     kernel = o @ o.T + s.damping * jnp.eye(b, dtype=o.dtype) + 1.0 / b
     rhs = eps - s.momentum * (o @ state.previous)
     coef = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(kernel), rhs)
-    direction = o.T @ coef + s.momentum * state.previous
-    scale = kfac_lib.norm_constrained(schedule(state.step), jnp.vdot(direction, direction),
-                                      s.norm_constraint)
-    return unravel(scale * direction), SpringState(state.step + 1, direction)
+    descent = o.T @ coef + s.momentum * state.previous
+    return unravel(-descent), SpringState(descent)
 
   return optax.GradientTransformationExtraArgs(init, update)
 
@@ -117,6 +193,17 @@ OPTIMIZERS = {
 }
 
 
+# Methods whose step length is bounded: method -> norm (scaled_by_schedule) of the bound,
+# whose value is optim.<method>.norm_constraint.
+NORM_CONSTRAINTS = {'kfac': 'fisher', 'spring': 'euclidean'}
+
+
 def make_optimizer(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
-  """network: a networks.Network, whose log|psi| curvature-based methods differentiate."""
-  return OPTIMIZERS[optim_cfg.optimizer](optim_cfg, network)
+  """network: a networks.Network, whose log|psi| curvature-based methods differentiate.
+  The state is a RejectState around a ScheduleState (module docstring)."""
+  direction = OPTIMIZERS[optim_cfg.optimizer](optim_cfg, network)
+  constraint, norm = None, NORM_CONSTRAINTS.get(optim_cfg.optimizer, 'fisher')
+  if optim_cfg.optimizer in NORM_CONSTRAINTS:
+    constraint = getattr(optim_cfg, optim_cfg.optimizer).norm_constraint
+  return reject_nonfinite(scaled_by_schedule(direction, lr_schedule(optim_cfg), constraint,
+                                             norm))

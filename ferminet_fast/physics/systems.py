@@ -58,6 +58,12 @@ class System:
     return self.n_up + self.n_down
 
   @property
+  def exact_reported_energy(self) -> Optional[float]:
+    """Ha, the exact value of the energy a run reports: the ground state's with one state;
+    None with several (the run reports the states' sum)."""
+    return self.exact_energy if self.states == 1 else None
+
+  @property
   def nuclear_repulsion(self) -> float:
     """V_nn = sum_{a<b} Z_a Z_b / |R_a - R_b|, Ha."""
     e = 0.0

@@ -78,30 +78,45 @@ class Checkpointer:
         shutil.rmtree(os.path.join(self._trash, name), ignore_errors=True)
 
 
-def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None) -> tuple:
+def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
+                   upgrade: Optional[tuple] = None) -> tuple:
   """(step, state) from the newest checkpoint of run_dir that restores, shaped and laid
   out over devices like `like` (a state of the same config, on this run's devices; the
   saved device count does not matter). Raises InputError if none does.
 
   With `fields` (names of the state's fields, e.g. ('params', 'walkers')) only those are
   read and the rest is kept from `like`: evaluation needs no optimizer state, whose
-  layout may differ between versions of the optimizer library."""
-  manager = ocp.CheckpointManager(directory(run_dir))
-  if fields is None:
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
-    args = ocp.args.StandardRestore(abstract)
-  else:
+  layout may differ between versions of the optimizer library. `upgrade`, a pair
+  (to_old, from_old) of maps of the optimizer state (optimizers/legacy.py), restores a
+  checkpoint whose optimizer state has an earlier layout: into to_old(like.opt_state),
+  then from_old(restored)."""
+
+  def restore_args(target):
+    if fields is None:
+      return ocp.args.StandardRestore(jax.tree.map(ocp.utils.to_shape_dtype_struct, target))
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct,
-                            {f: getattr(like, f) for f in fields})
-    args = ocp.args.PyTreeRestore(
+                            {f: getattr(target, f) for f in fields})
+    return ocp.args.PyTreeRestore(
         item=abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
         partial_restore=True)
+
+  def restore(step):
+    try:
+      state = manager.restore(step, args=restore_args(like))
+    except Exception:
+      if upgrade is None or fields is not None:
+        raise
+      to_old, from_old = upgrade
+      old = manager.restore(step, args=restore_args(
+          like._replace(opt_state=to_old(like.opt_state))))
+      return old._replace(opt_state=from_old(old.opt_state))
+    return like._replace(**state) if fields is not None else state
+
+  manager = ocp.CheckpointManager(directory(run_dir))
   try:
     for step in sorted(manager.all_steps(), reverse=True):
       try:
-        state = manager.restore(step, args=args)
-        if fields is not None:
-          state = like._replace(**state)
+        state = restore(step)
       except Exception as e:  # A damaged checkpoint: fall back to the one before.
         warnings.warn(f'checkpoint {step} in {directory(run_dir)} cannot be restored '
                       f'({type(e).__name__}: {str(e).splitlines()[0][:200]}); trying an older one')

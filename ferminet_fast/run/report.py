@@ -45,8 +45,7 @@ def finish(final_fraction: float, system: systems.System, run_dir: str, out, sta
                   'rewinds': out.rewinds,
                   'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
   write('timings.json', timings)
-  # With several states the energy is their sum, which no exact energy describes.
-  exact = system.exact_energy if system.states == 1 else None
+  exact = system.exact_reported_energy
   result = Result(estimate, exact, out.history, timings, out.state, run_dir, out.stopped_by)
   write('result.json', {
       'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,

@@ -35,7 +35,7 @@ class StepStats(NamedTuple):
   variance: jax.Array  # Ha^2, variance of the local energies.
   pmove: jax.Array  # Fraction of accepted MH moves in the step's sweep.
   width: jax.Array  # bohr, proposal width used in the sweep.
-  lr: jax.Array  # Learning rate of the update applied: 0 when it was rejected.
+  lr: jax.Array  # Learning rate of the update applied (after any norm constraint); 0 if rejected.
   nonfinite: jax.Array  # Walkers whose local energy was NaN/inf (left out of E and gradient).
   rejected: jax.Array  # 1 if the update would have made a parameter non-finite (not applied).
 
@@ -52,8 +52,8 @@ class Parts:
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
   # (params, x (B, 3N)) -> ((E, EnergyAux), grads): local energies and the VMC gradient.
   energy_grad: Callable
-  # (params, opt_state, grads, Samples) -> (params, opt_state, ok): the optimizer's update,
-  # not applied (ok False, both kept) if it would make a parameter non-finite.
+  # (params, opt_state, grads, Samples) -> (params, opt_state): the optimizer's update
+  # applied (a rejected one changes nothing but opt_state.rejected: optim.reject_nonfinite).
   update: Callable
   optimizer: optax.GradientTransformationExtraArgs
   train_step: Callable  # TrainState -> (TrainState, StepStats)
@@ -86,7 +86,6 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
                             optim_cfg.clip_local_energy, chunk_size, penalty)
   optimizer = optim.make_optimizer(optim_cfg, network)
-  schedule = optim.lr_schedule(optim_cfg)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
 
   def mcmc_step(state: TrainState):
@@ -100,14 +99,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     return jax.value_and_grad(energy, has_aux=True)(params, x)
 
   def update(params, opt_state, grads, samples: optim.Samples):
-    updates, new_opt_state = optimizer.update(grads, opt_state, params, samples=samples)
-    new_params = optax.apply_updates(params, updates)
-    # An update that would make any parameter non-finite is rejected: parameters and
-    # optimizer state stay as they were (the walkers and key move on).
-    ok = jnp.all(jnp.stack([jnp.all(jnp.isfinite(p)) for p in jax.tree.leaves(new_params)]))
-    new_params, new_opt_state = jax.lax.cond(ok, lambda: (new_params, new_opt_state),
-                                             lambda: (params, opt_state))
-    return new_params, new_opt_state, ok
+    updates, opt_state = optimizer.update(grads, opt_state, params, samples=samples)
+    return optax.apply_updates(params, updates), opt_state
 
   def train_step(state: TrainState):
     width = state.walkers.width
@@ -115,13 +108,12 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     x = state.walkers.x
     (e, aux), grads = energy_grad(state.params, x)
     key, k_opt = jax.random.split(state.key)
-    params, opt_state, ok = update(state.params, state.opt_state, grads,
-                                   optim.Samples(x, k_opt, aux.centred))
+    params, opt_state = update(state.params, state.opt_state, grads,
+                               optim.Samples(x, k_opt, aux.centred))
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
-    stats = StepStats(e, aux.variance, pmove, width,
-                      jnp.where(ok, jnp.asarray(schedule(state.step), dtype), 0),
-                      aux.nonfinite, (~ok).astype(jnp.int32))
+    stats = StepStats(e, aux.variance, pmove, width, optim.applied_lr(opt_state),
+                      aux.nonfinite, opt_state.rejected.astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   return Parts(network, batch_log_psi, sweep, mcmc_step, energy, energy_grad, update, optimizer,
