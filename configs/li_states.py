@@ -9,6 +9,11 @@ of the component found (a third of the multiplet's).
 
     python -m ferminet_fast.train --config configs/li_states.py
     python -m ferminet_fast.evaluate --run <run dir>
+
+With --config.system.states=4 the run holds 2S and all three 2P components (the next state,
+3S, lies 56 mHa above 2P), and the oscillator strength summed over states 1-3 is the
+multiplet's: 0.7471 from the measured 2p lifetime, 27.102 ns (McAlexander, Abraham and
+Hulet, Phys. Rev. A 54, R5 (1996)).
 """
 
 from ferminet_fast import config

@@ -136,6 +136,30 @@ def test_analysis_of_known_matrices():
   np.testing.assert_allclose(out['oscillator_strength_sum'], [2 / 3 * 0.7 * 0.64])
 
 
+def test_multiplet_sum_when_noise_makes_a_complex_pair():
+  """Li-like: a ground state and a threefold P multiplet, each component dipole-coupled to
+  the ground state along one axis. Noise in the estimate makes the multiplet's block
+  non-symmetric, and two of its eigenvalues a complex-conjugate pair; the oscillator
+  strength summed over the multiplet must still be the exact one."""
+  rng = np.random.default_rng(0)
+  c = np.eye(4) + 0.3 * rng.standard_normal((4, 4))
+  c_inv = np.linalg.inv(c)
+  energies = np.array([-7.478, -7.410, -7.410, -7.410])
+  block = np.diag(energies)
+  block[2, 3], block[3, 2] = 1e-4, -1e-4  # Eigenvalues -7.410 +- 1e-4 i.
+  d = np.zeros((3, 4, 4))
+  for axis in range(3):
+    d[axis, 0, axis + 1] = d[axis, axis + 1, 0] = 2.0
+  mean = np.concatenate([(c @ block @ c_inv).ravel(), (c @ np.diag([0.75] * 4) @ c_inv).ravel(),
+                         np.einsum('ij,ajk,kl->ail', c, d, c_inv).ravel()])
+  assert np.abs(np.linalg.eigvals(c @ block @ c_inv).imag).max() > 5e-5  # A complex pair.
+  out = excited_states.analyse(mean, 4)
+  np.testing.assert_allclose(out['energy'], energies, atol=1e-9)
+  np.testing.assert_allclose(out['s2'], 0.75, atol=1e-9)
+  np.testing.assert_allclose(out['oscillator_strength_sum'], [2 / 3 * 0.068 * 3 * 4.0],
+                             rtol=1e-9)
+
+
 def states_config(path, **overrides):
   return tiny_config('He', **{'system.states': 2, 'batch_size': 32, 'optim.iterations': 4,
                               'mcmc.burn_in': 4, 'network.ferminet.hidden_dims': ((8, 4),),

@@ -113,17 +113,21 @@ def analyse(mean: np.ndarray, k: int) -> dict:
   mean = np.asarray(mean, np.float64)
   e, s2, d = mean[:k * k].reshape(k, k), mean[k * k:2 * k * k].reshape(k, k), mean[
       2 * k * k:].reshape(3, k, k)
+  # Complex arithmetic throughout: the estimate of a degenerate multiplet's block is not
+  # exactly symmetric, and its eigenvalues may come out as a complex-conjugate pair. Each
+  # member of such a pair is meaningless alone (as any basis of a multiplet is), but sums
+  # over the pair are real and exact: the products below are taken before the real part.
   w, v = np.linalg.eig(e)
-  order = np.argsort(w.real)
-  w, v = w[order].real, v[:, order]
+  order = np.argsort(w.real, kind='stable')
+  w, v = w[order], v[:, order]
   v_inv = np.linalg.inv(v)
   spin = np.real(np.diag(v_inv @ s2 @ v))
-  t = np.real(np.einsum('ij,ajk,kl->ail', v_inv, d, v))  # (3, K, K)
-  dipole_sq = np.sum(t[:, 0, 1:] * t[:, 1:, 0], axis=0) if k > 1 else np.zeros(0)
-  strength = 2.0 / 3.0 * (w[1:] - w[0]) * dipole_sq
-  return {'energy': w, 'excitation_energy': w[1:] - w[0], 's2': spin,
-          'transition_dipole_sq': dipole_sq, 'oscillator_strength': strength,
-          'oscillator_strength_sum': np.sum(strength, keepdims=True)}
+  t = np.einsum('ij,ajk,kl->ail', v_inv, d, v)  # (3, K, K)
+  pair = np.sum(t[:, 0, 1:] * t[:, 1:, 0], axis=0)  # T_0k T_k0, summed over x, y, z.
+  strength = 2.0 / 3.0 * (w[1:] - w[0]) * pair
+  return {'energy': w.real, 'excitation_energy': (w[1:] - w[0]).real, 's2': spin,
+          'transition_dipole_sq': pair.real, 'oscillator_strength': strength.real,
+          'oscillator_strength_sum': np.real(np.sum(strength, keepdims=True))}
 
 
 def jackknife(series: np.ndarray, k: int, blocks: int = JACKKNIFE_BLOCKS) -> tuple:
