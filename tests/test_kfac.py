@@ -16,6 +16,7 @@ NETWORKS = {
     'ferminet': {},
     'psiformer': {'network.network_type': 'psiformer', 'network.psiformer.heads': 2,
                   'network.psiformer.head_dim': 4, 'network.psiformer.layer_norm': True},
+    'ferminet, 2 states': {'system.states': 2},  # Each layer's rows of both configurations.
 }
 
 
@@ -23,24 +24,25 @@ NETWORKS = {
 def test_taps_give_every_layers_parameter_gradient(name):
   """For each dense layer, sum over rows of input (x) d log|psi| / d output is the kernel's
   gradient (and the output derivative summed over rows the bias's), per walker; so A and
-  G are built from the right quantities. float64, against jax.grad of log|psi|."""
+  G are built from the right quantities. float64, against jax.grad of log|psi| (with two
+  states, of the total wavefunction's)."""
   with jax.enable_x64(True):
     system, network, params = tiny_network('Li', jnp.float64, **NETWORKS[name])
     x = jax.random.normal(jax.random.PRNGKey(3), (3, network.n_coords), jnp.float64)
+    gradient = jax.jit(jax.grad(network.log_psi))
+    tapped = jax.jit(jax.value_and_grad(
+        lambda taps, xi: kfac.tapped_log_psi(network, params, taps, xi), has_aux=True))
     for xi in x:
-      grad = traverse_util.flatten_dict(jax.grad(network.log_psi)(params, xi)['params'])
-
-      def tapped(taps):
-        return network.log_psi_tapped(params, taps, xi)
-
-      (value, inputs), d_taps = jax.value_and_grad(tapped, has_aux=True)(network.taps(xi))
+      grad = traverse_util.flatten_dict(gradient(params, xi)['params'])
+      (value, inputs), d_taps = tapped(kfac.zero_taps(network, params, xi), xi)
       np.testing.assert_allclose(value, network.log_psi(params, xi), rtol=1e-12)
       inputs = traverse_util.flatten_dict(inputs)
       d_taps = traverse_util.flatten_dict(d_taps)
       layers = sorted(k[:-1] for k in d_taps)
-      assert len(layers) == (5 if name == 'ferminet' else 13)
+      assert len(layers) == (13 if name == 'psiformer' else 5)
       for path in layers:
         (a,) = inputs[path + ('inputs',)]
+        a = a.reshape(-1, a.shape[-1])
         kernel = grad[path + ('kernel',)]
         d = d_taps[path + ('outputs',)].reshape(a.shape[0], -1)
         np.testing.assert_allclose((a.T @ d).reshape(kernel.shape), kernel, atol=1e-10,
@@ -129,7 +131,7 @@ def test_first_update_equals_kfac_jax():
                                           count=jnp.zeros((), jnp.int32))
   got = traverse_util.flatten_dict(direction['params'])
 
-  statistics, layers = kfac.make_statistics(network, network.n_coords, jnp.float32)
+  statistics, layers = kfac.make_statistics(network, params, network.n_coords)
   assert len(layers) == 5
   compared = 0
   for key, value in expected.items():

@@ -14,11 +14,14 @@ over), approximated block-diagonally:
 - every other parameter (envelopes, Jastrow, layer norms) gets the diagonal of F from the
   per-walker gradients.
 
-The inputs and output derivatives come from the network's taps (`Network.log_psi_tapped`):
-one batched forward and backward pass of log|psi|, inside the same jitted step as
-everything else. Factors are averaged over steps (a normalised exponential moving
-average, `cov_ema_decay`) and inverted with factored Tikhonov damping (pi-adjusted, as in
-kfac-jax) every `invert_every` steps. The transformation gives the direction F^-1 g; the
+The inputs and output derivatives come from taps put on the layers here, from outside the
+network (a flax method interceptor on every layer that defines `dense_rows`, through
+`Network.instrumented`): each such layer sows its input rows and has a zero perturbation
+added to its output, whose derivative is d log|psi| / d (output). One batched forward and
+backward pass of log|psi|, inside the same jitted step as everything else. Factors are
+averaged over steps (a normalised exponential moving average, `cov_ema_decay`) and
+inverted with factored Tikhonov damping (pi-adjusted, as in kfac-jax) every
+`invert_every` steps. The transformation gives the direction F^-1 g; the
 learning rate and FermiNet's trust region (lr^2 <F^-1 g, g> <= norm_constraint) are
 applied around it (optim.scaled_by_schedule).
 """
@@ -31,6 +34,8 @@ import jax.numpy as jnp
 import optax
 
 FISHER_SCALE = 2.0  # 1 / variance of the normal likelihood on log|psi|.
+TAPS_IN = 'kfac_inputs'  # Collection of the dense layers' input rows (sown when mutable).
+TAPS_OUT = 'kfac_outputs'  # Collection of zero perturbations of the dense layers' outputs.
 
 
 class KfacState(NamedTuple):
@@ -44,15 +49,44 @@ def _name(path: tuple) -> str:
   return '/'.join(path)
 
 
+def _tap(next_fun, args, kwargs, context):
+  """flax method interceptor: a layer that defines `dense_rows` (networks.py) sows its
+  input rows, when that collection is mutable, and gets a zero perturbation on its
+  output; every other call passes through."""
+  module = context.module
+  out = next_fun(*args, **kwargs)
+  if context.method_name != '__call__' or not hasattr(module, 'dense_rows'):
+    return out
+  if module.is_mutable_collection(TAPS_IN):
+    module.sow(TAPS_IN, 'inputs', module.dense_rows(*args, **kwargs))
+  return module.perturb('outputs', out, collection=TAPS_OUT)
+
+
+def tapped_log_psi(network, params, taps, x):
+  """(log|psi|, inputs) at one configuration x (n_coords,) with `taps` (from `zero_taps`)
+  added to every dense layer's output; inputs: each layer's rows ({path: {'inputs':
+  ((..., R, n_in),)}}). The derivative w.r.t. the taps is d log|psi| / d (layer output)."""
+  (_, log_abs), state = network.instrumented({**params, TAPS_OUT: taps}, x, [TAPS_IN], _tap)
+  return log_abs, state[TAPS_IN]
+
+
+def zero_taps(network, params, x):
+  """The taps of one configuration x (n_coords,), all zero: {path: {'outputs': zeros}}."""
+  _, state = jax.eval_shape(lambda: network.instrumented(params, x, [TAPS_OUT], _tap))
+  return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), state[TAPS_OUT])
+
+
 def _layers(taps) -> list:
   """Module paths of the tapped dense layers."""
   return sorted(path[:-1] for path in traverse_util.flatten_dict(taps))
 
 
-def make_statistics(network, n_coords: int, dtype) -> tuple:
+def make_statistics(network, params, n_coords: int) -> tuple:
   """(statistics(params, x (B, 3N)) -> (factors, diagonal) of this batch, layers):
-  per-layer (A, G, repeats) and per-parameter diagonal of F, as defined above."""
-  layers = _layers(network.taps(jnp.zeros((n_coords,), dtype)))
+  per-layer (A, G, repeats) and per-parameter diagonal of F, as defined above; `params`
+  (arrays or shapes) fix the layers."""
+  dtype = jax.tree.leaves(params)[0].dtype
+  layers = _layers(zero_taps(network, params, jnp.zeros((n_coords,), dtype)))
   dense = {path + (leaf,) for path in layers for leaf in ('kernel', 'bias')}
 
   def per_walker(params, x):
@@ -61,10 +95,10 @@ def make_statistics(network, n_coords: int, dtype) -> tuple:
 
     def log_psi(diagonal, taps):
       merged = traverse_util.unflatten_dict({**flat, **diagonal})
-      return network.log_psi_tapped({'params': merged}, taps, x)
+      return tapped_log_psi(network, {'params': merged}, taps, x)
 
     (_, inputs), grads = jax.value_and_grad(log_psi, argnums=(0, 1), has_aux=True)(
-        diagonal, network.taps(x))
+        diagonal, zero_taps(network, params, x))
     return inputs, grads
 
   def statistics(params, x):
@@ -74,10 +108,10 @@ def make_statistics(network, n_coords: int, dtype) -> tuple:
     flat = traverse_util.flatten_dict(params['params'])
     factors = {}
     for path in layers:
-      (a,) = inputs[path + ('inputs',)]  # (B, R, n_in), a tuple as sown.
-      d = g_taps[path + ('outputs',)]
-      d = d.reshape(b * a.shape[1], -1)  # (B R, n_out)
-      a = a.reshape(b * a.shape[1], -1)
+      (a,) = inputs[path + ('inputs',)]  # (B, [K,] R, n_in), a tuple as sown.
+      rows = a.size // a.shape[-1]  # B R rows, each of K configurations' with K states.
+      d = g_taps[path + ('outputs',)].reshape(rows, -1)  # (B R, n_out)
+      a = a.reshape(rows, -1)
       # Rows whose output does not reach log|psi| are not counted (kfac-jax's masking).
       mask = jnp.any(d != 0, axis=-1, keepdims=True).astype(a.dtype)
       a = a * mask
@@ -155,7 +189,7 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
 
   def init(params):
     dtype = jax.tree.leaves(params)[0].dtype
-    statistics, _ = make_statistics(network, n_coords, dtype)
+    statistics, _ = make_statistics(network, params, n_coords)
     shapes = jax.eval_shape(statistics, params, jnp.zeros((1, n_coords), dtype))
     factors, diagonal = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
     inverses = _invert(factors, diagonal, jnp.ones((), dtype), damping)
@@ -164,7 +198,7 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
   def update(grads, state: KfacState, params=None, *, samples=None, count=None, **extra):
     del extra
     dtype = jax.tree.leaves(params)[0].dtype
-    statistics, layers = make_statistics(network, n_coords, dtype)
+    statistics, layers = make_statistics(network, params, n_coords)
     factors, diagonal = statistics(params, samples.x)
     decay = jnp.asarray(cov_ema_decay, dtype)
     acc = lambda old, new: decay * old + new

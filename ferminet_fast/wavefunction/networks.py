@@ -27,12 +27,13 @@ class Network(NamedTuple):
   # (params, x (3N,)) -> [(k, n_s, n_orb) per spin]: orbitals times envelopes, before the
   # determinants; n_orb = N with full_det, else n_s.
   orbitals: Callable[[Any, jax.Array], list]
-  # (params, taps, x (3N,)) -> (log|psi|, inputs): log|psi| with `taps` (zeros, from
-  # `taps(x)`) added to the output of every dense layer and each dense layer's input
-  # returned; the derivative w.r.t. the taps is d log|psi| / d (layer output). What KFAC's
-  # curvature is built from (kfac.py). Trees keyed by the layers' module paths.
-  log_psi_tapped: Callable[[Any, Any, jax.Array], tuple]
-  taps: Callable[[jax.Array], Any]  # x (3N,) -> zero taps for one configuration.
+  # (variables, x (3N,), mutable, interceptor) -> (output, state): the flax module applied
+  # with `variables` ('params' and any other collections), the collections named in
+  # `mutable` returned in `state`, under the flax method interceptor `interceptor`: how an
+  # optimizer instruments the layers without the network knowing (kfac.py). `output` is
+  # what `apply` gives; with several states, the variables other than 'params' hold a
+  # leading axis of the K configurations, as the returned state does.
+  instrumented: Callable[[Any, jax.Array, list, Callable], tuple]
   # (params, x (3N,), atoms (M, 3)) -> log|psi| with the nuclei at `atoms` (bohr) instead of
   # the system's positions, the parameters unchanged: what nuclear forces differentiate.
   log_psi_at: Callable[[Any, jax.Array, jax.Array], jax.Array]
@@ -90,29 +91,16 @@ def pair_distances(r: jax.Array) -> tuple:
   return ee, r_ee
 
 
-TAPS_IN = 'kfac_inputs'  # Collection of dense layers' inputs (sown only when mutable).
-TAPS_OUT = 'kfac_outputs'  # Collection of zero perturbations of dense layers' outputs.
-
-
 def _lecun_normal_flat(key, shape, dtype, n_in):
   """lecun_normal of the kernel as an (n_in, n_out) matrix, reshaped (flax DenseGeneral's)."""
   n_out = int(np.prod(shape)) // n_in
   return nn.initializers.lecun_normal()(key, (n_in, n_out), dtype).reshape(shape)
 
 
-def _tap(module: nn.Module, inputs, outputs):
-  """Exposes a dense layer to KFAC: its input as rows (R, n_in), one per application of the
-  layer (only built when the taps collection is mutable), and a zero perturbation of its
-  output. Identity otherwise."""
-  if module.is_mutable_collection(TAPS_IN):
-    module.sow(TAPS_IN, 'inputs', inputs() if callable(inputs) else inputs)
-  return module.perturb('outputs', outputs, collection=TAPS_OUT)
-
-
 class Dense(nn.Module):
   """y = x . kernel + bias, contracting the last `in_dims` axes of x with the first of the
   kernel (*in_shape, *features): nn.Dense's (in_dims = 1) and nn.DenseGeneral's parameters
-  and initialisation, tapped for KFAC."""
+  and initialisation. `dense_rows` says what it is to a curvature estimate (kfac.py)."""
   features: Any  # int or tuple of output axes.
   in_dims: int = 1
   use_bias: bool = True
@@ -128,7 +116,13 @@ class Dense(nn.Module):
     y = jnp.tensordot(x, kernel, self.in_dims)
     if self.use_bias:
       y = y + self.param('bias', nn.initializers.zeros, features, self.param_dtype)
-    return _tap(self, lambda: x.reshape(-1, n_in), y)
+    return y
+
+  @nn.nowrap
+  def dense_rows(self, x):
+    """The inputs as rows (R, n_in), one per application of the kernel (R = the leading
+    axes' size): y = rows . kernel (n_in, n_out) + bias, row by row."""
+    return x.reshape(-1, int(np.prod(x.shape[x.ndim - self.in_dims:])))
 
 
 class SymmetricDense(nn.Module):
@@ -137,35 +131,46 @@ class SymmetricDense(nn.Module):
 
   Same parameters and values as nn.Dense on the concatenation, but the product with the
   spin-wise means of the one-electron stream, which every electron shares, is computed
-  once rather than once per electron. KFAC sees it as the dense layer on the
-  concatenation (one row per electron).
+  once rather than once per electron. To a curvature estimate (kfac.py) it is the dense
+  layer on the concatenation, one row per electron (`dense_rows`).
   """
   width: int
   n_up: int
   n_down: int
   param_dtype: Any = jnp.float32
 
+  @nn.nowrap
+  def _means(self, h1, h2) -> tuple:
+    """The spin-wise means of h1 over electrons (s d1,) and of h2 over partners (n, s d2)."""
+    spins = systems.spin_blocks(self.n_up, self.n_down)
+    shared = jnp.concatenate([jnp.mean(h1[lo:hi], axis=0) for _, lo, hi in spins])
+    pair = jnp.concatenate([jnp.mean(h2[:, lo:hi], axis=1) for _, lo, hi in spins], axis=-1)
+    return shared, pair
+
+  @nn.nowrap
+  def dense_rows(self, h1, h2):
+    """The concatenated features (n, n_in) the kernel multiplies, one row per electron."""
+    shared, pair = self._means(h1, h2)
+    return jnp.concatenate(
+        [h1, jnp.broadcast_to(shared, (h1.shape[0], shared.shape[0])), pair], axis=-1)
+
   @nn.compact
   def __call__(self, h1, h2):
-    spins = systems.spin_blocks(self.n_up, self.n_down)
-    shared = jnp.concatenate([jnp.mean(h1[lo:hi], axis=0) for _, lo, hi in spins])  # (s d1,)
-    pair = jnp.concatenate([jnp.mean(h2[:, lo:hi], axis=1) for _, lo, hi in spins], axis=-1)
+    shared, pair = self._means(h1, h2)
     d1 = h1.shape[-1]
     n_in = d1 + shared.shape[0] + pair.shape[-1]
     kernel = self.param('kernel', nn.initializers.lecun_normal(), (n_in, self.width),
                         self.param_dtype)
     bias = self.param('bias', nn.initializers.zeros, (self.width,), self.param_dtype)
     k_one, k_shared, k_pair = jnp.split(kernel, [d1, d1 + shared.shape[0]])
-    out = h1 @ k_one + pair @ k_pair + (shared @ k_shared + bias)[None]
-    return _tap(self, lambda: jnp.concatenate(
-        [h1, jnp.broadcast_to(shared, (h1.shape[0], shared.shape[0])), pair], axis=-1), out)
+    return h1 @ k_one + pair @ k_pair + (shared @ k_shared + bias)[None]
 
 
 class Attention(nn.Module):
   """Multi-head self-attention over the electrons, h (n, d) -> (n, d): softmax(q k^T /
   sqrt(head_dim)) v, then an output projection. Parameter names and shapes are those of
   flax's MultiHeadDotProductAttention without biases (query/key/value kernels (d, heads,
-  head_dim), out kernel (heads, head_dim, d)); each projection is a tapped Dense."""
+  head_dim), out kernel (heads, head_dim, d)); each projection is a Dense."""
   heads: int
   head_dim: int
   param_dtype: Any = jnp.float32
@@ -372,29 +377,18 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   def log_psi_at(params, x, atoms):
     return module.apply(params, x, atoms=atoms)[1]
 
-  def tapped(params, taps, x):
-    return module.apply({**params, TAPS_OUT: taps}, x, mutable=[TAPS_IN])
-
-  def log_psi_tapped(params, taps, x):
-    (_, log_abs), state = tapped(params, taps, x)
-    return log_abs, state[TAPS_IN]
-
-  def taps(x):
-    shapes = jax.eval_shape(module.init, jax.random.PRNGKey(0), x)[TAPS_OUT]
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+  def instrumented(variables, x, mutable, interceptor):
+    with nn.intercept_methods(interceptor):
+      return module.apply(variables, x, mutable=mutable)
 
   network = Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
-                    log_psi_tapped=log_psi_tapped, taps=taps, log_psi_at=log_psi_at,
+                    instrumented=instrumented, log_psi_at=log_psi_at,
                     n_coords=n_dim, dtype=dtype, full_det=net_cfg.full_det)
   if system.states == 1:
     return network
   from ferminet_fast.wavefunction import states  # states.py builds on this module.
 
-  def tapped_states(params, taps, x):
-    values, state = tapped(params, taps, x)
-    return values, state[TAPS_IN]
-
   def apply_states_at(params, x, atoms):
     return module.apply(params, x, atoms=atoms)
 
-  return states.total_network(network, apply, system.states, apply_states_at, tapped_states)
+  return states.total_network(network, apply, system.states, apply_states_at)

@@ -33,14 +33,13 @@ def total_value(signs: jax.Array, logs: jax.Array) -> tuple:
 
 
 def total_network(base: networks.Network, apply_states: Callable, k: int,
-                  apply_states_at: Callable, tapped_states: Callable) -> networks.Network:
+                  apply_states_at: Callable) -> networks.Network:
   """The total wavefunction of K states as a networks.Network on x (K 3N,), from the
-  network of one configuration: `base` (its init, taps and dtype), `apply_states(params,
-  x (3N,)) -> (signs (K,), logs (K,))`, `apply_states_at(params, x, atoms)` the same with
-  the nuclei at `atoms`, and `tapped_states(params, taps, x) -> ((signs, logs), inputs)` the
-  KFAC-tapped evaluation (networks.Network.log_psi_tapped). Samplers, optimizers (KFAC's
-  curvature then counts each dense layer once per configuration) and checkpoints use it as
-  they use a one-state network."""
+  network of one configuration: `base` (its init, dtype, and `instrumented`, which gives
+  the K states' values), `apply_states(params, x (3N,)) -> (signs (K,), logs (K,))` and
+  `apply_states_at(params, x, atoms)` the same with the nuclei at `atoms`. Samplers,
+  optimizers (KFAC's curvature then counts each dense layer once per configuration) and
+  checkpoints use it as they use a one-state network."""
 
   def apply(params, x):
     return total_value(*excited_states.state_values(apply_states, params, x, k))
@@ -53,17 +52,17 @@ def total_network(base: networks.Network, apply_states: Callable, k: int,
         params, excited_states.configurations(x, k), atoms)
     return total_value(signs.T, logs.T)[1]
 
-  def taps(x):
-    return jax.vmap(base.taps)(excited_states.configurations(x, k))
+  def instrumented(variables, x, mutable, interceptor):
+    per_configuration = {c: v for c, v in variables.items() if c != 'params'}
 
-  def log_psi_tapped(params, taps, x):
-    (signs, logs), inputs = jax.vmap(tapped_states, in_axes=(None, 0, 0))(
-        params, taps, excited_states.configurations(x, k))
-    # Each layer's rows of all K configurations together: (K, R, n_in) -> (K R, n_in).
-    inputs = jax.tree.map(lambda a: a.reshape(-1, a.shape[-1]), inputs)
-    return total_value(signs.T, logs.T)[1], inputs
+    def one(other, xi):
+      return base.instrumented({'params': variables['params'], **other}, xi, mutable,
+                               interceptor)
+
+    (signs, logs), state = jax.vmap(one)(per_configuration, excited_states.configurations(x, k))
+    return total_value(signs.T, logs.T), state
 
   # `orbitals` stays the base network's: the blocks of all K states at ONE configuration.
-  return base._replace(apply=apply, log_psi=log_psi, log_psi_at=log_psi_at, taps=taps,
-                       log_psi_tapped=log_psi_tapped,
+  return base._replace(apply=apply, log_psi=log_psi, log_psi_at=log_psi_at,
+                       instrumented=instrumented,
                        n_coords=k * base.n_coords, states=k, apply_states=apply_states)
