@@ -9,20 +9,16 @@ L. Wolniewicz, J. Chem. Phys. 43, 2429 (1965)), a vertical excitation energy of 
     python -m ferminet_fast.evaluate --run <run dir>
 """
 
-from ferminet_fast import config
+import os
+
+from ferminet_fast.run import cli
 
 
 def get_config():
-  cfg = config.default()
-  cfg.system.atom = ''
-  cfg.system.molecule = 'H 0 0 -0.7; H 0 0 0.7'
-  cfg.system.units = 'bohr'
-  cfg.system.name = 'H2'
-  cfg.system.exact_energy = -1.174475  # The ground state's; the states' sum has none.
+  # configs/h2.py's molecule, network and optimizer (its exact energy is the ground state's).
+  cfg = cli.load_config_file(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'h2.py'))
   cfg.system.states = 2
-  cfg.network.ferminet.hidden_dims = ((64, 8), (64, 8))
   cfg.network.determinants = 2
-  cfg.optim.optimizer = 'kfac'
   cfg.optim.iterations = 10000
   cfg.evaluation.steps = 2000
   return cfg

@@ -35,37 +35,38 @@ class SpringState(NamedTuple):
   previous: Any
 
 
+# method -> (today's ScheduleState -> the earlier state, the earlier state -> (count, the
+# rate kept or None, the direction's state of today's)).
+LAYOUTS = {
+    'adam': (lambda s: (s.inner, optax.ScaleByScheduleState(s.count)),
+             lambda old: (old[1].count, None, old[0])),
+    'sgd': (lambda s: (optax.EmptyState(), optax.ScaleByScheduleState(s.count)),
+            lambda old: (old[1].count, None, old[0])),
+    'kfac': (lambda s: KfacState(s.count, s.lr, *s.inner),
+             lambda old: (old.count, old.lr, kfac_lib.KfacState(
+                 old.weight, old.factors, old.diagonal, old.inverses))),
+    'spring': (lambda s: SpringState(s.count, s.inner.previous),
+               lambda old: (old.step, None, optim.SpringState(old.previous))),
+}
+
+
+def _layout(method: str) -> tuple:
+  if method not in LAYOUTS:
+    raise ValueError(f'no earlier layout for optimizer {method!r}')
+  return LAYOUTS[method]
+
+
 def to_legacy(method: str, state: optim.RejectState):
   """Today's state -> the same content in the earlier layout of `method`."""
-  s = state.inner
-  if method == 'adam':
-    return (s.inner, optax.ScaleByScheduleState(s.count))
-  if method == 'sgd':
-    return (optax.EmptyState(), optax.ScaleByScheduleState(s.count))
-  if method == 'kfac':
-    k = s.inner
-    return KfacState(s.count, s.lr, k.weight, k.factors, k.diagonal, k.inverses)
-  if method == 'spring':
-    return SpringState(s.count, s.inner.previous)
-  raise ValueError(f'no earlier layout for optimizer {method!r}')
+  return _layout(method)[0](state.inner)
 
 
 def from_legacy(method: str, old, like: optim.RejectState) -> optim.RejectState:
   """A state restored in the earlier layout of `method` -> today's (dtypes and layout of
   `like`, a state of today's from the same settings)."""
-  lr = jnp.zeros_like(like.inner.lr)
-  if method in ('adam', 'sgd'):
-    inner, schedule = old
-    count = schedule.count
-  elif method == 'kfac':
-    count, lr = old.count, old.lr
-    inner = kfac_lib.KfacState(old.weight, old.factors, old.diagonal, old.inverses)
-  elif method == 'spring':
-    count, inner = old.step, optim.SpringState(old.previous)
-  else:
-    raise ValueError(f'no earlier layout for optimizer {method!r}')
-  rejected = jnp.zeros_like(like.rejected)
-  state = optim.RejectState(rejected, optim.ScheduleState(count, lr, inner))
+  count, lr, inner = _layout(method)[1](old)
+  lr = jnp.zeros_like(like.inner.lr) if lr is None else lr
+  state = optim.RejectState(jnp.zeros_like(like.rejected), optim.ScheduleState(count, lr, inner))
   # Same tree as `like` (e.g. optax's EmptyState restored as the class of today's).
   return jax.tree.unflatten(jax.tree.structure(like), jax.tree.leaves(state))
 
