@@ -4,6 +4,30 @@ import os
 import sys
 
 os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=1')
+
+
+def _share_compiled_programs() -> None:
+  """Many tests (and the training processes some of them start, which inherit the
+  environment) compile the same small programs: JAX's persistent compilation cache, in a
+  directory of this session's own, compiles each once. Its key covers the program, the
+  compile options, XLA_FLAGS and the versions, so a hit is the same executable. Off before
+  jax 0.9, whose CPU loader logs a warning per cached program."""
+  from importlib import metadata
+  if 'JAX_COMPILATION_CACHE_DIR' in os.environ:
+    return
+  if tuple(int(p) for p in metadata.version('jax').split('.')[:2]) < (0, 9):
+    return
+  import atexit
+  import shutil
+  import tempfile
+  path = tempfile.mkdtemp(prefix='ferminet_fast_tests_jax_cache_')
+  atexit.register(shutil.rmtree, path, ignore_errors=True)
+  os.environ['JAX_COMPILATION_CACHE_DIR'] = path
+  os.environ['JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS'] = '0.1'
+  os.environ['JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES'] = '0'
+
+
+_share_compiled_programs()
 # The comparison workloads (comparisons/) are not installed with the package.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -31,6 +55,16 @@ def tiny_config(atom='He', **overrides):
       node = node[p]
     node[last] = value
   return cfg
+
+
+@pytest.fixture(autouse=True)
+def _x64_off_after_each_test():
+  """train() and evaluate() of a float64 run turn on jax_enable_x64 for their whole process,
+  as they must; the next test starts from JAX's default again, whichever test ran before
+  it (tests that want float64 say so with jax.enable_x64)."""
+  yield
+  import jax
+  jax.config.update('jax_enable_x64', False)
 
 
 @pytest.fixture

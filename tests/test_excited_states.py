@@ -77,10 +77,10 @@ def test_one_state_matrix_is_the_local_energy(float64):
   params = network.init(jax.random.PRNGKey(0))
   one = lambda p, x: tuple(v[None] for v in network.apply(p, x))  # noqa: E731
   x = jax.random.normal(jax.random.PRNGKey(1), (3, 9), jnp.float64)
-  matrix = jax.vmap(excited_states.make_energy_matrix(one, system, 'jacfwd'),
-                    in_axes=(None, 0))(params, x)
-  e_l = jax.vmap(hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd'),
-                 in_axes=(None, 0))(params, x)
+  matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(one, system, 'jacfwd'),
+                            in_axes=(None, 0)))(params, x)
+  e_l = jax.jit(jax.vmap(hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd'),
+                         in_axes=(None, 0)))(params, x)
   np.testing.assert_allclose(matrix[:, 0, 0], e_l, rtol=1e-10)
 
 

@@ -49,11 +49,11 @@ def test_spring_direction_is_the_damped_natural_gradient():
     e = jax.random.normal(jax.random.PRNGKey(1), (b,), jnp.float64)
     samples = optim.Samples(x, jax.random.PRNGKey(2), e - e.mean())
     spring = optim.make_optimizer(cfg, network)
-    updates, state = spring.update(None, spring.init(params), params, samples=samples)
+    updates, state = jax.jit(spring.update)(None, spring.init(params), params, samples=samples)
     flat, _ = jax.flatten_util.ravel_pytree(updates)
 
-    o = jax.vmap(lambda xi: jax.flatten_util.ravel_pytree(
-        jax.grad(network.log_psi)(params, xi))[0])(x)
+    o = jax.jit(jax.vmap(lambda xi: jax.flatten_util.ravel_pytree(
+        jax.grad(network.log_psi)(params, xi))[0]))(x)
     o = (o - o.mean(0)) / np.sqrt(b)
     eps = -samples.centred / np.sqrt(b)
     expected = jnp.linalg.solve(o.T @ o + 1e-3 * jnp.eye(o.shape[1]), o.T @ eps)

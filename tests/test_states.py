@@ -46,8 +46,8 @@ def test_trace_is_the_total_wavefunctions_local_energy(helium_states):
   """tr E_L = -1/2 (lap + |grad|^2) log|Psi| over all 3 x 3N coordinates + sum_j V(x_j), by
   the full Hessian of the total log|Psi| (no state-by-state algebra)."""
   system, network, params, x = helium_states
-  matrix = jax.vmap(excited_states.make_energy_matrix(network.apply_states, system, 'jacfwd'),
-                    in_axes=(None, 0))(params, x)
+  matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(
+      network.apply_states, system, 'jacfwd'), in_axes=(None, 0)))(params, x)
 
   def total_local_energy(xi):
     f = lambda y: network.log_psi(params, y)  # noqa: E731
@@ -59,7 +59,7 @@ def test_trace_is_the_total_wavefunctions_local_energy(helium_states):
     return kinetic + potential
 
   np.testing.assert_allclose(jnp.trace(matrix, axis1=1, axis2=2),
-                             jax.vmap(total_local_energy)(x), rtol=1e-8)
+                             jax.jit(jax.vmap(total_local_energy))(x), rtol=1e-8)
 
 
 def test_mixing_the_states_changes_no_energy(helium_states):
@@ -75,8 +75,8 @@ def test_mixing_the_states_changes_no_energy(helium_states):
     return jnp.sign(psi), jnp.log(jnp.abs(psi)) + top
 
   def matrices(apply_states):
-    return jax.vmap(excited_states.make_energy_matrix(apply_states, system, 'jacfwd'),
-                    in_axes=(None, 0))(params, x)
+    return jax.jit(jax.vmap(excited_states.make_energy_matrix(apply_states, system, 'jacfwd'),
+                            in_axes=(None, 0)))(params, x)
 
   e, e_mixed = matrices(network.apply_states), matrices(mixed)
   np.testing.assert_allclose(e_mixed, mixing @ e @ jnp.linalg.inv(mixing), rtol=1e-7,
