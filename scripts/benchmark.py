@@ -20,9 +20,10 @@ after its first 20% of steps (`steady_ms`) and its inverse (`it_per_s`).
 DIR) and ours with the same settings, alternately, in this one invocation: per system and
 optimizer, the time of one step is (T(long) - T(short)) / (long - short) of whole processes
 trained `long` and `short` steps (start-up, compilation and burn-in cancel), the median over
-`--repeats`; no pretraining, our stage timers off. Printed: both, and ours / FermiNet's;
-also each code's start-up, T(short) - short x (time of one step): process start to the
-first step, plus the exit.
+`--repeats`; no pretraining (`--pretrain N`: N steps of each code's Hartree-Fock
+pretraining, so that the start-up includes it), our stage timers off. Printed: both, and
+ours / FermiNet's; also each code's start-up, T(short) - short x (time of one step): process
+start to the first step, plus the exit.
 `--against-ours DIR` does the same with another checkout of this repository (run from DIR
 with this interpreter) in FermiNet's place: whether a change made the step slower.
 """
@@ -97,11 +98,11 @@ def _wall(cmd: list, cwd: str = REPO) -> float:
 
 
 def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int,
-                 repeats: int, ours_baseline: bool = False) -> dict:
+                 repeats: int, ours_baseline: bool = False, pretrain: int = 0) -> dict:
   """ms per step of a baseline and ours on system `name`, by differences of whole processes.
   The baseline is FermiNet set up in the directory `baseline`, or with `ours_baseline`
-  another checkout of this repository there."""
-  keys = {'optim.optimizer': optimizer, 'pretrain.iterations': '0'}
+  another checkout of this repository there. `pretrain`: pretraining steps of both."""
+  keys = {'optim.optimizer': optimizer, 'pretrain.iterations': str(pretrain)}
   ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
   ms, startup = {'baseline': [], 'ours': []}, {'baseline': [], 'ours': []}
   for _ in range(repeats):
@@ -165,6 +166,9 @@ def main():
                       help='with --against-ferminet / --against-ours: the two run lengths')
   parser.add_argument('--repeats', type=int, default=3,
                       help='with --against-ferminet / --against-ours')
+  parser.add_argument('--pretrain', type=int, default=0, metavar='N',
+                      help='with --against-ferminet / --against-ours: N Hartree-Fock '
+                      'pretraining steps in both codes (start-up includes them)')
   args = parser.parse_args()
   if args.against_ferminet or args.against_ours:
     baseline = args.against_ferminet or os.path.abspath(args.against_ours)
@@ -175,7 +179,7 @@ def main():
     for name in args.systems:
       for opt in args.optimizers:
         r = side_by_side(baseline, name, opt, *args.steps, args.repeats,
-                         ours_baseline=bool(args.against_ours))
+                         ours_baseline=bool(args.against_ours), pretrain=args.pretrain)
         rows.append({'system': name, 'optimizer': opt, **r})
         st = r['startup_s']
         print(f'| {name} | {opt} | {r["baseline"]:.1f} | {r["ours"]:.1f} | {r["ratio"]:.2f} | '
@@ -184,7 +188,7 @@ def main():
     if args.json:
       with open(args.json, 'w') as f:
         json.dump({'baseline': baseline, 'label': label, 'rows': rows, 'steps': args.steps,
-                   'repeats': args.repeats}, f, indent=2)
+                   'repeats': args.repeats, 'pretrain': args.pretrain}, f, indent=2)
     return
   if args.quick:
     args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20

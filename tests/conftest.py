@@ -3,7 +3,16 @@
 import os
 import sys
 
-os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=1')
+
+def xla_flags(devices: int = 1) -> str:
+  """XLA_FLAGS of the tests and the processes they start: `devices` CPU devices, and no
+  LLVM optimisation of the generated code. The suite compiles far more than it runs; XLA's
+  own passes, which decide fusion and the order of floating-point operations, still run.
+  This takes a fifth off the suite's time on 2 cores."""
+  return f'--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0'
+
+
+os.environ.setdefault('XLA_FLAGS', xla_flags())
 
 
 def _share_compiled_programs() -> None:

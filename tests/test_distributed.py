@@ -16,7 +16,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import tiny_config
+from conftest import tiny_config, xla_flags
 from ferminet_fast import train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,7 +42,7 @@ print('devices', jax.device_count(), 'processes', jax.process_count())
 
 
 def run_worker(overrides: dict, devices: int = 2, processes: int = 1, timeout=300):
-  env = dict(os.environ, XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}')
+  env = dict(os.environ, XLA_FLAGS=xla_flags(devices))
   if processes == 1:
     return [subprocess.run([sys.executable, '-c', WORKER, json.dumps(overrides)], env=env,
                            capture_output=True, text=True, timeout=timeout, cwd=REPO)]

@@ -6,13 +6,15 @@ import nbformat
 from nbclient import NotebookClient
 import pytest
 
+from conftest import xla_flags
+
 NOTEBOOKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'notebooks')
 
 
 @pytest.mark.parametrize('name', ['quickstart.ipynb', 'stage_timers.ipynb'])
 def test_notebook_runs(name, tmp_path, monkeypatch):
   monkeypatch.setenv('FERMINET_FAST_NOTEBOOK_SMOKE', '1')
-  monkeypatch.setenv('XLA_FLAGS', '--xla_force_host_platform_device_count=1')
+  monkeypatch.setenv('XLA_FLAGS', xla_flags())
   nb = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
   NotebookClient(nb, timeout=300, kernel_name='python3',
                  resources={'metadata': {'path': str(tmp_path)}}).execute()
