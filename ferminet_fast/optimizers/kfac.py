@@ -191,8 +191,11 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
     dtype = jax.tree.leaves(params)[0].dtype
     statistics, _ = make_statistics(network, params, n_coords)
     shapes = jax.eval_shape(statistics, params, jnp.zeros((1, n_coords), dtype))
-    factors, diagonal = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-    inverses = _invert(factors, diagonal, jnp.ones((), dtype), damping)
+    zeros = lambda tree: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
+    factors, diagonal = zeros(shapes)
+    # Placeholders of the inverses' shapes, never used: the first update (count 0) inverts.
+    # Not computed: their factorisations would only add compilation to the start-up.
+    inverses = zeros(jax.eval_shape(_invert, factors, diagonal, jnp.ones((), dtype), damping))
     return KfacState(jnp.zeros((), dtype), factors, diagonal, inverses)
 
   def update(grads, state: KfacState, params=None, *, samples=None, count=None, **extra):
