@@ -190,6 +190,12 @@ SETTINGS = {
                         _non_negative),
     'optim.lr.delay': S(None, 'Steps over which the rate halves (decay = 1); None: adam, sgd '
                         '1000; kfac, spring 10000.', _positive, kind=float),
+    # Evaluation takes the parameters averaged over the last part of training: late in
+    # training the last parameters carry the gradient's noise, which raises their energy;
+    # the average cancels much of it (optimizers/optim.py, `averaged`).
+    'optim.average_fraction': S(0.03, 'Evaluation uses the moving average of the parameters '
+                                'over about this fraction of the updates done (the last '
+                                'ones); 0: the last parameters.', in_range(0.0, 1.0, '[]')),
     # Recovery from non-finite numbers. Non-finite local energies are left out of the step
     # and an update that would make a parameter non-finite is not applied; after
     # `rewind_after` such bad steps in a row the run rewinds to its last all-finite state

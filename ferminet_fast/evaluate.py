@@ -3,7 +3,9 @@ error bars.
 
   python -m ferminet_fast.evaluate --run runs/li [--steps 4000] [--observables s2,dipole]
 
-Loads the run's config and newest checkpoint, freezes the parameters, equilibrates the
+Loads the run's config and newest checkpoint, takes its parameters (by default their
+moving average over the last updates, config.optim.average_fraction; `--parameters last`
+for the last ones) and freezes them, equilibrates the
 walkers with the move width fixed, then records the mean local energy of every MCMC
 sweep for `--steps` sweeps (default: the run's config.evaluation), and the walker mean of
 each requested observable (physics/observables.py). Each estimate is the reblocked mean
@@ -14,6 +16,7 @@ Unlike the running mean of training, the parameters do not move while it is meas
 import os
 import sys
 import time
+import warnings
 from typing import Optional, Sequence
 
 import jax
@@ -21,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import InputError, config
+from ferminet_fast.optimizers import legacy, optim
 from ferminet_fast.physics import excited_states
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.physics import systems
@@ -30,10 +34,12 @@ from ferminet_fast.wavefunction import networks
 
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
-             quiet: bool = False, seed: int = 1, observables: Sequence[str] = ()) -> stats.Estimate:
+             quiet: bool = False, seed: int = 1, observables: Sequence[str] = (),
+             parameters: str = 'average') -> stats.Estimate:
   """Evaluates the newest checkpoint of run_dir; returns the energy estimate and writes
   eval.json. steps, burn_in: sweeps recorded and discarded; None takes the run's
-  config.evaluation. observables: names from observables.OBSERVABLES, estimated too."""
+  config.evaluation. observables: names from observables.OBSERVABLES, estimated too.
+  parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   unknown = [n for n in observables if n not in observables_lib.OBSERVABLES]
   if unknown:
@@ -45,6 +51,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   config.validate(cfg)
   steps = cfg.evaluation.steps if steps is None else steps
   burn_in = cfg.evaluation.burn_in if burn_in is None else burn_in
+  if parameters not in PARAMETERS:
+    raise InputError(f'--parameters {parameters!r} is not one of {", ".join(PARAMETERS)}')
   if steps < 2 or burn_in < 0:
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
   if cfg.precision == 'float64':
@@ -68,7 +76,14 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
                 for name, est in chosen.items()}
   parts = step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
-  trained_step, state = checkpoint.restore_latest(run_dir, state, ('params', 'walkers'))
+  trained_step, state, averaged = _restore(run_dir, state, cfg.optim.optimizer)
+  if parameters == 'average' and averaged:
+    params = optim.averaged_params(state.opt_state, state.params)
+    walkers = state.walkers._replace(log_psi=parts.batch_log_psi(params, state.walkers.x))
+    state = state._replace(params=params, walkers=walkers)
+  elif parameters == 'average':
+    say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
+        'the last ones')
   state = state._replace(key=jax.random.PRNGKey(seed))
   def move(s):
     """One MCMC sweep at fixed width and fixed parameters (all that burn-in does)."""
@@ -119,7 +134,12 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   result = {'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
             'block_size': estimate.block_size, 'steps': steps, 'burn_in': burn_in,
             'batch_size': cfg.batch_size, 'mcmc_steps_per_sweep': cfg.mcmc.steps,
-            'checkpoint_step': trained_step, 'pmove': float(np.mean(pmoves)),
+            'checkpoint_step': trained_step,
+            'parameters': 'average' if parameters == 'average' and averaged else 'last',
+            'average_updates': (optim.average_horizon(state.opt_state,
+                                                      cfg.optim.average_fraction)
+                                if parameters == 'average' and averaged else 1.0),
+            'pmove': float(np.mean(pmoves)),
             'exact_energy': exact,
             'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
             'wall_s': wall}
@@ -147,8 +167,11 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
                                     for label, e in zip(obs.labels, est)) + f' {unit}'.rstrip())
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
   total = 'the sum of the states, ' if system.states > 1 else ''
-  line = (f'Evaluated step {trained_step}: {total}{estimate.mean:.6f} +- {estimate.error:.6f} '
-          f'Ha ({steps} sweeps x {cfg.batch_size} walkers, reblocked, tau={estimate.tau:.1f})')
+  which = (f'parameters averaged over ~{result["average_updates"]:.0f} updates, '
+           if result['parameters'] == 'average' else '')
+  line = (f'Evaluated step {trained_step} ({which or "last parameters, "}'
+          f'{steps} sweeps x {cfg.batch_size} walkers): {total}{estimate.mean:.6f} +- '
+          f'{estimate.error:.6f} Ha (reblocked, tau={estimate.tau:.1f})')
   if exact is not None:
     line += f' | exact {exact:.6f} Ha | error {result["error_mha"]:+.2f} +- {1e3 * estimate.error:.2f} mHa'
   say(line)
@@ -156,6 +179,27 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
 
 
 STATES = 'states'  # Key of the several states' matrices among the estimators.
+PARAMETERS = ('average', 'last')  # Which parameters of a checkpoint are evaluated.
+
+
+def _restore(run_dir: str, like: step.TrainState, method: str) -> tuple:
+  """(step, state, averaged) from the newest checkpoint that restores: parameters, walkers
+  and, where it restores (it holds the parameters' average), the optimizer state; averaged
+  says whether it did. Without it (an optimizer state from another version of a library)
+  the parameters and walkers alone."""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    try:
+      found, state = checkpoint.restore_latest(run_dir, like, ('params', 'opt_state', 'walkers'),
+                                               legacy.upgrade(method, like.opt_state))
+    except InputError:
+      found = None
+  if found is not None:
+    for w in caught:  # A damaged newer checkpoint skipped: said as restore_latest says it.
+      warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return found, state, bool(state.opt_state.inner.count > 0)
+  found, state = checkpoint.restore_latest(run_dir, like, ('params', 'walkers'))
+  return found, state, False
 EV_PER_HA = 27.211386246  # CODATA 2018.
 
 
@@ -193,7 +237,8 @@ def main(argv) -> None:
   f = flags.FLAGS
   try:
     names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
-    evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names)
+    evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names,
+             parameters=f.parameters)
   except InputError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
@@ -207,6 +252,9 @@ def run() -> None:
   flags.DEFINE_integer('burn_in', None, 'Sweeps discarded before recording '
                        "(default: the run's config.evaluation.burn_in).")
   flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.')
+  flags.DEFINE_string('parameters', 'average', "'average': the parameters averaged over the "
+                      "last updates (the run's config.optim.average_fraction); 'last': the "
+                      'parameters of the last update.')
   flags.DEFINE_string('observables', '', 'Comma-separated observables to estimate besides the '
                       'energy: s2 (total spin <S^2>), dipole (e bohr), density (radial '
                       'profile of an atom to density.csv; a molecule\'s on a grid to '

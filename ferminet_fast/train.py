@@ -87,7 +87,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
   start = 0
   if source.restore_from:
     start, state = checkpoint.restore_latest(  # Also from an earlier optimizer-state layout.
-        source.restore_from, state, upgrade=legacy.upgrade(cfg.optim.optimizer, state.opt_state))
+        source.restore_from, state, upgrades=legacy.upgrade(cfg.optim.optimizer, state.opt_state))
     say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
   elif cfg.pretrain.iterations:
     state = pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, system, network,

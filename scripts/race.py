@@ -173,17 +173,21 @@ def evaluate_ferminet(fn_dir: str, name: str, run_dir: str, out_dir: str, sweeps
           'checkpoint_step': checkpoint_step(files[-1]), 'sweeps': len(run['energy'])}
 
 
-def evaluate_ours(run_dir: str, sweeps: int, burn_in: int) -> Optional[dict]:
-  """python -m ferminet_fast.evaluate on our newest checkpoint."""
+def evaluate_ours(run_dir: str, sweeps: int, burn_in: int,
+                  parameters: str = 'average') -> Optional[dict]:
+  """python -m ferminet_fast.evaluate on our newest checkpoint: its `parameters` ('average',
+  what a user evaluates by default, or 'last')."""
   if not os.path.exists(os.path.join(run_dir, 'checkpoints')):
     return None
   subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run_dir}',
-                  f'--steps={sweeps}', f'--burn_in={burn_in}'],
+                  f'--steps={sweeps}', f'--burn_in={burn_in}', f'--parameters={parameters}'],
                  cwd=REPO, check=True, capture_output=True)
   with open(os.path.join(run_dir, 'eval.json')) as f:
     ev = json.load(f)
   return {'error_mha': ev['error_mha'], 'stat_mha': 1e3 * ev['error'],
-          'checkpoint_step': ev['checkpoint_step'], 'sweeps': ev['steps']}
+          'checkpoint_step': ev['checkpoint_step'], 'sweeps': ev['steps'],
+          'parameters': ev.get('parameters', 'last'),
+          'average_updates': ev.get('average_updates', 1.0)}
 
 
 def summary(run: dict, exact: float) -> dict:
@@ -237,6 +241,17 @@ def _error(e: Optional[dict]) -> str:
   return f'{e["error_mha"]:+.1f} ± {e["stat_mha"]:.1f}' if e else '–'
 
 
+def _averaged(e: dict) -> str:
+  """What the row's evaluation of ours took: the average (and the last parameters' error)."""
+  ev, last = e.get('ours_evaluated'), e.get('ours_evaluated_last')
+  if not ev or ev.get('parameters') != 'average':
+    return ''
+  text = f'Ours evaluated with the parameters averaged over ~{ev["average_updates"]:.0f} updates'
+  if last:
+    text += f'; its last parameters: {_error(last)} mHa (ratio {_ratio(last, e.get("ferminet_evaluated"))})'
+  return text + '. '
+
+
 def table(entries: list) -> str:
   lines = ['| system | budget (s) | FermiNet: steps, training error (mHa) | ours: steps, '
            'training error (mHa) | ratio | FermiNet evaluated (mHa) | ours evaluated (mHa) | '
@@ -266,6 +281,10 @@ def section(path: str = JSON) -> str:
            'error; "evaluated": the final parameters (FermiNet: its last checkpoint, written '
            'every 15 s) evaluated afterwards with fixed parameters, not timed, by each code '
            '(FermiNet: its inference mode), the same number of sweeps after 100 of burn-in. '
+           'Ours are what `python -m ferminet_fast.evaluate` takes by default: where the row '
+           'says so, the parameters averaged over the last 3% of the updates '
+           '(`optim.average_fraction`; rows before it: the last parameters); the last '
+           'parameters\' evaluation is given below the table. '
            'The training mean is biased low at Ne (BENCHMARKS.md, "Convergence at size"): '
            'quote the evaluated energies; rows without them predate that finding. '
            'Settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves '
@@ -280,6 +299,7 @@ def section(path: str = JSON) -> str:
                  f'ours on {e["versions"]}; first training step after '
                  f'{e["ferminet_summary"].get("first_step_s", float("nan")):.0f} s (FermiNet) '
                  f'and {e["ours_summary"].get("first_step_s", float("nan")):.0f} s (ours). '
+                 + _averaged(e) +
                  f'![{e["system"]} {e["seconds"]:.0f} s]({e["png"]})')
   return '\n'.join(lines) + '\n'
 
@@ -326,9 +346,10 @@ def main():
       fn = race_ferminet(args.ferminet, name, args.seconds, os.path.join(tmp, 'fn'))
       ours_dir = os.path.join(tmp, 'ours')
       ours = race_ours(name, args.seconds, ours_dir, extra)
-      evaluated = fn_evaluated = None
+      evaluated = fn_evaluated = last = None
       if args.evaluate:
-        evaluated = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN)
+        last = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN, 'last')
+        evaluated = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN)  # eval.json's.
         fn_evaluated = evaluate_ferminet(args.ferminet, name, os.path.join(tmp, 'fn'),
                                          os.path.join(tmp, 'fn_eval'), args.eval_sweeps,
                                          EVAL_BURN_IN, exact)
@@ -342,7 +363,8 @@ def main():
              'machine': _machine(), 'versions': ', '.join(f'{k} {v}' for k, v in versions.items()),
              'overrides': extra, 'goal': args.goal, 'ferminet': fn, 'ours': ours,
              'ferminet_summary': summary(fn, exact), 'ours_summary': summary(ours, exact),
-             'ours_evaluated': evaluated, 'ferminet_evaluated': fn_evaluated,
+             'ours_evaluated': evaluated, 'ours_evaluated_last': last,
+             'ferminet_evaluated': fn_evaluated,
              'png': f'benchmarks/race_{name}_{args.seconds:.0f}s.png'}
     plot(entry, os.path.join(REPO, entry['png']))
     entries = [e for e in entries if (e['system'], e['seconds']) != (name, args.seconds)]

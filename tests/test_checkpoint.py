@@ -147,7 +147,7 @@ def test_checkpoint_written_under_the_oldest_jax_resumes_and_evaluates(tmp_path)
   assert not skipped, skipped  # The newest checkpoint itself restored.
   assert [int(s) for s in result.history['step']] == list(range(6))
   assert np.all(np.isfinite(result.history['energy']))
-  assert int(result.state.opt_state.inner.count) == 6  # The update counter went on from 3.
+  assert int(result.state.opt_state.inner.inner.count) == 6  # The update counter went on from 3.
   estimate = evaluate.evaluate(str(run), steps=4, burn_in=1, quiet=True)
   assert np.isfinite(estimate.mean)
   assert checkpoint.has_checkpoint(str(run))
@@ -181,5 +181,34 @@ def test_checkpoint_with_the_earlier_optimizer_state_resumes(tmp_path, method):
     resumed = train.train(cfg, quiet=True)
   assert not [w for w in caught if 'cannot be restored' in str(w.message)]
   assert [int(s) for s in resumed.history['step']] == list(range(5))
-  assert int(resumed.state.opt_state.inner.count) == 5
+  assert int(resumed.state.opt_state.inner.inner.count) == 5
   assert np.all(np.isfinite(resumed.history['energy']))
+
+
+def test_checkpoint_without_the_parameter_average_resumes_and_evaluates(tmp_path):
+  """Runs saved before the optimizer state held the parameters' average: such a checkpoint
+  resumes (the counter and KFAC's factors carried over, the average started afresh), and
+  evaluating it takes the last parameters, saying so."""
+  import shutil
+  from ferminet_fast import evaluate
+  from ferminet_fast.optimizers import legacy
+  from ferminet_fast.run import checkpoint
+  path = tmp_path / 'run'
+  cfg = cfg_for(path, 3, **{'optim.optimizer': 'kfac'})
+  _, state = checkpoint.restore_latest(str(path), train.train(cfg, quiet=True).state)
+  old = legacy.without_average(state.opt_state)
+  shutil.rmtree(path / 'checkpoints')
+  saver = checkpoint.Checkpointer(str(path), 3, 0, 0.0)
+  saver.save(3, state._replace(opt_state=old))
+  saver.close()
+  evaluate.evaluate(str(path), steps=4, burn_in=1, quiet=True)
+  assert json.loads((path / 'eval.json').read_text())['parameters'] == 'last'
+  cfg.optim.iterations = 5
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    resumed = train.train(cfg, quiet=True)
+  assert not [w for w in caught if 'cannot be restored' in str(w.message)]
+  assert int(resumed.state.opt_state.inner.inner.count) == 5
+  kfac_state = resumed.state.opt_state.inner.inner.inner
+  assert float(kfac_state.weight) == pytest.approx((1 - 0.95**5) / 0.05)  # All 5 steps'.
+  assert int(resumed.state.opt_state.inner.count) == 2  # Averaged since the resume.

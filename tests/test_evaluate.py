@@ -32,6 +32,14 @@ def test_evaluation_freezes_parameters_and_reports(tmp_path):
                           for dp, _, fs in os.walk(path / 'checkpoints') for f in fs}
   # Frozen parameters: the evaluated energy agrees with training's last steps roughly.
   assert abs(est.mean - trained.history['energy'][-30:].mean()) < 0.1
+  # By default the parameters averaged over the last 3% of the updates
+  # (optim.average_fraction): 4.5 of 150; on request the last.
+  assert result['parameters'] == 'average' and result['average_updates'] == pytest.approx(4.5)
+  last = evaluate.evaluate(str(path), steps=60, burn_in=10, quiet=True, parameters='last')
+  assert json.loads((path / 'eval.json').read_text())['parameters'] == 'last'
+  assert last.mean > -2.9037 - 5 * last.error and abs(last.mean - est.mean) < 0.1
+  with pytest.raises(InputError, match="--parameters 'first' is not one of average, last"):
+    evaluate.evaluate(str(path), steps=60, quiet=True, parameters='first')
 
 
 def test_evaluating_a_directory_without_checkpoint_is_an_error(tmp_path):

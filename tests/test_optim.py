@@ -58,7 +58,7 @@ def test_spring_direction_is_the_damped_natural_gradient():
     eps = -samples.centred / np.sqrt(b)
     expected = jnp.linalg.solve(o.T @ o + 1e-3 * jnp.eye(o.shape[1]), o.T @ eps)
     np.testing.assert_allclose(flat, expected, rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(state.inner.inner.previous, expected, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(state.inner.inner.inner.previous, expected, rtol=1e-6, atol=1e-9)
     # A descent direction: it lowers the energy to first order, <g, d> < 0 with g = -2 O^T eps.
     assert jnp.vdot(-2 * o.T @ eps, flat) < 0
 
@@ -79,7 +79,7 @@ def test_adam_is_optax_adam_with_our_schedule():
     np.testing.assert_allclose(u_ours['w'], u_theirs['w'], rtol=1e-6)
     assert float(optim.applied_lr(s_ours)) == pytest.approx(0.1 / (1 + t / 3.0))
     params = optax.apply_updates(params, u_ours)
-  assert int(s_ours.inner.count) == 5
+  assert int(s_ours.inner.inner.count) == 5
 
 
 def test_rejected_update_keeps_the_state_and_the_schedule():
@@ -92,18 +92,54 @@ def test_rejected_update_keeps_the_state_and_the_schedule():
   params = {'w': jnp.array([1.0, 2.0])}
   state = opt.init(params)
   updates, state = opt.update({'w': jnp.array([1.0, 1.0])}, state, params)
-  assert not bool(state.rejected) and int(state.inner.count) == 1
+  assert not bool(state.rejected) and int(state.inner.inner.count) == 1
   params = optax.apply_updates(params, updates)
   before = state
   updates, state = opt.update({'w': jnp.array([jnp.nan, 1.0])}, state, params)
   assert bool(state.rejected)
   np.testing.assert_array_equal(updates['w'], [0.0, 0.0])
-  assert int(state.inner.count) == 1 and float(optim.applied_lr(state)) == 0.0
-  assert float(state.inner.lr) == float(before.inner.lr)
+  assert int(state.inner.inner.count) == 1 and float(optim.applied_lr(state)) == 0.0
+  assert float(state.inner.inner.lr) == float(before.inner.inner.lr)
   updates, state = opt.update({'w': jnp.array([1.0, 1.0])}, state, params)
   assert not bool(state.rejected)
   assert float(optim.applied_lr(state)) == pytest.approx(1.0 / (1 + 1 / 1.0))
   np.testing.assert_allclose(updates['w'], [-0.5, -0.5])
+
+
+def test_average_spans_a_fraction_of_the_updates():
+  """The parameters evaluation uses: after update t, mean += (params_t - mean) / max(1, f t)
+  over the parameters after each applied update, checked against the explicit weights
+  (params_t's weight: its rate times the product of (1 - later rates)). The last
+  parameters while f t <= 1, or with f = 0; none before the first update; a rejected
+  update adds nothing."""
+  for fraction in (0.0, 0.5):
+    cfg = config.default().optim
+    cfg.optimizer, cfg.lr.rate, cfg.lr.delay = 'sgd', 0.3, 2.0
+    cfg.average_fraction = fraction
+    opt = optim.make_optimizer(cfg, None)
+    params = {'w': jnp.array([1.0, -2.0]), 'b': jnp.array(0.5)}
+    state = opt.init(params)
+    for name, value in optim.averaged_params(state, params).items():
+      np.testing.assert_array_equal(value, params[name])
+    seen = []
+    for t in range(8):
+      bad = t == 3
+      grads = {'w': jnp.array([jnp.nan if bad else 1.0 + t, -t]), 'b': jnp.array(t - 2.0)}
+      updates, state = opt.update(grads, state, params)
+      assert bool(state.rejected) == bad
+      params = optax.apply_updates(params, updates)
+      if not bad:
+        seen.append(params)
+    rates = [1.0 / max(1.0, fraction * t) for t in range(1, len(seen) + 1)]
+    weights = [r * np.prod([1 - q for q in rates[i + 1:]]) for i, r in enumerate(rates)]
+    assert sum(weights) == pytest.approx(1.0)
+    if fraction:
+      assert weights[-1] == pytest.approx(1 / 3.5) and weights[0] == 0.0  # Spans ~3.5.
+    for name in params:
+      expected = sum(w * np.asarray(p[name]) for w, p in zip(weights, seen))
+      np.testing.assert_allclose(optim.averaged_params(state, params)[name], expected,
+                                 rtol=1e-6)
+    assert optim.average_horizon(state, fraction) == max(1.0, fraction * len(seen))
 
 
 def test_norm_constraint_bounds_the_step():

@@ -1,14 +1,15 @@
-"""Optimizer states in the layout of checkpoints written before every optimizer was composed
-as reject_nonfinite(scaled_by_schedule(direction)) (optim.py), so that such runs resume.
+"""Optimizer states in the layouts of earlier checkpoints, so that such runs resume:
 
-Each method's earlier layout, and the two maps between it and today's state:
+- before the parameter average: reject_nonfinite(scaled_by_schedule(direction)), the
+  state of today's (optim.py) without its AverageState; restored with no average yet;
+- before every optimizer was composed that way, each method's own layout:
 - adam: optax.adam(schedule)'s (ScaleByAdamState, ScaleByScheduleState);
 - sgd: optax.sgd(schedule)'s (EmptyState, ScaleByScheduleState);
 - kfac: KfacState(count, lr, weight, factors, diagonal, inverses);
 - spring: SpringState(step, previous).
-`to_legacy` gives the earlier layout of a state of today's (the shapes to restore into);
-`from_legacy` turns a restored earlier state into today's. The counter carries over; the
-rate of the update before the checkpoint, which only statistics read, where it was kept.
+`to_legacy` gives a method's own earlier layout of a state of today's (the shapes to
+restore into); `from_legacy` turns a restored one into today's. The counter carries over;
+the rate of the update before the checkpoint, which only statistics read, where it was kept.
 """
 
 from typing import Any, NamedTuple
@@ -56,21 +57,37 @@ def _layout(method: str) -> tuple:
   return LAYOUTS[method]
 
 
+def without_average(state: optim.RejectState) -> optim.RejectState:
+  """Today's state -> the layout before the parameter average."""
+  return optim.RejectState(state.rejected, state.inner.inner)
+
+
+def with_average(old: optim.RejectState, like: optim.RejectState) -> optim.RejectState:
+  """A state in the layout before the parameter average -> today's, with no update averaged
+  yet (optim.averaged_params then gives the parameters themselves)."""
+  average = like.inner
+  return optim.RejectState(old.rejected, optim.AverageState(
+      average.params, jnp.zeros_like(average.count), old.inner))
+
+
 def to_legacy(method: str, state: optim.RejectState):
   """Today's state -> the same content in the earlier layout of `method`."""
-  return _layout(method)[0](state.inner)
+  return _layout(method)[0](state.inner.inner)
 
 
 def from_legacy(method: str, old, like: optim.RejectState) -> optim.RejectState:
   """A state restored in the earlier layout of `method` -> today's (dtypes and layout of
   `like`, a state of today's from the same settings)."""
   count, lr, inner = _layout(method)[1](old)
-  lr = jnp.zeros_like(like.inner.lr) if lr is None else lr
-  state = optim.RejectState(jnp.zeros_like(like.rejected), optim.ScheduleState(count, lr, inner))
+  lr = jnp.zeros_like(like.inner.inner.lr) if lr is None else lr
+  state = with_average(optim.RejectState(jnp.zeros_like(like.rejected),
+                                         optim.ScheduleState(count, lr, inner)), like)
   # Same tree as `like` (e.g. optax's EmptyState restored as the class of today's).
   return jax.tree.unflatten(jax.tree.structure(like), jax.tree.leaves(state))
 
 
-def upgrade(method: str, like: optim.RejectState) -> tuple:
-  """(to_old, from_old) for checkpoint.restore_latest: `method`'s maps, `like` today's state."""
-  return (lambda state: to_legacy(method, state)), (lambda old: from_legacy(method, old, like))
+def upgrade(method: str, like: optim.RejectState) -> list:
+  """[(to_old, from_old), ...] for checkpoint.restore_latest, newest layout first: the maps
+  of each earlier layout of `method`, `like` today's state."""
+  return [(without_average, lambda old: with_average(old, like)),
+          ((lambda state: to_legacy(method, state)), (lambda old: from_legacy(method, old, like)))]

@@ -5,13 +5,15 @@ Every optimizer is an optax `GradientTransformationExtraArgs`: `init(params)` an
 a PRNG key, the centred local energies) are what curvature-based methods (KFAC, SPRING)
 need; first-order optax transformations ignore them. Each is composed the same way:
 
-  reject_nonfinite(scaled_by_schedule(direction, schedule, ...))
+  reject_nonfinite(averaged(scaled_by_schedule(direction, schedule, ...)))
 
 `direction` gives an ascent direction d (Adam's m / sqrt(v), KFAC's F^-1 g, SPRING's natural
 gradient); `scaled_by_schedule` makes the update -lr d with FermiNet's schedule
 lr = rate * (1 + t / delay) ** -decay, t counting the updates applied (the one counter),
-and keeps the rate it applied; `reject_nonfinite` drops an update that would make a
-parameter non-finite and keeps the state as it was.
+and keeps the rate it applied; `averaged` keeps a moving average of the parameters the
+updates lead to, which evaluation uses (`averaged_params`); `reject_nonfinite` drops an
+update that would make a parameter non-finite and keeps the state (the average too) as it
+was.
 """
 
 from typing import Any, Callable, NamedTuple, Optional
@@ -120,9 +122,57 @@ def reject_nonfinite(inner: optax.GradientTransformation) -> optax.GradientTrans
   return optax.GradientTransformationExtraArgs(init, update)
 
 
+class AverageState(NamedTuple):
+  params: Any  # The moving average of the parameters after each update (any while count 0).
+  count: jax.Array  # () int32, updates averaged so far.
+  inner: Any  # The wrapped transformation's state (a ScheduleState).
+
+
+def averaged(inner: optax.GradientTransformation, fraction: float
+             ) -> optax.GradientTransformationExtraArgs:
+  """Keeps, beside `inner`'s state, a moving average of the parameters after each update
+  over about the last `fraction` of the updates: after update t, mean += (params_t - mean)
+  / max(1, fraction * t), an exponential average whose horizon grows with the run (the
+  last parameters while fraction * t <= 1; fraction 0: always the last). The updates
+  themselves are `inner`'s.
+
+  Why: late in training the parameters fluctuate around their optimum with the gradient's
+  noise, which raises the energy of the last parameters; the average cancels much of it.
+  Early on the parameters drift fast and an average would lag behind them; a horizon that
+  is a fraction of the steps done keeps the lag a small part of the run."""
+  inner = optax.with_extra_args_support(inner)
+
+  def init(params):
+    return AverageState(params, jnp.zeros((), jnp.int32), inner.init(params))
+
+  def update(grads, state: AverageState, params=None, **extra):
+    updates, new_inner = inner.update(grads, state.inner, params, **extra)
+    count = state.count + 1
+    rate = 1.0 / jnp.maximum(1.0, fraction * count.astype(jnp.float32))
+    mean = jax.tree.map(lambda m, p, u: m + (p + u - m) * rate.astype(m.dtype),
+                        state.params, params, updates)
+    return updates, AverageState(mean, count, new_inner)
+
+  return optax.GradientTransformationExtraArgs(init, update)
+
+
+def averaged_params(state: RejectState, params):
+  """The moving average of the parameters (`averaged`), or `params` if no update has been
+  averaged yet (a fresh state, or one restored from a checkpoint that held no average).
+  `state`: the state of `make_optimizer`'s optimizer."""
+  average = state.inner
+  return jax.tree.map(lambda m, p: jnp.where(average.count > 0, m, p), average.params, params)
+
+
+def average_horizon(state: RejectState, fraction: float) -> float:
+  """About how many of the last updates the average spans (1: the last parameters)."""
+  return max(1.0, fraction * float(state.inner.count))
+
+
 def applied_lr(state: RejectState) -> jax.Array:
   """The learning rate of the update last applied: 0 when it was rejected."""
-  return jnp.where(state.rejected, jnp.zeros_like(state.inner.lr), state.inner.lr)
+  lr = state.inner.inner.lr
+  return jnp.where(state.rejected, jnp.zeros_like(lr), lr)
 
 
 def adam(optim_cfg, network) -> optax.GradientTransformation:
@@ -200,10 +250,12 @@ NORM_CONSTRAINTS = {'kfac': 'fisher', 'spring': 'euclidean'}
 
 def make_optimizer(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   """network: a networks.Network, whose log|psi| curvature-based methods differentiate.
-  The state is a RejectState around a ScheduleState (module docstring)."""
+  The state is a RejectState around an AverageState around a ScheduleState (module
+  docstring)."""
   direction = OPTIMIZERS[optim_cfg.optimizer](optim_cfg, network)
   constraint, norm = None, NORM_CONSTRAINTS.get(optim_cfg.optimizer, 'fisher')
   if optim_cfg.optimizer in NORM_CONSTRAINTS:
     constraint = getattr(optim_cfg, optim_cfg.optimizer).norm_constraint
-  return reject_nonfinite(scaled_by_schedule(direction, lr_schedule(optim_cfg), constraint,
-                                             norm))
+  return reject_nonfinite(averaged(scaled_by_schedule(direction, lr_schedule(optim_cfg),
+                                                      constraint, norm),
+                                   optim_cfg.average_fraction))

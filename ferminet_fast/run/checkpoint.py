@@ -79,17 +79,16 @@ class Checkpointer:
 
 
 def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
-                   upgrade: Optional[tuple] = None) -> tuple:
+                   upgrades: Sequence[tuple] = ()) -> tuple:
   """(step, state) from the newest checkpoint of run_dir that restores, shaped and laid
   out over devices like `like` (a state of the same config, on this run's devices; the
   saved device count does not matter). Raises InputError if none does.
 
   With `fields` (names of the state's fields, e.g. ('params', 'walkers')) only those are
-  read and the rest is kept from `like`: evaluation needs no optimizer state, whose
-  layout may differ between versions of the optimizer library. `upgrade`, a pair
-  (to_old, from_old) of maps of the optimizer state (optimizers/legacy.py), restores a
-  checkpoint whose optimizer state has an earlier layout: into to_old(like.opt_state),
-  then from_old(restored)."""
+  read and the rest is kept from `like`. `upgrades`, pairs (to_old, from_old) of maps of
+  the optimizer state (optimizers/legacy.py), newest first, restore a checkpoint whose
+  optimizer state has an earlier layout: into to_old(like.opt_state), then
+  from_old(restored)."""
 
   def restore_args(target):
     if fields is None:
@@ -100,17 +99,32 @@ def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
         item=abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
         partial_restore=True)
 
+  def restore_as(step, target):
+    state = manager.restore(step, args=restore_args(target))
+    if fields is None:
+      return state
+    # A partial restore leaves what the checkpoint lacks as shapes: a different layout.
+    missing = [jax.tree_util.keystr(path) for path, leaf in
+               jax.tree_util.tree_leaves_with_path(state)
+               if isinstance(leaf, jax.ShapeDtypeStruct)]
+    if missing:
+      raise ValueError(f'the checkpoint holds no {missing[0]} (and {len(missing) - 1} more)')
+    return target._replace(**state)
+
   def restore(step):
     try:
-      state = manager.restore(step, args=restore_args(like))
-    except Exception:
-      if upgrade is None or fields is not None:
+      return restore_as(step, like)
+    except Exception as e:
+      if not upgrades or (fields is not None and 'opt_state' not in fields):
         raise
-      to_old, from_old = upgrade
-      old = manager.restore(step, args=restore_args(
-          like._replace(opt_state=to_old(like.opt_state))))
+      error = e  # Raised if no earlier layout restores either (the checkpoint is damaged).
+    for to_old, from_old in upgrades:
+      try:
+        old = restore_as(step, like._replace(opt_state=to_old(like.opt_state)))
+      except Exception:
+        continue
       return old._replace(opt_state=from_old(old.opt_state))
-    return like._replace(**state) if fields is not None else state
+    raise error
 
   manager = ocp.CheckpointManager(directory(run_dir))
   try:
