@@ -52,6 +52,38 @@ def test_taps_give_every_layers_parameter_gradient(name):
                                      grad[path + ('bias',)], atol=1e-10)
 
 
+@pytest.mark.parametrize('name', list(NETWORKS))
+def test_gradient_from_the_curvature_pass_is_the_vmc_gradient(name):
+  """With KFAC the step takes the VMC gradient from the pass that gives the curvature
+  statistics (kfac.make_gradient): equal to the derivative of the energy (loss.make_energy's,
+  the step's with any other optimizer), and those statistics equal to the ones KFAC's update
+  computes from the walkers itself. float64, with clipping active."""
+  from ferminet_fast import config
+  from ferminet_fast.vmc import step
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64, **NETWORKS[name])
+    x = jax.random.normal(jax.random.PRNGKey(3), (6, network.n_coords), jnp.float64)
+    cfg = config.default()
+    cfg.optim.clip_local_energy = 0.5  # Some walkers clipped: their weights change.
+    parts = {}
+    for method in ('kfac', 'adam'):
+      cfg.optim.optimizer = method
+      parts[method] = step.make_parts(system, network, cfg.mcmc, cfg.optim, 'jacfwd', 0)
+    (e, aux), grads, curvature = jax.jit(parts['kfac'].energy_grad)(params, x)
+    (e_ref, _), grads_ref, none = jax.jit(parts['adam'].energy_grad)(params, x)
+    assert none is None and float(e) == pytest.approx(float(e_ref), rel=1e-12)
+    unclipped = aux.local_energy - jnp.mean(aux.local_energy)
+    assert not np.allclose(aux.centred, unclipped)  # The clipping took part.
+    for (path, g), g_ref in zip(jax.tree_util.tree_leaves_with_path(grads),
+                                jax.tree.leaves(grads_ref)):
+      np.testing.assert_allclose(g, g_ref, rtol=1e-9, atol=1e-12,
+                                 err_msg=jax.tree_util.keystr(path))
+    assert jax.tree.structure(grads) == jax.tree.structure(grads_ref)
+    statistics, _ = kfac.make_statistics(network, params, network.n_coords)
+    for got, want in zip(jax.tree.leaves(curvature), jax.tree.leaves(statistics(params, x))):
+      np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)  # Roundoff only.
+
+
 def test_damped_inverse_is_the_pi_adjusted_kronecker_inverse():
   """(A^-1 kron G^-1) inverts (pi A + sqrt(l) I) kron (G / pi + sqrt(l) I), pi^2 the ratio of
   the factors' mean eigenvalues (Martens & Grosse 2015, section 6.3)."""

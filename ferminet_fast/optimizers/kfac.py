@@ -82,9 +82,11 @@ def _layers(taps) -> list:
 
 
 def make_statistics(network, params, n_coords: int) -> tuple:
-  """(statistics(params, x (B, 3N)) -> (factors, diagonal) of this batch, layers):
-  per-layer (A, G, repeats) and per-parameter diagonal of F, as defined above; `params`
-  (arrays or shapes) fix the layers."""
+  """(statistics(params, x (B, 3N), weights=None), layers): per-layer (A, G, repeats) and
+  per-parameter diagonal of F of this batch, as defined above, and with `weights` (B,) also
+  sum_i weights_i d log|psi(x_i)| / d params, assembled from the same pass (the VMC
+  gradient, for weights dE/dlog|psi_i|): `((factors, diagonal), grads)`. `params` (arrays
+  or shapes) fix the layers."""
   dtype = jax.tree.leaves(params)[0].dtype
   layers = _layers(zero_taps(network, params, jnp.zeros((n_coords,), dtype)))
   dense = {path + (leaf,) for path in layers for leaf in ('kernel', 'bias')}
@@ -101,12 +103,12 @@ def make_statistics(network, params, n_coords: int) -> tuple:
         diagonal, zero_taps(network, params, x))
     return inputs, grads
 
-  def statistics(params, x):
+  def statistics(params, x, weights=None):
     inputs, (g_diag, g_taps) = jax.vmap(per_walker, in_axes=(None, 0))(params, x)
     b = x.shape[0]
     inputs, g_taps = traverse_util.flatten_dict(inputs), traverse_util.flatten_dict(g_taps)
     flat = traverse_util.flatten_dict(params['params'])
-    factors = {}
+    factors, grads = {}, {}
     for path in layers:
       (a,) = inputs[path + ('inputs',)]  # (B, [K,] R, n_in), a tuple as sown.
       rows = a.size // a.shape[-1]  # B R rows, each of K configurations' with K states.
@@ -115,13 +117,37 @@ def make_statistics(network, params, n_coords: int) -> tuple:
       # Rows whose output does not reach log|psi| are not counted (kfac-jax's masking).
       mask = jnp.any(d != 0, axis=-1, keepdims=True).astype(a.dtype)
       a = a * mask
-      if path + ('bias',) in flat:
+      bias = path + ('bias',) in flat
+      if bias:
         a = jnp.concatenate([a, jnp.ones_like(a[:, :1])], axis=1)
       factors[_name(path)] = (a.T @ a / b, FISHER_SCALE * (d.T @ d) / b, jnp.sum(mask) / b)
+      if weights is not None:  # d log|psi| / d kernel = sum over rows of a d^T.
+        g = a.T @ (jnp.repeat(weights, rows // b)[:, None] * d)  # (n_in [+ 1], n_out)
+        kernel = flat[path + ('kernel',)]
+        if bias:
+          grads[path + ('bias',)] = g[-1].reshape(flat[path + ('bias',)].shape)
+          g = g[:-1]
+        grads[path + ('kernel',)] = g.reshape(kernel.shape)
     diagonal = {_name(k): FISHER_SCALE * jnp.sum(g**2, axis=0) / b for k, g in g_diag.items()}
-    return factors, diagonal
+    if weights is None:
+      return factors, diagonal
+    grads.update({k: jnp.tensordot(weights, g, axes=1) for k, g in g_diag.items()})
+    return (factors, diagonal), {'params': traverse_util.unflatten_dict(grads)}
 
   return statistics, layers
+
+
+def make_gradient(network, n_coords: int):
+  """gradient(params, x (B, 3N), weights (B,)) -> (sum_i weights_i d log|psi(x_i)| /
+  d params, this batch's curvature statistics): the VMC gradient and what `kfac`'s update
+  would otherwise compute from x with a second pass through the network (samples.curvature)."""
+
+  def gradient(params, x, weights):
+    statistics, _ = make_statistics(network, params, n_coords)
+    curvature, grads = statistics(params, x, weights)
+    return grads, curvature
+
+  return gradient
 
 
 def damped_inverses(a: jax.Array, g: jax.Array, damping) -> tuple:
@@ -183,9 +209,10 @@ def precondition(grads, inverses: dict, layers: list):
 def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
          invert_every: int) -> optax.GradientTransformationExtraArgs:
   """The KFAC direction F^-1 g. Its `update(grads, state, params, *, samples, count)` needs
-  the step's walkers (`samples.x`, (B, 3N)), whose curvature statistics it folds in first,
-  and the number of updates applied before (`count`, () int32), which decides when the
-  factors are inverted."""
+  the step's walkers (`samples.x`, (B, 3N)), whose curvature statistics it folds in first
+  (`samples.curvature` when the gradient's pass gave them: `make_gradient`), and the number
+  of updates applied before (`count`, () int32), which decides when the factors are
+  inverted."""
 
   def init(params):
     dtype = jax.tree.leaves(params)[0].dtype
@@ -202,7 +229,10 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
     del extra
     dtype = jax.tree.leaves(params)[0].dtype
     statistics, layers = make_statistics(network, params, n_coords)
-    factors, diagonal = statistics(params, samples.x)
+    if samples.curvature is None:
+      factors, diagonal = statistics(params, samples.x)
+    else:
+      factors, diagonal = samples.curvature
     decay = jnp.asarray(cov_ema_decay, dtype)
     acc = lambda old, new: decay * old + new
     factors = jax.tree.map(acc, state.factors, factors)

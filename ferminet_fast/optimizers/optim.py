@@ -32,6 +32,9 @@ class Samples(NamedTuple):
   x: jax.Array  # (B, 3N) bohr, the walkers.
   key: jax.Array  # PRNG key for stochastic curvature estimates.
   centred: jax.Array  # (B,) Ha, clipped local energies minus their mean (loss.EnergyAux).
+  # What the gradient's pass measured for the optimizer besides the gradient (KFAC's
+  # curvature statistics: `fused_gradient`), or None.
+  curvature: Any = None
 
 
 # (rate, delay) used when config.optim.lr leaves them None: FermiNet's for KFAC, and what
@@ -241,6 +244,18 @@ OPTIMIZERS = {
     'sgd': sgd,
     'spring': spring,
 }
+
+
+# Methods whose curvature pass also gives the gradient: method -> (network, n_coords) ->
+# gradient(params, x (B, 3N), weights (B,)) -> (grads, curvature for Samples.curvature).
+FUSED_GRADIENTS = {'kfac': kfac_lib.make_gradient}
+
+
+def fused_gradient(optim_cfg, network) -> Optional[Callable]:
+  """The gradient of `optim_cfg.optimizer` that comes with its curvature statistics from one
+  pass through the network (the step then differentiates the energy no further), or None."""
+  make = FUSED_GRADIENTS.get(optim_cfg.optimizer)
+  return make(network, network.n_coords) if make else None
 
 
 # Methods whose step length is bounded: method -> norm (scaled_by_schedule) of the bound,

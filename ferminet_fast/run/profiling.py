@@ -26,8 +26,9 @@ def _stage_functions(parts: Parts) -> dict:
   def energy_grad(s):
     return parts.energy_grad(s.params, s.walkers.x)
 
-  def update(s, grads, centred):
-    return parts.update(s.params, s.opt_state, grads, optim.Samples(s.walkers.x, s.key, centred))
+  def update(s, grads, centred, curvature):
+    return parts.update(s.params, s.opt_state, grads,
+                        optim.Samples(s.walkers.x, s.key, centred, curvature))
 
   return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': update}
 
@@ -44,10 +45,10 @@ def compile_stages(parts: Parts, state) -> dict:
   proceeds: it only traces and compiles, and never touches the state's buffers.
   """
   fns = _stage_functions(parts)  # MCMC was compiled with the step: it is also the burn-in.
-  (_, aux), grads = jax.eval_shape(fns['energy_grad_ms'], state)
+  (_, aux), grads, curvature = jax.eval_shape(fns['energy_grad_ms'], state)
   stages = {}
   for name, fn in fns.items():
-    args = (state, grads, aux.centred) if name == 'optimizer_ms' else (state,)
+    args = (state, grads, aux.centred, curvature) if name == 'optimizer_ms' else (state,)
     stages[name] = jax.jit(fn).lower(*args).compile()
   return stages
 
@@ -84,10 +85,10 @@ def _median_ms(fn: Callable, repeats: int) -> float:
 def measure_stages(compiled: Compiled, stages: dict, state: TrainState, repeats: int = 5) -> dict:
   """Median wall time (ms) of each compiled stage and of the whole step on `state`."""
   stages = {'mcmc_ms': compiled.mcmc, **stages}
-  (_, aux), grads = stages['energy_grad_ms'](state)
+  (_, aux), grads, curvature = stages['energy_grad_ms'](state)
   out = {}
   for name, fn in stages.items():
-    args = (state, grads, aux.centred) if name == 'optimizer_ms' else (state,)
+    args = (state, grads, aux.centred, curvature) if name == 'optimizer_ms' else (state,)
     jax.block_until_ready(fn(*args))  # One unmeasured call: first-run allocations.
     out[name] = _median_ms(lambda: fn(*args), repeats)
   out['train_step_ms'] = time_train_step(compiled, state, repeats)

@@ -138,6 +138,14 @@ def resolve_chunk_size(setting, network) -> int:
                          jax.devices())
 
 
+def gradient_weights(aux: EnergyAux) -> jax.Array:
+  """(B,) dE / d log|psi(x_i)|: the VMC gradient is sum_i w_i d log|psi(x_i)| / d params
+  with w_i = 2 (E_L,i - <E_L>) / n over the n walkers with a finite local energy (clipped,
+  centred: aux.centred; 0 for the others)."""
+  n = jnp.maximum(aux.centred.shape[0] - aux.nonfinite, 1)
+  return 2.0 * aux.centred / n
+
+
 def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
                 clip_k: float, chunk_size: int = 0,
                 penalty: Optional[Callable] = None) -> Callable:
@@ -181,9 +189,8 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
     # derivative itself be non-finite there, e.g. a walker at a NaN position, 0 * NaN
     # reaches the gradient and the step rejects the update; the next sweep restarts such
     # walkers, mcmc.replace_nonfinite.)
-    n = jnp.maximum(x.shape[0] - aux.nonfinite, 1)  # Walkers in the gradient.
     _, dlog_psi = jax.jvp(lambda p: batch_log_psi(p, x), (params,), (tangents[0],))
-    tangent = 2.0 * jnp.sum(aux.centred * dlog_psi) / n
+    tangent = jnp.sum(gradient_weights(aux) * dlog_psi)
     zeros = jax.tree.map(jnp.zeros_like, aux)
     return (mean, aux), (tangent, zeros)
 

@@ -50,7 +50,9 @@ class Parts:
   sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove): fixed width
   mcmc_step: Callable  # TrainState -> (TrainState, pmove): sample, one sweep, width adapted
   energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
-  # (params, x (B, 3N)) -> ((E, EnergyAux), grads): local energies and the VMC gradient.
+  # (params, x (B, 3N)) -> ((E, EnergyAux), grads, curvature): local energies, the VMC
+  # gradient and, for an optimizer whose curvature pass gives the gradient too (KFAC:
+  # optim.fused_gradient), its curvature statistics (else None).
   energy_grad: Callable
   # (params, opt_state, grads, Samples) -> (params, opt_state): the optimizer's update
   # applied (a rejected one changes nothing but opt_state.rejected: optim.reject_nonfinite).
@@ -86,6 +88,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
                             optim_cfg.clip_local_energy, chunk_size, penalty)
   optimizer = optim.make_optimizer(optim_cfg, network)
+  fused = optim.fused_gradient(optim_cfg, network)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
 
   def mcmc_step(state: TrainState):
@@ -96,7 +99,13 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     return state._replace(walkers=walkers, key=key), pmove
 
   def energy_grad(params, x):
-    return jax.value_and_grad(energy, has_aux=True)(params, x)
+    if fused is None:
+      return (*jax.value_and_grad(energy, has_aux=True)(params, x), None)
+    # One pass of log|psi|'s derivatives per walker gives the gradient and the curvature
+    # statistics; the energy's own derivative (another pass) is not taken.
+    e, aux = energy(params, x)
+    grads, curvature = fused(params, x, loss.gradient_weights(aux))
+    return (e, aux), grads, curvature
 
   def update(params, opt_state, grads, samples: optim.Samples):
     updates, opt_state = optimizer.update(grads, opt_state, params, samples=samples)
@@ -106,10 +115,10 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     width = state.walkers.width
     state, pmove = mcmc_step(state)
     x = state.walkers.x
-    (e, aux), grads = energy_grad(state.params, x)
+    (e, aux), grads, curvature = energy_grad(state.params, x)
     key, k_opt = jax.random.split(state.key)
     params, opt_state = update(state.params, state.opt_state, grads,
-                               optim.Samples(x, k_opt, aux.centred))
+                               optim.Samples(x, k_opt, aux.centred, curvature))
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
     stats = StepStats(e, aux.variance, pmove, width, optim.applied_lr(opt_state),
