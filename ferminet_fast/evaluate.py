@@ -180,6 +180,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
 
 STATES = 'states'  # Key of the several states' matrices among the estimators.
 PARAMETERS = ('average', 'last')  # Which parameters of a checkpoint are evaluated.
+EV_PER_HA = 27.211386246  # CODATA 2018.
 
 
 def _restore(run_dir: str, like: step.TrainState, method: str) -> tuple:
@@ -200,7 +201,6 @@ def _restore(run_dir: str, like: step.TrainState, method: str) -> tuple:
     return found, state, bool(state.opt_state.inner.count > 0)
   found, state = checkpoint.restore_latest(run_dir, like, ('params', 'walkers'))
   return found, state, False
-EV_PER_HA = 27.211386246  # CODATA 2018.
 
 
 def _report_states(series: np.ndarray, k: int, say) -> dict:
