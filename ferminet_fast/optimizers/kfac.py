@@ -21,7 +21,8 @@ added to its output, whose derivative is d log|psi| / d (output). One batched fo
 backward pass of log|psi|, inside the same jitted step as everything else; the same pass
 gives the VMC gradient (a kernel's is the sum over rows of a (w d)^T with each walker's
 weight w = dE / d log|psi|: `make_gradient`), so in the train step it replaces the
-energy's own derivative pass (Ne: 88.8 -> 82.6 ms per step). Factors are
+energy's own derivative pass (BENCHMARKS.md, "KFAC's gradient from its curvature
+pass"). Factors are
 averaged over steps (a normalised exponential moving average, `cov_ema_decay`) and
 inverted with factored Tikhonov damping (pi-adjusted, as in kfac-jax) every
 `invert_every` steps. The transformation gives the direction F^-1 g; the
