@@ -7,6 +7,7 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py --suite ecp --optimizers kfac   # ccECP against all electrons
   python scripts/benchmark.py --suite states --optimizers kfac  # K states against one
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
+  python scripts/benchmark.py --against-ferminet /tmp/fn --systems Ne --network standard --batch 4096
   python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
 
 Every run is `python -m ferminet_fast.train --config C ...` in a fresh process, so start-up
@@ -21,9 +22,10 @@ DIR) and ours with the same settings, alternately, in this one invocation: per s
 optimizer, the time of one step is (T(long) - T(short)) / (long - short) of whole processes
 trained `long` and `short` steps (start-up, compilation and burn-in cancel), the median over
 `--repeats`; no pretraining (`--pretrain N`: N steps of each code's Hartree-Fock
-pretraining, so that the start-up includes it), our stage timers off. Printed: both, and
-ours / FermiNet's; also each code's start-up, T(short) - short x (time of one step): process
-start to the first step, plus the exit.
+pretraining, so that the start-up includes it), our stage timers off; the small network at
+256 walkers unless `--network standard` (FermiNet's default size) and `--batch` say
+otherwise. Printed: both, and ours / FermiNet's; also each code's start-up, T(short) -
+short x (time of one step): process start to the first step, plus the exit.
 `--against-ours DIR` does the same with another checkout of this repository (run from DIR
 with this interpreter) in FermiNet's place: whether a change made the step slower.
 """
@@ -98,11 +100,14 @@ def _wall(cmd: list, cwd: str = REPO) -> float:
 
 
 def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int,
-                 repeats: int, ours_baseline: bool = False, pretrain: int = 0) -> dict:
+                 repeats: int, ours_baseline: bool = False, pretrain: int = 0,
+                 network: str = 'small', batch: int = 256) -> dict:
   """ms per step of a baseline and ours on system `name`, by differences of whole processes.
   The baseline is FermiNet set up in the directory `baseline`, or with `ours_baseline`
-  another checkout of this repository there. `pretrain`: pretraining steps of both."""
-  keys = {'optim.optimizer': optimizer, 'pretrain.iterations': str(pretrain)}
+  another checkout of this repository there. `pretrain`: pretraining steps of both;
+  `network`: a name in `reference.NETWORKS`; `batch`: walkers."""
+  keys = {'optim.optimizer': optimizer, 'pretrain.iterations': str(pretrain),
+          'batch_size': str(batch), **reference.NETWORKS[network]}
   ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
   ms, startup = {'baseline': [], 'ours': []}, {'baseline': [], 'ours': []}
   for _ in range(repeats):
@@ -169,6 +174,12 @@ def main():
   parser.add_argument('--pretrain', type=int, default=0, metavar='N',
                       help='with --against-ferminet / --against-ours: N Hartree-Fock '
                       'pretraining steps in both codes (start-up includes them)')
+  parser.add_argument('--network', default='small', choices=list(reference.NETWORKS),
+                      help='with --against-ferminet / --against-ours: small = hidden '
+                      '((64,8),(64,8)), 2 determinants; standard = FermiNet\'s default, '
+                      '(256,32) x 4, 16 determinants')
+  parser.add_argument('--batch', type=int, default=256, metavar='WALKERS',
+                      help='with --against-ferminet / --against-ours: walkers per step')
   args = parser.parse_args()
   if args.against_ferminet or args.against_ours:
     baseline = args.against_ferminet or os.path.abspath(args.against_ours)
@@ -179,7 +190,8 @@ def main():
     for name in args.systems:
       for opt in args.optimizers:
         r = side_by_side(baseline, name, opt, *args.steps, args.repeats,
-                         ours_baseline=bool(args.against_ours), pretrain=args.pretrain)
+                         ours_baseline=bool(args.against_ours), pretrain=args.pretrain,
+                         network=args.network, batch=args.batch)
         rows.append({'system': name, 'optimizer': opt, **r})
         st = r['startup_s']
         print(f'| {name} | {opt} | {r["baseline"]:.1f} | {r["ours"]:.1f} | {r["ratio"]:.2f} | '
@@ -188,7 +200,9 @@ def main():
     if args.json:
       with open(args.json, 'w') as f:
         json.dump({'baseline': baseline, 'label': label, 'rows': rows, 'steps': args.steps,
-                   'repeats': args.repeats, 'pretrain': args.pretrain}, f, indent=2)
+                   'repeats': args.repeats, 'pretrain': args.pretrain,
+                   'network': {'name': args.network, **reference.NETWORKS[args.network]},
+                   'batch': args.batch}, f, indent=2)
     return
   if args.quick:
     args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20

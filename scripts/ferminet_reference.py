@@ -5,9 +5,16 @@ command line for each system, and its per-step log line. FermiNet comes from
 import os
 import re
 
-# Settings both codes run with in every comparison (FermiNet's key names, which ours share).
-SHARED = {'batch_size': '256', 'network.ferminet.hidden_dims': '((64, 8), (64, 8))',
-          'network.determinants': '2', 'mcmc.steps': '10'}
+# Networks compared: 'small' is our CPU comparison size; 'standard' is FermiNet's default
+# ((256, 32) x 4 layers, 16 determinants), the size its papers use.
+NETWORKS = {
+    'small': {'network.ferminet.hidden_dims': '((64, 8), (64, 8))', 'network.determinants': '2'},
+    'standard': {'network.ferminet.hidden_dims': '((256, 32), (256, 32), (256, 32), (256, 32))',
+                 'network.determinants': '16'},
+}
+# Settings both codes run with in every comparison (FermiNet's key names, which ours share);
+# callers override the network and the batch through their `keys`.
+SHARED = {'batch_size': '256', **NETWORKS['small'], 'mcmc.steps': '10'}
 # name: (our config, FermiNet's config file, FermiNet's keys for the system).
 SYSTEMS = {
     'He': ('configs/he.py', 'atom.py', {'system.atom': 'He'}),
