@@ -18,9 +18,9 @@ import jax  # noqa: E402
 from ferminet_fast import InputError, config  # noqa: E402
 from ferminet_fast.optimizers import legacy  # noqa: E402
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
-from ferminet_fast.run import (checkpoint, cli, distributed, loop, machine,  # noqa: E402
-                               memory, profiling, report, resume, rundir, signals,
-                               xla_flags)
+from ferminet_fast.run import (blas_threads, checkpoint, cli, distributed, loop,  # noqa: E402
+                               machine, memory, profiling, report, resume, rundir,
+                               signals, xla_flags)
 from ferminet_fast.run.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
 from ferminet_fast.wavefunction import networks  # noqa: E402
@@ -38,7 +38,7 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False,
   given, maps the compiled step to the function called in its place (fault injection in
   tests). Run by every process of a multi-host job; only process 0 prints and writes files.
   """
-  with signals.StopSignals(handle_signals) as stop:
+  with signals.StopSignals(handle_signals) as stop, blas_threads.limited():
     return _train(cfg, quiet, stop, wrap_step)
 
 
