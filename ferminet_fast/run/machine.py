@@ -10,7 +10,7 @@ import jax
 import ferminet_fast
 
 VERSIONED = ('jax', 'jaxlib', 'flax', 'optax', 'chex', 'ml_collections', 'orbax-checkpoint',
-             'numpy', 'folx', 'pyscf')
+             'numpy', 'scipy', 'threadpoolctl', 'folx', 'pyscf')
 
 
 def versions() -> dict:
