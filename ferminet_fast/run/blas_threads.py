@@ -3,10 +3,11 @@
 On CPU, JAX runs its linear algebra (KFAC's Cholesky factorisations, the determinants' LU)
 through the LAPACK that SciPy ships (OpenBLAS in SciPy's wheels). OpenBLAS keeps a thread
 per core, and they spin for a while after each call; XLA's own threads, which run the rest
-of the step on the same cores, then wait for them. With KFAC at Ne on 2 cores the step took
-~97 ms with OpenBLAS's threads and ~72 ms without (BENCHMARKS.md, "OpenBLAS's threads
-against XLA's"). The matrices handed to LAPACK here are small (a few hundred rows), so one
-thread loses nothing.
+of the step on the same cores, then wait for them; with KFAC on CPU the step is markedly
+faster without them (BENCHMARKS.md, "OpenBLAS's threads against XLA's"). The matrices handed
+to LAPACK here have at most about a thousand rows (KFAC's factors of FermiNet's standard
+network: 833), too small for OpenBLAS's threads to pay; that network's step was faster with
+one thread too.
 
 The limit applies to the libraries loaded when it is entered (SciPy's LAPACK is loaded
 first for that), is lifted on exit, and is left alone when the user set the thread count
