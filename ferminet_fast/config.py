@@ -42,7 +42,12 @@ class Setting(NamedTuple):
 
 
 def one_of(*allowed) -> Callable:
-  return lambda v: None if v in allowed else f'is not one of {", ".join(map(str, allowed))}'
+  """A check that the value is one of `allowed`, which it keeps as `.allowed` so that the
+  values a key takes can be listed (and None among them makes the key nullable)."""
+  def check(v):
+    return None if v in allowed else f'is not one of {", ".join(map(str, allowed))}'
+  check.allowed = allowed
+  return check
 
 
 def _positive_int(v):
@@ -355,9 +360,17 @@ def _get(cfg, dotted: str):
   return cfg
 
 
+def allowed_values(dotted: str) -> Optional[tuple]:
+  """The values a key is limited to by its `one_of` check, or None if it has no such list."""
+  return getattr(SETTINGS[dotted].check, 'allowed', None) if dotted in SETTINGS else None
+
+
 def nullable(dotted: str) -> bool:
-  """Whether the key takes None (its default is None: 'derive it' or 'the default')."""
-  return dotted in SETTINGS and SETTINGS[dotted].default is None
+  """Whether the key takes None: its default is None ('derive it' or 'the default') or None
+  is one of its allowed values."""
+  if dotted not in SETTINGS:
+    return False
+  return SETTINGS[dotted].default is None or None in (allowed_values(dotted) or ())
 
 
 def installed(package: str) -> bool:
@@ -369,7 +382,7 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   a choice needs). Types are checked by the locked ConfigDict. Raises InputError."""
   for key, setting in SETTINGS.items():
     value = _get(cfg, key)
-    if value is None and setting.default is not None:
+    if value is None and not nullable(key):
       raise InputError(f'config.{key} cannot be None (default: {setting.default!r})')
     problem = setting.check(value) if setting.check else None
     if problem and problem.startswith('is not'):

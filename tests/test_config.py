@@ -2,8 +2,11 @@
 
 import glob
 import os
+import subprocess
+import sys
 
 import pytest
+import yaml
 
 from conftest import tiny_config
 from ferminet_fast import InputError, config
@@ -100,3 +103,82 @@ def test_every_key_is_declared_with_its_meaning():
   for key, setting in config.SETTINGS.items():
     assert f'{key} = ' in described and setting.doc.strip()
   assert config.freeze(config.default()).optim.laplacian in config.LAPLACIANS
+
+
+# Every value a key is limited to by its one_of check: each must pass the command line
+# as written in --help-config.
+ALLOWED = [(key, value) for key in config.SETTINGS
+           for value in config.allowed_values(key) or ()]
+
+
+def refusal(key, value):
+  """The error with which the default config legitimately refuses an allowed value (it needs
+  an optional package that is missing), or None if it must be accepted."""
+  package = config.LAPLACIAN_PACKAGES.get(value) if key == 'optim.laplacian' else None
+  if package and not config.installed(package):
+    return f'needs the optional package {package}'
+  return None
+
+
+def test_the_keys_with_listed_values_are_found():
+  keys = {key for key, _ in ALLOWED}
+  assert {'precision', 'system.units', 'network.network_type', 'network.envelope',
+          'network.jastrow', 'optim.optimizer', 'optim.laplacian', 'optim.clip_method',
+          'distributed.initialize'} <= keys
+  assert set(config.allowed_values('network.jastrow')) == set(config.JASTROWS)
+
+
+@pytest.mark.parametrize('key,value', ALLOWED, ids=lambda x: str(x))
+def test_every_allowed_value_passes_the_command_line(key, value):
+  """--config.KEY=VALUE, with VALUE spelt as the declaration lists it, resolves to exactly
+  that value (a string such as network.jastrow's 'none' stays a string)."""
+  written = cli.NONE if value is None else str(value)
+  expected = refusal(key, value)
+  if expected:
+    with pytest.raises(InputError, match=expected):
+      cli.resolve(['train', f'--config.{key}={written}', '--dry-run'])
+    return
+  cfg = cli.resolve(['train', f'--config.{key}={written}', '--dry-run'])
+  resolved = config._get(cfg, key)
+  assert resolved == value and type(resolved) is type(value)
+
+
+def test_none_is_taken_only_by_keys_that_allow_it(tmp_path):
+  """`None` unsets a key whose default is None; a key that does not take None refuses it
+  by name instead of failing to parse."""
+  path = tmp_path / 'li.py'
+  path.write_text('from ferminet_fast import config\n\n'
+                  'def get_config():\n  c = config.default()\n  c.system.atom = "Li"\n'
+                  '  c.system.exact_energy = -7.0\n  return c\n')
+  assert cli.resolve(['train', '--config', str(path)]).system.exact_energy == -7.0
+  cfg = cli.resolve(['train', '--config', str(path), '--config.system.exact_energy=None'])
+  assert cfg.system.exact_energy is None
+  for key in ('network.jastrow', 'batch_size'):
+    with pytest.raises(InputError, match=f'config.{key} cannot be None'):
+      cli.resolve(['train', f'--config.{key}=None'])
+
+
+def test_a_key_that_lists_none_takes_it_and_keeps_its_strings(monkeypatch):
+  """None among a key's allowed values makes `None` unset it, while 'none' stays text."""
+  setting = config.SETTINGS['network.jastrow']
+  monkeypatch.setitem(config.SETTINGS, 'network.jastrow',
+                      setting._replace(check=config.one_of(None, *config.JASTROWS)))
+  assert cli.resolve(['train', '--config.network.jastrow=None']).network.jastrow is None
+  assert cli.resolve(['train', '--config.network.jastrow=none']).network.jastrow == 'none'
+
+
+def test_the_entry_point_resolves_listed_values_like_resolve():
+  """One real `python -m ferminet_fast.train --dry-run` with a non-default listed value of
+  every such key: the printed config holds them, as `cli.resolve` gives them."""
+  chosen = {}
+  for key, value in ALLOWED:
+    if key not in chosen and value != config.SETTINGS[key].default and not refusal(key, value):
+      chosen[key] = value
+  args = [f'--config.{key}={cli.NONE if v is None else v}' for key, v in chosen.items()]
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', *args, '--dry-run'],
+                        cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  printed = yaml.full_load(proc.stdout)
+  resolved = cli.resolve(['train', *args, '--dry-run'])
+  for key, value in chosen.items():
+    assert config._get(printed, key) == value == config._get(resolved, key), key

@@ -22,6 +22,9 @@ DEFAULT_CONFIG = config.__file__  # The defaults: a helium atom.
 EXIT_INPUT = 2  # Bad input: nothing was written.
 EXIT_FAILED = 3  # Training could not go on; the last good state is checkpointed.
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rerun to resume.
+# How None is written on the command line, for keys that take it. Only this spelling: a
+# key's declared string values (such as network.jastrow's 'none') are passed on as text.
+NONE = 'None'
 
 
 def config_path(argv: Sequence[str], default: str) -> str:
@@ -61,7 +64,7 @@ def load_config_file(path: str) -> config_dict.ConfigDict:
 
 def check_overrides(argv: Sequence[str], cfg: config_dict.ConfigDict) -> None:
   """Every --config.a.b=VALUE must name an existing key (the config is locked), and only
-  keys whose default is None take None."""
+  keys that take None (`config.nullable`) are given `None`."""
   for arg in argv:
     m = re.match(r'^--?(no)?config\.([^=]+)', arg)
     if not m:
@@ -75,9 +78,9 @@ def check_overrides(argv: Sequence[str], cfg: config_dict.ConfigDict) -> None:
                          + (f' (it has: {known})' if known else ''))
       node = node[part]
       walked.append(part)
-    if re.match(r'^[^=]+=(None|none)$', arg) and not config.nullable(m.group(2)):
+    if arg.partition('=')[2] == NONE and not config.nullable(m.group(2)):
       raise InputError(f'config.{m.group(2)} cannot be None (only keys whose default is None '
-                       'take it)')
+                       'or that list None among their values take it)')
 
 
 # Keys of which a config holds one: the one given on the command line clears the other
@@ -88,13 +91,14 @@ ALTERNATIVES = (('system.atom', 'system.molecule'),)
 def after_parsing(argv: Sequence[str]) -> tuple:
   """(argv for absl, {key: value} to set on the parsed config). `--config.KEY=None` for a
   key that takes None is taken out (absl would parse 'None' as a number and fail) and set
-  afterwards; of ALTERNATIVES, the one not given is cleared when the other is."""
+  afterwards; only that spelling, so a declared string such as 'none' stays text. Of
+  ALTERNATIVES, the one not given is cleared when the other is."""
   kept, values, given = [], {}, set()
   for arg in argv:
     m = re.match(r'^--?config\.([^=]+)=(.*)$', arg)
     if m:
       given.add(m.group(1))
-    if m and m.group(2) in ('None', 'none') and config.nullable(m.group(1)):
+    if m and m.group(2) == NONE and config.nullable(m.group(1)):
       values[m.group(1)] = None
     else:
       kept.append(arg)
@@ -114,14 +118,54 @@ def set_values(cfg: config_dict.ConfigDict, values: dict) -> None:
     node[last] = value
 
 
+def check(argv: Sequence[str], default_config: str) -> None:
+  """Checks the config file and overrides of argv (program name first); raises InputError."""
+  cfg = load_config_file(config_path(argv[1:], default_config))
+  check_overrides(argv[1:], cfg)
+
+
 def precheck(argv: Sequence[str], default_config: str) -> None:
   """Checks the config file and overrides; prints the problem and exits 2 if there is one."""
   try:
-    cfg = load_config_file(config_path(argv[1:], default_config))
-    check_overrides(argv[1:], cfg)
+    check(argv, default_config)
   except InputError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(EXIT_INPUT)
+
+
+def absl_spelling(argv: Sequence[str]) -> list:
+  """argv with '--dry-run' written as absl's flag name '--dry_run'."""
+  return [('--dry_run' if a == '--dry-run' else a) for a in argv]
+
+
+def define_flags(flag_values, argv: Optional[Sequence[str]] = None) -> None:
+  """Defines --config and --dry_run in `flag_values` (absl's FlagValues); the config flag
+  reads its --config.KEY overrides from `argv`, or from sys.argv when it is None."""
+  from absl import flags
+  from ml_collections import config_flags
+  config_flags.DEFINE_config_file(
+      'config', DEFAULT_CONFIG,
+      'Config file exposing get_config(); override keys with --config.KEY=VALUE.',
+      flag_values=flag_values, sys_argv=None if argv is None else list(argv))
+  flags.DEFINE_bool('dry_run', False, 'Print the resolved config and exit (also --dry-run).',
+                    flag_values=flag_values)
+
+
+def resolve(argv: Sequence[str]) -> config_dict.ConfigDict:
+  """The validated config that the command line `argv` (program name first) gives, by the
+  same steps as `run_training` but in a fresh flag registry, so that it can be called many
+  times in one process. Raises InputError for bad input."""
+  from absl import flags
+  argv = absl_spelling(argv)
+  check(argv, DEFAULT_CONFIG)
+  argv, values = after_parsing(argv)
+  flag_values = flags.FlagValues()
+  define_flags(flag_values, argv)
+  flag_values(argv)
+  cfg = flag_values.config
+  set_values(cfg, values)
+  config.validate(cfg)
+  return cfg
 
 
 def _main(argv, train: Callable, wrap_step: Optional[Callable], values=None) -> None:
@@ -159,15 +203,11 @@ def run_training(train: Callable, wrap_step: Optional[Callable] = None) -> None:
   not at import, so that importing the package registers nothing, and only after the
   arguments were checked."""
   from absl import app, flags
-  from ml_collections import config_flags
   if '--help-config' in sys.argv[1:]:
     print(config.describe())
     sys.exit(0)
-  sys.argv = [('--dry_run' if a == '--dry-run' else a) for a in sys.argv]
+  sys.argv = absl_spelling(sys.argv)
   precheck(sys.argv, DEFAULT_CONFIG)
   sys.argv, values = after_parsing(sys.argv)
-  config_flags.DEFINE_config_file(
-      'config', DEFAULT_CONFIG,
-      'Config file exposing get_config(); override keys with --config.KEY=VALUE.')
-  flags.DEFINE_bool('dry_run', False, 'Print the resolved config and exit (also --dry-run).')
+  define_flags(flags.FLAGS)
   app.run(functools.partial(_main, train=train, wrap_step=wrap_step, values=values))
