@@ -308,6 +308,19 @@ SETTINGS = {
     'distributed.process_id': S(-1, "This process's index, 0..num_processes-1 (with "
                                 '`coordinator`).'),
 
+    # A step that stops completing (a deadlock in the runtime, a device or peer that stopped
+    # answering) ends the process with a report and exit status 4 instead of waiting
+    # forever (run/watchdog.py); train, evaluate and the later stages all watch their steps.
+    'watchdog.enabled': S(True, 'Watch every long-running stage for steps that stop '
+                          'completing.'),
+    'watchdog.multiple': S(50.0, 'A step is stalled when nothing completes for this many '
+                           'times the median of the recent step times ...', _positive),
+    'watchdog.floor_s': S(300.0, '... or for this many seconds, whichever is longer '
+                          '(covers checkpoints and other host work between steps).',
+                          _positive),
+    'watchdog.first_s': S(1800.0, 'Seconds allowed before the step time is known (burn-in '
+                          'and the first steps of a stage).', _positive),
+
     'debug.seed': S(0, 'Seed of every random number in the run.'),
     'debug.deterministic': S(False, 'Deterministic (bit-reproducible, slower) GPU kernels: '
                              'adds --xla_gpu_deterministic_ops to XLA_FLAGS before JAX starts '

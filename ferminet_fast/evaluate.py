@@ -28,8 +28,8 @@ from ferminet_fast.optimizers import legacy, optim
 from ferminet_fast.physics import excited_states
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.physics import systems
-from ferminet_fast.run import checkpoint, rundir
-from ferminet_fast.vmc import stats, step
+from ferminet_fast.run import checkpoint, cli, rundir, watchdog
+from ferminet_fast.vmc import ordering, stats, step
 from ferminet_fast.wavefunction import networks
 
 
@@ -58,10 +58,14 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   if cfg.precision == 'float64':
     jax.config.update('jax_enable_x64', True)
   system = systems.make_system(cfg.system)
-  if system.states > 1 and observables:
-    raise InputError(f'--observables: with {system.states} states evaluation reports the '
-                     "energy, <S^2> and transition dipoles of each state; the other "
-                     'observables are for one state')
+  if system.states > 1:  # The states' report holds these for every state; others are refused.
+    other = [n for n in observables if n not in STATES_OBSERVABLES]
+    if other:
+      raise InputError(f'--observables {",".join(other)}: with {system.states} states '
+                       'evaluation estimates ' + ' and '.join(STATES_OBSERVABLES) + ' (each '
+                       "state's <S^2> and the transition dipoles); the others are for one "
+                       'state')
+    observables = ()
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
   # The Laplacian does not change the energy; 'auto' (timed by training) takes 'best' here.
   laplacian = config.resolve_laplacian('best' if cfg.optim.laplacian == 'auto'
@@ -96,22 +100,26 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   def sweep(s):
     """A move, then the mean local energy (non-finite ones left out, as in training) and
     each observable's estimate from the sweep's walkers (its `reduce`). With several states
-    the local energy is the trace of the local-energy matrix, not computed a second time."""
+    the local energy is the trace of the local-energy matrix, not computed a second time.
+
+    The estimates are made one after the other (vmc/ordering.py: side by side, two
+    batched determinant factorisations deadlock jaxlib 0.10.0-0.11.0 on CPU)."""
     s, pmove = move(s)
-    means = {name: chosen[name].reduce(f(s.params, s.walkers.x))  # (B, k) -> estimate
-             for name, f in estimators.items()}
+    x, means, done = s.walkers.x, {}, ()
+    if STATES not in chosen:
+      mean, _ = parts.energy(s.params, x)
+      done = mean
+    for name, f in estimators.items():
+      x = ordering.after(x, done)
+      means[name] = done = chosen[name].reduce(f(s.params, x))  # (B, k) -> estimate
     if STATES in means:
       mean = jnp.trace(means[STATES][:k * k].reshape(k, k))
-    else:
-      mean, _ = parts.energy(s.params, s.walkers.x)
     return s, (mean, pmove, means)
 
-  sweep = jax.jit(sweep, donate_argnums=0)
-  t0 = time.perf_counter()
-  if burn_in:
-    move = jax.jit(move, donate_argnums=0)
-    for _ in range(burn_in):
-      state, _ = move(state)
+  # Compiled before the clock and the watchdog start: a sweep that never completes (the
+  # compilation is not a sweep) ends the process with a report (run/watchdog.py).
+  sweep = jax.jit(sweep, donate_argnums=0).lower(state).compile()
+  move = jax.jit(move, donate_argnums=0).lower(state).compile() if burn_in else None
   energies, pmoves, values, sums, pending = [], [], [], {}, None
 
   def record(out):
@@ -122,12 +130,21 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
       sums[name] = sums.get(name, 0.0) + np.asarray(means.pop(name), np.float64)
     values.append(means)
 
-  for _ in range(steps):
-    state, out = sweep(state)
-    if pending is not None:  # Fetched one sweep behind, so the device never waits.
-      record(pending)
-    pending = out
-  record(pending)
+  what = 'a sweep (MCMC moves, local energies' + ''.join(f', {n}' for n in chosen) + ')'
+  t0 = time.perf_counter()
+  with watchdog.for_stage('evaluation', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
+    watch.waiting_for(f'the burn-in ({burn_in} sweeps at fixed parameters)')
+    for _ in range(burn_in):
+      state, _ = move(state)
+    state = jax.block_until_ready(state)
+    watch.beat(f'evaluation sweep 1 of {steps}: {what}')
+    for i in range(steps):
+      state, out = sweep(state)
+      if pending is not None:  # Fetched one sweep behind, so the device never waits.
+        record(pending)
+        watch.beat(f'evaluation sweep {i + 1} of {steps}: {what}')
+      pending = out
+    record(pending)
   wall = time.perf_counter() - t0
   estimate = stats.reblock(np.asarray(energies))
   exact = system.exact_reported_energy
@@ -179,6 +196,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
 
 
 STATES = 'states'  # Key of the several states' matrices among the estimators.
+# What the several states' evaluation estimates for every state (its `states` report).
+STATES_OBSERVABLES = ('s2', 'dipole')
 PARAMETERS = ('average', 'last')  # Which parameters of a checkpoint are evaluated.
 EV_PER_HA = 27.211386246  # CODATA 2018.
 
@@ -233,7 +252,7 @@ def main(argv) -> None:
   absl_logging.set_verbosity(absl_logging.WARNING)
   if len(argv) > 1:
     print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
-    sys.exit(2)
+    sys.exit(cli.EXIT_INPUT)
   f = flags.FLAGS
   try:
     names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
@@ -241,7 +260,7 @@ def main(argv) -> None:
              parameters=f.parameters)
   except InputError as e:
     print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+    sys.exit(cli.EXIT_INPUT)
 
 
 def run() -> None:

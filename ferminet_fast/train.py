@@ -20,7 +20,7 @@ from ferminet_fast.optimizers import legacy  # noqa: E402
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
 from ferminet_fast.run import (blas_threads, checkpoint, cli, distributed, loop,  # noqa: E402
                                machine, memory, profiling, report, resume, rundir,
-                               signals, xla_flags)
+                               signals, watchdog, xla_flags)
 from ferminet_fast.run.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
 from ferminet_fast.wavefunction import networks  # noqa: E402
@@ -98,14 +98,25 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
       lambda chunk: step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian, chunk),
       parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
   write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run as it was.
+  # From here every step is watched: one that never completes ends the run (exit 4).
+  with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, source.run_dir) as watch:
+    return _loop(cfg, user_cfg, ctx, source, system, parts, compiled, state, start, timings,
+                 free_mb, stop, wrap_step, watch, write, say, quiet)
+
+
+def _loop(cfg, user_cfg, ctx, source, system, parts, compiled, state, start, timings, free_mb,
+          stop, wrap_step, watch, write, say, quiet) -> Result:
+  """Burn-in, the stage timers, the loop and the report, with `watch` told of each step."""
   t_burn = time.perf_counter()
   if not source.restore_from:  # Restored walkers are already equilibrated.
+    watch.waiting_for(f'the burn-in ({cfg.mcmc.burn_in} MCMC moves)')
     state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
   timings.update(compile_s=compiled.compile_s, burn_in_s=time.perf_counter() - t_burn)
   timers = None
   if cfg.log.timers or cfg.log.timers_every:  # Before the loop, on the equilibrated state.
     timers = profiling.StageTimers(parts, state)
-    timings.update(timers.measure(compiled, state), timers_at_step=start)
+    with watch.paused('the stage timers (compiling and timing the stages)'):
+      timings.update(timers.measure(compiled, state), timers_at_step=start)
     say(f'Timers  {profiling.format_timings(timings)}  (at step {start})')
   n_params = int(sum(p.size for p in jax.tree.leaves(state.params)))
   timings.update(profiling.run_facts(ctx, cfg.batch_size, cfg.mcmc.steps, cfg.optim.optimizer,
@@ -122,8 +133,12 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
 
   # The loop: one compiled step per iteration; records, checkpoints, rewinds, stop signals.
   train_step = wrap_step(compiled.train_step) if wrap_step else compiled.train_step
+  def remeasure(s):
+    with watch.paused('the stage timers (compiling and timing the stages)'):
+      return timers.measure(compiled, s)
+
   out = loop.run(cfg.log, cfg.optim, ctx, source, state, start, train_step, stop, say, quiet,
-                 remeasure=timers and (lambda s: timers.measure(compiled, s)),
+                 remeasure=timers and remeasure, watch=watch,
                  on_timings=lambda r: (timings.setdefault('remeasured', []).append(r),
                                        write('timings.json', timings)))
 

@@ -217,7 +217,9 @@ def test_cli_refuses_resume_with_other_states_and_observables(tmp_path):
   assert proc.returncode == 2 and 'system.states: 2 -> 3' in proc.stderr, proc.stderr
   assert 'Traceback' not in proc.stderr
   proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
-                         '--observables=s2'], cwd=REPO, capture_output=True, text=True,
-                        timeout=300)
-  assert proc.returncode == 2 and 'with 2 states evaluation reports' in proc.stderr
+                         '--observables=s2,forces,density'], cwd=REPO, capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode == 2, proc.stderr
+  assert ('--observables forces,density: with 2 states evaluation estimates s2 and dipole'
+          in proc.stderr), proc.stderr
   assert 'Traceback' not in proc.stderr

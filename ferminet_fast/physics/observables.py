@@ -86,16 +86,19 @@ def spin_squared(apply: Callable, system: systems.System) -> Callable:
                    dtype=np.int32).reshape(-1, 2)
 
   def estimate(params, x):
-    sign, log_abs = apply(params, x)
     r = x.reshape(-1, 3)
 
-    def exchanged(pair):
+    def exchanged(pair):  # x with the positions of electrons i (up) and j (down) exchanged.
       i, j = pair[0], pair[1]
-      swapped = r.at[i].set(r[j]).at[j].set(r[i])
-      sign_s, log_s = apply(params, swapped.reshape(-1))
-      return sign_s * sign * jnp.exp(log_s - log_abs)
+      return r.at[i].set(r[j]).at[j].set(r[i]).reshape(-1)
 
-    exchange = jnp.sum(jax.vmap(exchanged)(pairs), axis=0) if len(pairs) else 0.0
+    # x and all its exchanges in one batched evaluation: one factorisation of the
+    # determinants, not two independent ones that XLA may run side by side (which
+    # deadlocks jaxlib 0.10.0-0.11.0 on CPU: vmc/ordering.py).
+    configs = jnp.concatenate([x[None], jax.vmap(exchanged)(pairs)]) if len(pairs) else x[None]
+    signs, logs = jax.vmap(apply, in_axes=(None, 0))(params, configs)
+    sign, log_abs = signs[0], logs[0]
+    exchange = jnp.sum(signs[1:] * sign * jnp.exp(logs[1:] - log_abs), axis=0)
     value = s_z * (s_z + 1) + n_down - exchange + jnp.zeros_like(log_abs)
     return jnp.reshape(value, (-1,)).astype(x.dtype)
 

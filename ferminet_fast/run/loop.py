@@ -9,7 +9,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 
 from ferminet_fast import TrainingError
-from ferminet_fast.run import checkpoint, distributed, recorder, recovery, resume
+from ferminet_fast.run import checkpoint, distributed, recorder, recovery, resume, watchdog
 
 
 class Outcome(NamedTuple):
@@ -23,13 +23,15 @@ class Outcome(NamedTuple):
 
 def run(log_cfg, optim_cfg, ctx: distributed.Context, source: resume.Source, state, start: int,
         train_step: Callable, stop, say: Callable, quiet: bool,
-        remeasure: Optional[Callable] = None, on_timings: Callable = lambda r: None) -> Outcome:
+        remeasure: Optional[Callable] = None, on_timings: Callable = lambda r: None,
+        watch: Optional[watchdog.Watchdog] = None) -> Outcome:
   """Runs `train_step` from step `start` to `optim_cfg.iterations` (or a stop signal), with
   records, checkpoints and timers as the `log` settings say and rewinds as the `optim`
   ones say.
 
   `remeasure(state) -> dict` re-times the stages every `log_cfg.timers_every` steps and its
-  result, with the step, goes to `on_timings`. Raises TrainingError, with the last good
+  result, with the step, goes to `on_timings`. `watch` is told of every step whose results
+  arrived (run/watchdog.py). Raises TrainingError, with the last good
   state checkpointed, when the run cannot recover from non-finite steps."""
   record = recorder.Recorder(
       os.path.join(source.run_dir, 'stats.csv') if ctx.is_main else None, log_cfg.print_every,
@@ -47,7 +49,10 @@ def run(log_cfg, optim_cfg, ctx: distributed.Context, source: resume.Source, sta
   t0, t, failed, stopped_by = time.perf_counter(), start, 0, None
   while t < optim_cfg.iterations:
     state, device_stats = train_step(state)
-    record.push(t, device_stats)
+    record.push(t, device_stats)  # Fetches the previous step's statistics: it completed.
+    if watch is not None and t > start:
+      watch.beat(f'training step {t} of {optim_cfg.iterations} (the compiled step: MCMC '
+                 'sweep, local energies, gradient, update)')
     t += 1
     if rewinder.due(record.consecutive_bad):
       back = rewinder.rewind()
