@@ -10,6 +10,7 @@ steps, with a different random stream so that it does not walk into the same tro
 After `optim.max_rewinds` rewinds it stops with an error.
 """
 
+import threading
 from typing import Optional
 
 import jax
@@ -91,6 +92,22 @@ def nan_injector(at_step: int, into: str):
     def wrapped(state):
       if pending[0] and int(state.step) == at_step:
         state, pending[0] = inject_nan(state, into), False
+      return train_step(state)
+
+    return wrapped
+
+  return wrap
+
+
+def stall_injector(at_step: int):
+  """A `wrap_step` for train.train: when the step counter reaches `at_step` the step never
+  returns, as a compiled step that deadlocked would not. For tests of run/watchdog.py."""
+
+  def wrap(train_step):
+
+    def wrapped(state):
+      if int(state.step) == at_step:
+        threading.Event().wait()  # Forever: only the watchdog ends the process.
       return train_step(state)
 
     return wrapped

@@ -110,8 +110,8 @@ class Watchdog:
     if self.multiple * typical >= self.floor_s:
       return (self.multiple * typical,
               f'watchdog.multiple = {self.multiple:g} x the median step time {typical:.3g} s')
-    return self.floor_s, (f'watchdog.floor_s (the median step takes {typical:.3g} s, '
-                          f'x watchdog.multiple {self.multiple:g} is less)')
+    return self.floor_s, (f'watchdog.floor_s; watchdog.multiple = {self.multiple:g} x the '
+                          f'median step time {typical:.3g} s is less')
 
   def _watch(self) -> None:
     while not self._done.wait(self._poll_s):
