@@ -11,16 +11,17 @@ silently ignored setting. After validation a run hands each module its own block
 frozen (`freeze`).
 """
 
-import importlib.util
 from typing import Any, Callable, NamedTuple, Optional
 
 from ml_collections import config_dict
 
-from ferminet_fast import InputError
+from ferminet_fast.environment import packages
+from ferminet_fast.errors import InputError
 
 # The names of the swappable pieces; each module's table (hamiltonian.LAPLACIANS,
 # optim.OPTIMIZERS, networks.ENVELOPES, networks.JASTROWS, loss.CLIPPING) implements
-# exactly these (checked by the tests).
+# exactly these, and hamiltonian.LAPLACIAN_PACKAGES names the same packages (checked by
+# the tests). They are declared here because config sits below those modules.
 LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
 LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
 OPTIMIZERS = ('kfac', 'adam', 'spring', 'sgd')
@@ -386,10 +387,6 @@ def nullable(dotted: str) -> bool:
   return SETTINGS[dotted].default is None or None in (allowed_values(dotted) or ())
 
 
-def installed(package: str) -> bool:
-  return importlib.util.find_spec(package) is not None
-
-
 def validate(cfg: config_dict.ConfigDict) -> None:
   """Checks every value against its declaration, then the combinations (optional packages
   a choice needs). Types are checked by the locked ConfigDict. Raises InputError."""
@@ -402,7 +399,7 @@ def validate(cfg: config_dict.ConfigDict) -> None:
       raise InputError(f'config.{key} = {value!r} {problem}')
     if problem:
       raise InputError(f'config.{key} {problem}, got {value!r}')
-  if cfg.log.tensorboard and not installed('tensorboardX'):
+  if cfg.log.tensorboard and not packages.installed('tensorboardX'):
     raise InputError("config.log.tensorboard = True needs the optional package tensorboardX: "
                      "pip install 'ferminet_fast[tensorboard]'")
   if cfg.system.states > 1:
@@ -413,7 +410,7 @@ def validate(cfg: config_dict.ConfigDict) -> None:
         raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
                          'available with several states (use states = 1)')
   method = cfg.optim.laplacian
-  if method in LAPLACIAN_PACKAGES and not installed(LAPLACIAN_PACKAGES[method]):
+  if method in LAPLACIAN_PACKAGES and not packages.installed(LAPLACIAN_PACKAGES[method]):
     raise InputError(f'config.optim.laplacian = {method!r} needs the optional package '
                      f"{LAPLACIAN_PACKAGES[method]}: pip install 'ferminet_fast[folx]'")
 
@@ -422,7 +419,7 @@ def resolve_laplacian(method: str) -> str:
   """'best' -> 'folx' if installed, else 'jacfwd'; other names (and 'auto', which needs the
   built network to decide) unchanged."""
   if method == 'best':
-    return 'folx' if installed(LAPLACIAN_PACKAGES['folx']) else 'jacfwd'
+    return 'folx' if packages.installed(LAPLACIAN_PACKAGES['folx']) else 'jacfwd'
   return method
 
 

@@ -23,7 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast import InputError, config
+from ferminet_fast import config
+from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import legacy, optim
 from ferminet_fast.physics import excited_states
 from ferminet_fast.physics import observables as observables_lib

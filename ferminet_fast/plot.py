@@ -13,7 +13,7 @@ from typing import Optional
 
 import numpy as np
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 from ferminet_fast.run import rundir
 
 STAGES = ('mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms')

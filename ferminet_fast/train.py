@@ -15,12 +15,14 @@ from typing import Callable, Optional  # noqa: E402
 
 import jax  # noqa: E402
 
-from ferminet_fast import InputError, config  # noqa: E402
+from ferminet_fast import config  # noqa: E402
+from ferminet_fast.environment import (blas_threads, distributed, machine,  # noqa: E402
+                                       signals, xla_flags)
+from ferminet_fast.errors import InputError  # noqa: E402
 from ferminet_fast.optimizers import legacy  # noqa: E402
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
-from ferminet_fast.run import (blas_threads, checkpoint, cli, distributed, loop,  # noqa: E402
-                               machine, memory, profiling, report, resume, rundir,
-                               signals, watchdog, xla_flags)
+from ferminet_fast.run import (checkpoint, cli, loop, memory, profiling, report,  # noqa: E402
+                               resume, rundir, watchdog)
 from ferminet_fast.run.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
 from ferminet_fast.wavefunction import networks  # noqa: E402

@@ -313,7 +313,7 @@ def write_section(path: str) -> None:
 
 
 def _machine() -> str:
-  from ferminet_fast.run import machine
+  from ferminet_fast.environment import machine
   m = machine.machine()
   return f'{m["cpu"]}, {m["cpu_count"]} cores'
 

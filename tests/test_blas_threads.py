@@ -1,5 +1,6 @@
-"""The host's BLAS/LAPACK held to one thread while a run trains (run/blas_threads.py), and
-given back afterwards; a thread count the user set in the environment is left alone."""
+"""The host's BLAS/LAPACK held to one thread while a run trains
+(environment/blas_threads.py), and given back afterwards; a thread count the user set in the
+environment is left alone."""
 
 import pytest
 import scipy.linalg.cython_lapack  # noqa: F401  The LAPACK JAX's CPU kernels call, loaded.
@@ -7,7 +8,7 @@ import threadpoolctl
 
 from conftest import tiny_config
 from ferminet_fast import train
-from ferminet_fast.run import blas_threads
+from ferminet_fast.environment import blas_threads
 
 
 def blas_threads_now() -> dict:

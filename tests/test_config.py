@@ -10,6 +10,7 @@ import yaml
 
 from conftest import tiny_config
 from ferminet_fast import InputError, config
+from ferminet_fast.environment import packages
 from ferminet_fast.physics import systems
 from ferminet_fast.run import cli
 
@@ -71,7 +72,7 @@ def test_override_checker_names_the_missing_key():
 
 
 def test_missing_optional_laplacian_package_is_named(monkeypatch):
-  monkeypatch.setattr(config, 'installed', lambda package: package != 'folx')
+  monkeypatch.setattr(packages, 'installed', lambda package: package != 'folx')
   with pytest.raises(InputError, match="pip install 'ferminet_fast\\[folx\\]'"):
     config.validate(tiny_config('He', **{'optim.laplacian': 'folx'}))
 
@@ -82,6 +83,7 @@ def test_the_names_in_the_config_are_the_pieces_implemented():
   from ferminet_fast.vmc import loss
   from ferminet_fast.wavefunction import networks
   assert set(config.LAPLACIANS) == set(hamiltonian.LAPLACIANS)
+  assert config.LAPLACIAN_PACKAGES == hamiltonian.LAPLACIAN_PACKAGES
   assert set(config.OPTIMIZERS) == set(optim.OPTIMIZERS)
   assert set(config.ENVELOPES) == set(networks.ENVELOPES)
   assert set(config.JASTROWS) == set(networks.JASTROWS)
@@ -115,7 +117,7 @@ def refusal(key, value):
   """The error with which the default config legitimately refuses an allowed value (it needs
   an optional package that is missing), or None if it must be accepted."""
   package = config.LAPLACIAN_PACKAGES.get(value) if key == 'optim.laplacian' else None
-  if package and not config.installed(package):
+  if package and not packages.installed(package):
     return f'needs the optional package {package}'
   return None
 

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import InputError, config
-from ferminet_fast.run import distributed, resume, rundir
+from ferminet_fast.environment import distributed
+from ferminet_fast.run import resume, rundir
 
 
 @pytest.fixture(scope='module')

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from ferminet_fast.run import signals
+from ferminet_fast.environment import signals
 
 
 @pytest.mark.parametrize('name', signals.STOP_SIGNALS)

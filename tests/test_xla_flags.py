@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from conftest import tiny_config
 from ferminet_fast.physics import systems
-from ferminet_fast.run import xla_flags
+from ferminet_fast.environment import xla_flags
 from ferminet_fast.wavefunction import networks
 
 
@@ -43,7 +43,7 @@ def test_deterministic_flag_is_set_only_before_the_backend_starts(monkeypatch):
   assert not xla_flags.request(xla_flags.GPU_DETERMINISTIC)
   monkeypatch.setenv('XLA_FLAGS', xla_flags.GPU_DETERMINISTIC)
   assert xla_flags.request(xla_flags.GPU_DETERMINISTIC)  # The user set it: in effect.
-  code = ('import os; from ferminet_fast.run import xla_flags as f\n'
+  code = ('import os; from ferminet_fast.environment import xla_flags as f\n'
           'assert not f.backend_started()\n'
           'assert f.request(f.GPU_DETERMINISTIC)\n'
           'import jax.numpy as jnp; jnp.ones(1).block_until_ready()\n'

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 
 
 class Ecp(NamedTuple):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast import config
+from ferminet_fast.environment import packages
 from ferminet_fast.physics import ecp, systems
 
 LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| () or (K,) for K states
@@ -99,12 +99,13 @@ LAPLACIANS = {
     'folx': _folx(0),
     'folx_sparse': _folx(6),  # FermiNet's choice of threshold.
 }
+LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
 
 
 def available_laplacians() -> list:
   """The methods whose packages are installed."""
-  return [m for m in LAPLACIANS if m not in config.LAPLACIAN_PACKAGES
-          or config.installed(config.LAPLACIAN_PACKAGES[m])]
+  return [m for m in LAPLACIANS if m not in LAPLACIAN_PACKAGES
+          or packages.installed(LAPLACIAN_PACKAGES[m])]
 
 
 def nuclear_repulsion(atoms: jax.Array, charges: jax.Array) -> jax.Array:

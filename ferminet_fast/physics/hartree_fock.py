@@ -13,7 +13,7 @@ from typing import Callable, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 from ferminet_fast.physics import systems
 
 

@@ -40,7 +40,7 @@ import functools
 import os
 from typing import Callable, NamedTuple, Optional
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -6,7 +6,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 from ferminet_fast.physics import ecp as ecp_lib
 
 BOHR_PER_ANGSTROM = 1.0 / 0.529177210903

@@ -1,4 +1,4 @@
 """The machinery of a run: command line (cli), run directory (rundir), resume decision
 (resume), checkpoints, the loop and its records (loop, recorder), reports, profiling,
-recovery from non-finite numbers, stop signals, devices and hosts (distributed), machine
-facts and XLA flags."""
+memory, recovery from non-finite numbers and the step watchdog (watchdog). The process
+and its devices (XLA flags, threads, signals, distributed) are the environment's."""

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import jax
 import orbax.checkpoint as ocp
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 
 SUBDIR = 'checkpoints'
 TRASH = 'retired'  # Inside SUBDIR: checkpoints renamed here are being deleted.

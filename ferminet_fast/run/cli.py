@@ -16,7 +16,8 @@ from typing import Callable, Optional, Sequence
 
 from ml_collections import config_dict
 
-from ferminet_fast import InputError, TrainingError, config
+from ferminet_fast import config
+from ferminet_fast.errors import InputError, TrainingError
 
 DEFAULT_CONFIG = config.__file__  # The defaults: a helium atom.
 EXIT_INPUT = 2  # Bad input: nothing was written.

@@ -8,8 +8,9 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ferminet_fast import TrainingError
-from ferminet_fast.run import checkpoint, distributed, recorder, recovery, resume, watchdog
+from ferminet_fast.environment import distributed
+from ferminet_fast.errors import TrainingError
+from ferminet_fast.run import checkpoint, recorder, recovery, resume, watchdog
 
 
 class Outcome(NamedTuple):

@@ -7,7 +7,7 @@ from typing import Callable, Optional, Sequence
 
 import jax
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 from ferminet_fast.vmc import step
 
 MIB = 2 ** 20

@@ -5,8 +5,10 @@ the state the same shapes."""
 import os
 from typing import NamedTuple
 
-from ferminet_fast import InputError, config
-from ferminet_fast.run import checkpoint, distributed, rundir
+from ferminet_fast import config
+from ferminet_fast.environment import distributed
+from ferminet_fast.errors import InputError
+from ferminet_fast.run import checkpoint, rundir
 
 
 class Source(NamedTuple):

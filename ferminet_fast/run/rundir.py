@@ -6,7 +6,7 @@ import json
 import os
 from typing import Optional
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 
 RUN_FILES = ('config.json', 'stats.csv', 'timings.json', 'result.json')
 STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'nonfinite',

@@ -14,9 +14,9 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 import optax
 
+from ferminet_fast.environment import distributed
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import observables, systems
-from ferminet_fast.run import distributed
 from ferminet_fast.vmc import loss, mcmc
 from ferminet_fast.wavefunction import networks
 

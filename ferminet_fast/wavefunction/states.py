@@ -22,19 +22,19 @@ import jax
 import jax.numpy as jnp
 
 from ferminet_fast.physics import excited_states
-from ferminet_fast.wavefunction import networks
+from ferminet_fast.wavefunction.base import Network, slogdet
 
 
 def total_value(signs: jax.Array, logs: jax.Array) -> tuple:
   """(sign, log|det A|) of the total wavefunction from its (K, K) signs and logs."""
   a, c = excited_states.scaled_matrix(signs, logs)
-  sign, log_abs = networks.slogdet(a)
+  sign, log_abs = slogdet(a)
   return sign, log_abs + jnp.sum(c)
 
 
-def total_network(base: networks.Network, apply_states: Callable, k: int,
-                  apply_states_at: Callable) -> networks.Network:
-  """The total wavefunction of K states as a networks.Network on x (K 3N,), from the
+def total_network(base: Network, apply_states: Callable, k: int,
+                  apply_states_at: Callable) -> Network:
+  """The total wavefunction of K states as a Network on x (K 3N,), from the
   network of one configuration: `base` (its init, dtype, and `instrumented`, which gives
   the K states' values), `apply_states(params, x (3N,)) -> (signs (K,), logs (K,))` and
   `apply_states_at(params, x, atoms)` the same with the nuclei at `atoms`. Samplers,

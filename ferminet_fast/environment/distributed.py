@@ -22,7 +22,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 import numpy as np
 
-from ferminet_fast import InputError
+from ferminet_fast.errors import InputError
 
 AXIS = 'walkers'
 _initialized = False
