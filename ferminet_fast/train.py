@@ -1,4 +1,5 @@
-"""Training: set up (config -> system -> parts -> state -> compiled step), loop, report.
+"""Training: build (settings -> system -> network -> parts -> state -> compiled step),
+loop, report.
 
   python -m ferminet_fast.train --config configs/li.py --config.optim.iterations=5000
 
@@ -10,22 +11,16 @@ import time
 
 _T0 = time.perf_counter()  # Before the heavy imports, so start-up includes them.
 
-import os  # noqa: E402
 from typing import Callable, Optional  # noqa: E402
 
 import jax  # noqa: E402
 
-from ferminet_fast import config  # noqa: E402
-from ferminet_fast.environment import (blas_threads, distributed, machine,  # noqa: E402
-                                       signals, xla_flags)
-from ferminet_fast.errors import InputError  # noqa: E402
-from ferminet_fast.optimizers import legacy  # noqa: E402
+from ferminet_fast.environment import blas_threads, distributed, machine, signals  # noqa: E402
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
-from ferminet_fast.run import (checkpoint, cli, loop, memory, profiling, report,  # noqa: E402
-                               resume, rundir, watchdog)
+from ferminet_fast.run import (build, checkpoint, cli, context, loop, memory,  # noqa: E402
+                               profiling, report, resume, watchdog)
 from ferminet_fast.run.report import Result, final_line  # noqa: E402,F401  (the public API)
-from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
-from ferminet_fast.wavefunction import networks  # noqa: E402
+from ferminet_fast.vmc import pretrain, step  # noqa: E402
 
 EXIT_PREEMPTED = cli.EXIT_PREEMPTED
 
@@ -39,6 +34,7 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False,
   and return early (`stopped_by`); a second SIGINT interrupts at once. `wrap_step`, if
   given, maps the compiled step to the function called in its place (fault injection in
   tests). Run by every process of a multi-host job; only process 0 prints and writes files.
+  A step that stops completing ends the process (run/watchdog.py, exit status 4).
   """
   with signals.StopSignals(handle_signals) as stop, blas_threads.limited():
     return _train(cfg, quiet, stop, wrap_step)
@@ -46,107 +42,89 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False,
 
 def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
            wrap_step: Optional[Callable]) -> Result:
-  config.validate(user_cfg)
-  cfg = config.freeze(user_cfg)  # 'best' resolved; each module gets its own block from here.
-  if cfg.debug.deterministic and not xla_flags.request(xla_flags.GPU_DETERMINISTIC):
-    raise InputError('config.debug.deterministic needs XLA_FLAGS to hold '
-                     f'{xla_flags.GPU_DETERMINISTIC} before JAX starts, and JAX has already '
-                     'started in this process: set the environment variable before importing '
-                     'jax (or run from the command line)')
+  cfg = build.settings(user_cfg)
   distributed.initialize(cfg.distributed)
   ctx = distributed.context(cfg.batch_size)
-  quiet = quiet or not ctx.is_main
-  say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-  if cfg.precision == 'float64':
-    jax.config.update('jax_enable_x64', True)
-  system = systems.make_system(cfg.system)
+  system = build.system_of(cfg)
   if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
     hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
   source = resume.decide(ctx, user_cfg, system.name)
-  say(f'System  {systems.describe(system)}')
-  say(f'Run dir {source.run_dir}' + (' (resuming)' if source.resume else ''))
-  say(f'Devices {ctx.device_count} x {jax.devices()[0].device_kind} in {ctx.process_count} '
-      f'process(es); {cfg.batch_size // ctx.device_count} walkers per device')
+  run = context.Run(source.run_dir, ctx, quiet)
+  run.say(f'System  {systems.describe(system)}')
+  run.say(f'Run dir {run.dir}' + (' (resuming)' if source.resume else ''))
+  run.say(f'Devices {ctx.device_count} x {jax.devices()[0].device_kind} in '
+          f'{ctx.process_count} process(es); {cfg.batch_size // ctx.device_count} walkers '
+          'per device')
 
-  def write(name, obj):  # Only process 0 writes the run directory.
-    if ctx.is_main:
-      rundir.write_json(os.path.join(source.run_dir, name), obj)
-
-  # Setup: the network, the Laplacian, the step's parts, the state (fresh, pretrained or
+  # The network, the Laplacian, the step's parts, the state (fresh, pretrained or
   # restored), then the step compiled for it.
-  key = jax.random.PRNGKey(cfg.debug.seed)
-  network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
-  laplacian, timings = cfg.optim.laplacian, {}
-  if laplacian == 'auto':
-    params = network.init(key)
-    x = mcmc.init_positions(key, system, cfg.batch_size, cfg.mcmc.init_width, network.dtype)
-    laplacian, timings['laplacian_auto_ms'] = profiling.choose_laplacian(
-        network, system, params, x, cfg.optim.energy_chunk_size)
-    say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
-                                       timings['laplacian_auto_ms'].items()) + f' -> {laplacian}')
-  parts = step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian)
-  state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, key, ctx)
-  start = 0
-  if source.restore_from:
-    start, state = checkpoint.restore_latest(  # Also from an earlier optimizer-state layout.
-        source.restore_from, state, upgrades=legacy.upgrade(cfg.optim.optimizer, state.opt_state))
-    say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
+  built = build.build(cfg, jax.random.PRNGKey(cfg.debug.seed), ctx, system=system)
+  if built.laplacian_ms:
+    run.timings['laplacian_auto_ms'] = built.laplacian_ms
+    run.say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
+                                           built.laplacian_ms.items())
+            + f' -> {built.parts.laplacian}')
+  start, state = 0, built.state
+  if source.restore_from:  # Also from an earlier optimizer-state layout.
+    start, state = build.restore(source.restore_from, state, cfg.optim.optimizer)
+    run.say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
   elif cfg.pretrain.iterations:
-    state = pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, system, network,
-                                    parts.batch_log_psi, state, say)
+    state = pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, system, built.network,
+                                    built.parts.batch_log_psi, state, run.say)
   # Compiled before anything is written: a step that cannot fit the device's memory stops
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
   parts, compiled, free_mb = memory.compile_to_fit(
-      lambda chunk: step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian, chunk),
-      parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
-  write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run as it was.
+      build.parts_maker(cfg, built), built.parts.chunk_size,
+      cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
+  run.write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run.
+  run.write(build.RESOLVED, build.resolved_of(parts))
+
   # From here every step is watched: one that never completes ends the run (exit 4).
-  with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, source.run_dir) as watch:
-    return _loop(cfg, user_cfg, ctx, source, system, parts, compiled, state, start, timings,
-                 free_mb, stop, wrap_step, watch, write, say, quiet)
+  with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
+    state, timers = _prepare(cfg, run, source, parts, compiled, state, start, free_mb, watch)
+
+    def remeasure(s):
+      with watch.paused('the stage timers (compiling and timing the stages)'):
+        return timers.measure(compiled, s)
+
+    train_step = wrap_step(compiled.train_step) if wrap_step else compiled.train_step
+    out = loop.train(cfg.log, cfg.optim, run, source, state, start, train_step, stop,
+                   remeasure=timers and remeasure, watch=watch)
+  # The report: the final estimate, result.json and the closing lines.
+  return report.finish(cfg.log.final_fraction, system, run, out, start, _T0)
 
 
-def _loop(cfg, user_cfg, ctx, source, system, parts, compiled, state, start, timings, free_mb,
-          stop, wrap_step, watch, write, say, quiet) -> Result:
-  """Burn-in, the stage timers, the loop and the report, with `watch` told of each step."""
+def _prepare(cfg, run: context.Run, source: resume.Source, parts: step.Parts,
+             compiled: step.Compiled, state: step.TrainState, start: int, free_mb,
+             watch: watchdog.Watchdog) -> tuple:
+  """(state, stage timers or None): the burn-in of a fresh start, the stage timers if
+  asked for, and the run's facts in timings.json and on the screen."""
   t_burn = time.perf_counter()
   if not source.restore_from:  # Restored walkers are already equilibrated.
     watch.waiting_for(f'the burn-in ({cfg.mcmc.burn_in} MCMC moves)')
     state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
+  timings = run.timings
   timings.update(compile_s=compiled.compile_s, burn_in_s=time.perf_counter() - t_burn)
   timers = None
   if cfg.log.timers or cfg.log.timers_every:  # Before the loop, on the equilibrated state.
     timers = profiling.StageTimers(parts, state)
     with watch.paused('the stage timers (compiling and timing the stages)'):
       timings.update(timers.measure(compiled, state), timers_at_step=start)
-    say(f'Timers  {profiling.format_timings(timings)}  (at step {start})')
+    run.say(f'Timers  {profiling.format_timings(timings)}  (at step {start})')
   n_params = int(sum(p.size for p in jax.tree.leaves(state.params)))
-  timings.update(profiling.run_facts(ctx, cfg.batch_size, cfg.mcmc.steps, cfg.optim.optimizer,
-                                     parts, compiled),
+  timings.update(profiling.run_facts(run.ctx, cfg.batch_size, cfg.mcmc.steps,
+                                     cfg.optim.optimizer, parts, compiled),
                  n_params=n_params, startup_s=time.perf_counter() - _T0, free_memory_mb=free_mb,
                  machine=machine.machine(), versions=machine.versions())
   chunks = f'{parts.chunk_size} walkers' if parts.chunk_size else 'all walkers'
   mem = (f'; step {timings["step_memory_mb"]:.0f} MiB per device' if 'step_memory_mb' in timings
          else '') + (f' ({free_mb:.0f} MiB free)' if free_mb is not None else '')
-  say(f'Network {n_params} parameters; Laplacian {parts.laplacian} on {chunks} at once; '
-      f'compiled in {compiled.compile_s:.1f} s{mem}; move width {float(state.walkers.width):.3f} '
-      f'bohr; first step {timings["startup_s"]:.1f} s after start')
-  write('timings.json', timings)
-
-  # The loop: one compiled step per iteration; records, checkpoints, rewinds, stop signals.
-  train_step = wrap_step(compiled.train_step) if wrap_step else compiled.train_step
-  def remeasure(s):
-    with watch.paused('the stage timers (compiling and timing the stages)'):
-      return timers.measure(compiled, s)
-
-  out = loop.run(cfg.log, cfg.optim, ctx, source, state, start, train_step, stop, say, quiet,
-                 remeasure=timers and remeasure, watch=watch,
-                 on_timings=lambda r: (timings.setdefault('remeasured', []).append(r),
-                                       write('timings.json', timings)))
-
-  # The report: the final estimate, result.json and the closing lines.
-  return report.finish(cfg.log.final_fraction, system, source.run_dir, out, start, timings,
-                       _T0, write, say)
+  run.say(f'Network {n_params} parameters; Laplacian {parts.laplacian} on {chunks} at once; '
+          f'compiled in {compiled.compile_s:.1f} s{mem}; move width '
+          f'{float(state.walkers.width):.3f} bohr; first step {timings["startup_s"]:.1f} s '
+          'after start')
+  run.save_timings()
+  return state, timers
 
 
 def run() -> None:

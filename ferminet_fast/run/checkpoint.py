@@ -16,6 +16,7 @@ import jax
 import orbax.checkpoint as ocp
 
 from ferminet_fast.errors import InputError
+from ferminet_fast.optimizers import legacy
 
 SUBDIR = 'checkpoints'
 TRASH = 'retired'  # Inside SUBDIR: checkpoints renamed here are being deleted.
@@ -79,16 +80,16 @@ class Checkpointer:
 
 
 def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
-                   upgrades: Sequence[tuple] = ()) -> tuple:
+                   optimizer: Optional[str] = None) -> tuple:
   """(step, state) from the newest checkpoint of run_dir that restores, shaped and laid
   out over devices like `like` (a state of the same config, on this run's devices; the
   saved device count does not matter). Raises InputError if none does.
 
   With `fields` (names of the state's fields, e.g. ('params', 'walkers')) only those are
-  read and the rest is kept from `like`. `upgrades`, pairs (to_old, from_old) of maps of
-  the optimizer state (optimizers/legacy.py), newest first, restore a checkpoint whose
-  optimizer state has an earlier layout: into to_old(like.opt_state), then
-  from_old(restored)."""
+  read and the rest is kept from `like`. With `optimizer` (the method's name), a checkpoint
+  whose optimizer state has the layout of an earlier version restores too
+  (optimizers/legacy.py): into that layout of like.opt_state, then turned into today's."""
+  upgrades = legacy.upgrade(optimizer, like.opt_state) if optimizer else ()
 
   def restore_args(target):
     if fields is None:

@@ -8,9 +8,8 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from ferminet_fast.environment import distributed
 from ferminet_fast.errors import TrainingError
-from ferminet_fast.run import checkpoint, recorder, recovery, resume, watchdog
+from ferminet_fast.run import checkpoint, context, recorder, recovery, resume, watchdog
 
 
 class Outcome(NamedTuple):
@@ -22,22 +21,22 @@ class Outcome(NamedTuple):
   stopped_by: Optional[str]  # Name of the signal that stopped the loop early, if any.
 
 
-def run(log_cfg, optim_cfg, ctx: distributed.Context, source: resume.Source, state, start: int,
-        train_step: Callable, stop, say: Callable, quiet: bool,
-        remeasure: Optional[Callable] = None, on_timings: Callable = lambda r: None,
+def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, start: int,
+        train_step: Callable, stop, remeasure: Optional[Callable] = None,
         watch: Optional[watchdog.Watchdog] = None) -> Outcome:
   """Runs `train_step` from step `start` to `optim_cfg.iterations` (or a stop signal), with
   records, checkpoints and timers as the `log` settings say and rewinds as the `optim`
-  ones say.
+  ones say, for `run` (its directory, printing, timings and devices).
 
-  `remeasure(state) -> dict` re-times the stages every `log_cfg.timers_every` steps and its
-  result, with the step, goes to `on_timings`. `watch` is told of every step whose results
-  arrived (run/watchdog.py). Raises TrainingError, with the last good
+  `remeasure(state) -> dict` re-times the stages every `log_cfg.timers_every` steps; each
+  result, with its step, goes into the run's timings.json. `watch` is told of every step
+  whose results arrived (run/watchdog.py). Raises TrainingError, with the last good
   state checkpointed, when the run cannot recover from non-finite steps."""
+  ctx = run.ctx
   record = recorder.Recorder(
       os.path.join(source.run_dir, 'stats.csv') if ctx.is_main else None, log_cfg.print_every,
-      say, resume_from=start if source.resume else None, total=optim_cfg.iterations,
-      progress=log_cfg.progress and not quiet,
+      run.say, resume_from=start if source.resume else None, total=optim_cfg.iterations,
+      progress=log_cfg.progress and not run.quiet,
       tensorboard_dir=(os.path.join(source.run_dir, 'tensorboard') if log_cfg.tensorboard
                        else None))
   saver = checkpoint.Checkpointer(source.run_dir, log_cfg.keep_checkpoints, log_cfg.save_every,
@@ -70,7 +69,8 @@ def run(log_cfg, optim_cfg, ctx: distributed.Context, source: resume.Source, sta
     if remeasure and log_cfg.timers_every and t % log_cfg.timers_every == 0:
       result = remeasure(state)
       record.say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
-      on_timings({'step': t, **result})
+      run.timings.setdefault('remeasured', []).append({'step': t, **result})
+      run.save_timings()
       record.last = time.perf_counter()  # The timers' time is not the next step's.
     stopping, timed = ctx.agree(stop.received is not None, saver.due_by_time())
     if (saver.due_by_steps(t) or timed or stopping) and rewinder.is_good(state):

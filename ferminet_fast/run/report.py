@@ -3,9 +3,10 @@ timings.json's totals, result.json and the closing lines."""
 
 import resource
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from ferminet_fast.physics import systems
+from ferminet_fast.run import context
 from ferminet_fast.vmc import stats
 
 
@@ -33,21 +34,21 @@ def final_line(result: Result, iterations: int) -> str:
   return line
 
 
-def finish(final_fraction: float, system: systems.System, run_dir: str, out, start: int,
-           timings: dict, t0: float, write: Callable, say: Callable) -> Result:
+def finish(final_fraction: float, system: systems.System, run: context.Run, out, start: int,
+           t0: float) -> Result:
   """The Result of a run whose loop ended with `out` (loop.Outcome), having started at
   step `start` and at perf_counter() `t0`; the energy is the reblocked mean of the last
   `final_fraction` of the steps. Writes timings.json and result.json."""
-  t, wall = out.steps, out.wall_s
+  t, wall, timings, say, run_dir = out.steps, out.wall_s, run.timings, run.say, run.dir
   estimate = stats.final_estimate(out.history['energy'][:t], final_fraction)
   timings.update({'train_loop_s': wall, 'iterations_per_s': (t - start) / wall
                   if wall > 0 else 0.0, 'total_s': time.perf_counter() - t0,
                   'rewinds': out.rewinds,
                   'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
-  write('timings.json', timings)
+  run.save_timings()
   exact = system.exact_reported_energy
   result = Result(estimate, exact, out.history, timings, out.state, run_dir, out.stopped_by)
-  write('result.json', {
+  run.write('result.json', {
       'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
       'samples': estimate.n, 'exact_energy': exact, 'states': system.states,
       'error_mha': result.error_mha, 'iterations': t, 'complete': not out.stopped_by,

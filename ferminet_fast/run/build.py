@@ -1,0 +1,119 @@
+"""The one build path of every stage (training, evaluation and the stages after them):
+settings -> system -> network -> the step's parts -> the state, and a state restored from a
+run directory.
+
+Every 'auto' and 'best' setting is resolved here, once: the Laplacian method ('best' by
+what is installed, 'auto' by timing the candidates on the built network) and the chunk of
+walkers per local-energy evaluation (by the compiled step's memory, in train). Training
+records what they became in the run directory's resolved.json; the later stages take them
+from there, so that they evaluate the same functions training used.
+"""
+
+import os
+from typing import Callable, NamedTuple, Optional
+
+import jax
+
+from ferminet_fast import config
+from ferminet_fast.environment import xla_flags
+from ferminet_fast.errors import InputError
+from ferminet_fast.physics import systems
+from ferminet_fast.run import checkpoint, profiling, rundir
+from ferminet_fast.vmc import mcmc, step
+from ferminet_fast.wavefunction import networks
+
+RESOLVED = 'resolved.json'  # What 'auto' and 'best' settings became, by dotted key.
+
+
+class Built(NamedTuple):
+  """What a stage runs on."""
+  system: systems.System
+  network: networks.Network
+  parts: step.Parts  # The step's functions (vmc/step.py), with the resolved Laplacian.
+  state: step.TrainState  # Fresh: initial parameters, walkers and optimizer state.
+  resolved: dict  # Dotted key -> the value an 'auto'/'best' setting became.
+  laplacian_ms: Optional[dict] = None  # Method -> ms per local energy, when 'auto' timed them.
+
+
+def settings(user_cfg):
+  """The validated settings, 'best' resolved, frozen (each module gets its own block from
+  them); the XLA flag that debug.deterministic needs requested before JAX starts."""
+  config.validate(user_cfg)
+  cfg = config.freeze(user_cfg)
+  if cfg.debug.deterministic and not xla_flags.request(xla_flags.GPU_DETERMINISTIC):
+    raise InputError('config.debug.deterministic needs XLA_FLAGS to hold '
+                     f'{xla_flags.GPU_DETERMINISTIC} before JAX starts, and JAX has already '
+                     'started in this process: set the environment variable before importing '
+                     'jax (or run from the command line)')
+  return cfg
+
+
+def system_of(cfg) -> systems.System:
+  """The system of `cfg`, with JAX in float64 first where the settings ask for it."""
+  if cfg.precision == 'float64':
+    jax.config.update('jax_enable_x64', True)
+  return systems.make_system(cfg.system)
+
+
+def laplacian_of(cfg, network: networks.Network, system: systems.System,
+                 key: jax.Array) -> tuple:
+  """(method, ms per method or None): 'best' by what is installed; 'auto' by timing the
+  candidates on `network` at the initial walkers (run/profiling.py)."""
+  method = config.resolve_laplacian(cfg.optim.laplacian)
+  if method != 'auto':
+    return method, None
+  params = network.init(key)
+  x = mcmc.init_positions(key, system, cfg.batch_size, cfg.mcmc.init_width, network.dtype)
+  return profiling.choose_laplacian(network, system, params, x, cfg.optim.energy_chunk_size)
+
+
+def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
+          system: Optional[systems.System] = None) -> Built:
+  """Builds a stage from validated settings. `recorded`: what an earlier stage of the run
+  resolved (`recorded_of`), taken instead of resolving again. `ctx`: the device context the
+  walkers are laid out on (environment/distributed.py)."""
+  recorded = recorded or {}
+  system = system or system_of(cfg)
+  network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
+  timed = None
+  if 'optim.laplacian' in recorded:
+    laplacian = recorded['optim.laplacian']
+  else:
+    laplacian, timed = laplacian_of(cfg, network, system, key)
+  parts = make_parts(cfg, system, network, laplacian, recorded.get('optim.energy_chunk_size'))
+  state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, key, ctx)
+  return Built(system, network, parts, state, resolved_of(parts), timed)
+
+
+def make_parts(cfg, system, network, laplacian: str, chunk_size: Optional[int] = None):
+  """The step's parts; `chunk_size` None resolves optim.energy_chunk_size."""
+  return step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian, chunk_size)
+
+
+def parts_maker(cfg, built: Built) -> Callable[[int], step.Parts]:
+  """chunk_size -> the step's parts, for the memory fit of the compiled step."""
+  return lambda chunk: make_parts(cfg, built.system, built.network, built.parts.laplacian,
+                                  chunk)
+
+
+def resolved_of(parts: step.Parts) -> dict:
+  """The resolved values of the 'auto'/'best' settings that `parts` were made with."""
+  return {'optim.laplacian': parts.laplacian, 'optim.energy_chunk_size': parts.chunk_size}
+
+
+def record(run_dir: str, parts: step.Parts) -> None:
+  """Writes resolved.json: what the run's 'auto'/'best' settings became."""
+  rundir.write_json(os.path.join(run_dir, RESOLVED), resolved_of(parts))
+
+
+def recorded_of(run_dir: str) -> dict:
+  """What the run resolved (resolved.json), or {} for a run from before it was recorded."""
+  path = os.path.join(run_dir, RESOLVED)
+  return rundir.read_json(path) if os.path.exists(path) else {}
+
+
+def restore(run_dir: str, like: step.TrainState, optimizer: str,
+            fields: Optional[tuple] = None) -> tuple:
+  """(step, state) from the newest checkpoint of run_dir that restores (checkpoint.py), its
+  optimizer state also from the layouts of earlier versions."""
+  return checkpoint.restore_latest(run_dir, like, fields, optimizer=optimizer)
