@@ -1,0 +1,201 @@
+"""Evaluation's pieces: the estimators asked for, the parameters a checkpoint gives, the
+sweep loop at frozen parameters, and the report (eval.json and the printed lines).
+The entry point, evaluate.py, puts them together."""
+
+import warnings
+from typing import Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast.errors import InputError
+from ferminet_fast.optimizers import optim
+from ferminet_fast.physics import excited_states
+from ferminet_fast.physics import observables as observables_lib
+from ferminet_fast.run import checkpoint, watchdog
+from ferminet_fast.vmc import ordering, stats, step
+
+STATES = 'states'  # Key of the several states' matrices among the estimators.
+# What the several states' evaluation estimates for every state (its `states` report).
+STATES_OBSERVABLES = ('s2', 'dipole')
+PARAMETERS = ('average', 'last')  # Which parameters of a checkpoint are evaluated.
+EV_PER_HA = 27.211386246  # CODATA 2018.
+
+
+def estimators(names: Sequence[str], network, system, laplacian: str) -> dict:
+  """name -> observables.Estimator for the observables `names` (observables.OBSERVABLES),
+  and with several states their local matrices under STATES (which hold each state's
+  <S^2> and the dipoles: s2 and dipole are accepted there, the others refused)."""
+  unknown = [n for n in names if n not in observables_lib.OBSERVABLES]
+  if unknown:
+    raise InputError(f'unknown observable {unknown[0]!r} (known: '
+                     f'{", ".join(observables_lib.OBSERVABLES)})')
+  if system.states == 1:
+    return {name: observables_lib.OBSERVABLES[name].make(network, system, laplacian)
+            for name in names}
+  other = [n for n in names if n not in STATES_OBSERVABLES]
+  if other:
+    raise InputError(f'--observables {",".join(other)}: with {system.states} states '
+                     'evaluation estimates ' + ' and '.join(STATES_OBSERVABLES) + ' (each '
+                     "state's <S^2> and the transition dipoles); the others are for one state")
+  return {STATES: observables_lib.Estimator(
+      excited_states.make_local_matrices(network, system, laplacian), (),
+      excited_states.reduce)}
+
+
+def restore(run_dir: str, like: step.TrainState, method: str) -> tuple:
+  """(step, state, averaged) from the newest checkpoint that restores: parameters, walkers
+  and, where it restores (it holds the parameters' average), the optimizer state; averaged
+  says whether it did. Without it (an optimizer state from another version of a library)
+  the parameters and walkers alone."""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    try:
+      found, state = checkpoint.restore_latest(
+          run_dir, like, ('params', 'opt_state', 'walkers'), optimizer=method)
+    except InputError:
+      found = None
+  if found is not None:
+    for w in caught:  # A damaged newer checkpoint skipped: said as restore_latest says it.
+      warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return found, state, bool(state.opt_state.inner.count > 0)
+  found, state = checkpoint.restore_latest(run_dir, like, ('params', 'walkers'))
+  return found, state, False
+
+
+def with_parameters(parts: step.Parts, state: step.TrainState, averaged: bool,
+                    which: str) -> tuple:
+  """(state, 'average' or 'last'): the state with the parameters to evaluate, the walkers'
+  log|psi| recomputed for them."""
+  if which != 'average' or not averaged:
+    return state, 'last'
+  params = optim.averaged_params(state.opt_state, state.params)
+  walkers = state.walkers._replace(log_psi=parts.batch_log_psi(params, state.walkers.x))
+  return state._replace(params=params, walkers=walkers), 'average'
+
+
+def sweep_functions(parts: step.Parts, chosen: dict, k: int) -> tuple:
+  """(move, sweep), both state -> (state, ...): one MCMC sweep at fixed width and
+  parameters; and a move followed by the mean local energy (non-finite ones left out, as
+  in training) and each estimator's estimate from the sweep's walkers (its `reduce`). With
+  several states the local energy is the trace of the local-energy matrix, not computed a
+  second time. The estimates are made one after the other (vmc/ordering.py: side by side,
+  two batched determinant factorisations deadlock jaxlib 0.10.0-0.11.0 on CPU)."""
+  per_walker = {name: jax.vmap(est.per_config, in_axes=(None, 0))
+                for name, est in chosen.items()}
+
+  def move(s):
+    key, sub = jax.random.split(s.key)
+    walkers, pmove = parts.sweep(s.params, s.walkers, sub)
+    return s._replace(walkers=walkers, key=key), pmove
+
+  def sweep(s):
+    s, pmove = move(s)
+    x, means, done = s.walkers.x, {}, ()
+    if STATES not in chosen:
+      mean, _ = parts.energy(s.params, x)
+      done = mean
+    for name, f in per_walker.items():
+      x = ordering.after(x, done)
+      means[name] = done = chosen[name].reduce(f(s.params, x))  # (B, k) -> estimate
+    if STATES in means:
+      mean = jnp.trace(means[STATES][:k * k].reshape(k, k))
+    return s, (mean, pmove, means)
+
+  return move, sweep
+
+
+class Series(NamedTuple):
+  """What the sweeps recorded."""
+  energies: list  # Mean local energy of each sweep, Ha.
+  pmoves: list  # Acceptance of each sweep.
+  values: list  # Per sweep: name -> estimate, for the estimators kept per sweep.
+  sums: dict  # name -> estimate summed over sweeps, for those that `accumulate`.
+
+
+def run_sweeps(move: Callable, sweep: Callable, state, steps: int, burn_in: int,
+               chosen: dict, watch: watchdog.Watchdog) -> Series:
+  """`burn_in` moves, then `steps` sweeps, each one's results fetched one sweep behind (so
+  the device never waits), `watch` told of each."""
+  series = Series([], [], [], {})
+  what = 'a sweep (MCMC moves, local energies' + ''.join(f', {n}' for n in chosen) + ')'
+
+  def record(out):
+    e, pmove, means = jax.device_get(out)
+    series.energies.append(float(e))
+    series.pmoves.append(float(pmove))
+    for name in [n for n in means if chosen[n].accumulate]:  # Summed, not kept per sweep.
+      series.sums[name] = series.sums.get(name, 0.0) + np.asarray(means.pop(name), np.float64)
+    series.values.append(means)
+
+  watch.waiting_for(f'the burn-in ({burn_in} sweeps at fixed parameters)')
+  for _ in range(burn_in):
+    state, _ = move(state)
+  state = jax.block_until_ready(state)
+  watch.beat(f'evaluation sweep 1 of {steps}: {what}')
+  pending = None
+  for i in range(steps):
+    state, out = sweep(state)
+    if pending is not None:
+      record(pending)
+      watch.beat(f'evaluation sweep {i + 1} of {steps}: {what}')
+    pending = out
+  record(pending)
+  return series
+
+
+def report(series: Series, chosen: dict, system, run_dir: str, say: Callable) -> tuple:
+  """(energy estimate, eval.json's estimates): the reblocked energy, each observable (its
+  reblocked components, or for those that accumulate the summary its report writes) and,
+  with several states, each state's; the observables' lines printed."""
+  estimate = stats.reblock(np.asarray(series.energies))
+  result = {}
+  for name, obs in chosen.items():
+    if name == STATES:
+      result['states'] = report_states(
+          np.stack([np.asarray(v[name]) for v in series.values]), system.states, say)
+      result['states']['exact_ground_energy'] = system.exact_energy
+      continue
+    unit = observables_lib.OBSERVABLES[name].unit
+    if obs.accumulate:  # Only the mean over sweeps; the report says where it went.
+      summary = obs.report(run_dir, series.sums[name] / len(series.energies), None)
+      result.setdefault('observables', {})[name] = {'unit': unit, 'summary': summary}
+      say(f'  {name}: {summary}')
+      continue
+    values = np.stack([np.asarray(v[name]) for v in series.values])  # (steps, k)
+    est = [stats.reblock(values[:, c]) for c in range(values.shape[1])]
+    result.setdefault('observables', {})[name] = {
+        'labels': list(obs.labels), 'unit': unit, 'value': [e.mean for e in est],
+        'error': [e.error for e in est], 'tau': [e.tau for e in est]}
+    if obs.report:
+      say(f'  {name}: ' + obs.report(run_dir, [e.mean for e in est], [e.error for e in est]))
+    else:
+      say(f'  {name}: ' + ', '.join(f'{label} {e.mean:.5f} +- {e.error:.5f}'
+                                    for label, e in zip(obs.labels, est)) + f' {unit}'.rstrip())
+  return estimate, result
+
+
+def report_states(series: np.ndarray, k: int, say: Callable) -> dict:
+  """Each state's energy, excitation energy, <S^2> and oscillator strength from the series
+  of sweep estimates of the local matrices (steps, 5 K^2), with jackknife errors; printed
+  and returned for eval.json (lists, Ha and e bohr)."""
+  values, errors = excited_states.jackknife(series, k)
+  say(f'  {k} states (NES-VMC; errors by jackknife over {excited_states.JACKKNIFE_BLOCKS} '
+      'blocks of sweeps):')
+  for i in range(k):
+    line = (f'    state {i}: E {values["energy"][i]:.6f} +- {errors["energy"][i]:.6f} Ha, '
+            f'<S^2> {values["s2"][i]:.3f} +- {errors["s2"][i]:.3f}')
+    if i:
+      de, dde = values['excitation_energy'][i - 1], errors['excitation_energy'][i - 1]
+      line += (f', excitation {de:.6f} +- {dde:.6f} Ha ({de * EV_PER_HA:.4f} eV), '
+               f'|d_0{i}|^2 {values["transition_dipole_sq"][i - 1]:.4f} +- '
+               f'{errors["transition_dipole_sq"][i - 1]:.4f} e^2 bohr^2, oscillator strength '
+               f'{values["oscillator_strength"][i - 1]:.4f} +- '
+               f'{errors["oscillator_strength"][i - 1]:.4f}')
+    say(line)
+  if k > 2:
+    say(f'    oscillator strengths summed over states 1-{k - 1}: '
+        f'{values["oscillator_strength_sum"][0]:.4f} +- {errors["oscillator_strength_sum"][0]:.4f}')
+  return {name: {'value': values[name].tolist(), 'error': errors[name].tolist()}
+          for name in values}
