@@ -1,7 +1,7 @@
-"""Several states (physics/excited_states.py): the energy matrix is exact for exact states and
-reduces to the local energy for one; hydrogen's 1s -> 2p_z oscillator strength from
-sampled matrices against its closed form; training and evaluation through the entry points
-with each network and optimizer; bad input."""
+"""Several states (physics/excited_states.py): the energy matrix is exact for exact states
+and, for one state, the finite-difference local energy; hydrogen's 1s -> 2p_z oscillator
+strength from sampled matrices against its closed form; training and evaluation through the
+entry points with each network and optimizer; bad input."""
 
 import json
 import os
@@ -70,18 +70,53 @@ def test_energy_matrix_is_exact_for_hydrogen_states(laplacian, float64):
                              atol=1e-9)
 
 
-def test_one_state_matrix_is_the_local_energy(float64):
+def finite_difference_local_energy(log_psi, x, positions, charges, h=1e-4):
+  """E_L = -1/2 (lap log|psi| + |grad log|psi||^2) + V at each row of x (B, 3N), from
+  central differences of log|psi| (B,) -> (B,) and the Coulomb sums in numpy. In float64
+  with h = 1e-4 the error is ~2e-6 Ha, truncation and rounding together."""
+  x = np.asarray(x, np.float64)
+  b, n = x.shape
+  steps = np.concatenate([np.eye(n), -np.eye(n)]) * h  # (2 3N, 3N)
+  shifted = (x[:, None, :] + steps[None]).reshape(-1, n)
+  f0 = np.asarray(log_psi(x))
+  f = np.asarray(log_psi(shifted)).reshape(b, 2, n)
+  grad = (f[:, 0] - f[:, 1]) / (2 * h)
+  lap = np.sum(f[:, 0] + f[:, 1] - 2 * f0[:, None], axis=1) / h**2
+  r = x.reshape(b, -1, 3)
+  r_en = np.linalg.norm(r[:, :, None] - positions[None, None], axis=-1)
+  i, j = np.triu_indices(r.shape[1], k=1)
+  v = -np.sum(charges / r_en, axis=(1, 2)) + np.sum(
+      1 / np.linalg.norm(r[:, i] - r[:, j], axis=-1), axis=1)
+  return -0.5 * (lap + np.sum(grad**2, axis=1)) + v
+
+
+def test_one_state_path_gives_the_finite_difference_local_energy(float64):
+  """K = 1 through the states' code: the total wavefunction det[psi(x)] (states.py) and its
+  1 x 1 energy matrix (excited_states.py) give log|psi| and the local energy that central
+  differences of the ordinary network's log|psi| give, with the potential summed in numpy.
+  Configurations of both signs of psi, so that a sign lost in A or A^-1 shows."""
   cfg = tiny_config('Li', **{'network.ferminet.hidden_dims': ((8, 4),)})
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system, jnp.float64)
   params = network.init(jax.random.PRNGKey(0))
   one = lambda p, x: tuple(v[None] for v in network.apply(p, x))  # noqa: E731
-  x = jax.random.normal(jax.random.PRNGKey(1), (3, 9), jnp.float64)
-  matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(one, system, 'jacfwd'),
-                            in_axes=(None, 0)))(params, x)
-  e_l = jax.jit(jax.vmap(hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd'),
-                         in_axes=(None, 0)))(params, x)
-  np.testing.assert_allclose(matrix[:, 0, 0], e_l, rtol=1e-10)
+  total = states.total_network(network, one, 1, lambda p, x, atoms: one(p, x))
+  x = jax.random.normal(jax.random.PRNGKey(1), (8, 9), jnp.float64) * 1.5
+  signs = jax.vmap(network.apply, in_axes=(None, 0))(params, x)[0]
+  assert set(np.asarray(signs).tolist()) == {-1.0, 1.0}
+
+  base_log_psi = jax.jit(jax.vmap(network.log_psi, in_axes=(None, 0)))
+  expected = finite_difference_local_energy(lambda y: base_log_psi(params, y), x,
+                                            system.positions, system.charges)
+  np.testing.assert_allclose(jax.vmap(total.log_psi, in_axes=(None, 0))(params, x),
+                             base_log_psi(params, x), rtol=1e-12)
+  for laplacian in ['jacfwd', 'jvp_loop']:
+    matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(one, system, laplacian),
+                              in_axes=(None, 0)))(params, x)
+    e_total = jax.jit(jax.vmap(hamiltonian.make_local_energy(total.log_psi, system, laplacian),
+                               in_axes=(None, 0)))(params, x)
+    np.testing.assert_allclose(matrix[:, 0, 0], expected, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(e_total, expected, rtol=0, atol=2e-5)
 
 
 def test_hydrogen_oscillator_strength_from_sampled_matrices():

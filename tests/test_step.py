@@ -1,4 +1,5 @@
-"""The jitted step: compiled once, chunked energies equal unchunked, Laplacian auto-choice."""
+"""The jitted step and the loop around it: nothing compiled after the first step, chunked
+energies equal unchunked, Laplacian auto-choice."""
 
 import jax
 import jax.numpy as jnp
@@ -6,16 +7,11 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import config
+from ferminet_fast import config, train
 from ferminet_fast.physics import hamiltonian, systems
-from ferminet_fast.run import profiling
+from ferminet_fast.run import profiling, recovery
 from ferminet_fast.vmc import loss, step
 from ferminet_fast.wavefunction import networks
-
-_events = []
-_recording = [False]
-jax.monitoring.register_event_duration_secs_listener(
-    lambda name, duration, **kw: _events.append(name) if _recording[0] else None)
 
 
 @pytest.fixture(scope='module')
@@ -31,20 +27,65 @@ def run():
   return cfg, system, parts, compiled, state
 
 
-def test_training_loop_never_compiles_again(run):
-  _, _, _, compiled, state = run
-  state = jax.tree.map(jnp.copy, state)  # The step donates its input; keep the fixture's.
-  jax.block_until_ready(state)
-  _events.clear()
-  _recording[0] = True
+class _Compilations:
+  """Records every XLA compilation (a persistent-cache hit included) while `on`, with the
+  number of training steps called so far."""
+
+  def __init__(self):
+    self.on, self.calls, self.seen = False, 0, []
+    jax.monitoring.register_event_duration_secs_listener(self._event)
+
+  def _event(self, name, duration, **kwargs):
+    if self.on and name == '/jax/core/compile/backend_compile_duration':
+      self.seen.append((self.calls, kwargs.get('fun_name')))
+
+
+_compilations = _Compilations()
+
+
+def test_training_loop_never_compiles_after_its_first_step(tmp_path):
+  """The real loop of train.train, 40 steps with per-step records, printed lines,
+  checkpoints every 4 steps, snapshots every 5 and two rewinds (NaN put into the parameters
+  twice), compiles nothing after its first step but the rewind's re-seeding of the random
+  stream, once, at the first rewind: a compilation per step (or per checkpoint, record or
+  rewind) would cost more than the step itself."""
+  inject_at, calls_at_rewind, last = {8, 24}, [], [-1]
+
+  def wrap(train_step):
+    def wrapped(state):
+      t = int(state.step)
+      if _compilations.calls and t <= last[0]:
+        calls_at_rewind.append(_compilations.calls)
+      last[0] = t
+      if t in inject_at:  # The test's own fault injection is not the loop's compilation.
+        inject_at.discard(t)
+        on, _compilations.on = _compilations.on, False
+        state = recovery.inject_nan(state, 'params')
+        _compilations.on = on
+      out = train_step(state)
+      _compilations.calls += 1
+      return out
+    return wrapped
+
+  cfg = tiny_config('He', **{'optim.iterations': 40, 'log.save_path': str(tmp_path / 'run'),
+                             'log.save_every': 4, 'log.save_frequency': 0.0,
+                             'log.print_every': 5, 'optim.snapshot_every': 5,
+                             'optim.rewind_after': 2})
+  _compilations.seen.clear()
+  _compilations.calls, _compilations.on = 0, True
   try:
-    for _ in range(10):
-      state, stats = compiled.train_step(state)
-      jax.device_get(stats)
+    result = train.train(cfg, quiet=True, wrap_step=wrap)
   finally:
-    _recording[0] = False
-  assert not [e for e in _events if 'backend_compile' in e], _events
-  assert int(state.step) == 10
+    _compilations.on = False
+  assert result.timings['rewinds'] == 2 and len(calls_at_rewind) == 2
+  assert _compilations.calls > 40 + 2 * 2  # Repeated steps after each rewind included.
+  # Each compilation is attributed to the number of steps called before it: the start-up's
+  # (0; seen, so the events are heard), and the one allowed, between the step that
+  # triggered the first rewind and the next step.
+  assert any(c == 0 for c, _ in _compilations.seen)
+  later = [(c, name) for c, name in _compilations.seen if c > 0]
+  assert [c for c, _ in later if c != calls_at_rewind[0]] == [], later
+  assert len(later) <= 1, later
 
 
 def test_carried_log_psi_is_the_new_parameters_after_a_step(run):
