@@ -64,6 +64,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
         'the last ones')
   state = state._replace(key=jax.random.PRNGKey(seed))
+  horizon = (optim.average_horizon(state.opt_state, cfg.optim.average_fraction)
+             if which == 'average' else 1.0)  # Read now: the sweeps consume the state.
   move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states)
   # Compiled before the clock and the watchdog start: a sweep that never completes (the
   # compilation is not a sweep) ends the process with a report (run/watchdog.py).
@@ -79,9 +81,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
             'block_size': estimate.block_size, 'steps': steps, 'burn_in': burn_in,
             'batch_size': cfg.batch_size, 'mcmc_steps_per_sweep': cfg.mcmc.steps,
             'checkpoint_step': trained_step, 'parameters': which,
-            'average_updates': (optim.average_horizon(state.opt_state,
-                                                      cfg.optim.average_fraction)
-                                if which == 'average' else 1.0),
+            'average_updates': horizon,
             'pmove': float(np.mean(series.pmoves)), 'exact_energy': exact,
             'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
             'wall_s': wall, **estimates}
