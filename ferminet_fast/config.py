@@ -19,7 +19,7 @@ from ferminet_fast.environment import packages
 from ferminet_fast.errors import InputError
 
 # The names of the swappable pieces; each module's table (hamiltonian.LAPLACIANS,
-# optim.OPTIMIZERS, networks.ENVELOPES, networks.JASTROWS, loss.CLIPPING) implements
+# optim.OPTIMIZERS, envelopes.ENVELOPES, jastrows.JASTROWS, loss.CLIPPING) implements
 # exactly these, and hamiltonian.LAPLACIAN_PACKAGES names the same packages (checked by
 # the tests). They are declared here because config sits below those modules.
 LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
