@@ -19,7 +19,7 @@ from ferminet_fast.environment import packages
 from ferminet_fast.errors import InputError
 
 # The names of the swappable pieces; each module's table (hamiltonian.LAPLACIANS,
-# optim.OPTIMIZERS, networks.ENVELOPES, networks.JASTROWS, loss.CLIPPING) implements
+# optim.OPTIMIZERS, envelopes.ENVELOPES, jastrows.JASTROWS, loss.CLIPPING) implements
 # exactly these, and hamiltonian.LAPLACIAN_PACKAGES names the same packages (checked by
 # the tests). They are declared here because config sits below those modules.
 LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
@@ -171,8 +171,8 @@ SETTINGS = {
                          "'jacfwd'). All are exact.", one_of(*LAPLACIANS, 'auto', 'best')),
     'optim.energy_chunk_size': S('auto', "Walkers per chunk (summed over devices) when "
                                  "evaluating local energies: 'auto' (on CPU, chunks whose "
-                                 'Laplacian intermediates stay in cache, up to 2.3x faster '
-                                 'at 10-14 electrons; on GPU/TPU all at once; either way '
+                                 'Laplacian intermediates stay in cache, markedly faster '
+                                 'from about ten electrons; on GPU/TPU all at once; either way '
                                  "halved until the compiled step fits the device's free "
                                  'memory), 0 (all at '
                                  'once) or a number of walkers (also bounds the memory of '
@@ -336,8 +336,9 @@ RETIRED_KEYS = ('debug.inject_nan', 'debug.inject_nan_step')
 
 
 def default() -> config_dict.ConfigDict:
-  """The defaults: a helium atom with a small network; within 1 mHa of the exact energy in
-  under 30 s on 2 CPU cores. Locked: assigning an unknown key is an error."""
+  """The defaults: a helium atom with a small network; within 1 mHa of the exact energy
+  after a short run on a few CPU cores (BENCHMARKS.md). Locked: assigning an unknown key is
+  an error."""
   cfg = config_dict.ConfigDict()
   for key, setting in SETTINGS.items():
     *blocks, last = key.split('.')

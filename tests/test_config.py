@@ -81,12 +81,12 @@ def test_the_names_in_the_config_are_the_pieces_implemented():
   from ferminet_fast.optimizers import optim
   from ferminet_fast.physics import hamiltonian
   from ferminet_fast.vmc import loss
-  from ferminet_fast.wavefunction import networks
+  from ferminet_fast.wavefunction import envelopes, jastrows
   assert set(config.LAPLACIANS) == set(hamiltonian.LAPLACIANS)
   assert config.LAPLACIAN_PACKAGES == hamiltonian.LAPLACIAN_PACKAGES
   assert set(config.OPTIMIZERS) == set(optim.OPTIMIZERS)
-  assert set(config.ENVELOPES) == set(networks.ENVELOPES)
-  assert set(config.JASTROWS) == set(networks.JASTROWS)
+  assert set(config.ENVELOPES) == set(envelopes.ENVELOPES)
+  assert set(config.JASTROWS) == set(jastrows.JASTROWS)
   assert set(config.CLIP_METHODS) == set(loss.CLIPPING)
 
 

@@ -1,12 +1,12 @@
 """XLA flags the package sets before JAX starts its backend (read once, at that start).
 
 On CPU, jaxlib 0.10 and later hand small element-wise and dot fusions to the YNNPACK
-library; for our networks' small matrices that made the forward pass up to 2x slower than
-XLA's own code (LiH: 1.9 against 0.8 ms per 256 walkers on 2 cores; BENCHMARKS.md), and
-jaxlib 0.8.3 did not do it. We switch it off unless XLA_FLAGS already names the flag (a
-user's setting wins). The flag exists in every jaxlib of our supported range (0.8.3-0.12);
-outside it nothing is set, since XLA aborts on a flag it does not know. A backend started
-before this package was imported (e.g. a notebook that ran JAX first) keeps its flags.
+library; for our networks' small matrices that made the forward pass markedly slower than
+XLA's own code (BENCHMARKS.md, "YNNPACK fusions on CPU"), and jaxlib 0.8.3 did not do it.
+We switch it off unless XLA_FLAGS already names the flag (a user's setting wins). The flag
+exists in every jaxlib of our supported range (0.8.3-0.12); outside it nothing is set,
+since XLA aborts on a flag it does not know. A backend started before this package was
+imported (e.g. a notebook that ran JAX first) keeps its flags.
 
 `config.debug.deterministic` asks XLA for deterministic GPU kernels, a flag that also counts
 only if it is set before the backend starts: `request` adds it and says whether that was

@@ -59,27 +59,27 @@ def _layout(method: str) -> tuple:
 
 def without_average(state: optim.RejectState) -> optim.RejectState:
   """Today's state -> the layout before the parameter average."""
-  return optim.RejectState(state.rejected, state.inner.inner)
+  return optim.RejectState(state.rejected, optim.schedule_state(state))
 
 
 def with_average(old: optim.RejectState, like: optim.RejectState) -> optim.RejectState:
   """A state in the layout before the parameter average -> today's, with no update averaged
   yet (optim.averaged_params then gives the parameters themselves)."""
-  average = like.inner
+  average = optim.average_state(like)
   return optim.RejectState(old.rejected, optim.AverageState(
-      average.params, jnp.zeros_like(average.count), old.inner))
+      average.params, jnp.zeros_like(average.count), optim.schedule_state(old)))
 
 
 def to_legacy(method: str, state: optim.RejectState):
   """Today's state -> the same content in the earlier layout of `method`."""
-  return _layout(method)[0](state.inner.inner)
+  return _layout(method)[0](optim.schedule_state(state))
 
 
 def from_legacy(method: str, old, like: optim.RejectState) -> optim.RejectState:
   """A state restored in the earlier layout of `method` -> today's (dtypes and layout of
   `like`, a state of today's from the same settings)."""
   count, lr, inner = _layout(method)[1](old)
-  lr = jnp.zeros_like(like.inner.inner.lr) if lr is None else lr
+  lr = jnp.zeros_like(optim.learning_rate(like)) if lr is None else lr
   state = with_average(optim.RejectState(jnp.zeros_like(like.rejected),
                                          optim.ScheduleState(count, lr, inner)), like)
   # Same tree as `like` (e.g. optax's EmptyState restored as the class of today's).

@@ -159,22 +159,52 @@ def averaged(inner: optax.GradientTransformation, fraction: float
   return optax.GradientTransformationExtraArgs(init, update)
 
 
+# The parts of a state of `make_optimizer`'s optimizer, found by the names of their types
+# (optax.tree.get) rather than by their places in the nesting, which wrappers change.
+
+
+def schedule_state(state: RejectState) -> ScheduleState:
+  """The ScheduleState in `state`: the update counter, the latest rate, the direction's state."""
+  return optax.tree.get(state, 'ScheduleState')
+
+
+def average_state(state: RejectState) -> AverageState:
+  """The AverageState in `state`: the parameters' moving average and how many it holds."""
+  return optax.tree.get(state, 'AverageState')
+
+
+def applied_updates(state: RejectState) -> jax.Array:
+  """() int32: updates applied so far (rejected ones not counted), the schedule's t."""
+  return schedule_state(state).count
+
+
+def averaged_updates(state: RejectState) -> jax.Array:
+  """() int32: updates the parameters' average holds (0: none, e.g. after restoring a
+  checkpoint that held no average)."""
+  return average_state(state).count
+
+
+def learning_rate(state: RejectState) -> jax.Array:
+  """() the learning rate of the latest update, applied or not (see `applied_lr`)."""
+  return schedule_state(state).lr
+
+
 def averaged_params(state: RejectState, params):
   """The moving average of the parameters (`averaged`), or `params` if no update has been
   averaged yet (a fresh state, or one restored from a checkpoint that held no average).
   `state`: the state of `make_optimizer`'s optimizer."""
-  average = state.inner
+  average = average_state(state)
   return jax.tree.map(lambda m, p: jnp.where(average.count > 0, m, p), average.params, params)
 
 
 def average_horizon(state: RejectState, fraction: float) -> float:
   """About how many of the last updates the average spans (1: the last parameters)."""
-  return max(1.0, fraction * float(state.inner.count))
+  return max(1.0, fraction * float(averaged_updates(state)))
 
 
 def applied_lr(state: RejectState) -> jax.Array:
   """The learning rate of the update last applied: 0 when it was rejected."""
-  lr = state.inner.inner.lr
+  lr = learning_rate(state)
   return jnp.where(state.rejected, jnp.zeros_like(lr), lr)
 
 

@@ -47,8 +47,6 @@ import numpy as np
 
 from ferminet_fast.physics import hamiltonian, systems
 
-DEBYE_PER_AU = 2.541746473  # 1 e bohr in debye (CODATA 2018).
-
 
 def finite_mean(values: jax.Array) -> jax.Array:
   """Walker mean of each component over the walkers whose value is finite, (B, k) -> (k,)."""

@@ -59,7 +59,7 @@ def restore(run_dir: str, like: step.TrainState, method: str) -> tuple:
   if found is not None:
     for w in caught:  # A damaged newer checkpoint skipped: said as restore_latest says it.
       warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return found, state, bool(state.opt_state.inner.count > 0)
+    return found, state, bool(optim.averaged_updates(state.opt_state) > 0)
   found, state = checkpoint.restore_latest(run_dir, like, ('params', 'walkers'))
   return found, state, False
 

@@ -49,10 +49,6 @@ class Rewinder:
     if (self._good is None or t % self.every == 0) and self.is_good(state):
       self._good = (t, _copy(state))
 
-  @property
-  def good_step(self) -> Optional[int]:
-    return None if self._good is None else self._good[0]
-
   def due(self, consecutive_bad: int) -> bool:
     return consecutive_bad >= self.after
 

@@ -87,11 +87,9 @@ def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callabl
   return batched
 
 
-# Bytes of one chunk's largest forward-Laplacian intermediate that run fastest on CPU:
-# measured on a 2-core AMD EPYC (1 MiB L2 per core, 32 MiB L3), float32, batch 256, folx:
-# the fastest chunk was 16 walkers for Ne (30 x 800 tangents: 96 kB per walker, 2.3x faster
-# than unchunked), 8 for N2 (263 kB, 2.3x) and 4 for Ne with FermiNet's (256, 32) x 4
-# network (384 kB, 1.3x); He (3 kB) is not chunked. BENCHMARKS.md has the sweeps.
+# Bytes of one chunk's largest forward-Laplacian intermediate that run fastest on CPU: small
+# enough to stay in a core's caches. The sweeps over chunk sizes that chose it are in
+# BENCHMARKS.md ("Local energies in cache-sized chunks").
 CPU_CHUNK_BYTES = 2 * 2**20
 
 
@@ -116,7 +114,7 @@ def auto_chunk_size(log_psi: Callable, params, n_coords: int, dtype,
 
   On CPU the forward Laplacian's tangents (3N per element of each intermediate) are
   streamed through memory many times; a chunk whose largest tangent array fits in about
-  CPU_CHUNK_BYTES stays in cache and runs up to 2.3x faster at 10-14 electrons. On GPUs
+  CPU_CHUNK_BYTES stays in cache and runs faster (BENCHMARKS.md). On GPUs
   and TPUs the whole batch at once keeps the device busy: 0."""
   if devices[0].platform != 'cpu':
     return 0

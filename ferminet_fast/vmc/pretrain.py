@@ -117,7 +117,8 @@ def pretrain(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.N
 
   def run(state, n):
     """n <= CHUNK steps (n is traced, so one compilation serves every chunk length) inside one
-    call: dispatching each step from Python cost ~0.8 ms of a ~4.7 ms Ne step."""
+    call: dispatching each step from Python was a sizeable part of a step (BENCHMARKS.md,
+    "Convergence at size")."""
     def body(i, carry):
       state, losses = carry
       state, loss = step(state)
@@ -150,7 +151,8 @@ def pretrain_state(pretrain_cfg, mcmc_cfg, system: systems.System, network: netw
   key, k_pre = jax.random.split(state.key)
   params, x, _ = pretrain(pretrain_cfg, mcmc_cfg, system, network, state.params,
                           state.walkers.x, k_pre, say)
-  # Jitted: evaluated op by op, this took ~2 s at N2 (each operation dispatched and compiled).
+  # Jitted: op by op, each operation is dispatched and compiled on its own, a noticeable
+  # part of start-up (BENCHMARKS.md, "Start-up at Ne and N2 with pretraining").
   walkers = state.walkers._replace(x=x, log_psi=jax.jit(batch_log_psi)(params, x))
   shardings = jax.tree.map(lambda a: a.sharding, state)
   say(f'Pretrain done in {time.perf_counter() - t0:.1f} s')

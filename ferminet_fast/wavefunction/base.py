@@ -1,38 +1,87 @@
 """What the wavefunction modules share: the Network interface (pure functions of params and
 one configuration) and a determinant that stays finite and differentiable."""
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
 
+Params = Any  # flax variables {'params': ...}, as `Init` returns them.
+
+
+class Init(Protocol):
+  """PRNG key -> freshly initialised parameters."""
+
+  def __call__(self, key: jax.Array) -> Params:
+    ...
+
+
+class Apply(Protocol):
+  """(params, x (3N,) bohr) -> (sign (), log|psi| ()) at one configuration."""
+
+  def __call__(self, params: Params, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    ...
+
+
+class LogPsi(Protocol):
+  """(params, x (3N,) bohr) -> log|psi| (): what samplers and energies differentiate."""
+
+  def __call__(self, params: Params, x: jax.Array) -> jax.Array:
+    ...
+
+
+class Orbitals(Protocol):
+  """(params, x (3N,) bohr) -> [(k, n_s, n_orb) per spin]: orbitals times envelopes, before
+  the determinants; n_orb = N with full_det, else n_s. What Hartree-Fock pretraining fits."""
+
+  def __call__(self, params: Params, x: jax.Array) -> list[jax.Array]:
+    ...
+
+
+class Instrumented(Protocol):
+  """(variables, x (3N,), mutable, interceptor) -> (output, state): the flax module applied
+  with `variables` ('params' and any other collections), the collections named in `mutable`
+  returned in `state`, under the flax method interceptor `interceptor`: how an optimizer
+  instruments the layers without the network knowing (kfac.py). `output` is what `Apply`
+  gives; with several states, the variables other than 'params' hold a leading axis of the
+  K configurations, as the returned state does."""
+
+  def __call__(self, variables: Params, x: jax.Array, mutable: list,
+               interceptor: Callable) -> tuple[Any, Any]:
+    ...
+
+
+class LogPsiAt(Protocol):
+  """(params, x (3N,), atoms (M, 3)) -> log|psi| () with the nuclei at `atoms` (bohr) instead
+  of the system's positions, the parameters unchanged: what nuclear forces differentiate."""
+
+  def __call__(self, params: Params, x: jax.Array, atoms: jax.Array) -> jax.Array:
+    ...
+
+
+class ApplyStates(Protocol):
+  """(params, x (3N,)) -> (signs (K,), log|psi_i| (K,)): the K states at one configuration."""
+
+  def __call__(self, params: Params, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    ...
+
 
 class Network(NamedTuple):
   """A wavefunction ansatz as pure functions of (params, x)."""
-  init: Callable[[jax.Array], Any]  # PRNG key -> params
-  apply: Callable[[Any, jax.Array], tuple]  # (params, x (3N,)) -> (sign, log|psi|)
-  log_psi: Callable[[Any, jax.Array], jax.Array]  # (params, x (3N,)) -> log|psi|
-  # (params, x (3N,)) -> [(k, n_s, n_orb) per spin]: orbitals times envelopes, before the
-  # determinants; n_orb = N with full_det, else n_s.
-  orbitals: Callable[[Any, jax.Array], list]
-  # (variables, x (3N,), mutable, interceptor) -> (output, state): the flax module applied
-  # with `variables` ('params' and any other collections), the collections named in
-  # `mutable` returned in `state`, under the flax method interceptor `interceptor`: how an
-  # optimizer instruments the layers without the network knowing (kfac.py). `output` is
-  # what `apply` gives; with several states, the variables other than 'params' hold a
-  # leading axis of the K configurations, as the returned state does.
-  instrumented: Callable[[Any, jax.Array, list, Callable], tuple]
-  # (params, x (3N,), atoms (M, 3)) -> log|psi| with the nuclei at `atoms` (bohr) instead of
-  # the system's positions, the parameters unchanged: what nuclear forces differentiate.
-  log_psi_at: Callable[[Any, jax.Array, jax.Array], jax.Array]
+  init: Init
+  apply: Apply
+  log_psi: LogPsi
+  orbitals: Orbitals
+  instrumented: Instrumented
+  log_psi_at: LogPsiAt
   n_coords: int  # 3N, the length of x.
   dtype: Any = jnp.float32  # dtype of the parameters and of x.
   full_det: bool = True  # The layout of `orbitals` (see there).
   # Several states (states.py): x holds K configurations, (K 3N,), and the functions above
-  # are those of the total wavefunction det[psi_i(x_j)]; `apply_states(params, x (3N,))
-  # -> (signs (K,), log|psi_i| (K,))` gives the K states at one configuration.
+  # are those of the total wavefunction det[psi_i(x_j)]; `apply_states` gives the K states
+  # at one configuration.
   states: int = 1
-  apply_states: Optional[Callable[[Any, jax.Array], tuple]] = None
+  apply_states: Optional[ApplyStates] = None
 
 
 def slogdet(a: jax.Array) -> tuple:

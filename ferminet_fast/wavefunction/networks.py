@@ -2,6 +2,8 @@
 
 `x` is the flat (3N,) vector of electron positions in bohr, spin-up electrons first.
 The network returns (sign, log|psi|); vmap, jit and sharding are applied by callers.
+Its inputs (features.py), envelopes (envelopes.py) and Jastrow factors (jastrows.py) are
+chosen from their own modules.
 """
 
 from typing import Any
@@ -14,11 +16,10 @@ import numpy as np
 from ferminet_fast.physics import systems
 from ferminet_fast.wavefunction import states
 from ferminet_fast.wavefunction.base import Network, slogdet
-
-
-def _ones(key, shape, dtype):
-  del key
-  return jnp.ones(shape, dtype)
+from ferminet_fast.wavefunction.envelopes import ENVELOPES
+from ferminet_fast.wavefunction.features import (Geometry, ferminet_inputs, molecular,
+                                                 psiformer_inputs)
+from ferminet_fast.wavefunction.jastrows import JASTROWS
 
 
 def signed_logsumexp(signs: jax.Array, logs: jax.Array) -> tuple:
@@ -27,16 +28,6 @@ def signed_logsumexp(signs: jax.Array, logs: jax.Array) -> tuple:
   top = jax.lax.stop_gradient(jnp.max(logs, axis=-1, keepdims=True))
   total = jnp.sum(signs * jnp.exp(logs - top), axis=-1)
   return jnp.sign(total), jnp.log(jnp.abs(total)) + top[..., 0]
-
-
-def pair_distances(r: jax.Array) -> tuple:
-  """Differences (n, n, 3) and distances (n, n, 1) between electrons; zero, with finite
-  gradients, on the diagonal."""
-  n = r.shape[0]
-  ee = r[:, None, :] - r[None, :, :]
-  eye = jnp.eye(n, dtype=r.dtype)[..., None]
-  r_ee = jnp.linalg.norm(ee + eye, axis=-1, keepdims=True) * (1.0 - eye)
-  return ee, r_ee
 
 
 def _lecun_normal_flat(key, shape, dtype, n_in):
@@ -134,52 +125,6 @@ class Attention(nn.Module):
                  name='out')(out)
 
 
-def isotropic_envelope(module: nn.Module, ae, r_ae, n_out: int, name: str) -> jax.Array:
-  """sum_m pi_m exp(-sigma_m |r - R_m|), (n_s, n_out) for n_s electrons' offsets ae (n_s, m,
-  3) and distances r_ae (n_s, m, 1) to the m nuclei; parameters created in `module`."""
-  m = ae.shape[1]
-  pi = module.param(f'{name}_pi', _ones, (m, n_out), module.param_dtype)
-  sigma = module.param(f'{name}_sigma', _ones, (m, n_out), module.param_dtype)
-  return jnp.sum(pi[None] * jnp.exp(-r_ae * jnp.abs(sigma)[None]), axis=1)
-
-
-def full_envelope(module: nn.Module, ae, r_ae, n_out: int, name: str) -> jax.Array:
-  """sum_m pi_m exp(-|Sigma_m (r - R_m)|) with a 3 x 3 matrix Sigma_m per nucleus and
-  orbital (anisotropic decay), (n_s, n_out); Sigma starts as the identity."""
-  del r_ae
-  m = ae.shape[1]
-  pi = module.param(f'{name}_pi', _ones, (m, n_out), module.param_dtype)
-  eye_init = lambda key, s, dtype: jnp.broadcast_to(jnp.eye(3, dtype=dtype)[None, :, :, None], s)
-  sigma = module.param(f'{name}_sigma', eye_init, (m, 3, 3, n_out), module.param_dtype)
-  exponent = jnp.linalg.norm(jnp.einsum('imj,mjko->imko', ae, sigma), axis=2)
-  return jnp.sum(pi[None] * jnp.exp(-exponent), axis=1)
-
-
-def no_jastrow(module: nn.Module, r_ee: jax.Array) -> jax.Array:
-  del module
-  return jnp.zeros((), r_ee.dtype)
-
-
-def simple_ee_jastrow(module: nn.Module, r_ee: jax.Array) -> jax.Array:
-  """log J = sum_{i<j} -c alpha^2 / (alpha + r_ij) for distances r_ee (n, n): the e-e cusp
-  (d log J / d r_ij = c at r_ij = 0), c = 1/4 for same spins and 1/2 for opposite, one
-  learned alpha for each."""
-  spin = np.array([0] * module.n_up + [1] * module.n_down)
-  same = np.triu(spin[:, None] == spin[None, :], k=1)
-  opposite = np.triu(spin[:, None] != spin[None, :], k=1)
-  alpha_same = jnp.abs(module.param('jastrow_same', _ones, (), module.param_dtype))
-  alpha_opp = jnp.abs(module.param('jastrow_opposite', _ones, (), module.param_dtype))
-  j_same = -0.25 * alpha_same**2 / (alpha_same + r_ee)
-  j_opp = -0.5 * alpha_opp**2 / (alpha_opp + r_ee)
-  return jnp.sum(jnp.where(same, j_same, 0.0)) + jnp.sum(jnp.where(opposite, j_opp, 0.0))
-
-
-# Chosen by name (config.network.envelope / .jastrow). An envelope is
-# (module, ae, r_ae, n_out, name) -> (n_s, n_out); a Jastrow (module, r_ee (n, n)) -> log J.
-ENVELOPES = {'isotropic': isotropic_envelope, 'full': full_envelope}
-JASTROWS = {'none': no_jastrow, 'simple_ee': simple_ee_jastrow}
-
-
 class _Slater(nn.Module):
   """What FermiNet and Psiformer share: per-electron features h (n, d) -> orbitals times
   envelopes -> a sum of determinants, times an optional e-e Jastrow factor.
@@ -201,8 +146,8 @@ class _Slater(nn.Module):
   param_dtype: Any = jnp.float32
   states: int = 1
 
-  def features(self, ae, r_ae, ee, r_ee):
-    """(n, d) permutation-equivariant features of the electrons."""
+  def features(self, g: Geometry) -> jax.Array:
+    """(n, d) permutation-equivariant features of the electrons from their geometry."""
     raise NotImplementedError
 
   @nn.compact
@@ -211,17 +156,15 @@ class _Slater(nn.Module):
     k = self.determinants * self.states  # Determinants of all states, state-major.
     atoms = jnp.asarray(self.atoms if atoms is None else atoms, dtype=x.dtype)
     r = x.reshape(n, 3)
-    ae = r[:, None, :] - atoms[None]  # (n, m, 3)
-    r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)  # (n, m, 1)
-    ee, r_ee = pair_distances(r)
-    h = self.features(ae, r_ae, ee, r_ee)
+    g = molecular(r, atoms)
+    h = self.features(g)
 
     blocks = []
     for name, lo, hi in systems.spin_blocks(self.n_up, self.n_down):
       n_orb = n if self.full_det else hi - lo
       orb = Dense(n_orb * k, use_bias=False, param_dtype=self.param_dtype,
                   name=f'orbital_{name}')(h[lo:hi])
-      orb = orb * ENVELOPES[self.envelope](self, ae[lo:hi], r_ae[lo:hi], n_orb * k,
+      orb = orb * ENVELOPES[self.envelope](self, g.ae[lo:hi], g.r_ae[lo:hi], n_orb * k,
                                            f'envelope_{name}')
       blocks.append(jnp.transpose(orb.reshape(hi - lo, k, n_orb), (1, 0, 2)))  # (k, n_s, n_orb)
     if return_orbitals:
@@ -236,16 +179,15 @@ class _Slater(nn.Module):
       sign, logdet = (v.reshape(self.states, self.determinants) for v in (sign, logdet))
     sign, log_abs = signed_logsumexp(sign, logdet)
 
-    return sign, log_abs + JASTROWS[self.jastrow](self, r_ee[..., 0])
+    return sign, log_abs + JASTROWS[self.jastrow](self, g.r_ee[..., 0])
+
 
 class FermiNet(_Slater):
   """FermiNet (Pfau et al. 2020): permutation-equivariant one- and two-electron streams."""
   hidden_dims: tuple = ((32, 8),)  # ((one_electron_width, two_electron_width), ...) per layer.
 
-  def features(self, ae, r_ae, ee, r_ee):
-    n = ae.shape[0]
-    h1 = jnp.concatenate([ae, r_ae], axis=-1).reshape(n, -1)
-    h2 = jnp.concatenate([ee, r_ee], axis=-1)
+  def features(self, g: Geometry) -> jax.Array:
+    h1, h2 = ferminet_inputs(g)
     for layer, (d1, d2) in enumerate(self.hidden_dims):
       new1 = jnp.tanh(SymmetricDense(d1, self.n_up, self.n_down, self.param_dtype,
                                      name=f'one_{layer}')(h1, h2))
@@ -270,14 +212,8 @@ class Psiformer(_Slater):
   head_dim: int = 16
   layer_norm: bool = False
 
-  def features(self, ae, r_ae, ee, r_ee):
-    del ee, r_ee
-    n = ae.shape[0]
-    scale = jnp.log1p(r_ae)  # (n, m, 1)
-    spin = jnp.concatenate([jnp.ones((self.n_up, 1), ae.dtype),
-                            -jnp.ones((self.n_down, 1), ae.dtype)])
-    h = jnp.concatenate([(ae * scale / jnp.maximum(r_ae, 1e-12)).reshape(n, -1),
-                         scale.reshape(n, -1), spin], axis=-1)
+  def features(self, geometry: Geometry) -> jax.Array:
+    h = psiformer_inputs(geometry, self.n_up, self.n_down)
     width = self.heads * self.head_dim
     h = Dense(width, use_bias=False, param_dtype=self.param_dtype, name='embed')(h)
     norm = (lambda name: nn.LayerNorm(param_dtype=self.param_dtype, name=name)

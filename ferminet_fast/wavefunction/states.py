@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from ferminet_fast.physics import excited_states
-from ferminet_fast.wavefunction.base import Network, slogdet
+from ferminet_fast.wavefunction.base import ApplyStates, Network, slogdet
 
 
 def total_value(signs: jax.Array, logs: jax.Array) -> tuple:
@@ -32,7 +32,7 @@ def total_value(signs: jax.Array, logs: jax.Array) -> tuple:
   return sign, log_abs + jnp.sum(c)
 
 
-def total_network(base: Network, apply_states: Callable, k: int,
+def total_network(base: Network, apply_states: ApplyStates, k: int,
                   apply_states_at: Callable) -> Network:
   """The total wavefunction of K states as a Network on x (K 3N,), from the
   network of one configuration: `base` (its init, dtype, and `instrumented`, which gives
