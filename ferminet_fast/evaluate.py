@@ -106,13 +106,10 @@ def main(argv) -> None:
     print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
     sys.exit(cli.EXIT_INPUT)
   f = flags.FLAGS
-  try:
+  with cli.exit_on_error():
     names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
     evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names,
              parameters=f.parameters)
-  except InputError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(cli.EXIT_INPUT)
 
 
 def run() -> None:

@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 
 from ferminet_fast.errors import InputError
-from ferminet_fast.run import rundir
+from ferminet_fast.run import cli, rundir
 
 STAGES = ('mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms')
 
@@ -78,10 +78,24 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
     plt.close(fig)
     paths.append(path)
 
+  _energy(plt, save, steps, s['energy'], window, exact, name)
+  _variance(plt, save, steps, s['variance'], window, name)
+  _mcmc(plt, save, steps, s['pmove'], s['move_width'], name)
+  timings_path = os.path.join(run_dir, 'timings.json')
+  timings = rundir.read_json(timings_path) if os.path.exists(timings_path) else {}
+  if 'train_step_ms' in timings:
+    _timers(plt, save, timings, name)
+  density_path = os.path.join(run_dir, 'density.csv')  # From evaluate --observables density.
+  if os.path.exists(density_path):
+    _density(plt, save, density_path, name)
+  return paths
+
+
+def _energy(plt, save, steps, energy, window, exact, name) -> None:
   fig, ax = plt.subplots(figsize=(7, 4))
-  ax.plot(steps, s['energy'], lw=0.5, alpha=0.4, label='energy per step')
-  ax.plot(steps, running_mean(s['energy'], window), lw=1.5, label=f'mean of {window} steps')
-  tail = s['energy'][len(steps) // 5:]
+  ax.plot(steps, energy, lw=0.5, alpha=0.4, label='energy per step')
+  ax.plot(steps, running_mean(energy, window), lw=1.5, label=f'mean of {window} steps')
+  tail = energy[len(steps) // 5:]
   tail = tail[np.isfinite(tail)]
   if exact is not None:
     ax.axhline(exact, color='k', ls='--', lw=1, label=f'exact {exact:.6f} Ha')
@@ -94,65 +108,64 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   ax.legend()
   save(fig, 'energy.png')
 
+
+def _variance(plt, save, steps, variance, window, name) -> None:
   fig, ax = plt.subplots(figsize=(7, 4))
-  ax.semilogy(steps, s['variance'], lw=0.5, alpha=0.4)
-  ax.semilogy(steps, running_mean(s['variance'], window), lw=1.5)
+  ax.semilogy(steps, variance, lw=0.5, alpha=0.4)
+  ax.semilogy(steps, running_mean(variance, window), lw=1.5)
   ax.set(xlabel='step', ylabel='variance of E_L (Ha$^2$)', title=f'{name}: local-energy variance')
   save(fig, 'variance.png')
 
+
+def _mcmc(plt, save, steps, pmove, width, name) -> None:
   fig, ax = plt.subplots(figsize=(7, 4))
-  ax.plot(steps, s['pmove'], lw=0.8, label='pmove')
+  ax.plot(steps, pmove, lw=0.8, label='pmove')
   ax.set(xlabel='step', ylabel='acceptance', ylim=(0, 1), title=f'{name}: MCMC')
   ax2 = ax.twinx()
-  ax2.plot(steps, s['move_width'], color='C1', lw=0.8, label='move width')
+  ax2.plot(steps, width, color='C1', lw=0.8, label='move width')
   ax2.set_ylabel('move width (bohr)')
   fig.legend(loc='lower right')
   save(fig, 'pmove.png')
 
-  timings_path = os.path.join(run_dir, 'timings.json')
-  timings = rundir.read_json(timings_path) if os.path.exists(timings_path) else {}
-  if 'train_step_ms' in timings:
-    fig, ax = plt.subplots(figsize=(7, 3))
-    values = [timings[k] for k in STAGES if k in timings]
-    labels = [k.replace('_ms', '') for k in STAGES if k in timings]
-    ax.barh(labels, values, color=[f'C{i}' for i in range(len(values))])
-    ax.axvline(timings['train_step_ms'], color='k', ls='--', lw=1,
-               label=f'whole step {timings["train_step_ms"]:.2f} ms')
-    ax.set(xlabel='ms per call (median)', title=f'{name}: stage timers')
-    ax.invert_yaxis()
-    ax.legend()
-    save(fig, 'timers.png')
 
-  density_path = os.path.join(run_dir, 'density.csv')  # From evaluate --observables density.
-  if os.path.exists(density_path):
-    lo, hi, rho, err = np.loadtxt(density_path, delimiter=',', skiprows=1, unpack=True)
-    r = 0.5 * (lo + hi)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    shell = 4 * np.pi * r**2
-    ax1.errorbar(r, shell * rho, yerr=shell * err, lw=1, elinewidth=0.5)
-    ax1.set(xlabel='r (bohr)', ylabel=r'$4\pi r^2 \rho(r)$ (bohr$^{-1}$)',
-            title=f'{name}: radial distribution')
-    ok = rho > 0
-    ax2.semilogy(r[ok], rho[ok], lw=1)
-    ax2.set(xlabel='r (bohr)', ylabel=r'$\rho(r)$ (bohr$^{-3}$)', title=f'{name}: density')
-    save(fig, 'density.png')
-  return paths
+def _timers(plt, save, timings, name) -> None:
+  fig, ax = plt.subplots(figsize=(7, 3))
+  values = [timings[k] for k in STAGES if k in timings]
+  labels = [k.replace('_ms', '') for k in STAGES if k in timings]
+  ax.barh(labels, values, color=[f'C{i}' for i in range(len(values))])
+  ax.axvline(timings['train_step_ms'], color='k', ls='--', lw=1,
+             label=f'whole step {timings["train_step_ms"]:.2f} ms')
+  ax.set(xlabel='ms per call (median)', title=f'{name}: stage timers')
+  ax.invert_yaxis()
+  ax.legend()
+  save(fig, 'timers.png')
+
+
+def _density(plt, save, path, name) -> None:
+  lo, hi, rho, err = np.loadtxt(path, delimiter=',', skiprows=1, unpack=True)
+  r = 0.5 * (lo + hi)
+  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+  shell = 4 * np.pi * r**2
+  ax1.errorbar(r, shell * rho, yerr=shell * err, lw=1, elinewidth=0.5)
+  ax1.set(xlabel='r (bohr)', ylabel=r'$4\pi r^2 \rho(r)$ (bohr$^{-1}$)',
+          title=f'{name}: radial distribution')
+  ok = rho > 0
+  ax2.semilogy(r[ok], rho[ok], lw=1)
+  ax2.set(xlabel='r (bohr)', ylabel=r'$\rho(r)$ (bohr$^{-3}$)', title=f'{name}: density')
+  save(fig, 'density.png')
 
 
 def main(argv) -> None:
   if len(argv) not in (2, 3) or argv[1].startswith('-'):
     print('usage: python -m ferminet_fast.plot RUN_DIR [OUT_DIR]', file=sys.stderr)
-    sys.exit(2)
+    sys.exit(cli.EXIT_INPUT)
   try:
     import matplotlib  # noqa: F401
   except ImportError:
     print("error: plotting needs matplotlib: pip install 'ferminet_fast[plot]'", file=sys.stderr)
-    sys.exit(2)
-  try:
+    sys.exit(cli.EXIT_INPUT)
+  with cli.exit_on_error():
     paths = plot_run(argv[1], argv[2] if len(argv) == 3 else None)
-  except InputError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
   print('\n'.join(paths))
 
 

@@ -6,6 +6,7 @@ the first access and reports an unknown override key as a chained traceback; her
 the same conditions are found first and reported as an InputError.
 """
 
+import contextlib
 import functools
 import importlib.util
 import logging
@@ -27,6 +28,20 @@ EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rer
 # How None is written on the command line, for keys that take it. Only this spelling: a
 # key's declared string values (such as network.jastrow's 'none') are passed on as text.
 NONE = 'None'
+
+
+@contextlib.contextmanager
+def exit_on_error():
+  """Bad input: its one line on stderr and EXIT_INPUT; training that cannot go on: EXIT_FAILED.
+  The exits every entry point (train, evaluate, plot) shares."""
+  try:
+    yield
+  except InputError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(EXIT_INPUT)
+  except TrainingError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(EXIT_FAILED)
 
 
 def config_path(argv: Sequence[str], default: str) -> str:
@@ -181,18 +196,12 @@ def _main(argv, train: Callable, wrap_step: Optional[Callable], values=None) -> 
     sys.exit(EXIT_INPUT)
   cfg = flags.FLAGS.config
   set_values(cfg, values or {})
-  try:
+  with exit_on_error():
     if flags.FLAGS.dry_run:
       config.validate(cfg)
       print(cfg)
       return
     result = train(cfg, handle_signals=True, wrap_step=wrap_step)
-  except InputError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(EXIT_INPUT)
-  except TrainingError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(EXIT_FAILED)
   if result.stopped_by:
     sys.exit(EXIT_PREEMPTED)
 
