@@ -77,7 +77,7 @@ BAD_INPUTS = [
     (['--config.optim.optimizer=adamw'], "optim.optimizer = 'adamw' is not one of"),
     (['--config.batch_size=many'], 'batch_size'),
     (['--config.batch_size=None'], 'config.batch_size cannot be None'),
-    (['--no_such_flag'], 'no_such_flag'),
+    (['--no_such_flag'], 'unknown flag --no_such_flag (options are --config FILE'),
     (['--config.pretrain.iterations=5', '--config.pretrain.basis=no-such-basis'],
      "pretrain.basis = 'no-such-basis'"),
 ]
@@ -86,7 +86,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize('args,message', BAD_INPUTS)
 def test_cli_bad_input_is_one_clear_error(tmp_path, args, message):
   proc = run_cli(*args, f'--config.log.save_path={tmp_path / "run"}')
-  assert proc.returncode != 0
+  assert proc.returncode == 2, proc.stderr
   assert message in proc.stderr, proc.stderr
   assert 'Traceback' not in proc.stderr + proc.stdout
   assert not (tmp_path / 'run').exists()

@@ -135,10 +135,41 @@ def set_values(cfg: config_dict.ConfigDict, values: dict) -> None:
     node[last] = value
 
 
+# Flags of the training command besides --config and its overrides (absl's help included).
+FLAGS = ('--dry-run', '--dry_run', '--help-config', '--help', '--helpfull', '--helpshort')
+OPTIONS = '--config FILE, --config.KEY=VALUE, --dry-run, --help-config'
+
+
+def check_flags(argv: Sequence[str]) -> None:
+  """Every flag in argv (program name first) is one the command takes: an unknown one is
+  an InputError here rather than absl's fatal parse error."""
+  for arg in argv[1:]:
+    name = arg.split('=')[0]
+    if (arg.startswith('-') and not re.match(r'^-?[0-9.]', arg[1:])
+        and not re.match(r'^--?(no)?config(\.|$)', name) and name not in FLAGS):
+      raise InputError(f'unknown flag {name} (options are {OPTIONS})')
+
+
 def check(argv: Sequence[str], default_config: str) -> None:
-  """Checks the config file and overrides of argv (program name first); raises InputError."""
+  """Checks the flags, the config file and the overrides of argv (program name first);
+  raises InputError."""
+  check_flags(argv)
   cfg = load_config_file(config_path(argv[1:], default_config))
   check_overrides(argv[1:], cfg)
+  parse(after_parsing(argv)[0], default_config)
+
+
+def parse(argv: Sequence[str], default_config: str):
+  """The config that absl parses from argv, in a flag registry of its own; a value of the
+  wrong type (--config.batch_size=many) is an InputError, not absl's fatal error."""
+  from absl import flags
+  flag_values = flags.FlagValues()
+  define_flags(flag_values, argv, default_config)
+  try:
+    flag_values(list(argv))
+  except flags.Error as e:
+    raise InputError(str(e).splitlines()[0]) from None
+  return flag_values.config
 
 
 def precheck(argv: Sequence[str], default_config: str) -> None:
@@ -155,13 +186,14 @@ def absl_spelling(argv: Sequence[str]) -> list:
   return [('--dry_run' if a == '--dry-run' else a) for a in argv]
 
 
-def define_flags(flag_values, argv: Optional[Sequence[str]] = None) -> None:
+def define_flags(flag_values, argv: Optional[Sequence[str]] = None,
+                 default_config: str = DEFAULT_CONFIG) -> None:
   """Defines --config and --dry_run in `flag_values` (absl's FlagValues); the config flag
   reads its --config.KEY overrides from `argv`, or from sys.argv when it is None."""
   from absl import flags
   from ml_collections import config_flags
   config_flags.DEFINE_config_file(
-      'config', DEFAULT_CONFIG,
+      'config', default_config,
       'Config file exposing get_config(); override keys with --config.KEY=VALUE.',
       flag_values=flag_values, sys_argv=None if argv is None else list(argv))
   flags.DEFINE_bool('dry_run', False, 'Print the resolved config and exit (also --dry-run).',
@@ -172,14 +204,10 @@ def resolve(argv: Sequence[str]) -> config_dict.ConfigDict:
   """The validated config that the command line `argv` (program name first) gives, by the
   same steps as `run_training` but in a fresh flag registry, so that it can be called many
   times in one process. Raises InputError for bad input."""
-  from absl import flags
   argv = absl_spelling(argv)
   check(argv, DEFAULT_CONFIG)
   argv, values = after_parsing(argv)
-  flag_values = flags.FlagValues()
-  define_flags(flag_values, argv)
-  flag_values(argv)
-  cfg = flag_values.config
+  cfg = parse(argv, DEFAULT_CONFIG)
   set_values(cfg, values)
   config.validate(cfg)
   return cfg
@@ -191,8 +219,8 @@ def _main(argv, train: Callable, wrap_step: Optional[Callable], values=None) -> 
   absl_logging.set_verbosity(absl_logging.WARNING)  # Library INFO chatter stays out of the log.
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)  # No 'no TPU' notices.
   if len(argv) > 1:
-    print(f'error: unexpected arguments: {" ".join(argv[1:])} (options are --config FILE, '
-          '--config.KEY=VALUE, --dry-run)', file=sys.stderr)
+    print(f'error: unexpected arguments: {" ".join(argv[1:])} (options are {OPTIONS})',
+          file=sys.stderr)
     sys.exit(EXIT_INPUT)
   cfg = flags.FLAGS.config
   set_values(cfg, values or {})
