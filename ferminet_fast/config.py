@@ -336,9 +336,8 @@ RETIRED_KEYS = ('debug.inject_nan', 'debug.inject_nan_step')
 
 
 def default() -> config_dict.ConfigDict:
-  """The defaults: a helium atom with a small network; within 1 mHa of the exact energy
-  after a short run on a few CPU cores (BENCHMARKS.md). Locked: assigning an unknown key is
-  an error."""
+  """The defaults: a helium atom with a small network, trained by KFAC. Locked: assigning
+  an unknown key is an error."""
   cfg = config_dict.ConfigDict()
   for key, setting in SETTINGS.items():
     *blocks, last = key.split('.')
