@@ -50,13 +50,11 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
   config.validate(cfg)
   cfg = config.freeze(cfg)  # 'best' resolved; each module gets its own block.
-  # The Laplacian and chunks training resolved (resolved.json); 'auto' in a run from before
-  # they were recorded takes 'best' (the method does not change the energy).
-  recorded = build.recorded_of(run_dir) or (
-      {'optim.laplacian': config.resolve_laplacian('best')}
-      if cfg.optim.laplacian == 'auto' else {})
+  # The Laplacian and chunks training resolved (resolved.json); in a run from before they
+  # were recorded, 'auto' takes 'best' (the method does not change the energy).
   system = build.system_of(cfg)
-  built = build.build(cfg, jax.random.PRNGKey(0), recorded=recorded, system=system)
+  built = build.build(cfg, jax.random.PRNGKey(0), recorded=build.recorded_of(run_dir),
+                      system=system, time_auto=False)
   chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
   trained_step, state, averaged = evaluation.restore(run_dir, built.state, cfg.optim.optimizer)
   state, which = evaluation.with_parameters(built.parts, state, averaged, parameters)

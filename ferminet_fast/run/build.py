@@ -31,7 +31,6 @@ class Built(NamedTuple):
   network: networks.Network
   parts: step.Parts  # The step's functions (vmc/step.py), with the resolved Laplacian.
   state: step.TrainState  # Fresh: initial parameters, walkers and optimizer state.
-  resolved: dict  # Dotted key -> the value an 'auto'/'best' setting became.
   laplacian_ms: Optional[dict] = None  # Method -> ms per local energy, when 'auto' timed them.
 
 
@@ -56,10 +55,13 @@ def system_of(cfg) -> systems.System:
 
 
 def laplacian_of(cfg, network: networks.Network, system: systems.System,
-                 key: jax.Array) -> tuple:
+                 key: jax.Array, time_auto: bool = True) -> tuple:
   """(method, ms per method or None): 'best' by what is installed; 'auto' by timing the
-  candidates on `network` at the initial walkers (run/profiling.py)."""
+  candidates on `network` at the initial walkers (run/profiling.py), or without
+  `time_auto` as 'best' (the method does not change the energy)."""
   method = config.resolve_laplacian(cfg.optim.laplacian)
+  if method == 'auto' and not time_auto:
+    method = config.resolve_laplacian('best')
   if method != 'auto':
     return method, None
   params = network.init(key)
@@ -68,10 +70,11 @@ def laplacian_of(cfg, network: networks.Network, system: systems.System,
 
 
 def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
-          system: Optional[systems.System] = None) -> Built:
+          system: Optional[systems.System] = None, time_auto: bool = True) -> Built:
   """Builds a stage from validated settings. `recorded`: what an earlier stage of the run
-  resolved (`recorded_of`), taken instead of resolving again. `ctx`: the device context the
-  walkers are laid out on (environment/distributed.py)."""
+  resolved (`recorded_of`), taken instead of resolving again; `time_auto`: whether an
+  'auto' Laplacian not recorded is chosen by timing (else 'best'). `ctx`: the device
+  context the walkers are laid out on (environment/distributed.py)."""
   recorded = recorded or {}
   system = system or system_of(cfg)
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
@@ -79,10 +82,10 @@ def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
   if 'optim.laplacian' in recorded:
     laplacian = recorded['optim.laplacian']
   else:
-    laplacian, timed = laplacian_of(cfg, network, system, key)
+    laplacian, timed = laplacian_of(cfg, network, system, key, time_auto)
   parts = make_parts(cfg, system, network, laplacian, recorded.get('optim.energy_chunk_size'))
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, key, ctx)
-  return Built(system, network, parts, state, resolved_of(parts), timed)
+  return Built(system, network, parts, state, timed)
 
 
 def make_parts(cfg, system, network, laplacian: str, chunk_size: Optional[int] = None):
@@ -99,11 +102,6 @@ def parts_maker(cfg, built: Built) -> Callable[[int], step.Parts]:
 def resolved_of(parts: step.Parts) -> dict:
   """The resolved values of the 'auto'/'best' settings that `parts` were made with."""
   return {'optim.laplacian': parts.laplacian, 'optim.energy_chunk_size': parts.chunk_size}
-
-
-def record(run_dir: str, parts: step.Parts) -> None:
-  """Writes resolved.json: what the run's 'auto'/'best' settings became."""
-  rundir.write_json(os.path.join(run_dir, RESOLVED), resolved_of(parts))
 
 
 def recorded_of(run_dir: str) -> dict:
