@@ -25,7 +25,7 @@ sys.path.insert(0, REPO)
 
 from ferminet_fast import config  # noqa: E402
 from ferminet_fast.physics import hamiltonian, systems  # noqa: E402
-from ferminet_fast.run import cli, profiling  # noqa: E402
+from ferminet_fast.run import build, cli, profiling  # noqa: E402
 from ferminet_fast.vmc import step  # noqa: E402
 from ferminet_fast.wavefunction import networks  # noqa: E402
 
@@ -86,8 +86,7 @@ def main():
   cfg = cli.load_config_file(args.config)
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
-  parts = step.make_parts(system, network, cfg.mcmc, cfg.optim,
-                          config.resolve_laplacian(cfg.optim.laplacian))
+  parts = build.make_parts(cfg, system, network, config.resolve_laplacian(cfg.optim.laplacian))
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)

@@ -29,7 +29,7 @@ def main():
   import jax.numpy as jnp
   from ferminet_fast import config
   from ferminet_fast.physics import hamiltonian, systems
-  from ferminet_fast.vmc import step
+  from ferminet_fast.run import build
   from ferminet_fast.wavefunction import networks
 
   cfg = config.default()
@@ -39,7 +39,7 @@ def main():
   params = network.init(jax.random.PRNGKey(0))
   x = jnp.zeros((args.walkers, network.n_coords), network.dtype)
   for method in hamiltonian.available_laplacians():
-    parts = step.make_parts(system, network, cfg.mcmc, cfg.optim, method, chunk_size=0)
+    parts = build.make_parts(cfg, system, network, method, chunk_size=0)
     text = jax.jit(parts.energy_grad).lower(params, x).as_text()
     text = re.sub(r'#loc\d* = .*', '', re.sub(r'loc\([^)]*\)', '', text))
     print(f'{args.system} {method}: {hashlib.sha256(text.encode()).hexdigest()[:16]}')

@@ -9,7 +9,7 @@ import pytest
 from conftest import tiny_config
 from ferminet_fast import InputError, config, train
 from ferminet_fast.physics import systems
-from ferminet_fast.run import memory
+from ferminet_fast.run import build, memory
 from ferminet_fast.vmc import step
 from ferminet_fast.wavefunction import networks
 
@@ -22,7 +22,7 @@ def setup():
   laplacian = config.resolve_laplacian(cfg.optim.laplacian)
 
   def make_parts(chunk):
-    return step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian, chunk)
+    return build.make_parts(cfg, system, network, laplacian, chunk)
 
   state = step.init_state(make_parts(0), system, cfg.batch_size, cfg.mcmc,
                           jax.random.PRNGKey(0))

@@ -9,7 +9,7 @@ import pytest
 from conftest import tiny_config
 from ferminet_fast import config, train
 from ferminet_fast.physics import hamiltonian, systems
-from ferminet_fast.run import profiling, recovery
+from ferminet_fast.run import build, profiling, recovery
 from ferminet_fast.vmc import loss, step
 from ferminet_fast.wavefunction import networks
 
@@ -19,8 +19,7 @@ def run():
   cfg = tiny_config('Li')
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system)
-  parts = step.make_parts(system, network, cfg.mcmc, cfg.optim,
-                          config.resolve_laplacian(cfg.optim.laplacian))
+  parts = build.make_parts(cfg, system, network, config.resolve_laplacian(cfg.optim.laplacian))
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, 20, cfg.mcmc.steps)

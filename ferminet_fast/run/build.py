@@ -13,13 +13,14 @@ import os
 from typing import Callable, NamedTuple, Optional
 
 import jax
+from ml_collections import config_dict
 
 from ferminet_fast import config
 from ferminet_fast.environment import xla_flags
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import systems
 from ferminet_fast.run import checkpoint, profiling, rundir
-from ferminet_fast.vmc import mcmc, step
+from ferminet_fast.vmc import loss, mcmc, step
 from ferminet_fast.wavefunction import networks
 
 RESOLVED = 'resolved.json'  # What 'auto' and 'best' settings became, by dotted key.
@@ -89,8 +90,12 @@ def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
 
 
 def make_parts(cfg, system, network, laplacian: str, chunk_size: Optional[int] = None):
-  """The step's parts; `chunk_size` None resolves optim.energy_chunk_size."""
-  return step.make_parts(system, network, cfg.mcmc, cfg.optim, laplacian, chunk_size)
+  """The step's parts from the settings with the resolved Laplacian method and chunk of
+  walkers (None: optim.energy_chunk_size resolved for `network`, vmc/loss.py)."""
+  if chunk_size is None:
+    chunk_size = loss.resolve_chunk_size(cfg.optim.energy_chunk_size, network)
+  optim_cfg = dict(cfg.optim.to_dict(), laplacian=laplacian, energy_chunk_size=chunk_size)
+  return step.make_parts(system, network, cfg.mcmc, config_dict.FrozenConfigDict(optim_cfg))
 
 
 def parts_maker(cfg, built: Built) -> Callable[[int], step.Parts]:

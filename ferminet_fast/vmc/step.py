@@ -16,7 +16,7 @@ import optax
 
 from ferminet_fast.environment import distributed
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import observables, systems
+from ferminet_fast.physics import hamiltonian, observables, systems
 from ferminet_fast.vmc import loss, mcmc
 from ferminet_fast.wavefunction import networks
 
@@ -67,13 +67,16 @@ class Parts:
 DTYPES = {'float32': jnp.float32, 'float64': jnp.float64}  # config.precision -> dtype
 
 
-def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, optim_cfg,
-               laplacian: str, chunk_size: Optional[int] = None) -> Parts:
+def make_parts(system: systems.System, network: networks.Network, mcmc_cfg,
+               optim_cfg) -> Parts:
   """The run's functions for `network` (networks.make_network), from the `mcmc` and `optim`
-  settings; `laplacian` is a method of hamiltonian.LAPLACIANS ('auto' and 'best' are
-  resolved before: config.resolve_laplacian, profiling.choose_laplacian). `chunk_size`:
-  walkers per chunk of local energies (0: all at once); None resolves
-  `optim.energy_chunk_size`."""
+  settings with their 'auto' and 'best' values resolved (run/build.py does it):
+  `optim_cfg.laplacian` a method of hamiltonian.LAPLACIANS, `optim_cfg.energy_chunk_size`
+  walkers per chunk of local energies (0: all at once)."""
+  laplacian, chunk_size = optim_cfg.laplacian, optim_cfg.energy_chunk_size
+  if laplacian not in hamiltonian.LAPLACIANS or isinstance(chunk_size, str):
+    raise ValueError(f'make_parts needs resolved settings, got optim.laplacian {laplacian!r} '
+                     f'and optim.energy_chunk_size {chunk_size!r} (run/build.py resolves them)')
   dtype = network.dtype
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps)
@@ -83,8 +86,6 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     spin_squared = observables.spin_squared(network.apply, system)
     weight = optim_cfg.spin_penalty
     penalty = lambda params, x: weight * spin_squared(params, x)[0]  # noqa: E731
-  if chunk_size is None:
-    chunk_size = loss.resolve_chunk_size(optim_cfg.energy_chunk_size, network)
   energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
                             optim_cfg.clip_local_energy, chunk_size, penalty)
   optimizer = optim.make_optimizer(optim_cfg, network)
