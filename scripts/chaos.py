@@ -18,15 +18,14 @@ helium config in a temporary directory and checks the outcome from the outside:
            non-zero exit, no traceback, a message naming the problem, and leave every
            earlier run's files byte-for-byte unchanged.
 
-Writes a JSON summary (--json) and the tables of RELIABILITY.md (--markdown).
+Writes the per-trial records to an artifact (--json, scripts/artifacts.py) and renders the
+tables of RELIABILITY.md from it (render(); `python scripts/render_docs.py`).
 """
 
 import argparse
-import datetime
 import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -39,6 +38,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import artifacts  # noqa: E402
+
+JSON = os.path.join(REPO, 'benchmarks', 'reliability.json')
 TINY = ['--config.batch_size=64', '--config.network.ferminet.hidden_dims=((16,4),(16,4))',
         '--config.mcmc.burn_in=20', '--config.log.timers=False', '--config.log.print_every=10',
         '--config.log.save_every=5', '--config.log.save_frequency=0']
@@ -334,31 +337,71 @@ def passed(kind, rec) -> bool:
     return rec['exit_code'] == 75 and rec['checkpoint_on_disk'] and rec['restores']
   if kind == 'nan':
     return rec['exit_code'] == 0 and rec['params_finite'] and rec['stats_continuous']
-  return (rec['exit_code'] not in (0, None) and rec['names_problem'] and not rec['traceback']
+  return (rec['exit_code'] == 2 and rec['names_problem'] and not rec['traceback']
           and rec['files_unchanged'] and not rec['new_dir_created'])
 
 
-def markdown(summary) -> str:
-  out = [f'Produced by `{summary["command"]}` on {summary["machine"]}, {summary["date"]} '
-         f'({summary["wall_s"]:.0f} s).', '']
-  out += ['| trial kind | passed | criterion |', '|---|---|---|']
-  criteria = {
-      'kill': 'the next run to restore takes the newest checkpoint on disk after the kill; '
-              'every checkpoint restores',
-      'sigterm': 'exit code 75 with a checkpoint of the reported step on disk, restorable',
-      'nan': 'run completes; final checkpoint finite; stats.csv continuous',
-      'input': 'non-zero exit, one message naming the problem, no traceback, no files changed',
-  }
-  for kind, res in summary['results'].items():
+CRITERIA = {
+    'kill': 'the next run to restore takes the newest checkpoint on disk after the kill; '
+            'every checkpoint restores',
+    'sigterm': 'exit code 75 with a checkpoint of the reported step on disk, restorable',
+    'nan': 'run completes; final checkpoint finite; stats.csv continuous',
+    'input': 'exit status 2, one message naming the problem, no traceback, no files changed',
+}
+
+
+def latest_by_kind(path: str = JSON) -> dict:
+  """{kind: (run, its records)} from the newest run that measured each kind (a run with
+  --only measures some kinds; every run is kept in the artifact)."""
+  out = {}
+  for run in artifacts.read(path):
+    for kind, res in run.data['results'].items():
+      out[kind] = (run, res)
+  return {k: out[k] for k in CRITERIA if k in out}
+
+
+def _runs_used(by_kind: dict) -> list:
+  runs = []
+  for run, _ in by_kind.values():
+    if not any(run is r for r in runs):
+      runs.append(run)
+  return runs
+
+
+def render_summary(path: str = JSON) -> str:
+  """RELIABILITY.md's table of trial kinds: how many passed, from the newest run of each."""
+  by_kind = latest_by_kind(path)
+  out = ['| trial kind | passed | criterion |', '|---|---|---|']
+  for kind, (_, res) in by_kind.items():
     n = sum(passed(kind, r) for r in res['trials'])
     extra = ''.join(f'; {k}: {v}' for k, v in res['final'].items())
-    out.append(f'| {kind} | {n}/{len(res["trials"])} | {criteria[kind]}{extra} |')
-  if 'input' in summary['results']:
-    out += ['', '| malformed input | exit | message |', '|---|---|---|']
-    for r in summary['results']['input']['trials']:
-      msg = r['message'].replace('|', '\\|')
-      out.append(f'| {r["input"]} | {r["exit_code"]} | `{msg[:160]}` |')
-  return '\n'.join(out) + '\n'
+    out.append(f'| {kind} | {n}/{len(res["trials"])} | {CRITERIA[kind]}{extra} |')
+  runs = _runs_used(by_kind)
+  commands = '; '.join(f'`{r.meta.get("command") or r.data.get("command")}`'
+                       + (f' ({r.data["wall_s"]:.0f} s)' if r.data.get('wall_s') else '')
+                       for r in runs)
+  out += ['', commands + '. ' + artifacts.provenance(path, runs)]
+  return '\n'.join(out)
+
+
+def render_inputs(path: str = JSON) -> str:
+  """RELIABILITY.md's table of malformed inputs: exit status and message of each."""
+  by_kind = latest_by_kind(path)
+  if 'input' not in by_kind:
+    return f'*No malformed-input run in `{os.path.relpath(path, REPO)}` yet.*'
+  run, res = by_kind['input']
+  out = ['| malformed input | exit | message |', '|---|---|---|']
+  work = re.compile(r'/tmp/ferminet_fast_chaos_[^/]+/')
+  for r in res['trials']:
+    msg = work.sub('…/', r['message']).replace('|', '\\|')
+    out.append(f'| {r["input"]} | {r["exit_code"]} | `{msg[:160]}` |')
+  return '\n'.join(out + ['', artifacts.provenance(path, [run])])
+
+
+TABLES = {  # Rendered into the docs by scripts/render_docs.py.
+    'reliability-summary': ('RELIABILITY.md', render_summary),
+    'reliability-inputs': ('RELIABILITY.md', render_inputs),
+}
 
 
 def main():
@@ -368,10 +411,12 @@ def main():
   p.add_argument('--sigterms', type=int, default=10)
   p.add_argument('--nans', type=int, default=10)
   p.add_argument('--seed', type=int, default=0)
-  p.add_argument('--json', default='benchmarks/reliability.json')
-  p.add_argument('--markdown', default='', help='also write the tables to this file')
+  p.add_argument('--json', default=JSON)
+  p.add_argument('--render', action='store_true',
+                 help='rewrite the tables of RELIABILITY.md from the artifact afterwards')
   args = p.parse_args()
   rng = np.random.default_rng(args.seed)
+  run_meta = artifacts.meta()  # The tree as it was when the trials started.
   t0 = time.time()
   work = tempfile.mkdtemp(prefix='ferminet_fast_chaos_')
   results = {}
@@ -391,18 +436,11 @@ def main():
       print(('PASS ' if passed(kind, r) else 'FAIL ') + json.dumps(r), flush=True)
     print(f'{kind}: {sum(passed(kind, r) for r in trials)}/{len(trials)} {final}', flush=True)
     results[kind] = {'trials': trials, 'final': final}
-  import jax
-  summary = {'command': 'python scripts/chaos.py ' + ' '.join(sys.argv[1:]),
-             'machine': f'{platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}',
-             'date': datetime.date.today().isoformat(), 'jax': jax.__version__,
-             'orbax': ocp.__version__ if hasattr(ocp, '__version__') else '',
-             'wall_s': time.time() - t0, 'results': results}
-  os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-  with open(args.json, 'w') as f:
-    json.dump(summary, f, indent=1, default=str)
-  if args.markdown:
-    with open(args.markdown, 'w') as f:
-      f.write(markdown(summary))
+  artifacts.append(args.json, {'wall_s': time.time() - t0, 'seed': args.seed,
+                               'results': results}, run_meta)
+  if args.render:
+    import render_docs
+    render_docs.main([])
   shutil.rmtree(work, ignore_errors=True)
   ok = all(passed(k, r) for k, res in results.items() for r in res['trials']) and all(
       v is not False for res in results.values() for v in res['final'].values())

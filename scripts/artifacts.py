@@ -1,0 +1,184 @@
+"""One format for every measured figure: a JSON artifact under benchmarks/.
+
+  {"format": "ferminet_fast.artifact/1",
+   "runs": [{"meta": {...}, "data": {...}}, ...]}
+
+Each run is one invocation of a measuring script: `data` is what it measured (the script's
+own layout), `meta` where and how: the UTC date, the machine (CPU model and cores, memory,
+GPUs), the versions of Python and the libraries (and of the peer code when one ran), the
+git commit and whether the tree had uncommitted changes, and the exact command line.
+`write` keeps one run (a table that is re-measured whole); `append` adds a run and keeps
+every earlier one (measurements that are repeated).
+
+Files written before this format existed are converted by `adopt` into the same layout
+with `meta.recorded = False`: the date and commit are those of the commit that added the
+file (from git log) and the machine and versions are "not recorded" unless the old data
+holds them; nothing is filled in that was not recorded.
+
+Scripts and tests import this module from scripts/ (it is not part of the package).
+"""
+
+import datetime
+import json
+import os
+import shlex
+import subprocess
+import sys
+from typing import NamedTuple, Optional
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARKS = os.path.join(REPO, 'benchmarks')
+FORMAT = 'ferminet_fast.artifact/1'
+LIBRARIES = ('python', 'jax', 'jaxlib', 'flax', 'optax', 'folx', 'pyscf')
+
+
+class Run(NamedTuple):
+  """One recorded invocation: `meta` (see meta()) and `data` (the script's own layout)."""
+  meta: dict
+  data: object
+
+
+def _git(*args: str) -> str:
+  try:
+    out = subprocess.run(['git', *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+  except (OSError, subprocess.SubprocessError):
+    return ''
+  return out.stdout.strip() if out.returncode == 0 else ''
+
+
+def git_state() -> dict:
+  """The commit checked out and whether tracked files differ from it."""
+  commit = _git('rev-parse', 'HEAD')
+  dirty = bool(_git('status', '--porcelain', '--untracked-files=no')) if commit else None
+  return {'commit': commit or None, 'dirty': dirty}
+
+
+def meta(peer: Optional[dict] = None, argv: Optional[list] = None, **extra) -> dict:
+  """The meta block of a run made now by this process. `peer`: what is known of the other
+  code that ran (name, commit, versions, settings); `extra`: anything else to record."""
+  sys.path.insert(0, REPO)
+  from ferminet_fast.environment import machine
+  versions = machine.versions()
+  return {
+      'recorded': True,
+      'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+      'machine': machine.host(),
+      'versions': {k: versions[k] for k in LIBRARIES if k in versions},
+      'all_versions': versions,
+      'peer': peer,
+      **git_state(),
+      'command': shlex.join(['python', *(sys.argv if argv is None else argv)]),
+      'interpreter': sys.executable,
+      **extra,
+  }
+
+
+def _path(path: str) -> str:
+  return path if os.path.isabs(path) else os.path.join(REPO, path)
+
+
+def _load(path: str) -> Optional[dict]:
+  path = _path(path)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    doc = json.load(f)
+  if not (isinstance(doc, dict) and doc.get('format') == FORMAT):
+    raise ValueError(f'{path} is not an artifact ({FORMAT}); convert it with adopt()')
+  return doc
+
+
+def _dump(path: str, doc: dict) -> None:
+  path = _path(path)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  tmp = path + '.tmp'
+  with open(tmp, 'w') as f:
+    json.dump(doc, f, indent=1, default=str)
+    f.write('\n')
+  os.replace(tmp, path)  # A crash mid-write leaves the earlier artifact whole.
+
+
+def write(path: str, data, run_meta: Optional[dict] = None) -> Run:
+  """Replaces the artifact at `path` with one run of `data` (meta made now if not given)."""
+  run = Run(run_meta or meta(), data)
+  _dump(path, {'format': FORMAT, 'runs': [run._asdict()]})
+  return run
+
+
+def append(path: str, data, run_meta: Optional[dict] = None) -> Run:
+  """Adds one run of `data` to the artifact at `path`, keeping every earlier run."""
+  doc = _load(path) or {'format': FORMAT, 'runs': []}
+  run = Run(run_meta or meta(), data)
+  doc['runs'].append(run._asdict())
+  _dump(path, doc)
+  return run
+
+
+def read(path: str) -> list:
+  """The runs of the artifact at `path`, oldest first ([] when there is none)."""
+  doc = _load(path)
+  return [Run(r['meta'], r['data']) for r in doc['runs']] if doc else []
+
+
+def latest(path: str) -> Optional[Run]:
+  runs = read(path)
+  return runs[-1] if runs else None
+
+
+def legacy_meta(path: str, known: Optional[dict] = None) -> dict:
+  """What can honestly be said of a file written before meta blocks: the commit and date
+  that added it (git log), and `known` facts the old data itself holds."""
+  rel = os.path.relpath(_path(path), REPO)
+  added = _git('log', '--diff-filter=A', '--follow', '--format=%H %cI', '--', rel)
+  commit, date = (added.splitlines()[-1].split() + [None, None])[:2] if added else (None, None)
+  return {'recorded': False, 'date': date, 'commit': commit, 'dirty': None,
+          'machine': None, 'versions': None, 'peer': None, 'command': None,
+          'note': 'written before artifacts kept a meta block: date and commit are those '
+                  'of the commit that added the file', **(known or {})}
+
+
+def adopt(path: str, known: Optional[dict] = None) -> Run:
+  """Converts a pre-format JSON file in place into an artifact of one run (its old content
+  as `data`, legacy_meta as `meta`). Does nothing to a file already in the format."""
+  doc = json.load(open(_path(path)))
+  if isinstance(doc, dict) and doc.get('format') == FORMAT:
+    return read(path)[-1]
+  return write(path, doc, legacy_meta(path, known))
+
+
+def machine_text(m: Optional[dict]) -> str:
+  """'AMD EPYC, 2 cores, 7.8 GiB' or 'machine not recorded'."""
+  if not m:
+    return 'machine not recorded'
+  if isinstance(m, str):
+    return m
+  parts = [m.get('cpu') or 'CPU not recorded']
+  if m.get('cpu_count'):
+    parts.append(f'{m["cpu_count"]} cores')
+  if m.get('memory_gib'):
+    parts.append(f'{m["memory_gib"]:g} GiB')
+  parts += list(m.get('gpus') or [])
+  return ', '.join(parts)
+
+
+def provenance(path: str, runs: Optional[list] = None) -> str:
+  """The one-line note under a rendered table: artifact file, date, machine, commit."""
+  runs = read(path) if runs is None else runs
+  rel = os.path.relpath(_path(path), REPO)
+  if not runs:
+    return f'*No runs in `{rel}` yet.*'
+  notes = []
+  for r in runs[-3:]:
+    m = r.meta
+    commit = (m.get('commit') or '')[:7] or 'not recorded'
+    if m.get('dirty'):
+      commit += ' with uncommitted changes'
+    date = (m.get('date') or 'date not recorded')[:10]
+    if m.get('recorded', True):
+      notes.append(f'{date}, {machine_text(m.get("machine"))}, commit {commit}')
+    else:
+      measured = f' measured {m["measured_on"][:10]},' if m.get('measured_on') else ''
+      notes.append(f'recorded before artifacts kept a meta block:{measured} '
+                   f'{machine_text(m.get("machine"))}; file added in commit {commit} on {date}')
+  more = f' (the latest {len(notes)} of {len(runs)} runs)' if len(runs) > len(notes) else ''
+  return f'*From `{rel}`{more}: ' + '; '.join(notes) + '.*'
