@@ -1,19 +1,25 @@
-"""Accuracy table: trains and evaluates the shipped configs and writes ACCURACY.md.
+"""Accuracy table: trains and evaluates the shipped configs; the tables of ACCURACY.md are
+rendered from the artifacts it writes (scripts/render_docs.py).
 
-  python scripts/accuracy.py                      # all systems, ACCURACY.md + benchmarks/accuracy.json
-  python scripts/accuracy.py --systems he h2      # a subset (the table keeps the other rows)
-  python scripts/accuracy.py --matched            # the equal-wall-time comparison with FermiNet
+  python scripts/accuracy.py                      # all systems -> benchmarks/accuracy.json
+  python scripts/accuracy.py --systems he h2      # a subset (a run of its own in the artifact)
+  python scripts/accuracy.py --matched --ferminet /tmp/fn   # at FermiNet's wall time
+  python scripts/render_docs.py                   # the tables into ACCURACY.md
 
 Each system is two fresh processes, as a user runs them:
   python -m ferminet_fast.train --config configs/<system>.py --config.log.save_path=DIR
   python -m ferminet_fast.evaluate --run DIR
 The energy is the evaluation's (parameters frozen, reblocked standard error), not the
-running mean of training; the wall time is both processes from start to exit.
+running mean of training; the wall time is both processes from start to exit. Every
+invocation is appended to the artifact (scripts/artifacts.py); the table takes each
+system's latest row.
 
---matched trains the same configs for fewer steps, so that the whole training process
-takes no longer than DeepMind FermiNet's in the reference runs (KFAC, 2-core machine of
-the same kind), and reports what FermiNet reported: the running mean of the last 20% of
-training. The steps are an exact prefix of the full run (same seed, same schedule).
+--matched runs DeepMind FermiNet (from ../shared/anchors/setup-ferminet.sh DIR, at its best
+settings unless --peer-settings default) and then ours in the same session with the
+settings both codes share (ferminet_reference.SHARED, no pretraining): FermiNet trains
+--matched-iterations steps and its whole-process wall time is ours's budget. Both are
+reported as FermiNet reports itself: the mean of the last 20% of training steps with its
+reblocked error (not an evaluation). Nothing of FermiNet's is a constant here.
 """
 
 import argparse
@@ -25,10 +31,13 @@ import sys
 import tempfile
 import time
 
-import race
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
+sys.path.insert(0, HERE)
+
+import artifacts  # noqa: E402
+import ferminet_reference as reference  # noqa: E402
 
 # (config file stem, label, goal in mHa): the targets of the table.
 SYSTEMS = {
@@ -38,17 +47,11 @@ SYSTEMS = {
     'lih': ('LiH (R = 3.015 bohr)', 1.0),
     'be': ('Be', 1.6),
 }
+NAMES = {'he': 'He', 'h2': 'H2', 'li': 'Li', 'lih': 'LiH', 'be': 'Be'}  # ferminet_reference's.
 BUDGET_S = 600.0  # Training + evaluation wall time allowed per system.
-# FermiNet's KFAC reference on a 2-core machine (hidden ((64,8),(64,8)), 2 determinants,
-# batch 256, 2000 steps, no pretraining): (errors in mHa of its runs, whole-process wall
-# time in s of the faster run), and our steps that fit in that time here.
-REFERENCE = {
-    'he': ('-0.0 / -0.6', 63.0, 2400),
-    'h2': ('-0.1 / +0.5', 62.0, 1800),
-    'li': ('+2.9 / +3.4', 85.0, 1950),
-    'lih': ('+1.8', 115.0, 2300),
-    'be': ('+3.1', 114.0, 2150),
-}
+JSON = os.path.join(REPO, 'benchmarks', 'accuracy.json')
+JSON_JAX012 = os.path.join(REPO, 'benchmarks', 'accuracy_jax0.12.json')
+MATCHED_JSON = os.path.join(REPO, 'benchmarks', 'accuracy_matched.json')
 
 
 def _timed(cmd):
@@ -65,27 +68,46 @@ def _new_run_dir(runs_dir: str, stem: str) -> str:
   return os.path.join(runs_dir, f'{stem}_{stamp}')
 
 
-def run_matched(stem: str, runs_dir: str, extra: list) -> dict:
-  run = _new_run_dir(runs_dir, stem)
-  reported, ref_s, steps = REFERENCE[stem]
-  train_s = _timed([sys.executable, '-m', 'ferminet_fast.train', '--config',
-                    f'configs/{stem}.py', f'--config.log.save_path={run}',
-                    f'--config.optim.iterations={steps}', '--config.log.progress=False', *extra])
-  with open(os.path.join(run, 'result.json')) as f:
-    res = json.load(f)
-  return {'system': SYSTEMS[stem][0], 'config': f'configs/{stem}.py', 'iterations': steps,
-          'train_s': train_s, 'error_mha': res['error_mha'], 'stat_mha': 1e3 * res['error'],
-          'ferminet_mha': reported, 'ferminet_s': ref_s}
+def run_matched(stem: str, fn_dir: str, iterations: int, settings: str, tmp: str) -> dict:
+  """FermiNet for `iterations` steps, timed whole; then ours stopped at that wall time, with
+  the same shared settings and no pretraining. Both as the mean of their last 20% of steps."""
+  import race
+  name = NAMES[stem]
+  exact = race.systems.make_system(race.cli.load_config_file(
+      os.path.join(REPO, reference.SYSTEMS[name][0])).system).exact_energy
+  keys = {'optim.iterations': str(iterations), 'pretrain.iterations': '0'}
+  fn = race._ferminet_steps(fn_dir, name, os.path.join(tmp, 'fn'), keys, None, settings)
+  ours = race.race_ours(name, fn['wall_s'], os.path.join(tmp, 'ours'),
+                        ['--config.pretrain.iterations=0', '--config.optim.iterations=1000000'])
+  return {'system': SYSTEMS[stem][0], 'config': f'configs/{stem}.py', 'exact': exact,
+          'ferminet_iterations': iterations, 'ferminet_wall_s': fn['wall_s'],
+          'ours_wall_s': ours['wall_s'], 'peer_settings': settings,
+          'ferminet_summary': race.summary(fn, exact), 'ours_summary': race.summary(ours, exact)}
 
 
-def matched_table(rows) -> str:
-  lines = ['| system | FermiNet KFAC (mHa) | FermiNet wall (s) | ours (mHa) | our wall (s) | '
-           'our steps |', '|---|---|---|---|---|---|']
-  for r in rows:
-    lines.append(f'| {r["system"]} | {r["ferminet_mha"]} | {r["ferminet_s"]:.0f} | '
-                 f'{r["error_mha"]:+.2f} ± {r["stat_mha"]:.2f} | {r["train_s"]:.0f} | '
-                 f'{r["iterations"]} |')
-  return '\n'.join(lines)
+def render_matched(path: str = MATCHED_JSON) -> str:
+  """ACCURACY.md's table at FermiNet's wall time, from runs of both codes in one session."""
+  runs = artifacts.read(path)
+  if not runs:
+    return ('*Not yet measured with both codes in one session: '
+            '`python scripts/accuracy.py --matched --ferminet DIR`.*')
+  rows = {}
+  for run in runs:
+    for r in run.data['rows']:
+      rows[r['config']] = (run, r)
+  lines = ['| system | FermiNet settings | FermiNet steps, wall (s), training error (mHa) | '
+           'ours steps, wall (s), training error (mHa) |', '|---|---|---|---|']
+  for run, r in rows.values():
+    f, o = r['ferminet_summary'], r['ours_summary']
+    lines.append(f'| {r["system"]} | {r["peer_settings"]} | {f["steps"]}, '
+                 f'{r["ferminet_wall_s"]:.0f}, {f["error_mha"]:+.2f} ± {f["stat_mha"]:.2f} | '
+                 f'{o["steps"]}, {r["ours_wall_s"]:.0f}, {o["error_mha"]:+.2f} ± '
+                 f'{o["stat_mha"]:.2f} |')
+  used = []
+  for run, _ in rows.values():
+    if not any(run is u for u in used):
+      used.append(run)
+  return '\n'.join(lines + ['', artifacts.provenance(path, used)])
 
 
 def run_system(stem: str, runs_dir: str, extra: list) -> dict:
@@ -129,86 +151,91 @@ def table(rows) -> str:
   return '\n'.join(lines)
 
 
-def write_markdown(path: str, results: dict) -> None:
-  rows, matched = results['full'], results['matched']
-  m, v = rows[0]['machine'], rows[0]['versions']
-  text = f"""# Accuracy
+def latest_rows(path: str) -> list:
+  """Each system's latest row over the runs of an artifact, in SYSTEMS order, with its run."""
+  rows = {}
+  for run in artifacts.read(path):
+    for r in run.data['full']:
+      rows[r['config']] = (run, r)
+  return [rows[f'configs/{s}.py'] for s in SYSTEMS if f'configs/{s}.py' in rows]
 
-Energies of the shipped configs (`configs/`), each trained and then evaluated in fresh
-processes on one machine, float32. **ours** is the evaluation's energy: parameters frozen,
-{min(r['eval_sweeps'] for r in rows)}+ MCMC sweeps of the whole batch, standard error by
-reblocking (`python -m ferminet_fast.evaluate`); it is not the running mean of training.
-**error** is ours minus the exact non-relativistic (Born-Oppenheimer) energy, with the
-statistical error. **wall time** is both processes from start to exit (imports,
-compilation and burn-in included).
 
-    python scripts/accuracy.py
+def _measured(rows: list) -> str:
+  """Machine, date and versions as each row recorded them (rows predating meta blocks)."""
+  seen = []
+  for _, r in rows:
+    m, v = r['machine'], r['versions']
+    text = (f'{m["cpu"]}, {m["cpu_count"]} cores, measured {r["date"][:10]}; python '
+            f'{v.get("python")}, jax {v.get("jax")}, jaxlib {v.get("jaxlib")}'
+            + (f', kfac-jax {v["kfac-jax"]}' if 'kfac-jax' in v else ''))
+    if text not in seen:
+      seen.append(text)
+  return 'As the rows recorded themselves: ' + '; '.join(seen) + '.'
 
-Machine: {m['cpu']}, {m['cpu_count']} cores, {m['platform']} ({m['device']}), {m['date'][:10]}.
-Versions: {', '.join(f'{k} {val}' for k, val in v.items())}.
 
-{table(rows)}
+def render_full(path: str = JSON) -> str:
+  """ACCURACY.md's main table: each system's latest evaluated energy against exact."""
+  rows = latest_rows(path)
+  runs = []
+  for run, _ in rows:
+    if not any(run is u for u in runs):
+      runs.append(run)
+  note = artifacts.provenance(path, runs)
+  if any(not run.meta.get('recorded', True) for run in runs):
+    note += ' ' + _measured(rows)
+  return table([r for _, r in rows]) + '\n\n' + note
 
-Each row must be within its goal in at most {BUDGET_S:.0f} s of wall time on 2 CPU cores.
-"""
-  if matched:
-    text += f"""
-## At FermiNet's wall time
 
-DeepMind FermiNet on a 2-core machine of the same kind (KFAC, hidden ((64,8),(64,8)),
-2 determinants, batch 256, 2000 iterations, no pretraining) against the same configs as
-above, stopped after the steps that fit in FermiNet's time here: an exact prefix of the full
-runs. Both columns are the running mean of the last 20% of training, as FermiNet reported
-it (not an evaluation), with its reblocked error. Start-up on this shared VM varies by a
-few seconds from run to run, so a wall time may exceed FermiNet's by that much.
+def render_jax012() -> str:
+  return render_full(JSON_JAX012)
 
-    python scripts/accuracy.py --matched
 
-{matched_table(matched)}
-"""
-  text += """
-SPRING against KFAC, and how these settings were chosen: [BENCHMARKS.md](BENCHMARKS.md#optimizers-kfac-and-spring).
-"""
-  text += race.MARKER + race.section()
-  with open(path, 'w') as f:
-    f.write(text)
+TABLES = {  # Rendered into the docs by scripts/render_docs.py.
+    'accuracy': ('ACCURACY.md', render_full),
+    'accuracy-jax0.12': ('ACCURACY.md', render_jax012),
+    'accuracy-matched': ('ACCURACY.md', render_matched),
+}
 
 
 def main():
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument('--systems', nargs='+', default=list(SYSTEMS), choices=list(SYSTEMS))
   p.add_argument('--matched', action='store_true',
-                 help="Run the equal-wall-time comparison with FermiNet's reference.")
-  p.add_argument('--out', default=os.path.join(REPO, 'ACCURACY.md'))
-  p.add_argument('--json', default=os.path.join(REPO, 'benchmarks', 'accuracy.json'))
-  p.add_argument('--table-only', action='store_true',
-                 help='Rewrite the markdown from the JSON without running anything.')
+                 help="ours at FermiNet's wall time, both run now (needs --ferminet)")
+  p.add_argument('--ferminet', help='directory made by ../shared/anchors/setup-ferminet.sh')
+  p.add_argument('--matched-iterations', type=int, default=2000)
+  p.add_argument('--peer-settings', default='best', choices=list(reference.PEER_SETTINGS))
+  p.add_argument('--json', default='', help='the artifact (default: benchmarks/accuracy.json, '
+                 'or accuracy_matched.json with --matched)')
+  p.add_argument('--render', action='store_true', help='run scripts/render_docs.py afterwards')
   p.add_argument('--runs-dir', default='', help='Keep the run directories here (default: a '
                  'temporary directory, deleted afterwards).')
   args, overrides = p.parse_known_args()  # --config.KEY=VALUE: passed to every training.
   if any(not o.startswith('--config.') for o in overrides):
     p.error(f'unrecognized arguments: {" ".join(overrides)}')
-  results = {'full': [], 'matched': []}
-  if os.path.exists(args.json):  # Rows of systems not re-run are kept.
-    with open(args.json) as f:
-      results.update(json.load(f))
-  kind = 'matched' if args.matched else 'full'
-  rows = {r['config']: r for r in results[kind]}
+  if args.matched and not args.ferminet:
+    p.error('--matched needs --ferminet DIR: both codes run in this session')
+  path = args.json or (MATCHED_JSON if args.matched else JSON)
+  peer = ({**reference.peer_versions(args.ferminet),
+           'settings': reference.peer_settings_record(args.peer_settings)}
+          if args.matched else None)
+  run_meta, rows = artifacts.meta(peer=peer), []
   with tempfile.TemporaryDirectory() as tmp:
-    for stem in ([] if args.table_only else args.systems):
-      r = (run_matched if args.matched else run_system)(stem, args.runs_dir or tmp, overrides)
-      r['date'] = datetime.datetime.now().isoformat(timespec='seconds')
+    for stem in args.systems:
+      if args.matched:
+        r = run_matched(stem, args.ferminet, args.matched_iterations, args.peer_settings,
+                        tempfile.mkdtemp(dir=tmp))
+      else:
+        r = run_system(stem, args.runs_dir or tmp, overrides)
+      r['date'] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
       r['overrides'] = overrides
-      rows[r['config']] = r
-      print(f'{r["system"]}: {r["error_mha"]:+.2f} +- {r["stat_mha"]:.2f} mHa in '
-            f'{r.get("wall_s", r["train_s"]):.0f} s', flush=True)
-  results[kind] = [rows[f'configs/{s}.py'] for s in SYSTEMS if f'configs/{s}.py' in rows]
-  os.makedirs(os.path.dirname(args.json), exist_ok=True)
-  with open(args.json, 'w') as f:
-    json.dump(results, f, indent=1)
-  if results['full']:
-    write_markdown(args.out, results)
-  print((matched_table if args.matched else table)(results[kind]))
+      rows.append(r)
+      print(json.dumps({k: v for k, v in r.items() if not isinstance(v, dict)}), flush=True)
+  artifacts.append(path, {'rows': rows} if args.matched else {'full': rows}, run_meta)
+  print(render_matched(path) if args.matched else render_full(path))
+  if args.render:
+    import render_docs
+    render_docs.main([])
 
 
 if __name__ == '__main__':

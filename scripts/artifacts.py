@@ -92,9 +92,10 @@ def _dump(path: str, doc: dict) -> None:
   path = _path(path)
   os.makedirs(os.path.dirname(path), exist_ok=True)
   tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(doc, f, indent=1, default=str)
-    f.write('\n')
+  with open(tmp, 'w') as f:  # One line per run: appending a run adds one line to a diff.
+    f.write('{"format": ' + json.dumps(doc['format']) + ', "runs": [\n')
+    f.write(',\n'.join(json.dumps(r, default=str) for r in doc['runs']))
+    f.write('\n]}\n')
   os.replace(tmp, path)  # A crash mid-write leaves the earlier artifact whole.
 
 
@@ -178,7 +179,8 @@ def provenance(path: str, runs: Optional[list] = None) -> str:
       notes.append(f'{date}, {machine_text(m.get("machine"))}, commit {commit}')
     else:
       measured = f' measured {m["measured_on"][:10]},' if m.get('measured_on') else ''
-      notes.append(f'recorded before artifacts kept a meta block:{measured} '
-                   f'{machine_text(m.get("machine"))}; file added in commit {commit} on {date}')
+      where = f' {machine_text(m["machine"])};' if m.get('machine') else ''
+      notes.append(f'no meta block (recorded before artifacts kept one):{measured}{where} '
+                   f'file added in commit {commit} on {date}')
   more = f' (the latest {len(notes)} of {len(runs)} runs)' if len(runs) > len(notes) else ''
   return f'*From `{rel}`{more}: ' + '; '.join(notes) + '.*'

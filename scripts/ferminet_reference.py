@@ -30,18 +30,62 @@ SYSTEMS = {
                                             'system.bond_length': '2.068', 'system.units': 'bohr'}),
     'C2H4': ('configs/c2h4.py', 'c2h4.py', {}),  # The same geometry in both.
 }
+# FermiNet's settings in a comparison. 'best': its fastest on a CPU machine, as ours runs —
+# its folx forward Laplacian and the BLAS libraries held to one thread each (ours holds
+# OpenBLAS to one thread itself, environment/blas_threads.py); 'default': its defaults.
+BLAS_ONE_THREAD = {'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1'}
+PEER_SETTINGS = {
+    'best': {'keys': {'optim.laplacian': 'folx'}, 'env': BLAS_ONE_THREAD},
+    'default': {'keys': {}, 'env': {}},
+}
+
+
+def peer_env(settings: str, base=None) -> dict:
+  """The environment FermiNet runs in under `settings` (a name in PEER_SETTINGS)."""
+  return {**(os.environ if base is None else base), **PEER_SETTINGS[settings]['env']}
+
+
+def peer_settings_record(settings: str) -> dict:
+  """What an artifact records of the peer's settings."""
+  return {'name': settings, **PEER_SETTINGS[settings]}
+
+
 # FermiNet's log line per step (its "exp. variance" is an exponentially weighted variance of
 # the step energies, not the local-energy variance).
 STEP_LINE = re.compile(r'Step (\d+): (-?[\d.]+) E_h, exp. variance=([\d.eE+-]+)')
 
 
-def command(fn_dir: str, name: str, run_dir: str, keys: dict) -> list:
-  """FermiNet's command line for system `name` with SHARED settings and `keys` on top."""
+def command(fn_dir: str, name: str, run_dir: str, keys: dict, settings: str = 'best') -> list:
+  """FermiNet's command line for system `name` with SHARED settings, those of `settings`
+  (a name in PEER_SETTINGS) and `keys` on top; run it in peer_env(settings)."""
   _, config, system_keys = SYSTEMS[name]
+  chosen = PEER_SETTINGS[settings]['keys']
   return [os.path.join(fn_dir, 'venv', 'bin', 'ferminet'), '--config',
           os.path.join(fn_dir, 'src', 'ferminet', 'configs', config),
-          *[f'--config.{k}={v}' for k, v in {**system_keys, **SHARED, **keys}.items()],
+          *[f'--config.{k}={v}' for k, v in {**system_keys, **SHARED, **chosen, **keys}.items()],
           f'--config.log.save_path={run_dir}']
+
+
+def peer_versions(fn_dir: str) -> dict:
+  """The commit of FermiNet's source and the versions in its environment, as far as they
+  can be read (what an artifact records of the peer)."""
+  import subprocess
+  out = {'name': 'DeepMind FermiNet', 'dir': fn_dir}
+  src = os.path.join(fn_dir, 'src')
+  try:
+    out['commit'] = subprocess.run(['git', '-C', src, 'rev-parse', 'HEAD'], capture_output=True,
+                                   text=True, timeout=30).stdout.strip() or None
+    py = os.path.join(fn_dir, 'venv', 'bin', 'python')
+    code = ('import importlib.metadata as m, platform, json; v = {"python": '
+            'platform.python_version()}\nfor n in ("jax", "jaxlib", "flax", "optax", "folx", '
+            '"pyscf", "kfac-jax"):\n  try: v[n] = m.version(n)\n  except Exception: pass\n'
+            'print(json.dumps(v))')
+    import json
+    out['versions'] = json.loads(subprocess.run([py, '-c', code], capture_output=True,
+                                                text=True, timeout=120).stdout)
+  except (OSError, ValueError, subprocess.SubprocessError):
+    out.setdefault('versions', None)
+  return out
 
 
 def ours(name: str, run_dir: str, keys: dict) -> list:

@@ -1,34 +1,39 @@
 """Time to energy: ours and DeepMind FermiNet trained for the same wall time, one after the
-other on the same machine, and the energy each has when its time is up.
+other on the same machine, and the energy each has when its time is up; repeated.
 
   bash ../shared/anchors/setup-ferminet.sh /tmp/fn        # FermiNet, once
   python scripts/race.py --ferminet /tmp/fn --system Ne --seconds 600
-  python scripts/race.py --ferminet /tmp/fn --system Ne N2 --seconds 1800 --evaluate
-  python scripts/race.py --table-only                     # rewrite ACCURACY.md from the JSON
+  python scripts/race.py --ferminet /tmp/fn --system Ne N2 --seconds 1800 --repeats 3
+  python scripts/render_docs.py                           # the table in ACCURACY.md
 
 Both are whole processes started cold (imports, HF pretraining, compilation and burn-in
 count against the budget) with the settings of configs/ne.py and configs/n2.py: KFAC,
 batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves per step; each code's
-other settings are its defaults (FermiNet pretrains for 1000 steps). When the budget is
-spent the process gets SIGTERM. The energy is what FermiNet reports: the mean of the last
-20% of the training steps done, with a reblocked standard error. `--evaluate` adds an
-evaluation of each code's final parameters, not timed: ours by python -m
-ferminet_fast.evaluate, FermiNet's by its own inference mode (`optim.optimizer='none'`,
-restored from its last checkpoint, which it is asked to write every 15 s), the same number
-of sweeps after the same burn-in. The training mean is measured on walkers that the
-previous update was fitted to, which biases it low at these sizes (BENCHMARKS.md,
-"Convergence at size"); the evaluated energies are the ones to quote.
+other settings are its defaults (FermiNet pretrains for 1000 steps). FermiNet runs at its
+best settings on a CPU machine unless `--peer-settings default` (ferminet_reference.py:
+its folx Laplacian, its BLAS held to one thread as ours is). When the budget is spent the
+process gets SIGTERM.
 
-Every training step is given its wall time: ours from stats.csv, read once a second;
-FermiNet's from its per-step log line, read as it is printed. The results go to
-benchmarks/race.json (rows of other systems and budgets are kept), the energy-against-time
-curves to benchmarks/race_<system>_<seconds>s.png, and the table into ACCURACY.md.
+Each (system, budget) pair is raced `--repeats` times (default 3) with different seeds
+(ours: debug.seed = --seed + repeat; FermiNet seeds itself from the clock), alternating
+which code goes first. After each race both codes' LAST parameters are evaluated the same
+way, not timed (the same sweeps after the same burn-in: ours by python -m
+ferminet_fast.evaluate --parameters last, FermiNet's by its own inference mode restored
+from its last checkpoint, which it is asked to write every 15 s); ours averaged over the
+last updates (what `evaluate` takes by default) is evaluated beside it and labelled, never
+compared with FermiNet's last parameters. The training mean (the last 20% of steps, as
+FermiNet reports it) is kept too; it is biased low at these sizes (BENCHMARKS.md).
+
+Every race is appended to benchmarks/race.json (scripts/artifacts.py: all runs kept, with
+the machine, versions of both codes, commit, command and FermiNet's settings); the table
+gives per (system, budget, FermiNet settings) the ratio of evaluated errors as mean ±
+standard deviation over the races, and judges the goals on it.
 """
 
 import argparse
 import csv
-import datetime
 import json
+import statistics
 import os
 import re
 import shutil
@@ -49,6 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ferminet_fast.physics import systems  # noqa: E402
 from ferminet_fast.run import cli  # noqa: E402
 from ferminet_fast.vmc import stats  # noqa: E402
+import artifacts  # noqa: E402
 import ferminet_reference as reference  # noqa: E402
 
 SOURCES = {  # Where the exact energy in our config (physics/systems.py for atoms) comes from.
@@ -56,10 +62,15 @@ SOURCES = {  # Where the exact energy in our config (physics/systems.py for atom
     'N2': 'Pfau et al. 2020, Table 1',
 }
 GOALS = (('Ne', 600), ('Ne', 1800), ('N2', 1800))  # Races whose error ratio must be <= 0.5.
+GOAL_TEXT = {('Ne', 600): '≤ +35 mHa and ≤ 0.5× FermiNet', ('Ne', 1800): '≤ 0.5× FermiNet',
+             ('N2', 1800): '≤ 0.5× FermiNet'}
+ABSOLUTE_GOAL_MHA = {('Ne', 600): 35.0}  # Bounds on our evaluated error besides the ratio.
+RATIO_GOAL = 0.5
 JSON = os.path.join(REPO, 'benchmarks', 'race.json')
-ACCURACY_MD = os.path.join(REPO, 'ACCURACY.md')
 EVAL_BURN_IN = 100  # Sweeps discarded before each evaluation (both codes' default).
-MARKER = '\n<!-- scripts/race.py writes from here to the end -->\n'
+# Settings of FermiNet in races recorded before the artifact said: the script then passed
+# no Laplacian key and no BLAS thread variables, so FermiNet ran with its defaults.
+LEGACY_PEER_SETTINGS = 'default'
 
 
 def _run(cmd: list, seconds: Optional[float], on_line=None, env=None) -> float:
@@ -97,8 +108,9 @@ def _rows(path: str) -> list:
     return []
 
 
-def race_ours(name: str, seconds: float, run_dir: str, extra: list) -> dict:
-  """Our training for `seconds`; steps timed by polling stats.csv once a second."""
+def race_ours(name: str, seconds: float, run_dir: str, extra: list, seed: int = 0) -> dict:
+  """Our training for `seconds` with debug.seed = `seed`; steps timed by polling
+  stats.csv once a second."""
   stats_csv = os.path.join(run_dir, 'stats.csv')
   times, stop = [], threading.Event()  # times[i]: when step i was first seen, s.
 
@@ -109,7 +121,8 @@ def race_ours(name: str, seconds: float, run_dir: str, extra: list) -> dict:
       stop.wait(1.0)
 
   cmd = [sys.executable, '-m', 'ferminet_fast.train',
-         *reference.ours(name, run_dir, {'log.timers': 'false', 'log.progress': 'false'}),
+         *reference.ours(name, run_dir, {'log.timers': 'false', 'log.progress': 'false',
+                                         'debug.seed': str(seed)}),
          *extra]
   poller = threading.Thread(target=poll, args=(time.perf_counter(),), daemon=True)
   poller.start()
@@ -127,7 +140,8 @@ def race_ours(name: str, seconds: float, run_dir: str, extra: list) -> dict:
 FERMINET_SAVE_MINUTES = 0.25  # FermiNet's checkpoint interval in a race (its default: 10).
 
 
-def _ferminet_steps(fn_dir: str, name: str, run_dir: str, keys: dict, seconds: float) -> dict:
+def _ferminet_steps(fn_dir: str, name: str, run_dir: str, keys: dict, seconds: float,
+                    settings: str = 'best') -> dict:
   """Runs FermiNet; its per-step log lines as times, energies and `ew_variance` (FermiNet's
   exponentially weighted variance of the step energies, not our local-energy variance)."""
   t, energy, variance = [], [], []
@@ -139,15 +153,17 @@ def _ferminet_steps(fn_dir: str, name: str, run_dir: str, keys: dict, seconds: f
       energy.append(float(m.group(2)))
       variance.append(float(m.group(3)))
 
-  wall = _run(reference.command(fn_dir, name, run_dir, keys), seconds, on_line)
+  wall = _run(reference.command(fn_dir, name, run_dir, keys, settings), seconds, on_line,
+              env=reference.peer_env(settings))
   return {'t': t, 'energy': energy, 'ew_variance': variance, 'wall_s': wall}
 
 
-def race_ferminet(fn_dir: str, name: str, seconds: float, run_dir: str) -> dict:
+def race_ferminet(fn_dir: str, name: str, seconds: float, run_dir: str,
+                  settings: str = 'best') -> dict:
   """FermiNet's training for `seconds`, checkpointing every FERMINET_SAVE_MINUTES."""
   return _ferminet_steps(fn_dir, name, run_dir,
                          {'optim.iterations': '1000000',
-                          'log.save_frequency': str(FERMINET_SAVE_MINUTES)}, seconds)
+                          'log.save_frequency': str(FERMINET_SAVE_MINUTES)}, seconds, settings)
 
 
 def checkpoint_step(path: str) -> int:
@@ -156,7 +172,7 @@ def checkpoint_step(path: str) -> int:
 
 
 def evaluate_ferminet(fn_dir: str, name: str, run_dir: str, out_dir: str, sweeps: int,
-                      burn_in: int, exact: float) -> Optional[dict]:
+                      burn_in: int, exact: float, settings: str = 'best') -> Optional[dict]:
   """FermiNet's inference mode on its newest checkpoint in run_dir: `burn_in` sweeps, then
   `sweeps` sweeps with the parameters fixed; their energies reblocked, as ours are."""
   files = sorted(f for f in os.listdir(run_dir) if f.startswith('qmcjax_ckpt_'))
@@ -165,7 +181,7 @@ def evaluate_ferminet(fn_dir: str, name: str, run_dir: str, out_dir: str, sweeps
   run = _ferminet_steps(fn_dir, name, out_dir,
                         {'optim.optimizer': 'none', 'optim.iterations': str(sweeps),
                          'mcmc.burn_in': str(burn_in), 'log.restore_path': run_dir,
-                         'log.save_frequency': '1000'}, None)
+                         'log.save_frequency': '1000'}, None, settings)
   if len(run['energy']) < 2:
     return None
   est = stats.reblock(np.asarray(run['energy']))
@@ -216,127 +232,172 @@ def plot(entry: dict, path: str) -> None:
     name = 'DeepMind FermiNet' if who == 'ferminet' else 'ferminet_fast'
     ax.plot(t[:n].reshape(-1, w).mean(1), np.median(e[:n].reshape(-1, w), axis=1), style,
             label=f'{name} ({entry[who + "_summary"]["error_mha"]:+.0f} mHa, training)')
-    ev = entry.get(who + '_evaluated')
-    if ev:  # The final parameters evaluated, drawn at the end of the run.
+    ev = entry.get('ferminet_evaluated') if who == 'ferminet' else last_evaluated(entry)
+    if ev:  # The last parameters evaluated, drawn at the end of the run.
       ax.errorbar([run['wall_s']], [ev['error_mha']], yerr=[ev['stat_mha']], fmt='o',
                   color=style, capsize=3, label=f'{name} evaluated ({ev["error_mha"]:+.0f} mHa)')
   ax.axhline(0, color='k', lw=0.5)
   ax.set_yscale('symlog', linthresh=10)
   ax.set_xlabel('wall time since process start (s)')
   ax.set_ylabel('energy - exact (mHa), median per 2.5% of steps')
-  ax.set_title(f'{entry["system"]}, {entry["seconds"]:.0f} s on {entry["machine"]}')
+  ax.set_title(f'{entry["system"]}, {entry["seconds"]:.0f} s, race {entry.get("repeat", 0) + 1}')
   ax.legend()
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
 
 
-def _ratio(ours: Optional[dict], theirs: Optional[dict]) -> str:
-  if not ours or not theirs or not theirs['error_mha'] > 0:
-    return '–'
-  return f'{ours["error_mha"] / theirs["error_mha"]:.2f}'
+def first_code(repeat: int) -> str:
+  """Which code races first in repeat `repeat`: they alternate, FermiNet first in repeat 0,
+  so that a drift of the shared machine does not always hit the same code."""
+  return 'ferminet' if repeat % 2 == 0 else 'ours'
 
 
-def _error(e: Optional[dict]) -> str:
-  return f'{e["error_mha"]:+.1f} ± {e["stat_mha"]:.1f}' if e else '–'
+def seed_of(base: int, repeat: int) -> int:
+  """Our debug.seed in repeat `repeat` (FermiNet's own seed comes from its clock)."""
+  return base + repeat
 
 
-def _last(e: dict) -> Optional[dict]:
+def spread(values: list) -> dict:
+  """Mean and sample standard deviation (n - 1) of `values`; no deviation for one value."""
+  n = len(values)
+  return {'mean': statistics.fmean(values) if n else float('nan'),
+          'sd': statistics.stdev(values) if n > 1 else float('nan'), 'n': n}
+
+
+def last_evaluated(entry: dict) -> Optional[dict]:
   """Our evaluation of the last parameters (what FermiNet's evaluation takes), or None."""
-  ev = e.get('ours_evaluated')
-  if e.get('ours_evaluated_last'):
-    return e['ours_evaluated_last']
+  if entry.get('ours_evaluated_last'):
+    return entry['ours_evaluated_last']
+  ev = entry.get('ours_evaluated')
   return ev if ev and ev.get('parameters', 'last') == 'last' else None
 
 
-def _verdict(e: dict) -> str:
-  """The goal judged on evaluated energies, like for like (both codes' last parameters):
-  a bound in mHa on our error ('<= +35 mHa ...') or on the ratio ('<= 0.5x FermiNet')."""
-  ours, theirs, goal = _last(e), e.get('ferminet_evaluated'), e.get('goal', '')
-  if not ours or not theirs:
+def averaged_evaluated(entry: dict) -> Optional[dict]:
+  ev = entry.get('ours_evaluated')
+  return ev if ev and ev.get('parameters') == 'average' else None
+
+
+def like_for_like_ratio(entry: dict) -> Optional[float]:
+  """Our evaluated error over FermiNet's, both from their last parameters (None if either
+  evaluation is missing or FermiNet's error is not positive)."""
+  ours, theirs = last_evaluated(entry), entry.get('ferminet_evaluated')
+  if not ours or not theirs or not theirs['error_mha'] > 0:
+    return None
+  return ours['error_mha'] / theirs['error_mha']
+
+
+def races(path: str = JSON) -> list:
+  """Every race in the artifact as (meta, entry), oldest first. Runs recorded before the
+  artifact format hold a list of entries (one race each, FermiNet at its defaults)."""
+  out = []
+  for run in artifacts.read(path):
+    for entry in (run.data if isinstance(run.data, list) else [run.data]):
+      entry = dict(entry)
+      entry.setdefault('peer_settings', LEGACY_PEER_SETTINGS)
+      out.append((run.meta, entry))
+  return out
+
+
+def groups(path: str = JSON) -> dict:
+  """{(system, budget s, FermiNet settings): [(meta, entry), ...]} in GOALS order first."""
+  out = {}
+  for meta, e in races(path):
+    out.setdefault((e['system'], float(e['seconds']), e['peer_settings']), []).append((meta, e))
+  order = lambda k: (list(SOURCES).index(k[0]), k[1], k[2] != 'best')  # noqa: E731
+  return {k: out[k] for k in sorted(out, key=order)}
+
+
+def verdict(system: str, seconds: float, entries: list) -> str:
+  """The goal judged on evaluated energies, like for like, over the races of one group:
+  met when the mean ratio (and the mean error, where bounded) is within the goal."""
+  key = (system, int(seconds))
+  if key not in GOAL_TEXT:
+    return 'no goal'
+  ratios = [r for r in map(like_for_like_ratio, entries) if r is not None]
+  if not ratios:
     return 'not judged (no like-for-like evaluation)'
-  bound = re.match(r'≤ \+([0-9.]+) mHa', goal)
-  if bound:
-    met = ours['error_mha'] <= float(bound.group(1))
-  elif '0.5×' in goal:
-    met = ours['error_mha'] <= 0.5 * theirs['error_mha']
-  else:
-    return ''
-  return 'met' if met else 'missed'
+  met = spread(ratios)['mean'] <= RATIO_GOAL
+  if key in ABSOLUTE_GOAL_MHA:
+    ours = [last_evaluated(e)['error_mha'] for e in entries if last_evaluated(e)]
+    met = met and spread(ours)['mean'] <= ABSOLUTE_GOAL_MHA[key]
+  word = 'met' if met else 'missed'
+  n = len(ratios)
+  return word if n >= 3 else f'{word}, {n} race{"s" if n > 1 else ""} of the 3 needed'
 
 
-def table(entries: list) -> str:
-  lines = ['| system | budget (s) | FermiNet: steps, training error (mHa) | ours: steps, '
-           'training error (mHa) | ratio | FermiNet evaluated (mHa) | ours evaluated, last '
-           'parameters (mHa) | ratio evaluated, like for like | ours evaluated, averaged '
-           'parameters (mHa) | goal | goal judged like for like, one race |',
-           '|' + '---|' * 11]
-  for e in entries:
-    f, o = e['ferminet_summary'], e['ours_summary']
-    fe, last = e.get('ferminet_evaluated'), _last(e)
-    averaged = e.get('ours_evaluated') if e.get('ours_evaluated') is not last else None
-    lines.append(f'| {e["system"]} | {e["seconds"]:.0f} | {f["steps"]}, {_error(f)} | '
-                 f'{o["steps"]}, {_error(o)} | {_ratio(o, f)} | {_error(fe)} | '
-                 f'{_error(last)} | {_ratio(last, fe)} | {_error(averaged)} | '
-                 f'{e.get("goal", "")} | {_verdict(e)} |')
+def _mean_sd(values: list, digits: int = 1, sign: str = '+') -> str:
+  if not values:
+    return '–'
+  s = spread(values)
+  text = f'{s["mean"]:{sign}.{digits}f}'
+  return text + (f' ± {s["sd"]:.{digits}f}' if s['n'] > 1 else '') + f' (n = {s["n"]})'
+
+
+def render_table(path: str = JSON) -> str:
+  """ACCURACY.md's race table: per (system, budget, FermiNet settings), means ± standard
+  deviations over the races of the evaluated errors and of the like-for-like ratio."""
+  lines = ['| system | budget (s) | FermiNet settings | races | steps: FermiNet, ours | '
+           'FermiNet evaluated (mHa) | ours evaluated, last parameters (mHa) | ratio, like '
+           'for like | ours evaluated, averaged parameters (mHa), not compared | ratio of '
+           'training means | goal | goal judged on evaluated energies |', '|' + '---|' * 12]
+  metas = []
+  for (system, seconds, settings), group in groups(path).items():
+    es = [e for _, e in group]
+    metas += [m for m, _ in group if not any(m is x for x in metas)]
+    ev = lambda f: [x['error_mha'] for x in map(f, es) if x]  # noqa: E731
+    steps = (f'{statistics.fmean(e["ferminet_summary"]["steps"] for e in es):.0f}, '
+             f'{statistics.fmean(e["ours_summary"]["steps"] for e in es):.0f}')
+    train = [e['ours_summary']['error_mha'] / e['ferminet_summary']['error_mha'] for e in es
+             if e['ferminet_summary'].get('error_mha', 0) > 0]
+    lines.append(' | '.join([
+        f'| {system}', f'{seconds:.0f}', settings, str(len(es)), steps,
+        _mean_sd(ev(lambda e: e.get('ferminet_evaluated'))), _mean_sd(ev(last_evaluated)),
+        _mean_sd([r for r in map(like_for_like_ratio, es) if r is not None], 2, ''),
+        _mean_sd(ev(averaged_evaluated)), _mean_sd(train, 2, ''),
+        GOAL_TEXT.get((system, int(seconds)), '–'), verdict(system, seconds, es)]) + ' |')
+  legacy = [e for m, group in groups(path).items() for meta, e in group
+            if not meta.get('recorded', True)]
+  lines += ['', 'Means ± sample standard deviations over the races (n). ' +
+            artifacts.provenance(path, [artifacts.Run(m, None) for m in metas])]
+  if legacy:
+    lines[-1] += (' Races recorded before the meta block, as each recorded itself: ' + '; '.join(
+        f'{e["system"]} {float(e["seconds"]):.0f} s on {e["date"][:10]}, {e["machine"]}'
+        for e in legacy) + '.')
   return '\n'.join(lines)
 
 
-def section(path: str = JSON) -> str:
-  """The ACCURACY.md section of the races in `path` ('' when there are none)."""
-  if not os.path.exists(path):
-    return ''
-  with open(path) as f:
-    entries = json.load(f)
-  if not entries:
-    return ''
-  lines = ['', '## Time to energy against DeepMind FermiNet', '',
-           'Each row is one run of `scripts/race.py`: FermiNet (commit 0ce3411, jax 0.8.3) and '
-           'ours, one after the other on the same machine, each a whole process stopped when '
-           'its budget was spent (pretraining, compilation and burn-in included). Error: the '
-           'mean of the last 20% of training steps minus the exact energy, reblocked standard '
-           'error; "evaluated": the final parameters (FermiNet: its last checkpoint, written '
-           'every 15 s) evaluated afterwards with fixed parameters, not timed, by each code '
-           '(FermiNet: its inference mode), the same number of sweeps after 100 of burn-in. '
-           'Goals are judged on the evaluated energies, like for like: both codes\' last '
-           'parameters. Ours averaged over the last 3% of the updates '
-           '(`optim.average_fraction`, what `python -m ferminet_fast.evaluate` takes by '
-           'default; rows before it have none) are given beside, labelled, and are not '
-           'compared with FermiNet\'s last parameters. Each row is one race: between two races '
-           'of the same settings FermiNet\'s evaluated error moved by several of its error '
-           'bars (BENCHMARKS.md), so one race does not resolve a ratio near 0.5. '
-           'The training mean is biased low at Ne (BENCHMARKS.md, "Convergence at size"): '
-           'quote the evaluated energies; rows without them predate that finding. '
-           'Settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves '
-           'per step, each code\'s defaults otherwise (both pretrain for 1000 steps).', '',
-           table(entries), '']
-  done = {(e['system'], e['seconds']) for e in entries}
-  missing = [f'{n} {b} s' for n, b in GOALS if (n, b) not in done]
-  lines += ['Goals: a ratio of evaluated errors of at most 0.5 for '
-            + ', '.join(f'{n} {b} s' for n, b in GOALS) + ' (Ne 600 s also at most +35 mHa).'
-            + (f' Not yet run: {", ".join(missing)}.' if missing else ''), '']
-  for e in entries:
-    lines.append(f'- {e["system"]}, {e["seconds"]:.0f} s: {e["date"][:10]}, {e["machine"]}; '
-                 f'ours on {e["versions"]}; first training step after '
-                 f'{e["ferminet_summary"].get("first_step_s", float("nan")):.0f} s (FermiNet) '
-                 f'and {e["ours_summary"].get("first_step_s", float("nan")):.0f} s (ours). '
-                 +
-                 f'![{e["system"]} {e["seconds"]:.0f} s]({e["png"]})')
-  return '\n'.join(lines) + '\n'
+TABLES = {'race': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
 
 
-def write_section(path: str) -> None:
-  """Replaces the race section at the end of ACCURACY.md (after MARKER) with section()."""
-  with open(path) as f:
-    text = f.read()
-  with open(path, 'w') as f:
-    f.write(text.split(MARKER)[0].rstrip('\n') + '\n' + MARKER + section())
-
-
-def _machine() -> str:
-  from ferminet_fast.environment import machine
-  m = machine.machine()
-  return f'{m["cpu"]}, {m["cpu_count"]} cores'
+def one_race(args, name: str, repeat: int, extra: list, tmp: str) -> dict:
+  """Both codes for `args.seconds` in the order of first_code(repeat), then both codes'
+  last parameters evaluated the same way, and ours averaged beside."""
+  our_config = cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[name][0]))
+  exact = systems.make_system(our_config.system).exact_energy
+  seed, fn_dir, ours_dir = seed_of(args.seed, repeat), os.path.join(tmp, 'fn'), \
+      os.path.join(tmp, 'ours')
+  runs = {}
+  first = first_code(repeat)
+  for who in (first, 'ours' if first == 'ferminet' else 'ferminet'):
+    runs[who] = (race_ferminet(args.ferminet, name, args.seconds, fn_dir, args.peer_settings)
+                 if who == 'ferminet' else
+                 race_ours(name, args.seconds, ours_dir, extra, seed))
+  last = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN, 'last')
+  averaged = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN, 'average')
+  fn_evaluated = evaluate_ferminet(args.ferminet, name, fn_dir, os.path.join(tmp, 'fn_eval'),
+                                   args.eval_sweeps, EVAL_BURN_IN, exact, args.peer_settings)
+  return {'system': name, 'seconds': args.seconds, 'exact': exact,
+          'exact_source': SOURCES[name], 'repeat': repeat, 'seed_ours': seed,
+          'seed_ferminet': 'from its clock (its default)', 'first': first,
+          'peer_settings': args.peer_settings,
+          'peer_settings_detail': reference.peer_settings_record(args.peer_settings),
+          'overrides': extra, 'ferminet': runs['ferminet'], 'ours': runs['ours'],
+          'ferminet_summary': summary(runs['ferminet'], exact),
+          'ours_summary': summary(runs['ours'], exact), 'ours_evaluated': averaged,
+          'ours_evaluated_last': last, 'ferminet_evaluated': fn_evaluated,
+          'eval_sweeps': args.eval_sweeps, 'eval_burn_in': EVAL_BURN_IN,
+          'png': f'benchmarks/race_{name}_{args.seconds:.0f}s.png'}
 
 
 def main():
@@ -344,59 +405,36 @@ def main():
   p.add_argument('--ferminet', help='directory made by ../shared/anchors/setup-ferminet.sh')
   p.add_argument('--system', nargs='+', default=['Ne'], choices=list(SOURCES))
   p.add_argument('--seconds', type=float, default=600.0, help='wall-time budget of each code')
-  p.add_argument('--evaluate', action='store_true',
-                 help="also evaluate both codes' final parameters (not timed)")
+  p.add_argument('--repeats', type=int, default=3, help='races per system (at least 1)')
+  p.add_argument('--seed', type=int, default=0, help='our debug.seed of the first race')
+  p.add_argument('--peer-settings', default='best', choices=list(reference.PEER_SETTINGS),
+                 help="FermiNet's settings (ferminet_reference.PEER_SETTINGS)")
   p.add_argument('--eval-sweeps', type=int, default=2000, help='sweeps of each evaluation')
-  p.add_argument('--goal', default='', help='text for the goal column')
-  p.add_argument('--table-only', action='store_true')
-  p.add_argument('--keep', metavar='DIR', help='keep both run directories in DIR/<system>_<s>s')
+  p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR')
+  p.add_argument('--json', default=JSON)
   args, extra = p.parse_known_args()  # --config.KEY=VALUE: passed to our training only.
   if any(not o.startswith('--config.') for o in extra):
     p.error(f'unrecognized arguments: {" ".join(extra)}')
-  if not args.table_only and not args.ferminet:
+  if not args.ferminet:
     p.error('--ferminet DIR is needed (bash ../shared/anchors/setup-ferminet.sh DIR)')
-  entries = json.load(open(JSON)) if os.path.exists(JSON) else []
-  if args.table_only:
-    for entry in entries:
+  if args.repeats < 1:
+    p.error('--repeats must be at least 1')
+  peer = {**reference.peer_versions(args.ferminet),
+          'settings': reference.peer_settings_record(args.peer_settings)}
+  for name in args.system:
+    for repeat in range(args.repeats):
+      run_meta = artifacts.meta(peer=peer)
+      with tempfile.TemporaryDirectory() as tmp:
+        entry = one_race(args, name, repeat, extra, tmp)
+        if args.keep:
+          shutil.copytree(tmp, os.path.join(args.keep, f'{name}_{args.seconds:.0f}s_{repeat}'),
+                          dirs_exist_ok=True)
       plot(entry, os.path.join(REPO, entry['png']))
-  for name in ([] if args.table_only else args.system):
-    source = SOURCES[name]
-    our_config = cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[name][0]))
-    exact = systems.make_system(our_config.system).exact_energy
-    with tempfile.TemporaryDirectory() as tmp:
-      fn = race_ferminet(args.ferminet, name, args.seconds, os.path.join(tmp, 'fn'))
-      ours_dir = os.path.join(tmp, 'ours')
-      ours = race_ours(name, args.seconds, ours_dir, extra)
-      evaluated = fn_evaluated = last = None
-      if args.evaluate:
-        last = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN, 'last')
-        evaluated = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN)  # eval.json's.
-        fn_evaluated = evaluate_ferminet(args.ferminet, name, os.path.join(tmp, 'fn'),
-                                         os.path.join(tmp, 'fn_eval'), args.eval_sweeps,
-                                         EVAL_BURN_IN, exact)
-      with open(os.path.join(ours_dir, 'timings.json')) as f:
-        versions = json.load(f)['versions']
-      if args.keep:
-        shutil.copytree(tmp, os.path.join(args.keep, f'{name}_{args.seconds:.0f}s'),
-                        dirs_exist_ok=True)
-    entry = {'system': name, 'seconds': args.seconds, 'exact': exact, 'exact_source': source,
-             'date': datetime.datetime.now().isoformat(timespec='seconds'),
-             'machine': _machine(), 'versions': ', '.join(f'{k} {v}' for k, v in versions.items()),
-             'overrides': extra, 'goal': args.goal, 'ferminet': fn, 'ours': ours,
-             'ferminet_summary': summary(fn, exact), 'ours_summary': summary(ours, exact),
-             'ours_evaluated': evaluated, 'ours_evaluated_last': last,
-             'ferminet_evaluated': fn_evaluated,
-             'png': f'benchmarks/race_{name}_{args.seconds:.0f}s.png'}
-    plot(entry, os.path.join(REPO, entry['png']))
-    entries = [e for e in entries if (e['system'], e['seconds']) != (name, args.seconds)]
-    entries.append(entry)
-    entries.sort(key=lambda e: (list(SOURCES).index(e['system']), e['seconds']))
-    os.makedirs(os.path.dirname(JSON), exist_ok=True)
-    with open(JSON, 'w') as f:
-      json.dump(entries, f)
-    print(table([entry]), flush=True)
-  write_section(ACCURACY_MD)
-  print(table(entries))
+      artifacts.append(args.json, entry, run_meta)
+      print(f'{name} {args.seconds:.0f} s race {repeat + 1}: ratio like for like '
+            f'{like_for_like_ratio(entry)}', flush=True)
+  print(render_table(args.json))
+  print('python scripts/render_docs.py puts the table into ACCURACY.md')
 
 
 if __name__ == '__main__':
