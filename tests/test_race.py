@@ -1,11 +1,14 @@
 """scripts/race.py: FermiNet's per-step log lines are read, the reported energy is the mean of
-the last 20% of steps, and ACCURACY.md keeps everything before the race section."""
+the last 20% of steps; races alternate which code goes first and change our seed, FermiNet
+runs at the settings asked for (recorded in the artifact), and the ratio of evaluated
+errors is reported as a mean and sample standard deviation over the races."""
 
 import json
 import os
 import sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
 import race  # noqa: E402
@@ -28,16 +31,6 @@ def test_summary_is_mean_of_last_fifth():
   assert 0.3 < s['stat_mha'] < 2.0  # 10 mHa noise over 200 steps: about 0.7 mHa.
 
 
-def test_section_replaces_only_its_own_part(tmp_path, monkeypatch):
-  path = tmp_path / 'ACCURACY.md'
-  path.write_text('# Accuracy\n\ntable\n')
-  monkeypatch.setattr(race, 'section', lambda: 'first\n')
-  race.write_section(str(path))
-  monkeypatch.setattr(race, 'section', lambda: 'second\n')
-  race.write_section(str(path))
-  assert path.read_text() == '# Accuracy\n\ntable\n' + race.MARKER + 'second\n'
-
-
 def test_ferminet_evaluation_restores_its_last_checkpoint(tmp_path):
   """FermiNet's inference run (a stand-in executable here) is started on the run's
   checkpoints with the optimizer off, and its step energies are reblocked into an error."""
@@ -52,7 +45,8 @@ def test_ferminet_evaluation_restores_its_last_checkpoint(tmp_path):
       'import json, sys\n'
       'args = dict(a[len("--config."):].split("=", 1) for a in sys.argv[1:]\n'
       '            if a.startswith("--config."))\n'
-      f'json.dump(args, open({str(tmp_path / "args.json")!r}, "w"))\n'
+      f'json.dump(dict(args, OPENBLAS=__import__("os").environ.get("OPENBLAS_NUM_THREADS")), '
+      f'open({str(tmp_path / "args.json")!r}, "w"))\n'
       'for i in range(int(args["optim.iterations"])):\n'
       '  e = -128.8 + (0.01 if i % 2 else -0.01)\n'
       '  print(f"Step {i:05d}: {e} E_h, exp. variance=1.0 E_h^2, pmove=0.5", file=sys.stderr)\n')
@@ -62,6 +56,110 @@ def test_ferminet_evaluation_restores_its_last_checkpoint(tmp_path):
   args = json.loads((tmp_path / 'args.json').read_text())
   assert args['optim.optimizer'] == 'none' and args['log.restore_path'] == str(run_dir)
   assert args['mcmc.burn_in'] == '10' and args['system.atom'] == 'Ne'
+  # Best settings by default: its folx Laplacian, its BLAS at one thread.
+  assert args['optim.laplacian'] == 'folx' and args['OPENBLAS'] == '1'
   assert ev['checkpoint_step'] == 2693 and ev['sweeps'] == 64
   assert abs(ev['error_mha'] - 1e3 * (-128.8 + 128.9376)) < 1e-6
   assert 0 <= ev['stat_mha'] < 5
+
+
+def _fake_ferminet(tmp_path):
+  """A stand-in FermiNet: logs steps until stopped (or for optim.iterations steps), writes a
+  checkpoint, and records its arguments and BLAS threads per call."""
+  fn_dir = tmp_path / 'fn'
+  (fn_dir / 'venv' / 'bin').mkdir(parents=True)
+  fake = fn_dir / 'venv' / 'bin' / 'ferminet'
+  fake.write_text(
+      f'#!{sys.executable}\n'
+      'import json, os, sys, time\n'
+      'args = dict(a[len("--config."):].split("=", 1) for a in sys.argv[1:]\n'
+      '            if a.startswith("--config."))\n'
+      'args["OPENBLAS"] = os.environ.get("OPENBLAS_NUM_THREADS")\n'
+      f'with open({str(tmp_path / "calls.jsonl")!r}, "a") as f: f.write(json.dumps(args) + "\\n")\n'
+      'os.makedirs(args["log.save_path"], exist_ok=True)\n'
+      'open(os.path.join(args["log.save_path"], "qmcjax_ckpt_000010.npz"), "w").close()\n'
+      'for i in range(min(int(args["optim.iterations"]), 40)):\n'
+      '  print(f"Step {i:05d}: {-128.8 + 0.001 * (i % 3)} E_h, exp. variance=1.0 E_h^2, pmove=0.5",\n'
+      '        file=sys.stderr, flush=True)\n')
+  fake.chmod(0o755)
+  return fn_dir
+
+
+def _race_args(fn_dir, settings):
+  import argparse
+  return argparse.Namespace(ferminet=str(fn_dir), seconds=30.0, seed=7, eval_sweeps=20,
+                            peer_settings=settings)
+
+
+@pytest.mark.parametrize('settings', ['best', 'default'])
+def test_races_alternate_order_change_seed_and_record_peer_settings(tmp_path, monkeypatch,
+                                                                    settings):
+  fn_dir = _fake_ferminet(tmp_path)
+  order, seeds = [], []
+  real = race.race_ferminet
+
+  def ours(name, seconds, run_dir, extra, seed=0):
+    order.append('ours')
+    seeds.append(seed)
+    return {'t': [1.0] * 20, 'energy': [-128.9] * 20, 'variance': [1.0] * 20, 'wall_s': 2.0}
+
+  def ferminet(*a, **k):
+    order.append('ferminet')
+    return real(*a, **k)
+
+  monkeypatch.setattr(race, 'race_ours', ours)
+  monkeypatch.setattr(race, 'race_ferminet', ferminet)
+  monkeypatch.setattr(race, 'evaluate_ours', lambda d, s, b, parameters: {
+      'error_mha': 20.0 if parameters == 'last' else 15.0, 'stat_mha': 1.0,
+      'parameters': parameters, 'checkpoint_step': 20, 'sweeps': s})
+  entries = []
+  for repeat in range(3):
+    (tmp_path / f'r{repeat}').mkdir()
+    entries.append(race.one_race(_race_args(fn_dir, settings), 'Ne', repeat, [],
+                                 str(tmp_path / f'r{repeat}')))
+  assert order == ['ferminet', 'ours', 'ours', 'ferminet', 'ferminet', 'ours']
+  assert [e['first'] for e in entries] == ['ferminet', 'ours', 'ferminet']
+  assert seeds == [7, 8, 9] and [e['seed_ours'] for e in entries] == [7, 8, 9]
+  assert all(e['peer_settings'] == settings for e in entries)
+  calls = [json.loads(line) for line in (tmp_path / 'calls.jsonl').read_text().splitlines()]
+  assert len(calls) == 6  # Three races, three evaluations.
+  for call in calls:
+    assert ('optim.laplacian' in call) == (settings == 'best')
+    assert call['OPENBLAS'] == ('1' if settings == 'best' else os.environ.get(
+        'OPENBLAS_NUM_THREADS'))
+  # Like for like: our last parameters against FermiNet's last checkpoint, both evaluated.
+  fn_error = 1e3 * (-128.8 + 0.001 * (sum(i % 3 for i in range(20)) / 20) + 128.9376)
+  for e in entries:
+    assert e['ours_evaluated_last']['parameters'] == 'last'
+    assert abs(race.like_for_like_ratio(e) - 20.0 / e['ferminet_evaluated']['error_mha']) < 1e-12
+    assert abs(e['ferminet_evaluated']['error_mha'] - fn_error) < 1e-3
+
+
+def test_ratio_statistics_and_goal_over_races(tmp_path, monkeypatch):
+  sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
+  import artifacts
+
+  def entry(ours, theirs, seconds=1800.0):
+    s = {'steps': 100, 'error_mha': theirs, 'stat_mha': 1.0}
+    return {'system': 'Ne', 'seconds': seconds, 'peer_settings': 'best',
+            'ferminet_summary': s, 'ours_summary': dict(s, error_mha=ours),
+            'ours_evaluated_last': {'error_mha': ours, 'stat_mha': 1.0, 'parameters': 'last'},
+            'ours_evaluated': {'error_mha': ours / 2, 'stat_mha': 1.0, 'parameters': 'average'},
+            'ferminet_evaluated': {'error_mha': theirs, 'stat_mha': 1.0}}
+
+  s = race.spread([0.4, 0.5, 0.6])
+  assert s['n'] == 3 and abs(s['mean'] - 0.5) < 1e-12 and abs(s['sd'] - 0.1) < 1e-12
+  assert race.verdict('Ne', 1800, [entry(40, 100), entry(45, 100), entry(50, 100)]) == 'met'
+  assert race.verdict('Ne', 1800, [entry(40, 100), entry(55, 100), entry(70, 100)]) == 'missed'
+  # The averaged parameters never decide: here they would be within the goal.
+  assert race.verdict('Ne', 1800, [entry(60, 100)] * 3) == 'missed'
+  assert race.verdict('Ne', 1800, [entry(40, 100)]).startswith('met, 1 race')
+  # Ne 600 s also bounds our error: within the ratio goal but above +35 mHa is missed.
+  assert race.verdict('Ne', 600, [entry(40, 100, 600.0)] * 3) == 'missed'
+  path = str(tmp_path / 'race.json')
+  for ours in (40.0, 50.0, 60.0):
+    artifacts.append(path, entry(ours, 100.0), {'recorded': True, 'date': '2026-11-25T00:00:00',
+                                                'machine': None, 'commit': 'abc'})
+  text = race.render_table(path)
+  assert '| Ne | 1800 | best | 3 |' in text and '0.50 ± 0.10 (n = 3)' in text
+  assert '+50.0 ± 10.0 (n = 3)' in text and '+25.0 ± 5.0 (n = 3)' in text
