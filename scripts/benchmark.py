@@ -26,6 +26,11 @@ pretraining, so that the start-up includes it), our stage timers off; the small 
 256 walkers unless `--network standard` (FermiNet's default size) and `--batch` say
 otherwise. Printed: both, and ours / FermiNet's; also each code's start-up, T(short) -
 short x (time of one step): process start to the first step, plus the exit.
+FermiNet runs at its best settings on a CPU machine by default (its folx Laplacian, its BLAS
+held to one thread as ours is: ferminet_reference.PEER_SETTINGS); `--peer-settings
+best,default` measures both, alternated within each repeat, and gives the ratio per
+setting. Each invocation is appended to an artifact (scripts/artifacts.py; default
+benchmarks/against_ferminet.json) with the machine, both codes' versions and the settings.
 `--against-ours DIR` does the same with another checkout of this repository (run from DIR
 with this interpreter) in FermiNet's place: whether a change made the step slower.
 """
@@ -44,7 +49,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import artifacts  # noqa: E402
 import ferminet_reference as reference  # noqa: E402
+
+AGAINST_JSON = os.path.join(REPO, 'benchmarks', 'against_ferminet.json')
+AGAINST_OURS_JSON = os.path.join(REPO, 'benchmarks', 'against_ours.json')
+# Per-step goals against FermiNet (ours / FermiNet, the small network): the targets.
+STEP_GOALS = {'He': 0.6, 'Li': 0.6, 'Be': 0.6, 'Ne': 0.45, 'N2': 0.45, 'C2H4': 0.45}
+ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'Ne': 10, 'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16}
 
 # The FermiNet comparison settings: batch 256, hidden ((64,8),(64,8)), 2 dets, 10 MCMC steps.
 REFERENCE = [f'--config.{k}={v}' for k, v in reference.SHARED.items()]
@@ -89,48 +101,133 @@ def run_one(config, overrides, iterations):
   return t
 
 
-def _wall(cmd: list, cwd: str = REPO) -> float:
+def _wall(cmd: list, cwd: str = REPO, env=None) -> float:
   """Seconds a process takes from start to exit (run in `cwd`); raises if it fails."""
   t0 = time.perf_counter()
-  proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)  # `-m` imports from cwd.
+  proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)  # `-m`: cwd.
   if proc.returncode:
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
     raise RuntimeError(f'{" ".join(cmd[:4])} ... failed: ' + ' | '.join(tail))
   return time.perf_counter() - t0
 
 
+def order_of(repeat: int, settings: list) -> list:
+  """The runs of one repeat: each baseline setting and ours, the order reversed in every
+  other repeat so that a drift of the shared machine hits both codes alike."""
+  runs = [('baseline', s) for s in settings] + [('ours', None)]
+  return runs if repeat % 2 == 0 else runs[::-1]
+
+
+def _process_ms(baseline, name, who, setting, keys, short, long, ours_baseline):
+  """ms per step and start-up (s) of one code by the difference of two whole processes."""
+  ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
+  walls = []
+  for n in (short, long):
+    with tempfile.TemporaryDirectory() as tmp:
+      run, env, cwd = os.path.join(tmp, 'run'), None, REPO
+      if who == 'baseline' and not ours_baseline:
+        cmd = reference.command(baseline, name, run, {**keys, 'optim.iterations': str(n)},
+                                setting)
+        env = reference.peer_env(setting)
+      else:
+        cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
+            name, run, {**keys, 'optim.iterations': str(n), **ours_keys})]
+        cwd = baseline if who == 'baseline' else REPO
+      walls.append(_wall(cmd, cwd=cwd, env=env))
+  step_s = (walls[1] - walls[0]) / (long - short)
+  return 1e3 * step_s, walls[0] - short * step_s
+
+
 def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int,
                  repeats: int, ours_baseline: bool = False, pretrain: int = 0,
-                 network: str = 'small', batch: int = 256) -> dict:
-  """ms per step of a baseline and ours on system `name`, by differences of whole processes.
-  The baseline is FermiNet set up in the directory `baseline`, or with `ours_baseline`
-  another checkout of this repository there. `pretrain`: pretraining steps of both;
-  `network`: a name in `reference.NETWORKS`; `batch`: walkers."""
+                 network: str = 'small', batch: int = 256, settings=('best',)) -> list:
+  """ms per step of a baseline and ours on system `name`, by differences of whole processes:
+  one result per baseline setting (FermiNet's `settings`, names in
+  reference.PEER_SETTINGS; one with `ours_baseline`, another checkout of ours in the
+  directory `baseline`), each with ours measured in the same repeats. `pretrain`:
+  pretraining steps of both; `network`: a name in `reference.NETWORKS`; `batch`: walkers."""
+  settings = ['ours'] if ours_baseline else list(settings)
   keys = {'optim.optimizer': optimizer, 'pretrain.iterations': str(pretrain),
           'batch_size': str(batch), **reference.NETWORKS[network]}
-  ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
-  ms, startup = {'baseline': [], 'ours': []}, {'baseline': [], 'ours': []}
-  for _ in range(repeats):
-    for who in ('baseline', 'ours'):  # Alternated, so that drifts of the machine hit both.
-      walls = []
-      for n in (short, long):
-        with tempfile.TemporaryDirectory() as tmp:
-          run = os.path.join(tmp, 'run')
-          if who == 'baseline' and not ours_baseline:
-            cmd = reference.command(baseline, name, run, {**keys, 'optim.iterations': str(n)})
-          else:
-            cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
-                name, run, {**keys, 'optim.iterations': str(n), **ours_keys})]
-          walls.append(_wall(cmd, cwd=baseline if who == 'baseline' and ours_baseline
-                             else REPO))
-      step_s = (walls[1] - walls[0]) / (long - short)
-      ms[who].append(1e3 * step_s)
-      startup[who].append(walls[0] - short * step_s)
-  out = {who: statistics.median(v) for who, v in ms.items()}
-  out['ratio'] = out['ours'] / out['baseline']
-  out['startup_s'] = {who: statistics.median(v) for who, v in startup.items()}
-  out['runs_ms'], out['runs_startup_s'] = ms, startup
+  ms = {s: [] for s in settings + [None]}
+  startup = {s: [] for s in settings + [None]}
+  for repeat in range(repeats):
+    for who, setting in order_of(repeat, settings):
+      step_ms, start_s = _process_ms(baseline, name, who, setting, keys, short, long,
+                                     ours_baseline)
+      ms[setting].append(step_ms)
+      startup[setting].append(start_s)
+  out = []
+  for s in settings:
+    ratios = [o / b for o, b in zip(ms[None], ms[s])]
+    out.append({'peer_settings': s, 'baseline': statistics.median(ms[s]),
+                'ours': statistics.median(ms[None]),
+                'ratio': statistics.median(ms[None]) / statistics.median(ms[s]),
+                'ratio_per_repeat': ratios,
+                'startup_s': {'baseline': statistics.median(startup[s]),
+                              'ours': statistics.median(startup[None])},
+                'runs_ms': {'baseline': ms[s], 'ours': ms[None]},
+                'runs_startup_s': {'baseline': startup[s], 'ours': startup[None]}})
   return out
+
+
+def _against_rows(path: str) -> list:
+  """Every row of every run of an against-FermiNet (or against-ours) artifact, with the
+  run's network, the FermiNet settings it ran (legacy runs: its defaults) and the run."""
+  out = []
+  for run in artifacts.read(path):
+    d = run.data
+    net = d.get('network', {}).get('name', 'small') if isinstance(d.get('network'), dict) \
+        else 'small'
+    for r in d['rows']:
+      out.append((run, {**r, 'network': net, 'batch': d.get('batch', 256),
+                        'pretrain': d.get('pretrain', 0), 'label': d.get('label', 'FermiNet'),
+                        'peer_settings': r.get('peer_settings', 'default')}))
+  return out
+
+
+def render_against(paths: list) -> str:
+  """A per-step table against FermiNet (or another checkout) from artifacts: medians of
+  the repeats, the ratio, and its spread over the repeats (min–max of ours / baseline)."""
+  lines = ['| system (electrons) | optimizer | network, batch | baseline settings | baseline '
+           '(ms/step) | ours (ms/step) | ours / baseline | per repeat | goal | start-up '
+           'baseline (s) | start-up ours (s) |', '|' + '---|' * 11]
+  used = []
+  for path in paths:
+    for run, r in _against_rows(path):
+      if not any(run is u for u in used):
+        used.append((run))
+      per = r.get('ratio_per_repeat') or [o / b for o, b in zip(r['runs_ms']['ours'],
+                                                                 r['runs_ms']['baseline'])]
+      goal = STEP_GOALS.get(r['system']) if r['network'] == 'small' and (
+          r['label'] == 'FermiNet') else None
+      st = r['startup_s']
+      lines.append(
+          f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
+          f'{r["network"]}, {r["batch"]} | {r["label"]}, {r["peer_settings"]} | '
+          f'{r["baseline"]:.1f} | {r["ours"]:.1f} | **{r["ratio"]:.2f}** | '
+          f'{min(per):.2f}–{max(per):.2f} (n = {len(per)}) | '
+          + (f'≤ {goal}' if goal else '–') + f' | {st["baseline"]:.1f} | {st["ours"]:.1f} |')
+  notes = [artifacts.provenance(p) for p in paths]
+  return '\n'.join(lines + ['', ' '.join(notes)])
+
+
+def _bench(*names) -> list:
+  return [os.path.join(REPO, 'benchmarks', n) for n in names]
+
+
+WHOLE_TABLE = _bench('against_ferminet_he_li_be_ne_cpu2_2026-11-24.json',
+                     'against_ferminet_n2_c2h4_cpu2_2026-11-24.json',
+                     'against_ferminet_ne_standard_network_cpu2_2026-11-24.json')
+AFTER_BLAS = _bench('against_ferminet_ne_kfac_cpu2_blas_threads.json',
+                    'against_ferminet_n2_c2h4_cpu2_blas_threads.json')
+TABLES = {  # Rendered into the docs by scripts/render_docs.py.
+    'per-step-latest': ('BENCHMARKS.md', lambda: render_against(
+        [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS)),
+    'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
+    'blas-threads-before-after': ('BENCHMARKS.md', lambda: render_against(
+        _bench('blas_threads_against_previous_cpu2.json'))),
+}
 
 
 def table(rows, key_names):
@@ -143,6 +240,42 @@ def table(rows, key_names):
       cells = list(keys) + [f'{r[k]:.2f}' if k in r else '' for k in FIELDS]
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines)
+
+
+def peer_settings(text: str) -> list:
+  """'best,default' -> ['best', 'default'], each a name in reference.PEER_SETTINGS."""
+  names = [n.strip() for n in text.split(',') if n.strip()]
+  bad = [n for n in names if n not in reference.PEER_SETTINGS]
+  if not names or bad:
+    raise argparse.ArgumentTypeError(
+        f'{text!r}: give names among {", ".join(reference.PEER_SETTINGS)}')
+  return names
+
+
+def against(args) -> None:
+  """--against-ferminet / --against-ours: both codes side by side, appended to an artifact."""
+  baseline = args.against_ferminet or os.path.abspath(args.against_ours)
+  label = 'FermiNet' if args.against_ferminet else 'baseline checkout'
+  peer = ({**reference.peer_versions(baseline), 'settings': [
+      reference.peer_settings_record(s) for s in args.peer_settings]}
+          if args.against_ferminet else {'name': 'ferminet_fast checkout', 'dir': baseline})
+  run_meta, rows = artifacts.meta(peer=peer), []
+  for name in args.systems:
+    for opt in args.optimizers:
+      for r in side_by_side(baseline, name, opt, *args.steps, args.repeats,
+                            ours_baseline=bool(args.against_ours), pretrain=args.pretrain,
+                            network=args.network, batch=args.batch,
+                            settings=args.peer_settings):
+        rows.append({'system': name, 'optimizer': opt, **r})
+        print(f'{name} {opt} {label} ({r["peer_settings"]}): {r["baseline"]:.1f} ms, ours '
+              f'{r["ours"]:.1f} ms, ratio {r["ratio"]:.2f}', flush=True)
+  path = args.json or (AGAINST_JSON if args.against_ferminet else AGAINST_OURS_JSON)
+  artifacts.append(path, {'baseline': baseline, 'label': label, 'rows': rows,
+                          'steps': args.steps, 'repeats': args.repeats,
+                          'pretrain': args.pretrain,
+                          'network': {'name': args.network, **reference.NETWORKS[args.network]},
+                          'batch': args.batch}, run_meta)
+  print(render_against([path]))
 
 
 def main():
@@ -180,35 +313,18 @@ def main():
                       '(256,32) x 4, 16 determinants')
   parser.add_argument('--batch', type=int, default=256, metavar='WALKERS',
                       help='with --against-ferminet / --against-ours: walkers per step')
+  parser.add_argument('--peer-settings', default='best', type=peer_settings,
+                      help="with --against-ferminet: FermiNet's settings, comma-separated "
+                      f"names of {', '.join(reference.PEER_SETTINGS)} (default best)")
   args = parser.parse_args()
   if args.against_ferminet or args.against_ours:
-    baseline = args.against_ferminet or os.path.abspath(args.against_ours)
-    label = 'FermiNet' if args.against_ferminet else 'baseline checkout'
-    rows = []
-    print(f'| system | optimizer | {label} (ms/step) | ours (ms/step) | ours / {label} | '
-          f'start-up {label} (s) | start-up ours (s) | ratio |\n' + '|---' * 8 + '|', flush=True)
-    for name in args.systems:
-      for opt in args.optimizers:
-        r = side_by_side(baseline, name, opt, *args.steps, args.repeats,
-                         ours_baseline=bool(args.against_ours), pretrain=args.pretrain,
-                         network=args.network, batch=args.batch)
-        rows.append({'system': name, 'optimizer': opt, **r})
-        st = r['startup_s']
-        print(f'| {name} | {opt} | {r["baseline"]:.1f} | {r["ours"]:.1f} | {r["ratio"]:.2f} | '
-              f'{st["baseline"]:.1f} | {st["ours"]:.1f} | {st["ours"] / st["baseline"]:.2f} |',
-              flush=True)
-    if args.json:
-      with open(args.json, 'w') as f:
-        json.dump({'baseline': baseline, 'label': label, 'rows': rows, 'steps': args.steps,
-                   'repeats': args.repeats, 'pretrain': args.pretrain,
-                   'network': {'name': args.network, **reference.NETWORKS[args.network]},
-                   'batch': args.batch}, f, indent=2)
-    return
+    return against(args)
   if args.quick:
     args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20
     global SWEEP_ATOMS
     SWEEP_ATOMS = ('H', 'He', 'Li')
 
+  run_meta = artifacts.meta()  # The tree as it was when the runs started.
   results = {'configs': [], 'sweep': [], 'ecp': [], 'states': [], 'naive': None}
   if 'configs' in args.suite:
     for label, config, overrides in CONFIGS:
@@ -284,13 +400,12 @@ def main():
           + ', '.join(f'{k} {v:.0f}' for k, v in n['naive_extrapolated'].items())
           + f'; ferminet_fast train_step_ms {n["ours_train_step_ms"]:.2f}; '
           f'speed-up {n["speedup"]:.0f}x\n')
-  if args.json:
-    with open(args.json, 'w') as f:
-      json.dump({'configs': [{'keys': k, **r} for k, r in results['configs']],
+  if args.json:  # Appended: every invocation is kept (scripts/artifacts.py).
+    artifacts.append(args.json, {'configs': [{'keys': k, **r} for k, r in results['configs']],
                  'sweep': [{'keys': k, **r} for k, r in results['sweep']],
                  'ecp': [{'keys': k, **r} for k, r in results['ecp']],
                  'states': [{'keys': k, **r} for k, r in results['states']],
-                 'naive': results['naive']}, f, indent=2)
+                 'naive': results['naive']}, run_meta)
 
 
 if __name__ == '__main__':

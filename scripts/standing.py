@@ -1,0 +1,159 @@
+"""The current standing: every goal with its latest figure from an artifact, and whether it
+is met, missed, or not yet measured like for like. Rendered at the top of BENCHMARKS.md and
+ACCURACY.md by scripts/render_docs.py; it measures nothing itself, it reads the artifacts
+of benchmark.py, race.py and accuracy.py through their own readers.
+
+A figure counts as like for like when FermiNet ran at its best settings
+(ferminet_reference.PEER_SETTINGS) and, for the races, on at least three races judged on
+evaluated energies; otherwise the figure is shown with what is missing.
+"""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import accuracy  # noqa: E402
+import artifacts  # noqa: E402
+import benchmark  # noqa: E402
+import race  # noqa: E402
+
+REPO = os.path.dirname(HERE)
+MIN_RACES = 3
+PRETRAIN_STARTUP = os.path.join(REPO, 'benchmarks',
+                                'against_ferminet_ne_n2_pretrain_cpu2_run2.json')
+STARTUP_GOAL = 0.7  # Ours / FermiNet, process start to first step with 1000 pretraining steps.
+
+
+def _rel(path: str) -> str:
+  return os.path.relpath(path, REPO)
+
+
+def _date(run) -> str:
+  return (run.meta.get('measured_on') or run.meta.get('date') or '?')[:10]
+
+
+def _latest_step_rows() -> dict:
+  """{(system, optimizer): (run, row, path)}: the newest small-network row per pair over
+  the against-FermiNet artifacts, newer files later in the list."""
+  paths = benchmark.WHOLE_TABLE + benchmark.AFTER_BLAS + [benchmark.AGAINST_JSON]
+  out = {}
+  for path in paths:
+    if not os.path.exists(path):
+      continue
+    for run, r in benchmark._against_rows(path):
+      if r['network'] == 'small' and r['label'] == 'FermiNet':
+        key = (r['system'], r['optimizer'])
+        if r['peer_settings'] == 'best' or out.get(key, (0, {'peer_settings': ''}))[1][
+            'peer_settings'] != 'best':
+          out[key] = (run, r, path)
+  return out
+
+
+def _status(met: bool, like_for_like: bool, missing: str) -> str:
+  word = 'met' if met else 'missed'
+  return f'**{word}**' if like_for_like else f'not yet like for like ({missing}; {word} there)'
+
+
+def step_rows() -> list:
+  rows = []
+  for (system, opt), (run, r, path) in sorted(
+      _latest_step_rows().items(), key=lambda kv: (benchmark.ELECTRONS[kv[0][0]], kv[0][1])):
+    goal = benchmark.STEP_GOALS[system]
+    best = r['peer_settings'] == 'best'
+    rows.append((f'step time {system} {opt}, ours / FermiNet', f'≤ {goal}',
+                 f'{r["ratio"]:.2f} ({r["ours"]:.1f} / {r["baseline"]:.1f} ms)',
+                 _status(r['ratio'] <= goal, best, 'FermiNet at its default settings'),
+                 f'`{_rel(path)}`, {_date(run)}'))
+  return rows
+
+
+def startup_rows() -> list:
+  rows = []
+  for run, r in benchmark._against_rows(PRETRAIN_STARTUP):
+    st = r['startup_s']
+    ratio = st['ours'] / st['baseline']
+    rows.append((f'start-up {r["system"]} with 1000 pretraining steps, ours / FermiNet',
+                 f'≤ {STARTUP_GOAL}', f'{ratio:.2f} ({st["ours"]:.1f} / {st["baseline"]:.1f} s)',
+                 _status(ratio <= STARTUP_GOAL, r['peer_settings'] == 'best',
+                         'FermiNet at its default settings'),
+                 f'`{_rel(PRETRAIN_STARTUP)}`, {_date(run)}'))
+  return rows
+
+
+def race_rows() -> list:
+  rows = []
+  best_groups = race.groups()
+  for (system, seconds) in race.GOAL_TEXT:
+    group = best_groups.get((system, float(seconds), 'best')) or best_groups.get(
+        (system, float(seconds), 'default'))
+    if not group:
+      rows.append((f'race {system} {seconds} s, evaluated', race.GOAL_TEXT[(system, seconds)],
+                   '–', 'not yet measured', f'`{_rel(race.JSON)}`'))
+      continue
+    es = [e for _, e in group]
+    ratios = [x for x in map(race.like_for_like_ratio, es) if x is not None]
+    ours = [race.last_evaluated(e)['error_mha'] for e in es if race.last_evaluated(e)]
+    s = race.spread(ratios)
+    figure = (f'ratio {s["mean"]:.2f}' + (f' ± {s["sd"]:.2f}' if s['n'] > 1 else '')
+              + f', ours {race.spread(ours)["mean"]:+.1f} mHa (n = {s["n"]})')
+    verdict = race.verdict(system, seconds, es)
+    settings = es[0]['peer_settings']
+    missing = ', '.join(m for m in (
+        'FermiNet at its default settings' if settings != 'best' else '',
+        f'{s["n"]} of {MIN_RACES} races' if s['n'] < MIN_RACES else '') if m)
+    met = verdict.startswith('met')
+    rows.append((f'race {system} {seconds} s, evaluated, like for like',
+                 race.GOAL_TEXT[(system, seconds)], figure,
+                 _status(met, not missing, missing),
+                 f'`{_rel(race.JSON)}`, {(es[-1].get("date") or group[-1][0].get("date"))[:10]}'))
+  return rows
+
+
+def accuracy_rows() -> list:
+  """Each shipped config's goal from its newest evaluated row (our KFAC rows of the newest
+  JAX first; rows measured with the earlier kfac-jax optimizer are marked stale)."""
+  rows = {}
+  for path in (accuracy.JSON, accuracy.JSON_JAX012):
+    for run, r in accuracy.latest_rows(path):
+      rows[r['config']] = (run, r, path)
+  out = []
+  for stem, (label, goal) in accuracy.SYSTEMS.items():
+    if f'configs/{stem}.py' not in rows:
+      continue
+    run, r, path = rows[f'configs/{stem}.py']
+    met = abs(r['error_mha']) <= goal and r['wall_s'] <= accuracy.BUDGET_S
+    stale = 'kfac-jax' in r.get('versions', {})
+    out.append((f'{label}: error within the target, train + evaluate in ≤ '
+                f'{accuracy.BUDGET_S:.0f} s on 2 cores', f'± {goal} mHa',
+                f'{r["error_mha"]:+.2f} ± {r["stat_mha"]:.2f} mHa in {r["wall_s"]:.0f} s',
+                (f'stale (the earlier kfac-jax optimizer; re-measure with `python '
+                 f'scripts/accuracy.py --systems {stem}`; {"met" if met else "missed"} there)')
+                if stale else ('**met**' if met else '**missed**'),
+                f'`{_rel(path)}`, {r["date"][:10]}'))
+  return out
+
+
+def _table(rows: list) -> str:
+  lines = ['| goal | target | latest figure | standing | from |', '|---|---|---|---|---|']
+  lines += ['| ' + ' | '.join(r) + ' |' for r in rows]
+  return '\n'.join(lines)
+
+
+def render_benchmarks() -> str:
+  return _table(step_rows() + startup_rows() + race_rows()) + (
+      '\n\nEach figure is rendered from the artifact named beside it; '
+      'python scripts/render_docs.py rewrites this table.')
+
+
+def render_accuracy() -> str:
+  return _table(accuracy_rows() + race_rows()) + (
+      '\n\nEach figure is rendered from the artifact named beside it; '
+      'python scripts/render_docs.py rewrites this table.')
+
+
+TABLES = {
+    'standing-benchmarks': ('BENCHMARKS.md', render_benchmarks),
+    'standing-accuracy': ('ACCURACY.md', render_accuracy),
+}
