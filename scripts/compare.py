@@ -1,5 +1,7 @@
 """Side-by-side runner for the comparison workloads: each JAX port against its reference,
-in this one process, on this machine; writes COMPARISON.md and a JSON of the details.
+in this one process, on this machine; appends the results to an artifact
+(benchmarks/comparison.json, scripts/artifacts.py) and renders COMPARISON.md's table from it
+(render(); `python scripts/render_docs.py`).
 
   python scripts/compare.py                      # every workload, full sizes
   python scripts/compare.py --only genesis_ops   # one of them
@@ -23,6 +25,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from comparisons import WORKLOADS, measure  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import artifacts  # noqa: E402
+
+JSON = os.path.join(REPO, 'benchmarks', 'comparison.json')
 
 
 def machine() -> str:
@@ -66,20 +72,45 @@ def table(rows) -> list:
   return lines
 
 
+def latest_workloads(path: str = JSON) -> dict:
+  """{workload: (run, its results)} from the newest run that measured each workload."""
+  out = {}
+  for run in artifacts.read(path):
+    for name, w in run.data.items():
+      out[name] = (run, w)
+  return dict(sorted(out.items()))
+
+
+def render(path: str = JSON) -> str:
+  """COMPARISON.md's table and each workload's section, from the artifact."""
+  saved = latest_workloads(path)
+  text = []
+  for name, (_, w) in saved.items():
+    text += table([measure.Row(**r) for r in w['rows']])[2 * bool(text):]
+  for name, (run, w) in saved.items():
+    text += ['', f'## {name}', '',
+             f'`{w["command"]}` on {w["machine"]}, {w["date"]}; {w["versions"]}; '
+             f'{w["wall_s"]:.0f} s.', ''] + w['lines']
+  runs = []
+  for run, _ in saved.values():
+    if not any(run is r for r in runs):
+      runs.append(run)
+  return '\n'.join(text + ['', artifacts.provenance(path, runs)])
+
+
+TABLES = {'comparison': ('COMPARISON.md', render)}  # Rendered by scripts/render_docs.py.
+
+
 def main() -> int:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument('--only', choices=sorted(WORKLOADS), action='append')
   p.add_argument('--quick', action='store_true', help='small sizes, a few seconds each')
-  p.add_argument('--out', default=os.path.join(REPO, 'COMPARISON.md'))
-  p.add_argument('--json', default=os.path.join(REPO, 'benchmarks', 'comparison.json'))
+  p.add_argument('--json', default=JSON)
+  p.add_argument('--render', action='store_true',
+                 help='rewrite COMPARISON.md from the artifact afterwards')
   args = p.parse_args()
-  # Workloads not run now keep their earlier results (with their own provenance).
-  saved = {}
-  if os.path.exists(args.json):
-    with open(args.json) as f:
-      saved = json.load(f)
   command = ' '.join(['python scripts/compare.py', *sys.argv[1:]])
-  ok = True
+  run_meta, ok = artifacts.meta(), True
   for name in args.only or sorted(WORKLOADS):
     print(f'== {name}', flush=True)
     t0 = time.time()
@@ -93,38 +124,16 @@ def main() -> int:
       print(f'  {r.item} [{r.size}]: ref {measure.fmt_ms(r.ref_ms)}, JAX {measure.fmt_ms(r.jax_ms)} '
             f'({r.speedup:.2f}x), {"agrees" if r.agrees else "DIFFERS"}', flush=True)
       ok = ok and r.agrees
-    saved[name] = {'command': command, 'date': datetime.date.today().isoformat(),
-                   'machine': machine(), 'versions': versions(), 'wall_s': time.time() - t0,
-                   'quick': args.quick, 'rows': [dataclasses.asdict(r) for r in rows],
-                   'details': details, 'lines': lines}
-    write(saved, args)
-  print(f'wrote {args.out}')
+    result = {'command': command, 'date': datetime.date.today().isoformat(),
+              'machine': machine(), 'versions': versions(), 'wall_s': time.time() - t0,
+              'quick': args.quick, 'rows': [dataclasses.asdict(r) for r in rows],
+              'details': details, 'lines': lines}
+    artifacts.append(args.json, json.loads(json.dumps(
+        {name: result}, default=lambda o: getattr(o, '__dict__', str(o)))), run_meta)
+  if args.render:
+    import render_docs
+    render_docs.main([])
   return 0 if ok else 1
-
-
-def write(saved: dict, args) -> None:
-  """COMPARISON.md and the JSON from every workload's latest results."""
-  text = ['# Comparison workloads: JAX ports against their references', '',
-          'Each JAX port and its reference ran in the same process, one after the other, on '
-          'the machine named. Times are medians of repeated calls (outliers beyond 2.5 IQR '
-          'dropped) unless the item says otherwise; JAX compilation is excluded and shown in '
-          'its own column. Peak memory is the rise of the process RSS during the timed calls '
-          '(– where not measured). Reproduce with the command given for each workload '
-          '(`pip install -e \'.[compare]\'` first).', '']
-  all_rows = []
-  for name in sorted(saved):
-    all_rows += [measure.Row(**r) for r in saved[name]['rows']]
-  text += table(all_rows)
-  for name in sorted(saved):
-    w = saved[name]
-    text += ['', f'## {name}', '',
-             f'`{w["command"]}` on {w["machine"]}, {w["date"]}; {w["versions"]}; '
-             f'{w["wall_s"]:.0f} s.', ''] + w['lines']
-  with open(args.out, 'w') as f:
-    f.write('\n'.join(text) + '\n')
-  os.makedirs(os.path.dirname(args.json), exist_ok=True)
-  with open(args.json, 'w') as f:
-    json.dump(saved, f, indent=1, default=lambda o: getattr(o, '__dict__', str(o)))
 
 
 if __name__ == '__main__':

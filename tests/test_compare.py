@@ -1,5 +1,5 @@
 """Comparison workloads: each JAX port gives its reference's numbers at quick sizes, and
-the runner writes its table. (Speed is measured by scripts/compare.py, not here.)"""
+the runner records an artifact and renders its table from it. (Speed is measured by scripts/compare.py, not here.)"""
 
 import functools
 import os
@@ -136,11 +136,16 @@ def test_quantum_circuit_batched_equals_loop_and_dense_matrices():
 
 
 def test_runner_writes_the_comparison_table(tmp_path):
-  out, js = tmp_path / 'COMPARISON.md', tmp_path / 'comparison.json'
+  js = tmp_path / 'comparison.json'
   r = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'compare.py'), '--quick',
-                      '--only', 'genesis_ops', '--out', str(out), '--json', str(js)],
+                      '--only', 'genesis_ops', '--json', str(js)],
                      capture_output=True, text=True, cwd=REPO, timeout=600)
   assert r.returncode == 0, r.stderr[-2000:]
-  text = out.read_text()
+  sys.path.insert(0, os.path.join(REPO, 'scripts'))
+  import artifacts
+  import compare
+  (run,) = artifacts.read(str(js))
+  assert run.meta['recorded'] and run.meta['machine']['cpu_count'] and 'genesis_ops' in run.data
+  text = compare.render(str(js))
   assert '| genesis_ops | matmul (latency) | 512x512 | PyTorch |' in text
   assert 'Measured peaks on this machine' in text and '**DIFFERS**' not in text
