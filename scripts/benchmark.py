@@ -182,7 +182,8 @@ def _against_rows(path: str) -> list:
     for r in d['rows']:
       out.append((run, {**r, 'network': net, 'batch': d.get('batch', 256),
                         'pretrain': d.get('pretrain', 0), 'label': d.get('label', 'FermiNet'),
-                        'peer_settings': r.get('peer_settings', 'default')}))
+                        'peer_settings': r.get('peer_settings', 'default' if d.get(
+                            'label', 'FermiNet') == 'FermiNet' else 'this repository')}))
   return out
 
 
@@ -191,7 +192,7 @@ def render_against(paths: list) -> str:
   the repeats, the ratio, and its spread over the repeats (min–max of ours / baseline)."""
   lines = ['| system (electrons) | optimizer | network, batch | baseline settings | baseline '
            '(ms/step) | ours (ms/step) | ours / baseline | per repeat | goal | start-up '
-           'baseline (s) | start-up ours (s) |', '|' + '---|' * 11]
+           'baseline (s) | start-up ours (s) | start-up ratio |', '|' + '---|' * 12]
   used = []
   for path in paths:
     for run, r in _against_rows(path):
@@ -207,7 +208,8 @@ def render_against(paths: list) -> str:
           f'{r["network"]}, {r["batch"]} | {r["label"]}, {r["peer_settings"]} | '
           f'{r["baseline"]:.1f} | {r["ours"]:.1f} | **{r["ratio"]:.2f}** | '
           f'{min(per):.2f}–{max(per):.2f} (n = {len(per)}) | '
-          + (f'≤ {goal}' if goal else '–') + f' | {st["baseline"]:.1f} | {st["ours"]:.1f} |')
+          + (f'≤ {goal}' if goal else '–') + f' | {st["baseline"]:.1f} | {st["ours"]:.1f} | '
+          f'{st["ours"] / st["baseline"]:.2f} |')
   notes = [artifacts.provenance(p) for p in paths]
   return '\n'.join(lines + ['', ' '.join(notes)])
 
@@ -227,6 +229,16 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
     'blas-threads-before-after': ('BENCHMARKS.md', lambda: render_against(
         _bench('blas_threads_against_previous_cpu2.json'))),
+    'history-he-li-be': ('BENCHMARKS.md', lambda: render_against(
+        _bench('against_ferminet_he_li_cpu2.json', 'against_ferminet_be_cpu2.json'))),
+    'history-ne-taps': ('BENCHMARKS.md', lambda: render_against(
+        _bench('against_ferminet_ne_cpu2_2026-11-24.json'))),
+    'history-pretrain-run1': ('BENCHMARKS.md', lambda: render_against(
+        _bench('against_ferminet_ne_n2_pretrain_cpu2.json'))),
+    'history-pretrain-run2': ('BENCHMARKS.md', lambda: render_against(
+        _bench('against_ferminet_ne_n2_pretrain_cpu2_run2.json'))),
+    'history-kfac-fused': ('BENCHMARKS.md', lambda: render_against(
+        _bench('against_ferminet_ne_kfac_cpu2_fused.json'))),
 }
 
 
