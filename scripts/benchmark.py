@@ -214,6 +214,51 @@ def render_against(paths: list) -> str:
   return '\n'.join(lines + ['', ' '.join(notes)])
 
 
+def _suite(path: str, kind: str) -> list:
+  """[(keys, result)] of one suite ('configs', 'sweep', 'ecp', 'states') from the newest
+  run of the artifact that has it, and that run."""
+  runs = [r for r in artifacts.read(path) if r.data.get(kind)]
+  return [(tuple(x['keys']), x) for x in runs[-1].data[kind]], runs[-1]
+
+
+def render_suite(path: str, kind: str, key_names: tuple) -> str:
+  """The stage timers, start-up, memory and steady step of a suite, one row per run."""
+  rows, run = _suite(path, kind)
+  return table(rows, key_names) + '\n\n' + artifacts.provenance(path, [run])
+
+
+def render_ecp(path: str) -> str:
+  """ccECP against all electrons: the same atom and network, KFAC."""
+  rows, run = _suite(path, 'ecp')
+  from ferminet_fast.physics import systems
+  lines = ['| atom | electrons | train step (ms) | steady (ms) | ECP / all-electron step |',
+           '|---|---|---|---|---|']
+  full = {}
+  for (atom, electrons, _), r in rows:
+    if electrons == 'all electrons':
+      full[atom] = r['train_step_ms']
+      label, ratio = f'all {systems.ELEMENTS.index(atom) + 1}', ''
+    else:
+      label, ratio = f'valence ({electrons})', f'{r["train_step_ms"] / full[atom]:.2f}'
+    lines.append(f'| {atom} | {label} | {r["train_step_ms"]:.1f} | {r["steady_ms"]:.1f} | '
+                 f'{ratio} |')
+  return '\n'.join(lines + ['', artifacts.provenance(path, [run])])
+
+
+def render_states(path: str) -> str:
+  """K states against one: the step of K states over K steps of one state."""
+  rows, run = _suite(path, 'states')
+  lines = ['| atom | K | train step (ms) | steady (ms) | step / (K x one state\'s) |',
+           '|---|---|---|---|---|']
+  one = {}
+  for (atom, k, _), r in rows:
+    one.setdefault(atom, r['train_step_ms'] if k == '1' else None)
+    ratio = r['train_step_ms'] / (int(k) * one[atom])
+    lines.append(f'| {atom} | {k} | {r["train_step_ms"]:.1f} | {r["steady_ms"]:.1f} | '
+                 f'{ratio:.2f} |')
+  return '\n'.join(lines + ['', artifacts.provenance(path, [run])])
+
+
 def _bench(*names) -> list:
   return [os.path.join(REPO, 'benchmarks', n) for n in names]
 
@@ -229,6 +274,12 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
     'blas-threads-before-after': ('BENCHMARKS.md', lambda: render_against(
         _bench('blas_threads_against_previous_cpu2.json'))),
+    'speed-configs': ('BENCHMARKS.md', lambda: render_suite(
+        _bench('benchmark_cpu2.json')[0], 'configs', ('config', 'optimizer', 'laplacian'))),
+    'speed-nscaling': ('BENCHMARKS.md', lambda: render_suite(
+        _bench('benchmark_cpu2.json')[0], 'sweep', ('atom', 'laplacian'))),
+    'step-ecp': ('BENCHMARKS.md', lambda: render_ecp(_bench('ecp_and_states.json')[0])),
+    'step-states': ('BENCHMARKS.md', lambda: render_states(_bench('ecp_and_states.json')[0])),
     'history-he-li-be': ('BENCHMARKS.md', lambda: render_against(
         _bench('against_ferminet_he_li_cpu2.json', 'against_ferminet_be_cpu2.json'))),
     'history-ne-taps': ('BENCHMARKS.md', lambda: render_against(
