@@ -259,6 +259,25 @@ def render_states(path: str) -> str:
   return '\n'.join(lines + ['', artifacts.provenance(path, [run])])
 
 
+def render_naive(path: str) -> str:
+  """The naive step of the FermiNeuT profile (scripts/naive_baseline.py), scaled to the
+  batch, against our compiled step on the same state."""
+  runs = [r for r in artifacts.read(path) if r.data.get('naive')]
+  n = runs[-1].data['naive']
+  x = n['naive_extrapolated']
+  lines = [f'Timed on {n["walkers_timed"]} of {n["batch_size"]} walkers and scaled linearly.',
+           '', '| stage | naive (ms per step, scaled) |', '|---|---|']
+  for key, label in (('mcmc_ms', f'MCMC ({n["mcmc_steps"]} moves)'),
+                     ('energy_ms', 'local energies'), ('gradient_ms', 'parameter gradient'),
+                     ('train_step_ms', 'whole step')):
+    lines.append(f'| {label} | {x[key]:,.0f} |'.replace(',', ' '))
+  speedup = f'{n["speedup"]:,.0f}'.replace(',', ' ')
+  lines += ['', f'ferminet_fast\'s compiled step on the same state: '
+            f'{n["ours_train_step_ms"]:.2f} ms, a speed-up of {speedup}×.', '',
+            artifacts.provenance(path, runs[-1:])]
+  return '\n'.join(lines)
+
+
 def _bench(*names) -> list:
   return [os.path.join(REPO, 'benchmarks', n) for n in names]
 
@@ -278,6 +297,7 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         _bench('benchmark_cpu2.json')[0], 'configs', ('config', 'optimizer', 'laplacian'))),
     'speed-nscaling': ('BENCHMARKS.md', lambda: render_suite(
         _bench('benchmark_cpu2.json')[0], 'sweep', ('atom', 'laplacian'))),
+    'naive-baseline': ('BENCHMARKS.md', lambda: render_naive(_bench('benchmark_cpu2.json')[0])),
     'step-ecp': ('BENCHMARKS.md', lambda: render_ecp(_bench('ecp_and_states.json')[0])),
     'step-states': ('BENCHMARKS.md', lambda: render_states(_bench('ecp_and_states.json')[0])),
     'history-he-li-be': ('BENCHMARKS.md', lambda: render_against(
