@@ -278,6 +278,53 @@ def render_naive(path: str) -> str:
   return '\n'.join(lines)
 
 
+def _steady(path: str) -> dict:
+  """{(config, optimizer): result} of the folx rows of a suite artifact's configs."""
+  rows, _ = _suite(path, 'configs')
+  return {(k[0], k[1]): r for k, r in rows if k[2] == 'folx'}
+
+
+def render_before_after(before: str, after: str) -> str:
+  """Steady ms per iteration of the configs in `after` beside the same rows of `before`."""
+  old, new = _steady(before), _steady(after)
+  lines = ['| config | optimizer | steady ms/iter now | before |', '|---|---|---|---|']
+  for (cfg, opt), r in new.items():
+    lines.append(f'| {cfg} | {opt} | {r["steady_ms"]:.2f} | '
+                 + (f'{old[(cfg, opt)]["steady_ms"]:.2f}' if (cfg, opt) in old else '–') + ' |')
+  return '\n'.join(lines + ['', artifacts.provenance(after) + ' Before: '
+                              + artifacts.provenance(before)])
+
+
+def render_jax_range(path: str, with_kfac_jax: bool) -> str:
+  """Steady step on both ends of the JAX range (runs 'new08_<config>', 'new12_<config>'
+  of one artifact) and, where asked, the earlier kfac-jax step ('old_<config>')."""
+  runs = artifacts.read(path)
+  data = runs[-1].data
+  steady = lambda key: {tuple(c['keys'][:2]): c for c in data.get(key, {}).get(  # noqa: E731
+      'configs', [])}
+  head = ['config', 'optimizer'] + (['steady ms/iter: before (kfac-jax), jax 0.8.3'] if
+                                    with_kfac_jax else []) + [
+      'ours, jax 0.8.3', 'ours, jax 0.12.0.1', '0.12 / 0.8.3', 'train_step_ms 0.8.3 / 0.12',
+      'startup_s 0.8.3 / 0.12']
+  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+  for cfg in ('He', 'H2', 'Li', 'Be', 'LiH'):
+    v08, v12, old = steady(f'new08_{cfg}'), steady(f'new12_{cfg}'), steady(f'old_{cfg}')
+    for opt in ('adam', 'kfac'):
+      a, b = v08.get((cfg, opt)), v12.get((cfg, opt))
+      if not a or not b:
+        continue
+      cells = [cfg, opt]
+      if with_kfac_jax:
+        o = old.get((cfg, opt))
+        cells.append(f'{o["steady_ms"]:.2f}' if o and opt == 'kfac' else '–')
+      cells += [f'{a["steady_ms"]:.2f}', f'{b["steady_ms"]:.2f}',
+                f'{b["steady_ms"] / a["steady_ms"]:.2f}',
+                f'{a["train_step_ms"]:.2f} / {b["train_step_ms"]:.2f}',
+                f'{a["startup_s"]:.1f} / {b["startup_s"]:.1f}']
+      lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines + ['', artifacts.provenance(path, runs[-1:])])
+
+
 def _bench(*names) -> list:
   return [os.path.join(REPO, 'benchmarks', n) for n in names]
 
@@ -297,6 +344,12 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         _bench('benchmark_cpu2.json')[0], 'configs', ('config', 'optimizer', 'laplacian'))),
     'speed-nscaling': ('BENCHMARKS.md', lambda: render_suite(
         _bench('benchmark_cpu2.json')[0], 'sweep', ('atom', 'laplacian'))),
+    'sharded-step': ('BENCHMARKS.md', lambda: render_before_after(
+        *_bench('benchmark_cpu2.json', 'benchmark_cpu2_sharded_step.json'))),
+    'jax-range': ('BENCHMARKS.md', lambda: render_jax_range(
+        _bench('benchmark_cpu2_jax_range.json')[0], True)),
+    'jax-range-ynn-off': ('BENCHMARKS.md', lambda: render_jax_range(
+        _bench('benchmark_cpu2_jax_range_ynn_off.json')[0], False)),
     'naive-baseline': ('BENCHMARKS.md', lambda: render_naive(_bench('benchmark_cpu2.json')[0])),
     'step-ecp': ('BENCHMARKS.md', lambda: render_ecp(_bench('ecp_and_states.json')[0])),
     'step-states': ('BENCHMARKS.md', lambda: render_states(_bench('ecp_and_states.json')[0])),
