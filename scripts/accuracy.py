@@ -68,7 +68,8 @@ def _new_run_dir(runs_dir: str, stem: str) -> str:
   return os.path.join(runs_dir, f'{stem}_{stamp}')
 
 
-def run_matched(stem: str, fn_dir: str, iterations: int, settings: str, tmp: str) -> dict:
+def run_matched(stem: str, fn_dir: str, iterations: int, settings: str, tmp: str,
+                extra: list = ()) -> dict:
   """FermiNet for `iterations` steps, timed whole; then ours stopped at that wall time, with
   the same shared settings and no pretraining. Both as the mean of their last 20% of steps."""
   import race
@@ -78,7 +79,8 @@ def run_matched(stem: str, fn_dir: str, iterations: int, settings: str, tmp: str
   keys = {'optim.iterations': str(iterations), 'pretrain.iterations': '0'}
   fn = race._ferminet_steps(fn_dir, name, os.path.join(tmp, 'fn'), keys, None, settings)
   ours = race.race_ours(name, fn['wall_s'], os.path.join(tmp, 'ours'),
-                        ['--config.pretrain.iterations=0', '--config.optim.iterations=1000000'])
+                        ['--config.pretrain.iterations=0', '--config.optim.iterations=1000000',
+                         *extra])
   return {'system': SYSTEMS[stem][0], 'config': f'configs/{stem}.py', 'exact': exact,
           'ferminet_iterations': iterations, 'ferminet_wall_s': fn['wall_s'],
           'ours_wall_s': ours['wall_s'], 'peer_settings': settings,
@@ -151,6 +153,26 @@ def table(rows) -> str:
   return '\n'.join(lines)
 
 
+def render_spring_matched(kfac: str = JSON, spring: str = os.path.join(
+    REPO, 'benchmarks', 'accuracy_spring.json')) -> str:
+  """KFAC against SPRING over the same steps (the running mean of the last 20% of
+  training), from our runs of the earlier --matched mode; no FermiNet figure here."""
+  rows = {}
+  for label, path in (('KFAC', kfac), ('SPRING', spring)):
+    for run in artifacts.read(path):
+      for r in run.data.get('matched', []):
+        rows.setdefault(r['system'], {})[label] = r
+  lines = ['| system | steps | KFAC | SPRING |', '|---|---|---|---|']
+  for system, by in rows.items():
+    if len(by) < 2:
+      continue
+    cell = lambda r: f'{r["error_mha"]:+.2f} ± {r["stat_mha"]:.2f} mHa in {r["train_s"]:.0f} s'  # noqa: E731
+    lines.append(f'| {system} | {by["KFAC"]["iterations"]} | {cell(by["KFAC"])} | '
+                 f'{cell(by["SPRING"])} |')
+  return '\n'.join(lines + ['', artifacts.provenance(kfac) + ' '
+                              + artifacts.provenance(spring)])
+
+
 def latest_rows(path: str) -> list:
   """Each system's latest row over the runs of an artifact, in SYSTEMS order, with its run."""
   rows = {}
@@ -194,6 +216,7 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'accuracy': ('ACCURACY.md', render_full),
     'accuracy-jax0.12': ('ACCURACY.md', render_jax012),
     'accuracy-matched': ('ACCURACY.md', render_matched),
+    'kfac-spring-matched': ('BENCHMARKS.md', render_spring_matched),
 }
 
 
@@ -224,7 +247,7 @@ def main():
     for stem in args.systems:
       if args.matched:
         r = run_matched(stem, args.ferminet, args.matched_iterations, args.peer_settings,
-                        tempfile.mkdtemp(dir=tmp))
+                        tempfile.mkdtemp(dir=tmp), overrides)
       else:
         r = run_system(stem, args.runs_dir or tmp, overrides)
       r['date'] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')

@@ -325,6 +325,22 @@ def render_jax_range(path: str, with_kfac_jax: bool) -> str:
   return '\n'.join(lines + ['', artifacts.provenance(path, runs[-1:])])
 
 
+def render_optimizers(path: str, before: str) -> str:
+  """Per-step cost of each optimizer (one suite artifact), KFAC's steady step of an
+  earlier artifact beside it."""
+  rows, run = _suite(path, 'configs')
+  old = _steady(before)
+  lines = ['| config | optimizer | train_step_ms | optimizer_ms | steady ms/iter | KFAC before '
+           '(steady ms/iter) |', '|---|---|---|---|---|---|']
+  for (cfg, opt, _), r in rows:
+    prior = old.get((cfg, 'kfac')) if opt == 'kfac' else None
+    lines.append(f'| {cfg} | {opt} | {r["train_step_ms"]:.2f} | {r["optimizer_ms"]:.2f} | '
+                 f'{r["steady_ms"]:.2f} | ' + (f'{prior["steady_ms"]:.2f}' if prior else '')
+                 + ' |')
+  return '\n'.join(lines + ['', artifacts.provenance(path, [run]) + ' Before: '
+                              + artifacts.provenance(before)])
+
+
 def _bench(*names) -> list:
   return [os.path.join(REPO, 'benchmarks', n) for n in names]
 
@@ -350,6 +366,8 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         _bench('benchmark_cpu2_jax_range.json')[0], True)),
     'jax-range-ynn-off': ('BENCHMARKS.md', lambda: render_jax_range(
         _bench('benchmark_cpu2_jax_range_ynn_off.json')[0], False)),
+    'optimizers-step': ('BENCHMARKS.md', lambda: render_optimizers(
+        *_bench('benchmark_cpu2_kfac_spring.json', 'benchmark_cpu2.json'))),
     'naive-baseline': ('BENCHMARKS.md', lambda: render_naive(_bench('benchmark_cpu2.json')[0])),
     'step-ecp': ('BENCHMARKS.md', lambda: render_ecp(_bench('ecp_and_states.json')[0])),
     'step-states': ('BENCHMARKS.md', lambda: render_states(_bench('ecp_and_states.json')[0])),
