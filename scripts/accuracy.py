@@ -166,7 +166,8 @@ def render_spring_matched(kfac: str = JSON, spring: str = os.path.join(
   for system, by in rows.items():
     if len(by) < 2:
       continue
-    cell = lambda r: f'{r["error_mha"]:+.2f} ± {r["stat_mha"]:.2f} mHa in {r["train_s"]:.0f} s'  # noqa: E731
+    def cell(r):
+      return f'{r["error_mha"]:+.2f} ± {r["stat_mha"]:.2f} mHa in {r["train_s"]:.0f} s'
     lines.append(f'| {system} | {by["KFAC"]["iterations"]} | {cell(by["KFAC"])} | '
                  f'{cell(by["SPRING"])} |')
   return '\n'.join(lines + ['', artifacts.provenance(kfac) + ' '

@@ -15,7 +15,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import accuracy  # noqa: E402
-import artifacts  # noqa: E402
 import benchmark  # noqa: E402
 import race  # noqa: E402
 

@@ -79,7 +79,8 @@ def _fake_ferminet(tmp_path):
       'os.makedirs(args["log.save_path"], exist_ok=True)\n'
       'open(os.path.join(args["log.save_path"], "qmcjax_ckpt_000010.npz"), "w").close()\n'
       'for i in range(min(int(args["optim.iterations"]), 40)):\n'
-      '  print(f"Step {i:05d}: {-128.8 + 0.001 * (i % 3)} E_h, exp. variance=1.0 E_h^2, pmove=0.5",\n'
+      '  e = -128.8 + 0.001 * (i % 3)\n'
+      '  print(f"Step {i:05d}: {e} E_h, exp. variance=1.0 E_h^2, pmove=0.5",\n'
       '        file=sys.stderr, flush=True)\n')
   fake.chmod(0o755)
   return fn_dir
