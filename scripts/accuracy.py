@@ -17,7 +17,7 @@ system's latest row.
 --matched runs DeepMind FermiNet (from ../shared/anchors/setup-ferminet.sh DIR, at its best
 settings unless --peer-settings default) and then ours in the same session with the
 settings both codes share (ferminet_reference.SHARED, no pretraining): FermiNet trains
---matched-iterations steps and its whole-process wall time is ours's budget. Both are
+--matched-iterations steps and its whole-process wall time is our budget. Both are
 reported as FermiNet reports itself: the mean of the last 20% of training steps with its
 reblocked error (not an evaluation). Nothing of FermiNet's is a constant here.
 """
