@@ -124,12 +124,17 @@ def make_evaluate(network, system: systems.System, laplacian: str,
   return evaluate
 
 
-def init_state(evaluate: Callable, params, x: jax.Array, key: jax.Array, e_best) -> DMCState:
+def init_state(evaluate: Callable, params, x: jax.Array, key: jax.Array,
+               e_best=None) -> DMCState:
   """The state at the start of a tau: walkers at x (from VMC or the previous tau), the
-  estimate e_best (Ha) from before."""
+  estimate e_best (Ha) from before, or None: the median local energy of the walkers."""
   zero = jnp.zeros((), x.dtype)
-  return DMCState(evaluate(params, x), key, jnp.zeros((), jnp.int32),
-                  jnp.asarray(e_best, x.dtype), zero, zero, zero, zero)
+  walkers = evaluate(params, x)
+  if e_best is None:
+    e_best = jnp.nanmedian(jnp.where(jnp.isfinite(walkers.local_energy),
+                                     walkers.local_energy, jnp.nan))
+  return DMCState(walkers, key, jnp.zeros((), jnp.int32), jnp.asarray(e_best, x.dtype),
+                  zero, zero, zero, zero)
 
 
 def _propose(w: Walkers, key, tau):

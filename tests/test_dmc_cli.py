@@ -1,0 +1,101 @@
+"""The DMC stage (ferminet_fast/dmc.py) on trained runs: the command writes dmc.json with
+finite estimates for each network and precision and for an ECP atom, a stopped run resumes
+to the same result as one never stopped, and bad input stops with one line and status 2."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import dmc, train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def small(atom, path, **overrides):
+  return tiny_config(atom, **{
+      'network.ferminet.hidden_dims': ((8, 4),), 'network.determinants': 1,
+      'network.psiformer.layers': 1, 'network.psiformer.heads': 2,
+      'network.psiformer.head_dim': 4, 'batch_size': 16, 'optim.iterations': 4,
+      'mcmc.steps': 2, 'mcmc.burn_in': 2, 'log.save_path': str(path), **overrides})
+
+
+def command(*args):
+  return subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', *args], cwd=REPO,
+                        capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize('network,precision,atom,ecp', [
+    ('ferminet', 'float32', 'He', ''), ('psiformer', 'float64', 'Li', ''),
+    ('ferminet', 'float64', 'Si', 'ccecp')])
+def test_command_writes_dmc_json(tmp_path, network, precision, atom, ecp):
+  run = tmp_path / 'run'
+  train.train(small(atom, run, **{'network.network_type': network, 'precision': precision,
+                                  'system.ecp': ecp}), quiet=True)
+  proc = command(f'--run={run}', '--tau=0.02,0.01', '--steps=6', '--equilibration=2')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads((run / 'dmc.json').read_text())
+  assert [r['tau'] for r in result['per_tau']] == [0.02, 0.01]
+  assert all(math.isfinite(r['energy']) and 0 < r['tau_eff'] <= r['tau']
+             for r in result['per_tau'])
+  assert math.isfinite(result['extrapolated']['energy'])
+  assert result['ecp'] == ('locality approximation' if ecp else None)
+  assert result['precision'] == precision
+  # He's ground state (one up, one down electron) is nodeless; Li's has nodes.
+  if atom == 'He':
+    assert result['sign_check']['nodeless_over_samples'] is not None
+  rows = (run / 'dmc_stats.csv').read_text().splitlines()
+  assert len(rows) == 1 + 2 * 8
+
+
+class StopAt:
+  """A stop signal that arrives once `calls` steps have looked for it."""
+
+  def __init__(self, calls):
+    self.calls = calls
+
+  @property
+  def received(self):
+    self.calls -= 1
+    return 'SIGTERM' if self.calls < 0 else None
+
+
+def test_stopped_run_resumes_to_the_same_result(tmp_path):
+  run = tmp_path / 'run'
+  train.train(small('He', run), quiet=True)
+  settings = dict(tau=(0.02, 0.01), steps=5, equilibration=2, quiet=True)
+  whole = dmc.dmc(str(run), **settings)
+  os.rename(run / 'dmc.json', tmp_path / 'whole.json')
+  for d in ('dmc',):
+    import shutil
+    shutil.rmtree(run / d)
+  stopped = dmc.dmc(str(run), stop=StopAt(9), **settings)  # In the second time step.
+  assert stopped == {'stopped_by': 'SIGTERM'}
+  assert not (run / 'dmc.json').exists()
+  resumed = dmc.dmc(str(run), **settings)
+  for a, b in zip(whole['per_tau'], resumed['per_tau']):
+    np.testing.assert_allclose(a['energy'], b['energy'], rtol=1e-6)
+    np.testing.assert_allclose(a['tau_eff'], b['tau_eff'], rtol=1e-6)
+
+
+def test_bad_input_is_one_line_and_status_2(tmp_path):
+  proc = command(f'--run={tmp_path / "none"}')
+  assert proc.returncode == 2 and 'not a directory' in proc.stderr, proc.stderr
+  run = tmp_path / 'run'
+  train.train(small('He', run), quiet=True)
+  for flag, words in (('--tau=-0.01', 'config.dmc.tau'), ('--tau=x', '--tau'),
+                      ('--parameters=best', 'config.dmc.parameters'),
+                      ('--steps=0', 'config.dmc.steps')):
+    proc = command(f'--run={run}', flag)
+    assert proc.returncode == 2 and words in proc.stderr, (flag, proc.stderr)
+    assert 'Traceback' not in proc.stderr
+  states = tmp_path / 'states'
+  train.train(small('He', states, **{'system.states': 2, 'pretrain.iterations': 0}),
+              quiet=True)
+  proc = command(f'--run={states}')
+  assert proc.returncode == 2 and 'one state' in proc.stderr, proc.stderr
