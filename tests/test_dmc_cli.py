@@ -99,3 +99,20 @@ def test_bad_input_is_one_line_and_status_2(tmp_path):
               quiet=True)
   proc = command(f'--run={states}')
   assert proc.returncode == 2 and 'one state' in proc.stderr, proc.stderr
+
+
+def test_li_dmc_lies_between_exact_and_vmc(tmp_path):
+  """Fixed-node DMC is variational and below the VMC energy of its trial function: for a
+  briefly trained Li network the DMC energy lies between the exact energy and the evaluated
+  VMC energy of the same parameters, within their error bars."""
+  from ferminet_fast import evaluate
+  run = tmp_path / 'run'
+  train.train(tiny_config('Li', **{'batch_size': 128, 'optim.iterations': 150,
+                                   'log.save_path': str(run)}), quiet=True)
+  vmc = evaluate.evaluate(str(run), steps=200, burn_in=20, quiet=True)
+  result = dmc.dmc(str(run), tau=(0.02,), steps=400, equilibration=150, quiet=True)
+  exact, e, err = result['exact_energy'], result['energy'], result['error']
+  print(f'Li VMC {vmc.mean:.5f} +- {vmc.error:.5f}; DMC {e:.5f} +- {err:.5f}; exact {exact}')
+  assert e > exact - 4 * err
+  assert e < vmc.mean + 4 * np.hypot(err, vmc.error)
+  assert result['vmc']['energy'] == pytest.approx(vmc.mean)
