@@ -178,7 +178,8 @@ def test_time_step_error_is_linear_and_extrapolates_to_exact():
   x0 = 0.7 * jax.random.normal(jax.random.PRNGKey(5), (512, 6))
   taus, energies, errors = (0.04, 0.02, 0.01), [], []
   for i, tau in enumerate(taus):
-    e, _, _ = run_dmc(net, system, x0, tau, 1500, int(10 / tau) // 2, key=i, e0=-2.85)
+    # The same imaginary time (60 Ha^-1) kept at each tau, 5 Ha^-1 discarded first.
+    e, _, _ = run_dmc(net, system, x0, tau, int(60 / tau), int(5 / tau), key=i, e0=-2.85)
     est = stats.reblock(e)
     energies.append(est.mean)
     errors.append(est.error)
