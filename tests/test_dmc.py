@@ -190,3 +190,18 @@ def test_time_step_error_is_linear_and_extrapolates_to_exact():
   assert chi2 < 10.83, chi2
   assert abs(fit['energy'] - energies[-1]) < 3 * np.hypot(fit['error'], errors[-1]), fit
   assert abs(fit['energy'] - HE_EXACT) < 4 * fit['error'], fit
+
+
+def test_nonfinite_walkers_are_dropped_and_moves_there_rejected():
+  """H's 1s trial made NaN for x > 1 bohr: walkers starting there get weight 0 and are
+  replaced at the resampling, moves into it are rejected and counted, and the energy stays
+  exactly -1/2 (the remaining walkers are unaffected)."""
+  net = analytic_network(lambda p, x: (jnp.ones((), x.dtype), jnp.where(
+      x[0] > 1.0, jnp.nan, -jnp.linalg.norm(x))), 3)
+  x0 = jax.random.normal(jax.random.PRNGKey(7), (256, 3))
+  assert np.any(np.asarray(x0[:, 0]) > 1.0)
+  energies, state, history = run_dmc(net, atom('H'), x0, 0.1, 50, 0)
+  np.testing.assert_allclose(energies, -0.5, atol=1e-10)
+  assert history[0].nonfinite > 0
+  assert np.all(np.asarray(state.walkers.x[:, 0]) <= 1.0)
+  assert np.all(np.isfinite(np.asarray(state.walkers.log_psi)))

@@ -162,19 +162,20 @@ def make_step(evaluate: Callable, tau: float, n_electrons: int,
     log_g_back = -0.5 * jnp.sum(back * back, axis=-1) / tau
     finite = (jnp.isfinite(new.log_psi) & jnp.isfinite(new.local_energy)
               & jnp.all(jnp.isfinite(new.drift), axis=-1) & jnp.all(jnp.isfinite(x_new), -1))
+    healthy = (jnp.isfinite(old.local_energy) & jnp.isfinite(old.log_psi)
+               & jnp.all(jnp.isfinite(old.x), axis=-1))
     log_ratio = 2.0 * (new.log_psi - old.log_psi) + log_g_back - log_g_fwd
-    p = jnp.where(finite & (new.sign == old.sign),
-                  jnp.exp(jnp.minimum(0.0, jnp.where(finite, log_ratio, 0.0))), 0.0)
+    movable = finite & healthy & (new.sign == old.sign)  # Never across the node.
+    p = jnp.where(movable, jnp.exp(jnp.minimum(0.0, jnp.where(movable, log_ratio, 0.0))), 0.0)
     accept = jax.random.uniform(k_accept, p.shape, p.dtype) < p
     pick = lambda a, b: jnp.where(accept.reshape(-1, *[1] * (a.ndim - 1)), a, b)  # noqa: E731
     walkers = jax.tree.map(pick, new, old)
     moved = s.moved + jnp.sum(p * dr2)
-    proposed = s.proposed + jnp.sum(jnp.where(finite, dr2, 0.0))
+    proposed = s.proposed + jnp.sum(jnp.where(finite & healthy, dr2, 0.0))
     tau_eff = jnp.where(proposed > 0, tau * moved / jnp.maximum(proposed, 1e-30), tau)
     # Weights: UNR's expected branching factor with Zen's limited local energies.
     s_old = limit_energy(old.local_energy, s.e_best, cutoff)
     s_new = limit_energy(jnp.where(finite, new.local_energy, s.e_best), s.e_best, cutoff)
-    healthy = jnp.isfinite(old.local_energy) & jnp.all(jnp.isfinite(old.x), axis=-1)
     s_old = jnp.where(healthy, s_old, s.e_best)
     exponent = -tau_eff * (p * 0.5 * (s_old + s_new) + (1.0 - p) * s_old - s.e_best)
     weights = jnp.where(healthy, jnp.exp(exponent), 0.0)
