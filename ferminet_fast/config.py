@@ -290,7 +290,7 @@ SETTINGS = {
     'dmc.ecp': S('locality', 'Treatment of effective core potentials: the locality '
                  'approximation (the non-local part applied to the trial function).',
                  one_of('locality')),
-    'dmc.save_every': S(500, 'DMC steps between checkpoints of the DMC state (0: by '
+    'dmc.save_every': S(0, 'DMC steps between checkpoints of the DMC state (0: by '
                         '`log.save_frequency` minutes only); always on a stop signal.',
                         _non_negative),
 

@@ -128,6 +128,10 @@ def verdict(e: dict) -> str:
   vmc_err = 1e3 * (vmc['energy'] - exact)
   below = dmc['energy'] + 2 * (dmc['error'] ** 2 + vmc['error'] ** 2) ** 0.5 < vmc['energy']
   misses = []
+  if e['dmc_s'] > 1.05 * e['dmc_budget_s']:
+    misses.append(f'DMC took {e["dmc_s"]:.0f} s of a {e["dmc_budget_s"]:.0f} s budget')
+  if e['vmc_budget_s'] and e['train_s'] > 1.05 * e['vmc_budget_s'] + 60:  # 60 s: SIGKILL wait.
+    misses.append(f'VMC took {e["train_s"]:.0f} s of a {e["vmc_budget_s"]:.0f} s budget')
   if e['row'] in ('he', 'h2', 'li', 'lih'):
     limit = 0.1 if e['row'] in ('he', 'h2') else 0.2
     if abs(err) + stat > limit:
@@ -179,8 +183,9 @@ def section(entries: list) -> str:
 
 Fixed-node DMC (`python -m ferminet_fast.dmc`, [guide](docs/guides/dmc.md)) on the network
 VMC trained within each row's budget, at tau = {', '.join(map(str, TAUS))} Ha^-1 and
-extrapolated linearly to tau -> 0; errors against the exact energies of the configs.
-Measured by
+extrapolated linearly to tau -> 0; errors against the exact energies of the configs. A goal
+"within X mHa" is met when |error| plus one standard error is at most X; "below VMC" when
+DMC lies two combined standard errors below the evaluated VMC energy. Measured by
 
     python scripts/dmc_goals.py --rows {','.join(ROWS)}
 

@@ -116,3 +116,15 @@ def test_li_dmc_lies_between_exact_and_vmc(tmp_path):
   assert e > exact - 4 * err
   assert e < vmc.mean + 4 * np.hypot(err, vmc.error)
   assert result['vmc']['energy'] == pytest.approx(vmc.mean)
+
+
+def test_walkers_split_over_two_devices(tmp_path):
+  """The DMC step jitted over two (host) devices, the walkers split between them."""
+  run = tmp_path / 'run'
+  train.train(small('He', run), quiet=True)
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}',
+                         '--tau=0.02', '--steps=5', '--equilibration=1'], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert math.isfinite(json.loads((run / 'dmc.json').read_text())['energy'])

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import config
+from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.run import build, checkpoint, evaluation, rundir, watchdog
 from ferminet_fast.vmc import dmc, stats
@@ -125,10 +126,7 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
   stopped = None
   while i < len(d.tau) and stopped is None:
     tau = float(d.tau[i])
-    step = jax.jit(dmc.make_step(setup.evaluate, tau, setup.system.n_electrons,
-                                 d.equilibration))
-    with watch.paused(f'compiling the DMC step at tau = {tau}'):
-      step = step.lower(setup.params, state).compile()
+    step, state = _compiled(setup, tau, state, watch)
     t, t0 = int(state.step), time.perf_counter()
     while t < total:
       state, out = step(setup.params, state)
@@ -155,6 +153,22 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
       saver.save(i * total, pack(state, i))
   saver.close()
   return pack(state, i), stopped
+
+
+def _compiled(setup: Setup, tau: float, state: dmc.DMCState, watch) -> tuple:
+  """(the DMC step at `tau` compiled, the state laid out for it): the walkers split over
+  the devices (environment/distributed.py), everything else replicated."""
+  ctx = distributed.context(setup.x.shape[0])
+  shardings = jax.tree.map(lambda _: ctx.replicated(), state)
+  shardings = shardings._replace(
+      walkers=jax.tree.map(lambda _: ctx.walker_sharding(), state.walkers))
+  params = jax.tree.map(lambda a: a.sharding, setup.params)
+  step = jax.jit(dmc.make_step(setup.evaluate, tau, setup.system.n_electrons,
+                               setup.cfg.dmc.equilibration),
+                 in_shardings=(params, shardings), out_shardings=(shardings, ctx.replicated()))
+  state = jax.device_put(state, shardings)
+  with watch.paused(f'compiling the DMC step at tau = {tau}'):
+    return step.lower(setup.params, state).compile(), state
 
 
 def extrapolate(taus, energies, errors) -> Optional[dict]:
