@@ -128,3 +128,28 @@ def test_walkers_split_over_two_devices(tmp_path):
                         capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert math.isfinite(json.loads((run / 'dmc.json').read_text())['energy'])
+
+
+def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path):
+  """SIGTERM to the command (as a batch system sends it): the DMC state is checkpointed at
+  the next step, the exit status is 75, and running the same command again finishes with
+  the energies of a run never stopped."""
+  import signal
+  run, whole = tmp_path / 'run', tmp_path / 'whole'
+  train.train(small('He', run), quiet=True)
+  import shutil
+  shutil.copytree(run, whole)
+  flags = ['--tau=0.02,0.01', '--steps=30', '--equilibration=2']
+  assert command(f'--run={whole}', *flags).returncode == 0
+  proc = subprocess.Popen([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}', *flags],
+                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  for line in proc.stdout:  # The stage has started (signals handled from its start).
+    if line.startswith('DMC of'):
+      proc.send_signal(signal.SIGTERM)
+      break
+  out, err = proc.communicate(timeout=600)
+  assert proc.returncode == 75, err[-3000:]
+  assert 'SIGTERM received' in out and not (run / 'dmc.json').exists()
+  assert command(f'--run={run}', *flags).returncode == 0
+  a, b = (json.loads((d / 'dmc.json').read_text())['per_tau'] for d in (whole, run))
+  np.testing.assert_allclose([r['energy'] for r in a], [r['energy'] for r in b], rtol=1e-6)
