@@ -46,11 +46,12 @@ def test_command_writes_dmc_json(tmp_path, network, precision, atom, ecp):
   assert math.isfinite(result['extrapolated']['energy'])
   assert result['ecp'] == ('locality approximation' if ecp else None)
   assert result['precision'] == precision
-  # He's ground state (one up, one down electron) is nodeless; Li's has nodes.
-  if atom == 'He':
-    assert result['sign_check']['nodeless_over_samples'] is not None
+  sign = result['sign_check']
+  assert sign['walkers'] == 16 and 0 <= sign['fraction_opposite_sign'] <= 1
+  assert sign['nodeless_over_samples'] == (sign['fraction_opposite_sign'] == 0)
   rows = (run / 'dmc_stats.csv').read_text().splitlines()
   assert len(rows) == 1 + 2 * 8
+  assert (run / 'plots' / 'dmc_energy.png').exists() and (run / 'plots' / 'dmc_tau.png').exists()
 
 
 class StopAt:
