@@ -165,7 +165,7 @@ def table(entries: list) -> str:
         f'| {e["row"]} | {e["train_s"]:.0f} | {v["error_mha"]:+.2f} ± {1e3 * v["error"]:.2f} '
         f'| {e["dmc_s"]:.0f} | {d["error_mha"]:+.2f} ± {1e3 * d["error"]:.2f} | {per} | '
         f'{"yes" if d["sign_check"]["nodeless_over_samples"] else "no"} | {fn_text} | '
-        f'{e["goal"]} | {e["verdict"]} |')
+        f'{e["goal"]} | {verdict(e)} |')
   return '\n'.join(lines)
 
 
