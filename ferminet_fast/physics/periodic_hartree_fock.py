@@ -59,12 +59,14 @@ def make_cell(lattice, symbols: Sequence[str], positions, basis, *, ecp=None, ps
 
 
 def cutoff_radius(shell: molecular.Shell, tol: float) -> float:
-  """Radius (bohr) beyond which every function of `shell` is below `tol` in magnitude:
-  the bound r^l sum_p |c_p| exp(-a_p r^2) (the real solid harmonics are at most r^l times a
-  constant of order one, absorbed in the normalised coefficients)."""
+  """Radius (bohr) beyond which every function of `shell` is below `tol` in magnitude, from
+  the bound r^l sum_p |c_p| exp(-a_p r^2) max_m sum_k |cart2sph[k, m]| (each Cartesian monomial
+  is at most r^l in magnitude)."""
   l = int(shell.powers[0].sum())
   r = np.linspace(0.0, 20.0 / np.sqrt(shell.exps.min()), 20001)[1:]
-  bound = r ** l * (np.exp(-np.outer(r ** 2, shell.exps)) @ np.abs(shell.coeffs)).max(axis=1)
+  angular = np.abs(shell.cart2sph).sum(axis=0).max()
+  bound = angular * r ** l * (np.exp(-np.outer(r ** 2, shell.exps)) @ np.abs(shell.coeffs)
+                              ).max(axis=1)
   above = np.nonzero(bound >= tol)[0]
   return float(r[above[-1] + 1]) if len(above) else float(r[0])
 
@@ -98,6 +100,14 @@ def _real_gamma(c: np.ndarray) -> np.ndarray:
   return c
 
 
+def _auxbasis(cell):
+  """The density-fitting basis: pyscf's choice per element (a JK-fitting set, or even-tempered
+  functions generated from the orbital basis where no set covers the element; pyscf.pbc's
+  own default stops with an error for e.g. Li in 6-31G)."""
+  from pyscf import df
+  return df.make_auxbasis(cell)
+
+
 def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int,
                  n_down: int, restricted: bool = True, ecp=None, pseudo=None,
                  tol: float = 1e-8, precision: float = 1e-8) -> PeriodicHartreeFock:
@@ -111,7 +121,7 @@ def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int
   if n_up + n_down != n_elec:
     cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
                      spin=n_up - n_down, charge=n_elec - n_up - n_down, precision=precision)
-  mf = (scf.ROHF if restricted else scf.UHF)(cell).density_fit()
+  mf = (scf.ROHF if restricted else scf.UHF)(cell).density_fit(auxbasis=_auxbasis(cell))
   mf.exxdiv = 'ewald'
   energy = float(mf.kernel())
   if not mf.converged:
@@ -208,7 +218,7 @@ def hartree_fock_kpoints(lattice, symbols: Sequence[str], positions, basis, *,
     raise InputError('k-point HF here is closed-shell (KRHF): the primitive cell has an odd '
                      f'number of electrons ({prim.nelectron})')
   kpts = prim.make_kpts(kmesh)
-  mf = scf.KRHF(prim, kpts).density_fit()
+  mf = scf.KRHF(prim, kpts).density_fit(auxbasis=_auxbasis(prim))
   mf.exxdiv = 'ewald'
   energy = float(mf.kernel()) * len(kpts)
   if not mf.converged:
