@@ -124,17 +124,37 @@ def test_molecule_in_a_large_box_has_the_isolated_hf_energy():
   assert abs(hf.energy - (e_mol + finite_size)) < 1e-4, (hf.energy, e_mol, finite_size)
 
 
-def test_kpoint_orbitals_unfold_to_the_supercell():
-  """KRHF of an H2 molecular crystal on a 1x1x3 k-mesh (k = 0, +-1/3: complex Bloch orbitals)
-  unfolded to the 1x1x3 supercell: real orbitals, orthonormal, spanning the same space as the
+@pytest.mark.parametrize('matrix', [[[-1, 1, 1], [1, -1, 1], [1, 1, -1]],  # fcc -> cubic.
+                                    [[2, 1, 0], [0, 1, 2], [1, 0, 3]], [2, 3, 1]])
+def test_folded_kpoints_fold_onto_the_supercell_gamma_point(matrix):
+  """det S distinct k-points (modulo the primitive reciprocal lattice), each with
+  exp(i k . L) = 1 for every supercell lattice vector L; det S distinct primitive cells."""
+  s = np.array(matrix) if np.ndim(matrix) == 2 else np.diag(matrix)
+  prim = LIH[0]
+  k = phf.folded_kpoints(matrix) @ (2 * np.pi * np.linalg.inv(prim).T)
+  det = round(np.linalg.det(s))
+  assert len(k) == det == len(phf.cell_translations(matrix))
+  np.testing.assert_allclose(np.exp(1j * k @ (s @ prim).T), 1, atol=1e-9)
+  diff = (k[:, None] - k[None]) @ prim.T / (2 * np.pi)  # Fractional: integer only for i = j.
+  off = ~np.eye(det, dtype=bool)
+  assert np.all(np.abs(diff - np.round(diff)).max(axis=-1)[off] > 1e-6)
+
+
+@pytest.mark.parametrize('matrix', [(1, 1, 3), [[1, 1, 0], [-1, 2, 0], [0, 0, 1]]])
+def test_kpoint_orbitals_unfold_to_the_supercell(matrix):
+  """KRHF of an H2 molecular crystal on the 3 k-points folding onto a supercell's Gamma point
+  (k = 0, +-1/3 along one or two axes: complex Bloch orbitals), unfolded to the supercell (a
+  mesh and a non-diagonal one): real orbitals, orthonormal, spanning the same space as the
   supercell's own Gamma-point RHF (projectors agree to pyscf's SCF gradient tolerance, ~3e-5,
-  over the HOMO-LUMO gap), with the same energy per supercell."""
+  over the HOMO-LUMO gap), with the same energy per supercell (for the non-diagonal one, with
+  the supercell's Madelung term in the exchange, which pyscf's own k-point energy lacks: 0.85 Ha
+  off)."""
   lattice = np.diag([4.5, 4.5, 3.5])
   hk = phf.hartree_fock_kpoints(lattice, H2['symbols'], H2['positions'], 'sto-3g',
-                                kmesh=(1, 1, 3))
+                                kmesh=matrix)
   n_occ = hk.coeffs[0].shape[1]
   assert n_occ == 3 and hk.coeffs[0].dtype == np.float64
-  hg = phf.hartree_fock(*phf.supercell(lattice, H2['symbols'], H2['positions'], (1, 1, 3)),
+  hg = phf.hartree_fock(*phf.supercell(lattice, H2['symbols'], H2['positions'], matrix),
                         'sto-3g', n_up=3, n_down=3)
   np.testing.assert_allclose(hk.lattice, hg.lattice)
   overlap = hg.cell.pbc_intor('int1e_ovlp')

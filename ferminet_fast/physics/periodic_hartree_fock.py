@@ -176,15 +176,49 @@ def make_slater(hf: PeriodicHartreeFock, n_up: int, n_down: int) -> Callable:
   return slater
 
 
-def supercell(lattice, symbols: Sequence[str], positions, kmesh: Sequence[int]) -> tuple:
-  """(lattice (3, 3), symbols, positions (n_atom * n_k, 3)) of the kmesh[0] x kmesh[1] x kmesh[2]
-  supercell of a primitive cell, bohr; atoms ordered cell by cell (translations T in C order),
-  the primitive cell's order within each."""
+def supercell_matrix(matrix) -> np.ndarray:
+  """(3, 3) integer matrix S (supercell lattice = S @ primitive lattice) from S itself or from
+  a k-mesh (3,) (S = diag(mesh)); InputError unless S is integer with det S > 0."""
+  m = np.asarray(matrix)
+  m = np.diag(m) if m.shape == (3,) else m
+  if m.shape != (3, 3) or not np.all(m == np.round(m)) or np.linalg.det(m) < 0.5:
+    raise InputError(f'supercell: need an integer matrix (3, 3) or mesh (3,) with positive '
+                     f'determinant, got {matrix!r}')
+  return np.round(m).astype(int)
+
+
+def cell_translations(matrix) -> np.ndarray:
+  """(det S, 3) integer vectors n of the primitive cells inside the supercell S (fractional
+  coordinates n @ inv(S) in [0, 1)^3), sorted (C order for a diagonal S)."""
+  s = supercell_matrix(matrix)
+  corners = np.array([(i, j, k) for i in (0, 1) for j in (0, 1) for k in (0, 1)]) @ s
+  axes = [np.arange(lo, hi + 1) for lo, hi in zip(corners.min(0), corners.max(0))]
+  n = np.stack(np.meshgrid(*axes, indexing='ij'), -1).reshape(-1, 3)
+  f = n @ np.linalg.inv(s)
+  n = n[np.all((f > -1e-9) & (f < 1 - 1e-9), axis=1)]
+  assert len(n) == round(abs(np.linalg.det(s))), (len(n), s)
+  return n
+
+
+def folded_kpoints(matrix) -> np.ndarray:
+  """(det S, 3) k-points of the primitive cell, in fractions of its reciprocal vectors in
+  [0, 1), that fold onto the supercell's Gamma point: m @ inv(S).T modulo 1, m integer."""
+  s = supercell_matrix(matrix)
+  f = np.mod(cell_translations(s.T) @ np.linalg.inv(s).T, 1.0)
+  f = np.unique(np.round(f, 12) % 1.0, axis=0)
+  assert len(f) == round(abs(np.linalg.det(s))), (len(f), s)
+  return f
+
+
+def supercell(lattice, symbols: Sequence[str], positions, matrix) -> tuple:
+  """(lattice S @ lattice (3, 3), symbols, positions (n_atom det S, 3)) of the supercell S
+  (supercell_matrix) of a primitive cell, bohr; atoms ordered cell by cell
+  (cell_translations' order), the primitive cell's order within each."""
   lattice = np.asarray(lattice, np.float64)
-  n = np.stack(np.meshgrid(*[np.arange(m) for m in kmesh], indexing='ij'), -1).reshape(-1, 3)
+  n = cell_translations(matrix)
   translations = n @ lattice  # (n_k, 3)
   positions = (translations[:, None] + np.asarray(positions, np.float64)[None]).reshape(-1, 3)
-  return np.diag(kmesh).astype(np.float64) @ lattice, list(symbols) * len(n), positions
+  return supercell_matrix(matrix) @ lattice, list(symbols) * len(n), positions
 
 
 def _real_span(c: np.ndarray, overlap: np.ndarray, n_occ: int) -> np.ndarray:
@@ -202,11 +236,29 @@ def _real_span(c: np.ndarray, overlap: np.ndarray, n_occ: int) -> np.ndarray:
   return inv_half @ v[:, np.argsort(p)[::-1][:n_occ]]
 
 
+def _supercell_madelung(mf, energy: float, big) -> float:
+  """The KRHF energy per primitive cell with the 'ewald' exchange term of the supercell `big`.
+  pyscf takes the Madelung constant of the Monkhorst-Pack mesh it infers from the k-points,
+  which is the supercell's only for a diagonal supercell matrix; the term is linear in the
+  constant at fixed density (the occupied space does not change), so it is rescaled."""
+  from pyscf.pbc import tools
+  used = tools.madelung(mf.cell, mf.kpts)
+  right = tools.madelung(big, np.zeros((1, 3)))
+  if abs(used - right) <= 1e-12 * abs(right):
+    return energy
+  dm = mf.make_rdm1()
+  mf.exxdiv = None
+  without = float(mf.energy_tot(dm))
+  mf.exxdiv = 'ewald'
+  return without + (energy - without) * right / used
+
+
 def hartree_fock_kpoints(lattice, symbols: Sequence[str], positions, basis, *,
-                         kmesh: Sequence[int], ecp=None, pseudo=None, tol: float = 1e-8,
+                         kmesh, ecp=None, pseudo=None, tol: float = 1e-8,
                          precision: float = 1e-8) -> PeriodicHartreeFock:
-  """Closed-shell KRHF of the primitive cell on the Gamma-centred k-mesh `kmesh`, unfolded to
-  the equivalent supercell (supercell()): the Bloch orbital n at k is
+  """Closed-shell KRHF of the primitive cell on the k-points that fold onto the Gamma point of
+  the supercell `kmesh` (a mesh (3,) or an integer matrix (3, 3), supercell_matrix), unfolded
+  to that supercell (supercell()): the Bloch orbital n at k is
   sum_{T, mu} exp(i k.T) C_mu,n(k) chi_mu,T(r) in the supercell's basis (atoms copied to each
   T), a real basis of those orbitals is returned, and the energy per supercell (n_k times per
   primitive cell). Same orbitals as the Gamma-point HF of the supercell, at a fraction of its
@@ -217,16 +269,17 @@ def hartree_fock_kpoints(lattice, symbols: Sequence[str], positions, basis, *,
   if prim.nelectron % 2:
     raise InputError('k-point HF here is closed-shell (KRHF): the primitive cell has an odd '
                      f'number of electrons ({prim.nelectron})')
-  kpts = prim.make_kpts(kmesh)
+  kpts = folded_kpoints(kmesh) @ prim.reciprocal_vectors()
   mf = scf.KRHF(prim, kpts).density_fit(auxbasis=_auxbasis(prim))
   mf.exxdiv = 'ewald'
-  energy = float(mf.kernel()) * len(kpts)
+  energy = float(mf.kernel())
   if not mf.converged:
     raise RuntimeError(f'pyscf.pbc KRHF did not converge (last energy {energy} Ha)')
   big = make_cell(*supercell(prim.lattice_vectors(), symbols, positions, kmesh), basis,
                   ecp=ecp, pseudo=pseudo, precision=precision)
-  n = np.stack(np.meshgrid(*[np.arange(m) for m in kmesh], indexing='ij'), -1).reshape(-1, 3)
-  translations = n @ prim.lattice_vectors()  # (n_k, 3), the order of supercell()'s copies.
+  energy = len(kpts) * _supercell_madelung(mf, energy, big)
+  # (n_k, 3) bohr, in the order of supercell()'s copies.
+  translations = cell_translations(kmesh) @ prim.lattice_vectors()
   columns = []
   for k, c, occ in zip(kpts, mf.mo_coeff, mf.mo_occ):
     phase = np.exp(1j * translations @ k) / np.sqrt(len(kpts))  # (n_k,)
