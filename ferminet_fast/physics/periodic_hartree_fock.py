@@ -5,7 +5,13 @@ lattice vectors (3, 3) bohr, one per row, atom symbols and positions (bohr). pys
 Gamma-point Hartree-Fock of that cell with Gaussian density fitting and the 'ewald' treatment
 of the exchange divergence, so that its energy per simulation cell is the expectation of the
 Coulomb energy summed by Ewald with the Madelung self-term. At the Gamma point the orbitals are
-real and lattice-periodic.
+real and lattice-periodic. The cheaper route for a supercell S of a primitive cell is k-point
+HF of the primitive cell on the k-points that fold onto the supercell's Gamma point, unfolded
+(hartree_fock_kpoints): the same orbitals and energy (tests/test_periodic_hartree_fock.py).
+
+Semi-local ECPs (ecp.py evaluates them in the local energy) or all-electron bases give orbitals
+whose determinant has pyscf's energy under our Hamiltonian; GTH pseudopotentials (`pseudo`)
+are pyscf's separable form, which the local energy does not evaluate: orbitals only.
 
 On the device, each periodic basis function is the molecular Gaussian (hartree_fock.py, the one
 home of the closed form) summed over lattice images:
