@@ -3,7 +3,7 @@ evaluation of the trained network, then DMC at several time steps within its bud
 extrapolation to tau -> 0; every goal judged met or missed from the measured numbers.
 
   python scripts/dmc_goals.py --rows he,h2,li,be,lih,ne [--ferminet /tmp/fn] [--keep DIR]
-  python scripts/dmc_goals.py --table-only       # rewrite ACCURACY.md from the JSON
+  python scripts/render_docs.py                  # put the table into ACCURACY.md
 
 Each stage is a fresh process, as a user runs it:
   python -m ferminet_fast.train --config configs/<row>.py --config.log.save_path=DIR
@@ -17,14 +17,14 @@ probe (its files removed) to fit the row's DMC budget. With --ferminet (the dire
 same session (scripts/race.py's machinery) and the Ne row compares with its VMC energy;
 without it that column says 'not run'.
 
-Every run is appended to benchmarks/dmc_goals.json with the date, machine, versions and git
-commit; the newest run of each row is rendered into ACCURACY.md between the markers below.
-The exact energies are the package's (physics/systems.py and the configs, with their
-citations).
+Each row's run is appended to the artifact benchmarks/dmc_goals.json (scripts/artifacts.py:
+every run kept, with its date, machine, versions, git commit and command line); TABLES
+renders the newest run of each row into ACCURACY.md (scripts/render_docs.py). The verdicts
+and errors are computed when rendering, from the recorded energies and the package's exact
+energies (physics/systems.py and the configs, with their citations).
 """
 
 import argparse
-import datetime
 import json
 import os
 import shutil
@@ -37,12 +37,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import artifacts  # noqa: E402
 import race  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'dmc_goals.json')
-ACCURACY_MD = os.path.join(REPO, 'ACCURACY.md')
-BEGIN = '<!-- scripts/dmc_goals.py writes from here -->'
-END = '<!-- scripts/dmc_goals.py writes up to here -->'
 TAUS = (0.02, 0.01, 0.005)  # Ha^-1: the time steps of every row, extrapolated linearly.
 EQUILIBRATION = 0.2  # Fraction of each time step's DMC steps discarded.
 PROBE_STEPS = 20
@@ -91,6 +89,8 @@ def dmc_steps(run: str, budget: float) -> int:
 
 
 def run_row(row: str, run: str, fn_dir) -> dict:
+  """Trains, evaluates and runs DMC for one row in `run`; the figures measured (the
+  artifact's data: no verdict, which is judged when rendering)."""
   config, vmc_s, dmc_s, goal = ROWS[row]
   train = [sys.executable, '-m', 'ferminet_fast.train', '--config', config,
            f'--config.log.save_path={run}', '--config.log.progress=False']
@@ -103,12 +103,9 @@ def run_row(row: str, run: str, fn_dir) -> dict:
                    '--tau=' + ','.join(map(str, TAUS)), f'--steps={steps - equilibration}',
                    f'--equilibration={equilibration}'])
   dmc = _read(run, 'dmc.json')
-  timings = _read(run, 'timings.json')
   entry = {'row': row, 'config': config, 'goal': goal, 'vmc_budget_s': vmc_s,
            'dmc_budget_s': dmc_s, 'train_s': train_s, 'eval_s': eval_s, 'dmc_s': dmc_wall,
            'iterations': vmc['checkpoint_step'], 'vmc': vmc, 'dmc': dmc,
-           'exact': dmc['exact_energy'], 'machine': timings['machine'],
-           'versions': timings['versions'],
            'commands': [' '.join(train), f'python -m ferminet_fast.evaluate --run={run}',
                         f'python -m ferminet_fast.dmc --run={run} --tau='
                         + ','.join(map(str, TAUS)) + f' --steps={steps - equilibration} '
@@ -117,14 +114,20 @@ def run_row(row: str, run: str, fn_dir) -> dict:
     entry['ferminet'] = (race.summary(race.race_ferminet(fn_dir, 'Ne', FERMINET_SECONDS,
                                                          os.path.join(run + '_fn')),
                                       dmc['exact_energy']) if fn_dir else None)
-  entry['verdict'] = verdict(entry)
   return entry
 
 
-def verdict(e: dict) -> str:
-  """'met' or 'missed: <figures>' for the row's goal, from the measured numbers."""
-  dmc, vmc, exact = e['dmc'], e['vmc'], e['exact']
-  err, stat = dmc['error_mha'], 1e3 * dmc['error']
+def exact_energy(config: str) -> float:
+  """The exact energy (Ha) the package gives the system of `config` (relative to the repo)."""
+  cfg = race.cli.load_config_file(os.path.join(REPO, config))
+  return race.systems.make_system(cfg.system).exact_energy
+
+
+def verdict(e: dict, exact: float) -> str:
+  """'met' or 'missed: <figures>' for the row's goal, from the measured energies (Ha) of
+  run `e` and the exact energy `exact` (Ha)."""
+  dmc, vmc = e['dmc'], e['vmc']
+  err, stat = 1e3 * (dmc['energy'] - exact), 1e3 * dmc['error']
   vmc_err = 1e3 * (vmc['energy'] - exact)
   below = dmc['energy'] + 2 * (dmc['error'] ** 2 + vmc['error'] ** 2) ** 0.5 < vmc['energy']
   misses = []
@@ -145,78 +148,62 @@ def verdict(e: dict) -> str:
     fn = e.get('ferminet')
     if fn is None:
       misses.append("FermiNet's 1200 s VMC not run (no --ferminet)")
-    elif not 1e3 * (dmc['energy'] - exact) < fn['error_mha']:
+    elif not err < fn['error_mha']:
       misses.append(f"DMC error {err:.1f} mHa not below FermiNet's {fn['error_mha']:.1f} mHa")
   return 'met' if not misses else 'missed: ' + '; '.join(misses)
 
 
-def table(entries: list) -> str:
-  head = ('system', 'VMC (s)', 'VMC error (mHa)', 'DMC (s)', 'DMC E(tau->0) error (mHa)',
-          'per tau (mHa)', 'nodeless', "FermiNet 1200 s (mHa)", 'goal', 'verdict')
-  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-  for e in entries:
-    d, v = e['dmc'], e['vmc']
-    per = ', '.join(f'{r["tau"]:g}: {1e3 * (r["energy"] - e["exact"]):+.2f} ± '
-                    f'{1e3 * r["error"]:.2f}' for r in d['per_tau'])
-    fn = e.get('ferminet')
-    fn_text = ('not run' if fn is None else f'{fn["error_mha"]:+.1f} ± {fn["stat_mha"]:.1f}'
-               ) if e['row'] == 'ne' else ''
-    lines.append(
-        f'| {e["row"]} | {e["train_s"]:.0f} | {v["error_mha"]:+.2f} ± {1e3 * v["error"]:.2f} '
-        f'| {e["dmc_s"]:.0f} | {d["error_mha"]:+.2f} ± {1e3 * d["error"]:.2f} | {per} | '
-        f'{"yes" if d["sign_check"]["nodeless_over_samples"] else "no"} | {fn_text} | '
-        f'{e["goal"]} | {verdict(e)} |')
-  return '\n'.join(lines)
+def row_line(e: dict, exact: float) -> str:
+  """One table row; every error in mHa against `exact` (Ha)."""
+  d, v = e['dmc'], e['vmc']
+  mha = lambda energy: f'{1e3 * (energy - exact):+.2f}'  # noqa: E731
+  per = ', '.join(f'{r["tau"]:g}: {mha(r["energy"])} ± {1e3 * r["error"]:.2f}'
+                  for r in d['per_tau'])
+  fn = e.get('ferminet')
+  fn_text = ('not run' if fn is None else f'{fn["error_mha"]:+.1f} ± {fn["stat_mha"]:.1f}'
+             ) if e['row'] == 'ne' else ''
+  return (f'| {e["row"]} | {e["train_s"]:.0f} | {mha(v["energy"])} ± {1e3 * v["error"]:.2f} '
+          f'| {e["dmc_s"]:.0f} | {mha(d["energy"])} ± {1e3 * d["error"]:.2f} | {per} | '
+          f'{"yes" if d["sign_check"]["nodeless_over_samples"] else "no"} | {fn_text} | '
+          f'{ROWS[e["row"]][3]} | {verdict(e, exact)} |')
 
 
-def section(entries: list) -> str:
-  """The ACCURACY.md section, markers included: the newest run of each row."""
+def render_table(path: str = JSON) -> str:
+  """ACCURACY.md's DMC table: the newest run of each row, judged now against the package's
+  exact energies, and the provenance of those runs."""
   newest = {}
-  for e in entries:
-    newest[e['row']] = e
-  rows = [newest[r] for r in ROWS if r in newest]
-  facts = ''.join(f'\n- {e["row"]}: {e["date"][:10]}, {e["machine"]["cpu"]}, '
-                  f'{e["machine"]["cpu_count"]} cores, commit {e["commit"][:10]}; '
-                  f'`{e["commands"][-1]}`' for e in rows)
-  return f"""{BEGIN}
-## Diffusion Monte Carlo
-
-Fixed-node DMC (`python -m ferminet_fast.dmc`, [guide](docs/guides/dmc.md)) on the network
-VMC trained within each row's budget, at tau = {', '.join(map(str, TAUS))} Ha^-1 and
-extrapolated linearly to tau -> 0; errors against the exact energies of the configs. A goal
-"within X mHa" is met when |error| plus one standard error is at most X; "below VMC" when
-DMC lies two combined standard errors below the evaluated VMC energy. Measured by
-
-    python scripts/dmc_goals.py --rows {','.join(ROWS)}
-
-{table(rows) if rows else 'Not measured yet: the table appears when the script has run.'}
-{facts}
-{END}"""
+  for run in artifacts.read(path):
+    newest[run.data['row']] = run  # Every run is kept; the table shows each row's newest.
+  runs = [newest[r] for r in ROWS if r in newest]
+  if not runs:
+    return 'Not measured yet: the table appears when the script has run.'
+  head = ('system', 'VMC (s)', 'VMC error (mHa)', 'DMC (s)', 'DMC E(tau->0) error (mHa)',
+          'per tau (mHa)', 'nodeless', 'FermiNet 1200 s (mHa)', 'goal', 'verdict')
+  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+  lines += [row_line(r.data, exact_energy(r.data['config'])) for r in runs]
+  cmds = ''.join(f'\n- {r.data["row"]}: `{r.data["commands"][-1]}`' for r in runs)
+  return '\n'.join(lines) + '\n\n' + artifacts.provenance(path, runs) + '\n' + cmds
 
 
-def write_section(path: str, entries: list) -> None:
-  """Replaces the section between the markers (or puts it before scripts/race.py's)."""
-  with open(path) as f:
-    text = f.read()
-  if BEGIN in text:
-    head, rest = text.split(BEGIN, 1)
-    text = head + section(entries) + rest.split(END, 1)[1]
-  elif race.MARKER in text:
-    head, tail = text.split(race.MARKER, 1)
-    text = head.rstrip('\n') + '\n\n' + section(entries) + '\n' + race.MARKER + tail
-  else:
-    text = text.rstrip('\n') + '\n\n' + section(entries) + '\n'
-  with open(path, 'w') as f:
-    f.write(text)
+TABLES = {'dmc_goals': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
 
 
-def kept_section(path: str) -> str:
-  """The section as ACCURACY.md has it now ('' if none), for scripts that rewrite the file."""
-  if not os.path.exists(path):
-    return ''
-  with open(path) as f:
-    text = f.read()
-  return (BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END + '\n') if BEGIN in text else ''
+def adopt(old: str, command: str, path: str = JSON) -> None:
+  """Appends the entries of a file of this script's format before artifacts (a JSON list,
+  each entry with its own date, commit, machine and versions) to the artifact at `path`:
+  those fields become the meta block (`recorded` where all are there; the date was the
+  local time of the measuring machine), `command` the command line that ran them."""
+  for e in json.load(open(old)):
+    m = {k: e.pop(k, None) for k in ('date', 'commit', 'machine', 'versions')}
+    e.pop('verdict', None), e.pop('exact', None)  # Judged, and taken from the package, now.
+    versions = m['versions'] or {}
+    artifacts.append(path, e, {
+        'recorded': all(m.values()), 'date': m['date'], 'machine': m['machine'],
+        'versions': {k: versions[k] for k in artifacts.LIBRARIES if k in versions} or None,
+        'all_versions': m['versions'], 'peer': None, 'commit': m['commit'], 'dirty': None,
+        'command': command, 'interpreter': e['commands'][0].split()[0],
+        'note': f'converted from {old} (written before this script kept artifacts): '
+                'whether the tree had uncommitted changes was not recorded'})
 
 
 def main():
@@ -224,26 +211,21 @@ def main():
   p.add_argument('--rows', default=','.join(ROWS), help='comma-separated, of ' + ','.join(ROWS))
   p.add_argument('--ferminet', help='DeepMind FermiNet directory (setup-ferminet.sh) for Ne')
   p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR/<row>')
-  p.add_argument('--table-only', action='store_true')
+  p.add_argument('--json', default=JSON, help='the artifact each row is appended to')
   args = p.parse_args()
   rows = [r.strip() for r in args.rows.split(',') if r.strip()]
   unknown = [r for r in rows if r not in ROWS]
   if unknown:
     p.error(f'unknown rows {unknown} (known: {", ".join(ROWS)})')
-  entries = json.load(open(JSON)) if os.path.exists(JSON) else []
-  commit = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=REPO, capture_output=True,
-                          text=True).stdout.strip()
-  for row in ([] if args.table_only else rows):
+  artifacts.read(args.json)  # An unreadable artifact stops here, before hours of runs.
+  for row in rows:
+    run_meta = artifacts.meta()
     with tempfile.TemporaryDirectory() as tmp:
-      run = os.path.join(args.keep or tmp, row)
-      entry = run_row(row, run, args.ferminet)
-    entry.update(date=datetime.datetime.now().isoformat(timespec='seconds'), commit=commit)
-    entries.append(entry)  # Every run is kept; the table shows each row's newest.
-    os.makedirs(os.path.dirname(JSON), exist_ok=True)
-    with open(JSON, 'w') as f:
-      json.dump(entries, f, indent=1)
-    print(table([entry]), flush=True)
-  write_section(ACCURACY_MD, entries)
+      entry = run_row(row, os.path.join(args.keep or tmp, row), args.ferminet)
+    artifacts.append(args.json, entry, run_meta)
+    print(row_line(entry, exact_energy(entry['config'])), flush=True)
+  print(render_table(args.json))
+  print('python scripts/render_docs.py puts the table into ACCURACY.md')
 
 
 if __name__ == '__main__':

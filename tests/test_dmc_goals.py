@@ -1,53 +1,109 @@
-"""scripts/dmc_goals.py: each goal judged from the numbers given, and ACCURACY.md's DMC
-section written between its markers, before the race section, and kept by a rewrite."""
+"""scripts/dmc_goals.py: each goal judged from the recorded energies against the package's
+exact energies (not a number stored with the run), the newest run of each row rendered
+from the artifact, and ACCURACY.md's DMC table being what the artifact gives."""
 
+import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, 'scripts'))
+import artifacts  # noqa: E402
 import dmc_goals  # noqa: E402
-import race  # noqa: E402
+import render_docs  # noqa: E402
+
+HE_EXACT = -2.903724  # Ha: Pekeris (1959), Drake: -2.9037243770.
+H2_EXACT = -1.174475  # Ha at R = 1.4 bohr: Kolos & Wolniewicz (1968).
 
 
-def entry(row, dmc_mha, dmc_err_mha, vmc_mha, vmc_err_mha=0.1, exact=-2.903724, fn=None,
+def entry(row, dmc_mha, dmc_err_mha, vmc_mha, vmc_err_mha=0.1, exact=HE_EXACT, fn=None,
           dmc_s=100.0):
+  """A run's data as run_row records it: energies in Ha, `*_mha` offsets from `exact`."""
   per = [{'tau': t, 'energy': exact + 1e-3 * dmc_mha, 'error': 1e-3 * dmc_err_mha}
          for t in dmc_goals.TAUS]
-  return {'row': row, 'goal': dmc_goals.ROWS[row][3], 'exact': exact, 'train_s': 60.0,
-          'dmc_s': dmc_s, 'dmc_budget_s': dmc_goals.ROWS[row][2],
-          'vmc_budget_s': dmc_goals.ROWS[row][1], 'ferminet': fn,
-          'vmc': {'energy': exact + 1e-3 * vmc_mha, 'error': 1e-3 * vmc_err_mha,
-                  'error_mha': vmc_mha},
+  config, vmc_budget, dmc_budget, goal = dmc_goals.ROWS[row]
+  return {'row': row, 'config': config, 'goal': goal, 'train_s': 60.0, 'dmc_s': dmc_s,
+          'dmc_budget_s': dmc_budget, 'vmc_budget_s': vmc_budget, 'ferminet': fn,
+          'vmc': {'energy': exact + 1e-3 * vmc_mha, 'error': 1e-3 * vmc_err_mha},
           'dmc': {'energy': exact + 1e-3 * dmc_mha, 'error': 1e-3 * dmc_err_mha,
-                  'error_mha': dmc_mha, 'per_tau': per,
-                  'sign_check': {'nodeless_over_samples': True}},
-          'date': '2026-01-01T00:00:00', 'commit': '0123456789abcdef',
-          'machine': {'cpu': 'cpu', 'cpu_count': 2}, 'commands': ['python -m ferminet_fast.dmc']}
+                  'per_tau': per, 'sign_check': {'nodeless_over_samples': True}},
+          'commands': ['train', 'evaluate', f'python -m ferminet_fast.dmc --run=/x/{row}']}
+
+
+def test_exact_energies_are_the_published_ones():
+  assert abs(dmc_goals.exact_energy('configs/he.py') - HE_EXACT) < 1e-6
+  assert abs(dmc_goals.exact_energy('configs/h2.py') - H2_EXACT) < 1e-6
 
 
 def test_verdicts():
-  assert dmc_goals.verdict(entry('he', 0.03, 0.05, 1.0)) == 'met'
-  assert dmc_goals.verdict(entry('he', 0.08, 0.05, 1.0)).startswith('missed: |error| 0.08')
-  assert 'budget' in dmc_goals.verdict(entry('he', 0.0, 0.01, 1.0, dmc_s=400.0))
-  assert dmc_goals.verdict(entry('be', 5.0, 0.5, 20.0)) == 'met'
-  assert 'not 2 error bars below VMC' in dmc_goals.verdict(entry('be', 19.0, 0.5, 20.0))
+  v = dmc_goals.verdict
+  assert v(entry('he', 0.03, 0.05, 1.0), HE_EXACT) == 'met'
+  assert v(entry('he', 0.08, 0.05, 1.0), HE_EXACT).startswith('missed: |error| 0.08')
+  assert v(entry('he', -0.08, 0.05, 1.0), HE_EXACT).startswith('missed: |error| 0.08')
+  # The same energies against an exact energy 0.1 mHa lower: the error is what moved.
+  assert v(entry('he', 0.03, 0.05, 1.0), HE_EXACT - 1e-4).startswith('missed: |error| 0.13')
+  assert 'budget' in v(entry('he', 0.0, 0.01, 1.0, dmc_s=400.0), HE_EXACT)
+  assert v(entry('be', 5.0, 0.5, 20.0), HE_EXACT) == 'met'
+  assert 'not 2 error bars below VMC' in v(entry('be', 19.0, 0.5, 20.0), HE_EXACT)
   ne = entry('ne', 8.0, 1.0, 20.0, exact=-128.9376)
-  assert "FermiNet's 1200 s VMC not run" in dmc_goals.verdict(ne)
+  assert "FermiNet's 1200 s VMC not run" in v(ne, -128.9376)
   ne['ferminet'] = {'error_mha': 12.0, 'stat_mha': 1.0}
-  assert dmc_goals.verdict(ne) == 'met'
-  ne['dmc']['error_mha'] = 11.0
-  assert 'half the VMC error' in dmc_goals.verdict(ne)
+  assert v(ne, -128.9376) == 'met'
+  ne['dmc']['energy'] += 3e-3  # 11 mHa: more than half VMC's 20 mHa.
+  assert 'half the VMC error' in v(ne, -128.9376)
 
 
-def test_section_between_markers_before_the_race(tmp_path):
-  path = tmp_path / 'ACCURACY.md'
-  path.write_text('# Accuracy\n\ntable\n' + race.MARKER + 'race section\n')
-  dmc_goals.write_section(str(path), [entry('he', 0.03, 0.05, 1.0)])
-  text = path.read_text()
-  assert text.index('## Diffusion Monte Carlo') < text.index(race.MARKER)
-  assert text.endswith(race.MARKER + 'race section\n') and '| he |' in text
-  dmc_goals.write_section(str(path), [entry('he', 0.03, 0.05, 1.0), entry('he', 0.2, 0.05, 1.0)])
-  text = path.read_text()
-  assert text.count(dmc_goals.BEGIN) == 1 and '+0.20 ± 0.05' in text  # The newest run.
-  kept = dmc_goals.kept_section(str(path))
-  assert kept.startswith(dmc_goals.BEGIN) and kept.rstrip().endswith(dmc_goals.END)
+def test_table_renders_the_newest_run_of_each_row(tmp_path, monkeypatch):
+  path = str(tmp_path / 'dmc_goals.json')
+  artifacts.append(path, entry('h2', 0.02, 0.03, 0.5, exact=H2_EXACT))
+  artifacts.append(path, entry('he', 0.03, 0.05, 1.0))
+  artifacts.append(path, entry('he', 0.20, 0.05, 1.0))
+  text = dmc_goals.render_table(path)
+  rows = [line for line in text.splitlines() if line.startswith('| h')]
+  assert [r.split(' | ')[0] for r in rows] == ['| he', '| h2']  # In ROWS' order.
+  assert '+0.20 ± 0.05' in rows[0] and '+0.03 ± 0.05' not in text  # The newest He run.
+  assert rows[0].endswith('does not resolve 0.1 mHa |') and rows[1].endswith('| met |')
+  assert '0.005: +0.20 ± 0.05' in rows[0] and '+1.00 ± 0.10' in rows[0]
+  assert 'From `' in text and 'commit' in text and 'dmc --run=/x/h2' in text
+  # Judged at rendering against the package's exact energy, not a stored one.
+  monkeypatch.setattr(dmc_goals, 'exact_energy', lambda config: H2_EXACT + 1e-3)
+  assert '-0.98 ± 0.03' in dmc_goals.render_table(path)
+  assert dmc_goals.render_table(str(tmp_path / 'none.json')).startswith('Not measured yet')
+
+
+def test_adopt_turns_the_old_records_into_meta(tmp_path):
+  old = tmp_path / 'old.json'
+  e = entry('he', 0.03, 0.05, 1.0)
+  e.update(date='2026-11-25T06:00:20', commit='0aa5adf', verdict='met', exact=HE_EXACT,
+           machine={'cpu': 'AMD EPYC', 'cpu_count': 2},
+           versions={'python': '3.11.7', 'jax': '0.10.2', 'numpy': '2.4.6'})
+  h2 = {**entry('h2', 0.02, 0.03, 0.5, exact=H2_EXACT), **{k: e[k] for k in (
+      'date', 'commit', 'verdict', 'exact', 'versions')}, 'machine': None}
+  old.write_text(json.dumps([e, h2]))
+  path = str(tmp_path / 'new.json')
+  dmc_goals.adopt(str(old), 'python scripts/dmc_goals.py --rows he', path)
+  runs = artifacts.read(path)
+  assert [r.meta['recorded'] for r in runs] == [True, False]
+  m, d = runs[0].meta, runs[0].data
+  assert m['date'] == '2026-11-25T06:00:20' and m['commit'] == '0aa5adf'
+  assert m['versions'] == {'python': '3.11.7', 'jax': '0.10.2'} and m['dirty'] is None
+  assert m['command'] == 'python scripts/dmc_goals.py --rows he'
+  assert not {'date', 'commit', 'machine', 'versions', 'verdict', 'exact'} & set(d)
+  assert 'AMD EPYC, 2 cores' in dmc_goals.render_table(path)
+
+
+def test_accuracy_md_table_is_the_rendered_one():
+  assert render_docs.tables()['dmc_goals'][0] == 'ACCURACY.md'
+  text = open(os.path.join(REPO, 'ACCURACY.md'), encoding='utf-8').read()
+  assert text.count('<!-- rendered: dmc_goals -->') == 1 and 'dmc_goals.py writes' not in text
+  assert text.index('## Diffusion Monte Carlo') < text.index('<!-- rendered: dmc_goals -->')
+  assert ('ACCURACY.md', 'dmc_goals') not in render_docs.render_all(check=True)
+
+
+def test_recorded_errors_agree_with_the_packages_exact_energies():
+  """Each recorded run's own error (against the exact energy of its day) is the one the
+  table computes now: the package's exact energies have not moved under the table."""
+  for run in artifacts.read(dmc_goals.JSON):
+    d = run.data['dmc']
+    now = 1e3 * (d['energy'] - dmc_goals.exact_energy(run.data['config']))
+    assert abs(now - d['error_mha']) < 1e-6, run.data['row']
