@@ -162,10 +162,11 @@ def row_line(e: dict, exact: float) -> str:
   fn = e.get('ferminet')
   fn_text = ('not run' if fn is None else f'{fn["error_mha"]:+.1f} ± {fn["stat_mha"]:.1f}'
              ) if e['row'] == 'ne' else ''
+  judged = verdict(e, exact).replace('|', r'\|')  # A bare | would split the cell.
   return (f'| {e["row"]} | {e["train_s"]:.0f} | {mha(v["energy"])} ± {1e3 * v["error"]:.2f} '
           f'| {e["dmc_s"]:.0f} | {mha(d["energy"])} ± {1e3 * d["error"]:.2f} | {per} | '
           f'{"yes" if d["sign_check"]["nodeless_over_samples"] else "no"} | {fn_text} | '
-          f'{ROWS[e["row"]][3]} | {verdict(e, exact)} |')
+          f'{ROWS[e["row"]][3]} | {judged} |')
 
 
 def render_table(path: str = JSON) -> str:
@@ -203,7 +204,8 @@ def adopt(old: str, command: str, path: str = JSON) -> None:
         'all_versions': m['versions'], 'peer': None, 'commit': m['commit'], 'dirty': None,
         'command': command, 'interpreter': e['commands'][0].split()[0],
         'note': f'converted from {old} (written before this script kept artifacts): '
-                'whether the tree had uncommitted changes was not recorded'})
+                'the date is the local time of the measuring machine; whether the tree had '
+                'uncommitted changes was not recorded'})
 
 
 def main():

@@ -63,6 +63,8 @@ def test_table_renders_the_newest_run_of_each_row(tmp_path, monkeypatch):
   assert [r.split(' | ')[0] for r in rows] == ['| he', '| h2']  # In ROWS' order.
   assert '+0.20 ± 0.05' in rows[0] and '+0.03 ± 0.05' not in text  # The newest He run.
   assert rows[0].endswith('does not resolve 0.1 mHa |') and rows[1].endswith('| met |')
+  assert r'missed: \|error\| 0.20 mHa' in rows[0]  # Escaped: a bare | splits the cell.
+  assert all(r.replace(r'\|', '').count('|') == 11 for r in rows)
   assert '0.005: +0.20 ± 0.05' in rows[0] and '+1.00 ± 0.10' in rows[0]
   assert 'From `' in text and 'commit' in text and 'dmc --run=/x/h2' in text
   # Judged at rendering against the package's exact energy, not a stored one.
