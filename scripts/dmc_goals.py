@@ -219,7 +219,11 @@ def main():
   unknown = [r for r in rows if r not in ROWS]
   if unknown:
     p.error(f'unknown rows {unknown} (known: {", ".join(ROWS)})')
-  artifacts.read(args.json)  # An unreadable artifact stops here, before hours of runs.
+  try:  # An unreadable artifact stops here, before hours of runs.
+    artifacts.read(args.json)
+  except ValueError:
+    p.error(f'{args.json} is this script\'s list from before artifacts: move it aside and '
+            'append it with dmc_goals.adopt(old, command)')
   for row in rows:
     run_meta = artifacts.meta()
     with tempfile.TemporaryDirectory() as tmp:
