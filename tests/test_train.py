@@ -237,3 +237,17 @@ def test_cli_electron_gas_trains_evaluates_and_resumes(tmp_path):
   proc = run_cli(*[a.replace('iterations=3', 'iterations=5') for a in args])
   assert proc.returncode == 0, proc.stderr
   assert len((out / 'stats.csv').read_text().splitlines()) == 6
+
+
+def test_a_crystal_trains_from_its_primitive_cell(tmp_path):
+  """LiH rock salt (primitive fcc cell, 2 nuclei, 4 electrons) through train(): the Ewald
+  energy with nuclei, walkers started around the nuclei and kept in the cell."""
+  cfg = tiny_config('', **{
+      'system.units': 'angstrom', 'system.molecule': 'Li 0 0 0; H 2.0 0 0',
+      'system.lattice': ((0, 2.0, 2.0), (2.0, 0, 2.0), (2.0, 2.0, 0)),
+      'network.envelope': 'auto', 'batch_size': 16, 'optim.iterations': 3, 'mcmc.burn_in': 2,
+      'mcmc.steps': 2, 'network.ferminet.hidden_dims': ((8, 4),),
+      'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
+  assert np.all(np.isfinite(result.history['energy']))
+  assert result.state.walkers.x.shape == (16, 12)
