@@ -25,7 +25,8 @@ from ferminet_fast.errors import InputError
 LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
 LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
 OPTIMIZERS = ('kfac', 'adam', 'spring', 'sgd')
-ENVELOPES = ('isotropic', 'full')
+ENVELOPES = ('isotropic', 'full', 'planewave')
+PERIODIC_ENVELOPES = ('planewave',)  # Those for periodic systems; the others are molecular.
 JASTROWS = ('none', 'simple_ee')
 CLIP_METHODS = ('median_absdev', 'mean_absdev', 'median_mad')
 
@@ -84,6 +85,30 @@ def _ecp_setting(v):
   return "must be '' (none), an ECP name, or {symbol: name}"
 
 
+def _numbers(v, shape: tuple) -> bool:
+  """Whether v is nested tuples/lists of numbers (not bools) of exactly `shape`."""
+  if not shape:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+  return (isinstance(v, (tuple, list)) and len(v) == shape[0] and
+          all(_numbers(e, shape[1:]) for e in v))
+
+
+def _lattice(v):
+  ok = v == () or v == [] or _numbers(v, (3, 3))
+  return None if ok else 'must be () (open boundaries) or three vectors of three numbers'
+
+
+def _supercell(v):
+  ok = (v == () or v == [] or
+        (_numbers(v, (3,)) or _numbers(v, (3, 3))) and all(
+            float(e) == int(e) for e in (v if _numbers(v, (3,)) else [x for r in v for x in r])))
+  return None if ok else 'must be () (one cell), 3 integers or an integer 3 x 3 matrix'
+
+
+def _twist(v):
+  return None if _numbers(v, (3,)) else 'must be three fractional coordinates'
+
+
 def _taus(v):
   ok = (isinstance(v, (tuple, list)) and v and
         all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in v))
@@ -133,6 +158,30 @@ SETTINGS = {
                     'Those atoms lose their core electrons and their charge becomes Z - '
                     'core; the ECP acts on the valence electrons (physics/ecp.py).',
                     _ecp_setting, structural=True, kind=object),
+    # Periodic systems (physics/lattice.py, physics/ewald.py): a crystal gives `lattice`
+    # and its primitive cell's nuclei in `molecule` (or `atom`); the electron gas gives
+    # `rs` and `cell` (no nuclei, `atom` and `molecule` empty) and `electrons`.
+    'system.lattice': S((), 'Lattice vectors of the primitive cell, three rows (a1, a2, a3) '
+                        "in `units`, right-handed; () for open boundaries (molecules).",
+                        _lattice, structural=True, kind=object),
+    'system.rs': S(None, 'Electron gas: density parameter r_s, bohr (volume per electron 4 '
+                   'pi r_s^3 / 3); the cell holds `electrons` and no nuclei, with a uniform '
+                   'neutralising background. None: not an electron gas.', _positive,
+                   structural=True, kind=float),
+    'system.cell': S('sc', "Electron gas: shape of the cell of volume N 4 pi r_s^3 / 3, 'sc' "
+                     "(cube), 'bcc' or 'fcc' (primitive cells of those lattices).",
+                     one_of('sc', 'bcc', 'fcc'), structural=True),
+    'system.supercell': S((), 'Crystal: the simulation cell as a supercell of the primitive '
+                          'one, 3 integers (n1 a1, n2 a2, n3 a3) or an integer 3 x 3 matrix '
+                          'S (rows S . (a1, a2, a3)); () is the primitive cell. Its nuclei are '
+                          "the primitive cell's, copied to each cell.", _supercell,
+                          structural=True, kind=object),
+    'system.twist': S((0.0, 0.0, 0.0), 'Twist (Bloch wavevector of the simulation cell) in '
+                      'fractional coordinates of its reciprocal vectors. Only Gamma (0, 0, 0) '
+                      'is supported now.', _twist, structural=True),
+    'system.periodic_dims': S(3, 'Number of periodic dimensions of a lattice: 3 (bulk). 2 '
+                              '(slabs) and 1 (chains) are not supported yet.', one_of(1, 2, 3),
+                              structural=True),
     'system.exact_energy': S(None, 'Reference (exact) energy in Ha for reporting the error; '
                              'None looks neutral atoms H-Ne up.', kind=float),
     'system.name': S('', "Label for logs and the run directory; '' derives it from the "
@@ -148,7 +197,10 @@ SETTINGS = {
     'network.full_det': S(True, 'True: one N x N determinant over all electrons; False: one '
                           'per spin (block diagonal).', structural=True),
     'network.envelope': S('isotropic', "Orbital envelope: 'isotropic' exp(-s r) or 'full' "
-                          'exp(-|S r|).', one_of(*ENVELOPES), structural=True),
+                          "exp(-|S r|) for molecules; 'planewave' (learned combinations of "
+                          'the cos and sin of the filled k-shells) for periodic systems; '
+                          "'auto': 'planewave' for a periodic system, else 'isotropic'.",
+                          one_of(*ENVELOPES, 'auto'), structural=True),
     'network.jastrow': S('simple_ee', "'none' or 'simple_ee' (learned e-e cusp factor).",
                          one_of(*JASTROWS), structural=True),
     'network.ferminet.hidden_dims': S(((32, 8), (32, 8)), 'Widths (one-electron, '
@@ -434,10 +486,54 @@ def validate(cfg: config_dict.ConfigDict) -> None:
       if on:
         raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
                          'available with several states (use states = 1)')
+  _validate_periodic(cfg)
   method = cfg.optim.laplacian
   if method in LAPLACIAN_PACKAGES and not packages.installed(LAPLACIAN_PACKAGES[method]):
     raise InputError(f'config.optim.laplacian = {method!r} needs the optional package '
                      f"{LAPLACIAN_PACKAGES[method]}: pip install 'ferminet_fast[folx]'")
+
+
+def is_periodic(sys_cfg) -> bool:
+  """Whether the `system` settings describe a periodic system (a lattice or an electron gas)."""
+  return bool(sys_cfg.lattice) or sys_cfg.rs is not None
+
+
+def resolve_envelope(name: str, periodic: bool) -> str:
+  """'auto' -> 'planewave' for a periodic system, else 'isotropic'; other names unchanged."""
+  if name == 'auto':
+    return PERIODIC_ENVELOPES[0] if periodic else 'isotropic'
+  return name
+
+
+def _validate_periodic(cfg) -> None:
+  """The combinations of periodic settings that are refused (or not supported yet)."""
+  sys_cfg, periodic = cfg.system, is_periodic(cfg.system)
+  envelope = resolve_envelope(cfg.network.envelope, periodic)
+  if periodic and envelope not in PERIODIC_ENVELOPES:
+    raise InputError(f'config.network.envelope = {envelope!r} decays away from the nuclei and '
+                     'is for molecules; a periodic system needs one of '
+                     f"{', '.join(PERIODIC_ENVELOPES)} (or 'auto')")
+  if not periodic and envelope in PERIODIC_ENVELOPES:
+    raise InputError(f'config.network.envelope = {envelope!r} is for periodic systems (set '
+                     'config.system.lattice or config.system.rs), not molecules')
+  if not periodic:
+    return
+  if sys_cfg.periodic_dims != 3:
+    raise InputError(f'config.system.periodic_dims = {sys_cfg.periodic_dims}: periodicity in '
+                     '1 or 2 dimensions is not supported yet (only 3)')
+  if any(float(t) != 0.0 for t in sys_cfg.twist):
+    raise InputError(f'config.system.twist = {tuple(sys_cfg.twist)}: only the Gamma point '
+                     '(0, 0, 0) is supported yet (other twists need complex wavefunctions)')
+  for key, on in (('system.states', sys_cfg.states > 1), ('system.ecp', bool(sys_cfg.ecp)),
+                  ('optim.spin_penalty', bool(cfg.optim.spin_penalty))):
+    if on:
+      raise InputError(f'config.{key} is not supported yet for periodic systems')
+  if cfg.pretrain.iterations > 0:
+    why = ('the electron gas needs none: its plane-wave envelope starts as the Hartree-Fock '
+           'determinant' if sys_cfg.rs is not None else
+           'Hartree-Fock pretraining of crystals is not supported yet')
+    raise InputError(f'config.pretrain.iterations = {cfg.pretrain.iterations}: {why}; set it '
+                     'to 0')
 
 
 def resolve_laplacian(method: str) -> str:

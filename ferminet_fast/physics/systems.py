@@ -1,4 +1,5 @@
-"""Atoms and molecules: nuclei (bohr), nuclear charges and spin-resolved electron counts."""
+"""Atoms, molecules and periodic systems: nuclei (bohr), nuclear charges, spin-resolved
+electron counts and, for crystals and the electron gas, the lattice (physics/lattice.py)."""
 
 import dataclasses
 import re
@@ -8,6 +9,7 @@ import numpy as np
 
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import ecp as ecp_lib
+from ferminet_fast.physics import lattice as lattice_lib
 
 BOHR_PER_ANGSTROM = 1.0 / 0.529177210903
 
@@ -34,7 +36,9 @@ class System:
   effective core potentials, `charges` are the effective ones (Z - core electrons), the
   electrons are the valence electrons, and `ecp` holds one ecp.Ecp or None per atom.
   `states` > 1: the lowest `states` states of this spin sector together (NES-VMC);
-  `exact_energy` is the ground state's."""
+  `exact_energy` is the ground state's. `lattice`: the simulation cell of a periodic system
+  (a crystal's supercell, whose nuclei `positions` holds, or the electron gas's, with no
+  nuclei); None for open boundaries."""
   symbols: tuple
   positions: np.ndarray
   charges: np.ndarray
@@ -44,6 +48,11 @@ class System:
   exact_energy: Optional[float] = None
   ecp: tuple = ()
   states: int = 1
+  lattice: Optional[lattice_lib.Lattice] = None
+
+  @property
+  def periodic(self) -> bool:
+    return self.lattice is not None
 
   @property
   def has_ecp(self) -> bool:
@@ -65,7 +74,10 @@ class System:
 
   @property
   def nuclear_repulsion(self) -> float:
-    """V_nn = sum_{a<b} Z_a Z_b / |R_a - R_b|, Ha."""
+    """V_nn = sum_{a<b} Z_a Z_b / |R_a - R_b|, Ha (open boundaries; a periodic system's is
+    part of its Ewald sum, physics/ewald.py)."""
+    if self.periodic:
+      raise ValueError('nuclear_repulsion is for open boundaries; use the Ewald sum')
     e = 0.0
     for a in range(len(self.charges)):
       for b in range(a):
@@ -140,6 +152,8 @@ def _spin_counts(n_electrons: int, spin: int, where: str) -> tuple:
 
 def make_system(sys_cfg) -> System:
   """Builds a System from the `config.system` block, checking it for consistency."""
+  if sys_cfg.rs is not None:
+    return electron_gas(sys_cfg)
   if bool(sys_cfg.atom) == bool(sys_cfg.molecule):
     raise InputError('config.system: give exactly one of atom (a symbol) or molecule '
                      "(e.g. 'H 0 0 0; H 0 0 1.4')")
@@ -151,6 +165,9 @@ def make_system(sys_cfg) -> System:
     symbols, positions = read_xyz(sys_cfg.molecule.strip())
   else:
     symbols, positions = parse_molecule(sys_cfg.molecule, sys_cfg.units)
+  lattice = None
+  if sys_cfg.lattice:
+    symbols, positions, lattice = crystal(sys_cfg, symbols, positions)
   charges = np.array([atomic_number(s, 'config.system') for s in symbols], dtype=np.float64)
   full_charges = charges.copy()
   ecps = tuple(ecp_lib.load(name, s) if name else None
@@ -179,7 +196,7 @@ def make_system(sys_cfg) -> System:
       raise InputError(f'config.system.charge = {sys_cfg.charge} leaves {n_electrons} electrons')
     spin = sys_cfg.spin
     if spin is None:
-      if len(symbols) == 1 and n_electrons + n_core <= len(ELEMENTS):
+      if lattice is None and len(symbols) == 1 and n_electrons + n_core <= len(ELEMENTS):
         # The isoelectronic neutral atom's ground state (core electrons are paired).
         spin = GROUND_STATE_SPIN[n_electrons + n_core - 1]
       else:
@@ -190,7 +207,7 @@ def make_system(sys_cfg) -> System:
                      'majority spin is up (use a positive spin)')
 
   exact = sys_cfg.exact_energy
-  neutral_ground = (len(symbols) == 1 and not n_core and n_up + n_down == charges[0] and
+  neutral_ground = (lattice is None and len(symbols) == 1 and not n_core and n_up + n_down == charges[0] and
                     n_up - n_down == GROUND_STATE_SPIN[int(charges[0]) - 1])
   if exact is None and neutral_ground:
     exact = EXACT_ATOM_ENERGY.get(symbols[0])
@@ -198,7 +215,43 @@ def make_system(sys_cfg) -> System:
       s + (str(symbols.count(s)) if symbols.count(s) > 1 else '') for s in dict.fromkeys(symbols))
   return System(symbols=symbols, positions=positions, charges=charges, n_up=int(n_up),
                 n_down=int(n_down), name=name, exact_energy=exact, ecp=ecps,
-                states=int(sys_cfg.states))
+                states=int(sys_cfg.states), lattice=lattice)
+
+
+def crystal(sys_cfg, symbols: tuple, positions: np.ndarray) -> tuple:
+  """(symbols, positions (bohr), Lattice) of the simulation cell: the primitive cell's
+  `lattice` (in `units`) repeated by `supercell`, its nuclei copied to each cell."""
+  scale = {'bohr': 1.0, 'angstrom': BOHR_PER_ANGSTROM}[sys_cfg.units]
+  primitive = lattice_lib.make_lattice(np.asarray(sys_cfg.lattice, np.float64) * scale)
+  lattice_lib.check_nuclei(primitive, symbols, positions)
+  if not sys_cfg.supercell:
+    return symbols, positions, primitive
+  cell, matrix = lattice_lib.supercell(primitive, sys_cfg.supercell)
+  symbols, positions = lattice_lib.replicate(primitive, matrix, symbols, positions)
+  return symbols, positions, cell
+
+
+def electron_gas(sys_cfg) -> System:
+  """The homogeneous electron gas of `electrons` at density `rs` in a cell of shape `cell`:
+  no nuclei, a uniform neutralising background (in the Ewald sum)."""
+  for key in ('atom', 'molecule', 'lattice', 'supercell', 'ecp'):
+    if sys_cfg[key]:
+      raise InputError(f'config.system.rs = {sys_cfg.rs} describes the electron gas, which '
+                       f'has no {key}: set config.system.{key} to its empty value')
+  electrons = tuple(sys_cfg.electrons)
+  if (len(electrons) != 2 or not all(isinstance(n, int) and n >= 0 for n in electrons)
+      or sum(electrons) == 0):
+    raise InputError('config.system.rs: the electron gas needs config.system.electrons = '
+                     f'(n_up, n_down), at least one electron, got {sys_cfg.electrons!r}')
+  n_up, n_down = electrons
+  if n_up < n_down:
+    raise InputError(f'config.system.electrons: n_up = {n_up} < n_down = {n_down}; by '
+                     'convention the majority spin is up')
+  lattice = lattice_lib.electron_gas(sys_cfg.rs, sys_cfg.cell, n_up + n_down)
+  name = sys_cfg.name or f'heg_rs{sys_cfg.rs:g}_{sys_cfg.cell}_{n_up}_{n_down}'
+  return System(symbols=(), positions=np.zeros((0, 3)), charges=np.zeros((0,)), n_up=n_up,
+                n_down=n_down, name=name, exact_energy=sys_cfg.exact_energy,
+                ecp=(), states=int(sys_cfg.states), lattice=lattice)
 
 
 def ecp_names(setting, symbols: tuple) -> tuple:
@@ -273,6 +326,12 @@ def describe(system: System) -> str:
                  for s, e in zip(system.symbols, system.ecp) if e is not None})
   ecp = f'; ECP {", ".join(ecps)}' if ecps else ''
   states = f'; the lowest {system.states} states' if system.states > 1 else ''
-  return (f'{system.name}: {atoms} bohr; electrons (up, down) = {system.electrons}'
-          f'{ecp}{states}{exact}')
+  if not system.periodic:
+    cell = '; open boundaries'
+  elif not system.symbols:
+    cell = f'; electron gas, {lattice_lib.describe(system.lattice)}, Gamma point'
+  else:
+    cell = f'; periodic, {lattice_lib.describe(system.lattice)}, Gamma point'
+  return (f'{system.name}: {atoms or "no nuclei"} bohr; electrons (up, down) = '
+          f'{system.electrons}{ecp}{states}{exact}{cell}')
 

@@ -1,0 +1,179 @@
+"""The periodic cell: lattice vectors, reciprocal vectors and volume, supercells, wrapping
+positions into the cell and the filled k-shells of plane waves. The single home of the
+lattice: the Ewald sum, the periodic features and envelopes and the periodic Hartree-Fock
+read a `Lattice` built here.
+
+Conventions: `vectors` holds the lattice vectors a_1, a_2, a_3 as ROWS (bohr); a position
+r (3,) has fractional coordinates s = r . inverse(vectors), i.e. r = s . vectors;
+`reciprocal` holds b_1, b_2, b_3 as rows with a_i . b_j = 2 pi delta_ij.
+"""
+
+import itertools
+from typing import NamedTuple
+
+import numpy as np
+
+from ferminet_fast.errors import InputError
+
+MIN_SEPARATION = 1e-3  # bohr; nuclei closer than this after wrapping overlap.
+CELLS = ('sc', 'bcc', 'fcc')  # Cell shapes of the electron gas (system.cell).
+
+
+class Lattice(NamedTuple):
+  """A periodic cell: lattice vectors (3, 3) as rows, bohr; reciprocal vectors (3, 3) as rows,
+  1/bohr (a_i . b_j = 2 pi delta_ij); volume (), bohr^3."""
+  vectors: np.ndarray
+  reciprocal: np.ndarray
+  volume: float
+
+
+def make_lattice(vectors, where: str = 'config.system.lattice') -> Lattice:
+  """A Lattice from three vectors (rows, bohr), refused with one clear message if they are
+  not three finite 3-vectors, are (nearly) linearly dependent or are left-handed."""
+  try:
+    a = np.asarray(vectors, dtype=np.float64)
+  except (TypeError, ValueError):
+    raise InputError(f'{where} must be three vectors of three numbers, got {vectors!r}') from None
+  if a.shape != (3, 3) or not np.all(np.isfinite(a)):
+    raise InputError(f'{where} must be three finite vectors of three numbers (rows), got '
+                     f'{vectors!r}')
+  volume = float(np.linalg.det(a))
+  scale = float(np.prod(np.linalg.norm(a, axis=1)))
+  if scale == 0.0 or abs(volume) < 1e-8 * scale:
+    raise InputError(f'{where}: the lattice vectors are linearly dependent (the cell has '
+                     f'volume {volume:.3g} bohr^3)')
+  if volume < 0:
+    raise InputError(f'{where}: the lattice vectors are left-handed (a1 . (a2 x a3) = '
+                     f'{volume:.4g} bohr^3 < 0); swap two of them')
+  return Lattice(a, 2 * np.pi * np.linalg.inv(a).T, volume)
+
+
+def supercell(primitive: Lattice, matrix) -> tuple:
+  """(the supercell Lattice, the integer matrix S (3, 3)) whose vectors are S . primitive
+  vectors; `matrix` is an integer 3 x 3 matrix or 3 integers (a diagonal one)."""
+  where = 'config.system.supercell'
+  try:
+    s = np.asarray(matrix)
+    s = np.diag(s) if s.shape == (3,) else s
+    if s.shape != (3, 3) or not np.all(s == np.round(s)):
+      raise ValueError
+  except (TypeError, ValueError):
+    raise InputError(f'{where} must be 3 integers or an integer 3 x 3 matrix, got '
+                     f'{matrix!r}') from None
+  s = np.round(s).astype(int)
+  det = int(round(np.linalg.det(s)))
+  if det <= 0:
+    raise InputError(f'{where} = {matrix!r} has determinant {det}; it must be positive '
+                     '(a right-handed supercell of at least one cell)')
+  return make_lattice(s @ primitive.vectors, where), s
+
+
+def translations(s: np.ndarray) -> np.ndarray:
+  """The det(S) integer translations (T, 3) (in primitive fractional coordinates) that
+  place the primitive cell's copies inside the supercell S . primitive."""
+  det = int(round(np.linalg.det(s)))
+  span = int(np.abs(s).sum(axis=0).max())
+  grid = np.array(list(itertools.product(range(-span, span + 1), repeat=3)))
+  frac = grid @ np.linalg.inv(s)  # Fractional coordinates in the supercell.
+  inside = np.all((frac >= -1e-9) & (frac < 1 - 1e-9), axis=1)
+  found = grid[inside]
+  if len(found) != det:  # Cannot happen for an integer S; a guard against a wrong span.
+    raise AssertionError(f'found {len(found)} translations for a supercell of {det} cells')
+  return found
+
+
+def replicate(primitive: Lattice, s: np.ndarray, symbols: tuple, positions: np.ndarray) -> tuple:
+  """(symbols, positions (det(S) M, 3) bohr) of the supercell S . primitive: the primitive
+  cell's atoms copied to each of its det(S) cells, cell-major."""
+  shifts = translations(s) @ primitive.vectors
+  pos = (shifts[:, None, :] + np.asarray(positions)[None]).reshape(-1, 3)
+  return tuple(symbols) * len(shifts), pos
+
+
+def fractional(lattice: Lattice, r):
+  """Fractional coordinates s (..., 3) of positions r (..., 3) bohr: r = s . vectors. Works on
+  numpy and jax arrays alike."""
+  return r @ (lattice.reciprocal.T / (2 * np.pi)).astype(r.dtype)
+
+
+def wrap(lattice: Lattice, r):
+  """Positions r (..., 3) bohr moved by lattice vectors into the cell (fractional
+  coordinates in [0, 1)); numpy or jax."""
+  s = fractional(lattice, r)
+  return r - (s // 1.0) @ lattice.vectors.astype(r.dtype)
+
+
+def check_nuclei(lattice: Lattice, symbols: tuple, positions: np.ndarray) -> None:
+  """Refuses nuclei that overlap once wrapped into the cell (closer than MIN_SEPARATION
+  under the minimum-image distance, itself included through a lattice vector)."""
+  p = np.asarray(positions, np.float64)
+  for a in range(len(p)):
+    for b in range(a):
+      if minimum_image_distance(lattice, p[a] - p[b]) < MIN_SEPARATION:
+        raise InputError(f'config.system: nuclei {b + 1} ({symbols[b]}) and {a + 1} '
+                         f'({symbols[a]}) are at the same position once wrapped into the cell')
+
+
+def minimum_image_distance(lattice: Lattice, d: np.ndarray) -> float:
+  """min over lattice vectors L of |d + L| (bohr), for one vector d (3,)."""
+  s = fractional(lattice, np.asarray(d, np.float64))
+  s = s - np.round(s)
+  images = np.array(list(itertools.product((-1, 0, 1), repeat=3))) + s
+  return float(np.min(np.linalg.norm(images @ lattice.vectors, axis=1)))
+
+
+def lattice_points(basis: np.ndarray, radius: float) -> np.ndarray:
+  """All points n . basis (n integer) with |n . basis| <= radius, (P, 3), sorted by length
+  (ties in a fixed order); `basis` rows are the three generating vectors."""
+  # |n_i| <= radius |b^i| bounds each integer, b^i the dual vectors of `basis`.
+  dual = np.linalg.inv(basis).T
+  n_max = np.floor(radius * np.linalg.norm(dual, axis=1) + 1e-9).astype(int)
+  grid = np.array(list(itertools.product(*[range(-m, m + 1) for m in n_max])), np.float64)
+  points = grid @ basis
+  length = np.linalg.norm(points, axis=1)
+  keep = length <= radius * (1 + 1e-12)
+  points, length = points[keep], length[keep]
+  order = np.lexsort((points[:, 2], points[:, 1], points[:, 0], np.round(length, 9)))
+  return points[order]
+
+
+def k_shells(lattice: Lattice, count: int) -> np.ndarray:
+  """The reciprocal-lattice vectors of the lowest shells (equal |k|) that hold at least
+  `count` plane waves, (K, 3) 1/bohr, sorted by |k|, closed under k -> -k. The k-points of
+  the filled shells of `count` electrons of one spin at the Gamma point."""
+  if count <= 0:
+    return np.zeros((0, 3))
+  radius = 2 * np.pi / np.min(np.linalg.norm(lattice.vectors, axis=1))  # Bound of |b_i|.
+  while True:
+    points = lattice_points(lattice.reciprocal, radius)
+    if len(points) >= count:
+      length = np.round(np.linalg.norm(points, axis=1), 9)
+      cut = length[count - 1]
+      if cut < np.round(radius, 9):  # The shell at `cut` is complete within the radius.
+        return points[length <= cut]
+    radius *= 1.5
+
+
+def is_closed_shell(lattice: Lattice, count: int) -> bool:
+  """Whether `count` plane waves fill whole k-shells (the Gamma-point ground state of that
+  many same-spin electrons in the gas is then non-degenerate)."""
+  return len(k_shells(lattice, count)) == count
+
+
+def electron_gas(rs: float, cell: str, n_electrons: int) -> Lattice:
+  """The cell of `n_electrons` at density parameter rs (bohr; volume per electron 4 pi rs^3 /
+  3): a cube ('sc'), or the primitive cell of the body- ('bcc') or face-centred ('fcc')
+  cubic lattice, of that volume."""
+  volume = n_electrons * 4 * np.pi * rs**3 / 3
+  shapes = {'sc': (np.eye(3), 1.0),
+            'bcc': (0.5 * np.array([[-1., 1, 1], [1, -1, 1], [1, 1, -1]]), 0.5),
+            'fcc': (0.5 * np.array([[0., 1, 1], [1, 0, 1], [1, 1, 0]]), 0.25)}
+  unit, fraction = shapes[cell]  # Primitive vectors for a unit cube; their volume.
+  side = (volume / fraction) ** (1.0 / 3.0)
+  return make_lattice(side * unit, 'config.system.rs')
+
+
+def describe(lattice: Lattice) -> str:
+  """One line: the vectors (bohr) and the volume."""
+  rows = '; '.join(' '.join(f'{v:.4f}' for v in row) for row in lattice.vectors)
+  return f'lattice [{rows}] bohr, volume {lattice.volume:.4f} bohr^3'

@@ -1,0 +1,118 @@
+"""The Ewald sum (physics/ewald.py) against published lattice sums: Madelung constants of
+ionic crystals and of the Wigner crystal in a neutralising background; its independence of
+the splitting parameter; invariance under translations, permutations and the choice of
+cell; float32 against float64."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ferminet_fast.physics import ewald, lattice
+
+
+
+@pytest.fixture(autouse=True)
+def float64():
+  with jax.enable_x64(True):
+    yield
+
+FCC = 0.5 * np.array([[0., 1, 1], [1, 0, 1], [1, 1, 0]])  # Primitive vectors, cube side 1.
+PAIR = np.array([1.0, -1.0])
+
+
+# Madelung constants referred to the nearest-neighbour distance d: the energy per ion pair
+# is -M / d (Kittel, Introduction to Solid State Physics, 8th ed., ch. 3; the digits as
+# tabulated by Johnson and Templeton, J. Chem. Phys. 34, 2004 (1962)).
+@pytest.mark.parametrize('name,vectors,second,d,constant', [
+    ('NaCl', FCC, (0.5, 0, 0), 0.5, 1.747565),
+    ('CsCl', np.eye(3), (0.5, 0.5, 0.5), np.sqrt(3) / 2, 1.762675),
+    ('zinc blende', FCC, (0.25, 0.25, 0.25), np.sqrt(3) / 4, 1.638055),
+])
+def test_madelung_constants_of_ionic_crystals(name, vectors, second, d, constant):
+  side = 5.0  # bohr; the constant does not depend on it.
+  cell = lattice.make_lattice(side * vectors)
+  energy = ewald.madelung(cell, side * np.array([(0, 0, 0), second]), PAIR)
+  assert -energy * side * d == pytest.approx(constant, abs=2e-6), name
+
+
+# One electron per primitive cell in a uniform neutralising background (the Wigner
+# crystal): energy per electron -c / r_s, c = 0.880059 (sc), 0.895929 (bcc), 0.895873 (fcc)
+# (Coldwell-Horsfall and Maradudin, J. Math. Phys. 1, 395 (1960)); for sc this is the
+# electron's Madelung self-energy v_M / 2 with v_M = -2.837297 / L (Fraser et al., Phys.
+# Rev. B 53, 1814 (1996)).
+@pytest.mark.parametrize('cell,constant', [('sc', 0.880059), ('bcc', 0.895929),
+                                           ('fcc', 0.895873)])
+def test_one_electron_in_a_cell_gives_the_wigner_crystal_constant(cell, constant):
+  rs = 2.0
+  box = lattice.electron_gas(rs, cell, 1)
+  energy = ewald.make_ewald(box, 1, 0)(jnp.array([0.3, -0.2, 0.7]), jnp.zeros((0, 3)),
+                                       jnp.zeros((0,)))
+  assert float(energy) * rs == pytest.approx(-constant, abs=2e-6)
+  if cell == 'sc':
+    assert float(energy) == pytest.approx(-2.837297 / 2 / box.vectors[0, 0], abs=2e-6)
+
+
+def _configuration(seed: int, n_electrons: int, cell: lattice.Lattice):
+  rng = np.random.default_rng(seed)
+  x = (rng.uniform(size=(n_electrons, 3)) @ cell.vectors).reshape(-1)
+  return jnp.asarray(x)
+
+
+# A skewed triclinic cell with two nuclei (Z = 3, 1) and four electrons: neutral.
+SKEWED = lattice.make_lattice([[4.0, 0.3, -0.2], [0.8, 3.6, 0.4], [-0.5, 0.7, 4.4]])
+ATOMS = np.array([[0.1, 0.2, 0.3], [2.0, 1.9, 2.2]])
+CHARGES = np.array([3.0, 1.0])
+
+
+def test_the_sum_does_not_depend_on_the_splitting_parameter():
+  x = _configuration(0, 4, SKEWED)
+  energies = [float(ewald.make_ewald(SKEWED, 4, 2, setup=ewald.setup_at(SKEWED, a, 1e-12))(
+      x, jnp.asarray(ATOMS), jnp.asarray(CHARGES))) for a in (0.3, 0.7, 1.5)]
+  assert np.ptp(energies) < 1e-9, energies
+
+
+def test_invariance_under_translation_permutation_and_lattice_shifts():
+  energy = ewald.make_ewald(SKEWED, 4, 2)
+  x = _configuration(1, 4, SKEWED)
+  atoms, charges = jnp.asarray(ATOMS), jnp.asarray(CHARGES)
+  e0 = float(energy(x, atoms, charges))
+  shift = jnp.array([0.37, -1.1, 2.3])  # Any common translation of all particles.
+  e_shift = energy((x.reshape(-1, 3) + shift).reshape(-1), atoms + shift, charges)
+  lattice_moves = jnp.asarray(np.array([[1, 0, 0], [0, -2, 1], [3, 1, -1], [0, 0, 0]])
+                              @ SKEWED.vectors)  # Each electron by its own lattice vector.
+  e_images = energy((x.reshape(-1, 3) + lattice_moves).reshape(-1), atoms, charges)
+  e_permuted = energy(x.reshape(-1, 3)[::-1].reshape(-1), atoms[::-1], charges[::-1])
+  np.testing.assert_allclose([e_shift, e_images, e_permuted], e0, atol=1e-10)
+
+
+def test_a_supercell_of_two_cells_has_twice_the_energy():
+  """The same periodic arrangement described by a cell or by a 1 x 1 x 2 supercell (the
+  particles copied to the second cell): the supercell's energy is twice the cell's."""
+  x = _configuration(2, 4, SKEWED)
+  e_cell = float(ewald.make_ewald(SKEWED, 4, 2)(x, jnp.asarray(ATOMS), jnp.asarray(CHARGES)))
+  double, matrix = lattice.supercell(SKEWED, (1, 1, 2))
+  _, atoms = lattice.replicate(SKEWED, matrix, ('Li', 'H'), ATOMS)
+  _, electrons = lattice.replicate(SKEWED, matrix, ('e',) * 4, np.asarray(x).reshape(-1, 3))
+  e_double = float(ewald.make_ewald(double, 8, 4)(jnp.asarray(electrons.reshape(-1)),
+                                                   jnp.asarray(atoms), jnp.asarray(np.tile(CHARGES, 2))))
+  assert e_double == pytest.approx(2 * e_cell, abs=1e-9)
+
+
+def test_float32_agrees_with_float64_to_its_tolerance():
+  cell = lattice.electron_gas(1.0, 'sc', 14)
+  x = _configuration(3, 14, cell)
+  none = (jnp.zeros((0, 3)), jnp.zeros((0,)))
+  e64 = float(ewald.make_ewald(cell, 14, 0, 'float64')(x, *none))
+  e32 = float(ewald.make_ewald(cell, 14, 0, 'float32')(x.astype(jnp.float32),
+                                                        *(a.astype(jnp.float32) for a in none)))
+  # float32 rounding of terms of order one, summed over ~100 pairs, ~1e-5 relative.
+  assert e32 == pytest.approx(e64, rel=2e-5, abs=2e-5)
+
+
+def test_the_chosen_cut_offs_are_far_smaller_than_a_fixed_box_of_cells():
+  """For the 14-electron gas the real-space sum takes 27 images per pair (a cube's
+  neighbours after the minimum image), not the 11^3 = 1331 of a fixed box."""
+  setup = ewald.choose(lattice.electron_gas(1.0, 'sc', 14), 14, ewald.TOLERANCE['float32'])
+  assert len(setup.real_vectors) <= 27
+  assert len(setup.recip_vectors) < 400
