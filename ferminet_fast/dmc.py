@@ -96,12 +96,7 @@ def _say_results(result: dict, say) -> None:
 
 
 def main(argv) -> None:
-  from absl import flags, logging as absl_logging
-  absl_logging.set_verbosity(absl_logging.WARNING)
-  if len(argv) > 1:
-    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
-    sys.exit(cli.EXIT_INPUT)
-  f = flags.FLAGS
+  f = cli.stage_flags(argv)
   with cli.exit_on_error():
     taus = None
     if f.tau:

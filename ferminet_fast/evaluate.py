@@ -14,7 +14,6 @@ Unlike the running mean of training, the parameters do not move while it is meas
 """
 
 import os
-import sys
 import time
 from typing import Optional, Sequence
 
@@ -98,12 +97,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
 
 
 def main(argv) -> None:
-  from absl import flags, logging as absl_logging
-  absl_logging.set_verbosity(absl_logging.WARNING)
-  if len(argv) > 1:
-    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
-    sys.exit(cli.EXIT_INPUT)
-  f = flags.FLAGS
+  f = cli.stage_flags(argv)
   with cli.exit_on_error():
     names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
     evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names,

@@ -9,7 +9,7 @@ paths. Needs matplotlib (`pip install 'ferminet_fast[plot]'`).
 import csv
 import os
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -70,14 +70,7 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   steps, name = s['step'] + 1, os.path.basename(os.path.normpath(run_dir))
   window = max(1, len(steps) // 50)
   paths = []
-
-  def save(fig, filename):
-    path = os.path.join(out_dir, filename)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    paths.append(path)
-
+  save = _saver(plt, out_dir, paths)
   _energy(plt, save, steps, s['energy'], window, exact, name)
   _variance(plt, save, steps, s['variance'], window, name)
   _mcmc(plt, save, steps, s['pmove'], s['move_width'], name)
@@ -108,6 +101,7 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
   out_dir = out_dir or os.path.join(run_dir, 'plots')
   os.makedirs(out_dir, exist_ok=True)
   name, exact, paths = os.path.basename(os.path.normpath(run_dir)), result['exact_energy'], []
+  save = _saver(plt, out_dir, paths)
   fig, ax = plt.subplots(figsize=(7, 4))
   for r in result['per_tau']:
     e = np.array([float(x['energy']) for x in rows if float(x['tau']) == r['tau']])
@@ -117,10 +111,7 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
     ax.axhline(exact, color='k', ls='--', lw=1, label='exact')
   ax.set(xlabel='DMC step', ylabel='mixed energy (Ha)', title=f'{name}: DMC')
   ax.legend(fontsize=8)
-  paths.append(os.path.join(out_dir, 'dmc_energy.png'))
-  fig.tight_layout()
-  fig.savefig(paths[-1], dpi=120)
-  plt.close(fig)
+  save(fig, 'dmc_energy.png')
   fit = result['extrapolated']
   if fit:
     taus = np.array([r['tau'] for r in result['per_tau']])
@@ -134,11 +125,21 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
       ax.axhline(exact, color='k', ls='--', lw=1, label='exact')
     ax.set(xlabel='tau (1/Ha)', ylabel='energy (Ha)', title=f'{name}: time-step extrapolation')
     ax.legend(fontsize=8)
-    paths.append(os.path.join(out_dir, 'dmc_tau.png'))
-    fig.tight_layout()
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+    save(fig, 'dmc_tau.png')
   return paths
+
+
+def _saver(plt, out_dir: str, paths: list) -> Callable:
+  """save(fig, filename): the figure written to out_dir/filename, closed, its path kept."""
+
+  def save(fig, filename):
+    path = os.path.join(out_dir, filename)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    paths.append(path)
+
+  return save
 
 
 def _energy(plt, save, steps, energy, window, exact, name) -> None:

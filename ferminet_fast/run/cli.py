@@ -44,6 +44,17 @@ def exit_on_error():
     sys.exit(EXIT_FAILED)
 
 
+def stage_flags(argv: Sequence[str]):
+  """The parsed absl flags of a stage run on a run directory (evaluate, dmc), library INFO
+  chatter silenced; positional arguments are bad input (one line, EXIT_INPUT)."""
+  from absl import flags, logging as absl_logging
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+    sys.exit(EXIT_INPUT)
+  return flags.FLAGS
+
+
 def config_path(argv: Sequence[str], default: str) -> str:
   """The --config file named in argv (either '--config=F' or '--config F'), else `default`."""
   for i, arg in enumerate(argv):
