@@ -1,7 +1,8 @@
 """ferminet_fast: variational Monte Carlo with FermiNet-style wavefunctions in JAX.
 
 Imports point one way, down these floors (setup.cfg's import contracts check it):
-train, evaluate, plot -> run (the loop and its machinery) -> vmc (mcmc, loss, step) ->
+train, evaluate, dmc -> plot -> run (the loop and its machinery) -> vmc (mcmc, loss, step,
+dmc) ->
 optimizers -> wavefunction (networks) -> physics (systems, hamiltonian) -> config ->
 environment (XLA flags, threads, signals, devices and hosts) -> errors.
 """

@@ -109,6 +109,12 @@ def _twist(v):
   return None if _numbers(v, (3,)) else 'must be three fractional coordinates'
 
 
+def _taus(v):
+  ok = (isinstance(v, (tuple, list)) and v and
+        all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in v))
+  return None if ok else 'must be a non-empty tuple of time steps > 0 (Ha^-1)'
+
+
 def _layer_widths(dims):
   if (isinstance(dims, (tuple, list)) and dims and
       all(isinstance(d, (tuple, list)) and len(d) == 2 and
@@ -320,6 +326,25 @@ SETTINGS = {
                           'kept.', _positive_int),
     'evaluation.burn_in': S(100, 'Sweeps discarded first (walkers re-equilibrate to fixed '
                             'params).', _non_negative),
+
+    # Fixed-node diffusion Monte Carlo (python -m ferminet_fast.dmc --run DIR) on the trained
+    # network: one run per time step, then the linear extrapolation to tau -> 0 (vmc/dmc.py).
+    'dmc.tau': S((0.02, 0.01, 0.005), 'Time steps, Ha^-1, each > 0: DMC runs at each in turn '
+                 '(from the largest) and, with two or more, fits E(tau) linearly to give '
+                 'E(tau -> 0).', _taus),
+    'dmc.steps': S(2000, 'DMC steps per time step whose energies are kept.', _positive_int),
+    'dmc.equilibration': S(500, 'DMC steps per time step discarded first (the projection '
+                           'out of the VMC distribution).', _non_negative),
+    'dmc.batch_size': S(0, "Walkers (the fixed population); 0: the run's batch_size.",
+                        _non_negative),
+    'dmc.parameters': S('average', "Parameters of the trial function: 'average' (their "
+                        "moving average, as evaluation) or 'last'.", one_of('average', 'last')),
+    'dmc.ecp': S('locality', 'Treatment of effective core potentials: the locality '
+                 'approximation (the non-local part applied to the trial function).',
+                 one_of('locality')),
+    'dmc.save_every': S(0, 'DMC steps between checkpoints of the DMC state (0: by '
+                        '`log.save_frequency` minutes only); always on a stop signal.',
+                        _non_negative),
 
     # Logging, checkpoints and timers.
     'log.save_path': S('', "Run directory; '' makes runs/<name>_<date>_<time>."),

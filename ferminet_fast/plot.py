@@ -91,6 +91,56 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   return paths
 
 
+def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
+  """Writes dmc_energy.png (the DMC energy against step at each time step) and, with two or
+  more time steps, dmc_tau.png (E against tau with the linear fit) from dmc_stats.csv and
+  dmc.json; returns paths."""
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+
+  path = os.path.join(run_dir, 'dmc.json')
+  if not os.path.exists(path):
+    raise InputError(f'{run_dir!r} holds no dmc.json (run python -m ferminet_fast.dmc first)')
+  result = rundir.read_json(path)
+  with open(os.path.join(run_dir, 'dmc_stats.csv'), newline='') as f:
+    rows = list(csv.DictReader(f))
+  out_dir = out_dir or os.path.join(run_dir, 'plots')
+  os.makedirs(out_dir, exist_ok=True)
+  name, exact, paths = os.path.basename(os.path.normpath(run_dir)), result['exact_energy'], []
+  fig, ax = plt.subplots(figsize=(7, 4))
+  for r in result['per_tau']:
+    e = np.array([float(x['energy']) for x in rows if float(x['tau']) == r['tau']])
+    ax.plot(np.arange(1, e.size + 1), running_mean(e, max(1, e.size // 50)), lw=1,
+            label=f'tau {r["tau"]:g} (running mean)')
+  if exact is not None:
+    ax.axhline(exact, color='k', ls='--', lw=1, label='exact')
+  ax.set(xlabel='DMC step', ylabel='mixed energy (Ha)', title=f'{name}: DMC')
+  ax.legend(fontsize=8)
+  paths.append(os.path.join(out_dir, 'dmc_energy.png'))
+  fig.tight_layout()
+  fig.savefig(paths[-1], dpi=120)
+  plt.close(fig)
+  fit = result['extrapolated']
+  if fit:
+    taus = np.array([r['tau'] for r in result['per_tau']])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(taus, [r['energy'] for r in result['per_tau']],
+                [r['error'] for r in result['per_tau']], fmt='o', label='DMC')
+    grid = np.linspace(0, taus.max(), 50)
+    ax.plot(grid, fit['energy'] + fit['slope'] * grid, label='weighted linear fit')
+    ax.errorbar([0], [fit['energy']], [fit['error']], fmt='s', label='tau -> 0')
+    if exact is not None:
+      ax.axhline(exact, color='k', ls='--', lw=1, label='exact')
+    ax.set(xlabel='tau (1/Ha)', ylabel='energy (Ha)', title=f'{name}: time-step extrapolation')
+    ax.legend(fontsize=8)
+    paths.append(os.path.join(out_dir, 'dmc_tau.png'))
+    fig.tight_layout()
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+  return paths
+
+
 def _energy(plt, save, steps, energy, window, exact, name) -> None:
   fig, ax = plt.subplots(figsize=(7, 4))
   ax.plot(steps, energy, lw=0.5, alpha=0.4, label='energy per step')

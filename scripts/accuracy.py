@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 
+import dmc_goals
 import race
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -169,7 +170,8 @@ few seconds from run to run, so a wall time may exceed FermiNet's by that much.
   text += """
 SPRING against KFAC, and how these settings were chosen: [BENCHMARKS.md](BENCHMARKS.md#optimizers-kfac-and-spring).
 """
-  text += race.MARKER + race.section()
+  kept = dmc_goals.kept_section(path)  # scripts/dmc_goals.py's section stays as it was.
+  text += ('\n' + kept if kept else '') + race.MARKER + race.section()
   with open(path, 'w') as f:
     f.write(text)
 

@@ -9,7 +9,7 @@ import re
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = REPO / 'ferminet_fast'
-ENTRY_POINTS = ('train.py', 'evaluate.py')
+ENTRY_POINTS = ('train.py', 'evaluate.py', 'dmc.py')
 MAX_ENTRY_LINES, MAX_FUNCTION_LINES, MAX_README_LINES = 150, 80, 200
 
 

@@ -97,18 +97,21 @@ def hartree_fock(system: systems.System, basis: str, restricted: bool,
   return HartreeFock(shells_of(mol), coeffs, energy, mol)
 
 
+def shell_values(s: Shell, d: jnp.ndarray) -> jnp.ndarray:
+  """The functions of shell `s` at displacements d (n, 3) from its centre, bohr -> (n, n_ctr *
+  (2l+1)), pyscf's order. The one home of the Gaussian closed form (molecular and periodic)."""
+  r2 = jnp.sum(d * d, axis=-1, keepdims=True)  # (n, 1)
+  radial = jnp.exp(-r2 * jnp.asarray(s.exps, d.dtype)) @ jnp.asarray(s.coeffs, d.dtype)
+  monomials = jnp.stack([d[:, 0] ** int(a) * d[:, 1] ** int(b) * d[:, 2] ** int(c)
+                         for a, b, c in s.powers], axis=-1)  # (n, n_cart)
+  angular = monomials @ jnp.asarray(s.cart2sph, d.dtype)  # (n, 2l+1)
+  return (radial[:, :, None] * angular[:, None, :]).reshape(d.shape[0], -1)
+
+
 def atomic_orbitals(shells: tuple, r: jnp.ndarray) -> jnp.ndarray:
   """Basis functions at points r (n, 3), bohr -> (n, n_ao), pyscf's AO order."""
-  out = []
-  for s in shells:
-    d = r - jnp.asarray(s.center, r.dtype)  # (n, 3)
-    r2 = jnp.sum(d * d, axis=-1, keepdims=True)  # (n, 1)
-    radial = jnp.exp(-r2 * jnp.asarray(s.exps, r.dtype)) @ jnp.asarray(s.coeffs, r.dtype)
-    monomials = jnp.stack([d[:, 0] ** int(a) * d[:, 1] ** int(b) * d[:, 2] ** int(c)
-                           for a, b, c in s.powers], axis=-1)  # (n, n_cart)
-    angular = monomials @ jnp.asarray(s.cart2sph, r.dtype)  # (n, 2l+1)
-    out.append((radial[:, :, None] * angular[:, None, :]).reshape(r.shape[0], -1))
-  return jnp.concatenate(out, axis=-1)
+  return jnp.concatenate([shell_values(s, r - jnp.asarray(s.center, r.dtype)) for s in shells],
+                         axis=-1)
 
 
 def make_orbitals(hf: HartreeFock, system: systems.System) -> Callable:

@@ -1,0 +1,134 @@
+"""Fixed-node diffusion Monte Carlo on a trained run: the energy below VMC, within the
+network's nodes.
+
+  python -m ferminet_fast.dmc --run runs/he [--tau 0.02,0.01,0.005] [--steps 2000]
+
+Loads the run's config, Laplacian method, precision and newest checkpoint, takes its
+parameters (averaged by default, as evaluation) and walkers, and runs DMC (vmc/dmc.py) at
+each time step: `equilibration` steps discarded, then `steps` kept and reblocked. With two
+or more time steps, E(tau) is fitted linearly and extrapolated to tau -> 0. Writes
+<run>/dmc.json, <run>/dmc_stats.csv and, with matplotlib, <run>/plots/dmc_*.png. The
+settings are the run's dmc.* keys (config.py), which the flags override. A stopped DMC run
+(SIGTERM, SIGINT, SIGUSR1) is checkpointed in <run>/dmc and resumes when run again.
+"""
+
+import os
+import sys
+from typing import Optional
+
+from ferminet_fast.environment import packages, signals
+from ferminet_fast.errors import InputError
+from ferminet_fast.run import cli, diffusion, rundir, watchdog
+
+
+def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
+        equilibration: Optional[int] = None, batch_size: Optional[int] = None,
+        parameters: Optional[str] = None, seed: int = 1, quiet: bool = False,
+        handle_signals: bool = False, stop=None) -> dict:
+  """Runs (or resumes) DMC on the run in `run_dir`; returns dmc.json's content (with
+  `stopped_by` set, and no dmc.json written, when a stop signal ended it early). The
+  arguments override the run's dmc.* settings (None: the run's). `stop`: an object whose
+  `received` names a stop signal (tests); else the signals themselves with `handle_signals`.
+  A step that stops completing ends the process (run/watchdog.py, exit status 4)."""
+  say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+  cfg = diffusion.settings(run_dir, {'tau': tau, 'steps': steps, 'equilibration': equilibration,
+                                     'batch_size': batch_size, 'parameters': parameters})
+  with signals.StopSignals(handle_signals and stop is None) as signalled:
+    setup = diffusion.prepare(cfg, run_dir)
+    progress = diffusion.fresh(setup, seed)
+    restored = diffusion.resume(run_dir, progress, cfg)
+    d = cfg.dmc
+    total = d.equilibration + d.steps
+    if restored is not None:
+      progress = restored
+      say(f'Resuming DMC at tau = {d.tau[min(int(progress.tau_index), len(d.tau) - 1)]}, '
+          f'step {int(progress.state.step)} of {total}')
+    say(f'DMC of {run_dir} (step {setup.trained_step}, {setup.which} parameters): '
+        f'{setup.x.shape[0]} walkers, tau {", ".join(map(str, d.tau))} Ha^-1, '
+        f'{d.equilibration} + {d.steps} steps each'
+        + ('; ECP by the locality approximation' if setup.system.has_ecp else ''))
+    done = int(progress.tau_index) * total + int(progress.state.step)
+    bar = _bar(len(d.tau) * total, done, quiet)
+    with watchdog.for_stage('DMC', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
+      progress, stopped = diffusion.run_taus(setup, progress, run_dir, stop or signalled,
+                                             watch, say, bar)
+    if bar is not None:
+      bar.close()
+  diffusion.write_stats(os.path.join(run_dir, 'dmc_stats.csv'), d.tau, progress.series)
+  if stopped:
+    return {'stopped_by': stopped}
+  result = diffusion.results(setup, progress)
+  eval_json = os.path.join(run_dir, 'eval.json')
+  if os.path.exists(eval_json):
+    vmc = rundir.read_json(eval_json)
+    result['vmc'] = {'energy': vmc.get('energy'), 'error': vmc.get('error')}
+  rundir.write_json(os.path.join(run_dir, 'dmc.json'), result)
+  _say_results(result, say)
+  if packages.installed('matplotlib'):
+    from ferminet_fast import plot
+    plot.plot_dmc(run_dir)
+  return result
+
+
+def _bar(total: int, done: int, quiet: bool):
+  """A progress bar on a terminal (tqdm), else None."""
+  if quiet or not sys.stderr.isatty():
+    return None
+  import tqdm
+  return tqdm.tqdm(total=total, initial=done, unit='step')
+
+
+def _say_results(result: dict, say) -> None:
+  for r in result['per_tau']:
+    say(f'  tau {r["tau"]:g}: E {r["energy"]:.6f} +- {r["error"]:.6f} Ha (tau_eff '
+        f'{r["tau_eff"]:.5f}, acceptance {r["acceptance"]:.4f}, {r["wall_s"]:.0f} s)')
+  fit = result['extrapolated']
+  if fit:
+    say(f'  tau -> 0: E {fit["energy"]:.6f} +- {fit["error"]:.6f} Ha (slope '
+        f'{fit["slope"]:.4f} +- {fit["slope_error"]:.4f} Ha^2)')
+  if result['error_mha'] is not None:
+    say(f'  exact {result["exact_energy"]:.6f} Ha: error {result["error_mha"]:+.2f} +- '
+        f'{1e3 * result["error"]:.2f} mHa')
+  sign = result['sign_check']
+  say(f'  trial function sign: {100 * sign["fraction_opposite_sign"]:.1f}% of the '
+      f'{sign["walkers"]} walkers opposite the first ('
+      + ('nodeless over the samples)' if sign['nodeless_over_samples'] else 'has nodes)'))
+
+
+def main(argv) -> None:
+  from absl import flags, logging as absl_logging
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  if len(argv) > 1:
+    print(f'error: unexpected arguments: {" ".join(argv[1:])}', file=sys.stderr)
+    sys.exit(cli.EXIT_INPUT)
+  f = flags.FLAGS
+  with cli.exit_on_error():
+    taus = None
+    if f.tau:
+      try:
+        taus = tuple(float(t) for t in f.tau.split(',') if t.strip())
+      except ValueError:
+        raise InputError(f'--tau {f.tau!r}: give time steps as numbers, e.g. 0.02,0.01')
+    out = dmc(f.run, taus, f.steps, f.equilibration, f.batch_size, f.parameters, f.seed,
+              handle_signals=True)
+  if out.get('stopped_by'):
+    sys.exit(cli.EXIT_PREEMPTED)
+
+
+def run() -> None:
+  """Console entry point (ferminet-fast-dmc, python -m ferminet_fast.dmc)."""
+  from absl import app, flags
+  flags.DEFINE_string('run', None, 'Run directory (with checkpoints) of the trial function.',
+                      required=True)
+  flags.DEFINE_string('tau', None, "Time steps in Ha^-1, comma-separated (default: the run's "
+                      'config.dmc.tau).')
+  flags.DEFINE_integer('steps', None, "DMC steps kept per time step (default: dmc.steps).")
+  flags.DEFINE_integer('equilibration', None, 'DMC steps discarded first per time step.')
+  flags.DEFINE_integer('batch_size', None, "Walkers (default: dmc.batch_size, 0: the run's).")
+  flags.DEFINE_string('parameters', None, "'average' or 'last' (default: dmc.parameters).")
+  flags.DEFINE_integer('seed', 1, 'Seed of the DMC walk.')
+  app.run(main)
+
+
+if __name__ == '__main__':
+  run()

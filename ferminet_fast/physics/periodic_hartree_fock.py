@@ -1,0 +1,299 @@
+"""Hartree-Fock orbitals of crystals: the SCF is pyscf.pbc's, the orbitals are evaluated in JAX.
+
+The simulation cell (the supercell the electrons live in) is handed over as plain arrays:
+lattice vectors (3, 3) bohr, one per row, atom symbols and positions (bohr). pyscf.pbc runs a
+Gamma-point Hartree-Fock of that cell with Gaussian density fitting and the 'ewald' treatment
+of the exchange divergence, so that its energy per simulation cell is the expectation of the
+Coulomb energy summed by Ewald with the Madelung self-term. At the Gamma point the orbitals are
+real and lattice-periodic. The cheaper route for a supercell S of a primitive cell is k-point
+HF of the primitive cell on the k-points that fold onto the supercell's Gamma point, unfolded
+(hartree_fock_kpoints): the same orbitals and energy (tests/test_periodic_hartree_fock.py).
+
+Semi-local ECPs (ecp.py evaluates them in the local energy) or all-electron bases give orbitals
+whose determinant has pyscf's energy under our Hamiltonian; GTH pseudopotentials (`pseudo`)
+are pyscf's separable form, which the local energy does not evaluate: orbitals only.
+
+On the device, each periodic basis function is the molecular Gaussian (hartree_fock.py, the one
+home of the closed form) summed over lattice images:
+  chi_mu(r) = sum_T phi_mu(r - R_mu - T),
+the displacement r - R_mu first wrapped into the cell's fractional range [-1/2, 1/2)^3, the
+images T a constant set per shell: every lattice vector within that shell's cut-off radius
+(where its functions fall below `tol`) plus the wrapped displacement's largest length. The
+values equal pyscf's `cell.pbc_eval_gto` (tests/test_periodic_hartree_fock.py).
+"""
+
+from typing import Callable, NamedTuple, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast.errors import InputError
+from ferminet_fast.physics import hartree_fock as molecular
+
+
+class PeriodicHartreeFock(NamedTuple):
+  """Occupied Gamma-point HF orbitals of a simulation cell: mo(r) = chi(r) @ coeffs[spin]."""
+  shells: tuple  # molecular.Shell per pyscf shell of the cell, pyscf's AO order.
+  images: tuple  # (n_img, 3) lattice translations (bohr) summed over, one array per shell.
+  lattice: np.ndarray  # (3, 3) lattice vectors (rows), bohr.
+  coeffs: tuple  # ((n_ao, n_up), (n_ao, n_down)) real orbital coefficients.
+  energy: float  # Ha per simulation cell, pyscf's HF total energy (exxdiv 'ewald').
+  cell: object  # The pyscf.pbc.gto.Cell (bohr), for checks against pyscf itself.
+
+
+def make_cell(lattice, symbols: Sequence[str], positions, basis, *, ecp=None, pseudo=None,
+              spin: int = 0, charge: int = 0, precision: float = 1e-8):
+  """A built pyscf.pbc.gto.Cell: lattice (3, 3) rows in bohr, positions (n_atom, 3) bohr,
+  basis (name or {symbol: name}), optional ECP (semi-local, as ecp.py evaluates) or GTH
+  pseudopotential, spin = n_up - n_down. InputError for a bad lattice or unknown basis."""
+  from pyscf.pbc import gto
+  lattice = np.asarray(lattice, np.float64)
+  positions = np.asarray(positions, np.float64).reshape(-1, 3)
+  if lattice.shape != (3, 3) or not np.all(np.isfinite(lattice)):
+    raise InputError(f'lattice must be three finite vectors (3, 3), got shape {lattice.shape}')
+  if abs(np.linalg.det(lattice)) < 1e-6 * np.prod(np.linalg.norm(lattice, axis=1)):
+    raise InputError('lattice vectors are linearly dependent (zero cell volume)')
+  if len(symbols) != len(positions):
+    raise InputError(f'{len(symbols)} atom symbols for {len(positions)} positions')
+  try:
+    return gto.Cell(a=lattice, atom=[(s, tuple(p)) for s, p in zip(symbols, positions)],
+                    unit='bohr', basis=basis, ecp=ecp or {}, pseudo=pseudo, spin=spin,
+                    charge=charge, precision=precision, verbose=0).build()
+  except (RuntimeError, KeyError, ValueError) as e:  # pyscf's errors for unknown names.
+    raise InputError(f'pyscf cannot build the cell with basis {basis!r}, ecp {ecp!r}, pseudo '
+                     f'{pseudo!r}: {type(e).__name__}: {e}') from None
+
+
+def cutoff_radius(shell: molecular.Shell, tol: float) -> float:
+  """Radius (bohr) beyond which every function of `shell` is below `tol` in magnitude, from
+  the bound r^l sum_p |c_p| exp(-a_p r^2) max_m sum_k |cart2sph[k, m]| (each Cartesian monomial
+  is at most r^l in magnitude)."""
+  l = int(shell.powers[0].sum())
+  r = np.linspace(0.0, 20.0 / np.sqrt(shell.exps.min()), 20001)[1:]
+  angular = np.abs(shell.cart2sph).sum(axis=0).max()
+  bound = angular * r ** l * (np.exp(-np.outer(r ** 2, shell.exps)) @ np.abs(shell.coeffs)
+                              ).max(axis=1)
+  above = np.nonzero(bound >= tol)[0]
+  return float(r[above[-1] + 1]) if len(above) else float(r[0])
+
+
+def lattice_images(lattice: np.ndarray, radius: float) -> np.ndarray:
+  """(n_img, 3) lattice vectors T (bohr) that a Gaussian of cut-off `radius`, centred within
+  half a cell (fractional [-1/2, 1/2)^3) of a point, can reach: |T| < radius + the largest
+  such displacement. Sorted by length, the origin first."""
+  corners = np.array([(i, j, k) for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
+  reach = radius + np.linalg.norm(corners @ lattice, axis=1).max()
+  # |n_i| = |T . inv(lattice)[:, i]| <= |T| |inv(lattice)[:, i]|.
+  n_max = np.ceil(reach * np.linalg.norm(np.linalg.inv(lattice), axis=0)).astype(int)
+  grid = np.stack(np.meshgrid(*[np.arange(-m, m + 1) for m in n_max], indexing='ij'), -1)
+  t = grid.reshape(-1, 3) @ lattice
+  t = t[np.linalg.norm(t, axis=1) < reach]
+  return t[np.argsort(np.linalg.norm(t, axis=1), kind='stable')]
+
+
+def image_sets(shells: tuple, lattice: np.ndarray, tol: float) -> tuple:
+  """The image translations of each shell (lattice_images at its cut-off_radius)."""
+  return tuple(lattice_images(lattice, cutoff_radius(s, tol)) for s in shells)
+
+
+def _real_gamma(c: np.ndarray) -> np.ndarray:
+  """Gamma-point orbital coefficients as real numbers (pyscf may carry a zero imaginary part)."""
+  c = np.asarray(c)
+  if np.iscomplexobj(c):
+    if np.abs(c.imag).max() > 1e-8 * max(np.abs(c.real).max(), 1.0):
+      raise ValueError('Gamma-point orbitals have an imaginary part')
+    c = c.real
+  return c
+
+
+def _auxbasis(cell):
+  """The density-fitting basis: pyscf's choice per element (a JK-fitting set, or even-tempered
+  functions generated from the orbital basis where no set covers the element; pyscf.pbc's
+  own default stops with an error for e.g. Li in 6-31G)."""
+  from pyscf import df
+  return df.make_auxbasis(cell)
+
+
+def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int,
+                 n_down: int, restricted: bool = True, ecp=None, pseudo=None,
+                 tol: float = 1e-8, precision: float = 1e-8) -> PeriodicHartreeFock:
+  """Gamma-point ROHF (UHF unless `restricted`) of the simulation cell with n_up, n_down
+  electrons; Gaussian density fitting, exchange divergence by 'ewald'. `tol` sets the image
+  sums of the on-device orbitals, `precision` pyscf's integral screening."""
+  from pyscf.pbc import scf
+  cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
+                   spin=n_up - n_down, charge=0, precision=precision)
+  n_elec = int(round(cell.nelectron))
+  if n_up + n_down != n_elec:
+    cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
+                     spin=n_up - n_down, charge=n_elec - n_up - n_down, precision=precision)
+  mf = (scf.ROHF if restricted else scf.UHF)(cell).density_fit(auxbasis=_auxbasis(cell))
+  mf.exxdiv = 'ewald'
+  energy = float(mf.kernel())
+  if not mf.converged:
+    raise RuntimeError(f'pyscf.pbc SCF did not converge (last energy {energy} Ha)')
+  coeff = mf.mo_coeff if np.ndim(mf.mo_coeff) == 3 else (mf.mo_coeff, mf.mo_coeff)
+  occ = mf.mo_occ if np.ndim(mf.mo_occ) == 2 else (mf.mo_occ > 0, mf.mo_occ > 1)
+  coeffs = tuple(_real_gamma(c)[:, np.asarray(o) > 0][:, :n]
+                 for c, o, n in zip(coeff, occ, (n_up, n_down)))
+  shells = molecular.shells_of(cell)
+  lattice = np.asarray(cell.lattice_vectors(), np.float64)
+  return PeriodicHartreeFock(shells, image_sets(shells, lattice, tol), lattice, coeffs, energy,
+                             cell)
+
+
+def atomic_orbitals(hf: PeriodicHartreeFock, r: jnp.ndarray) -> jnp.ndarray:
+  """Periodic basis functions at points r (n, 3), bohr -> (n, n_ao), pyscf's AO order; any r
+  (the sums are lattice-periodic, no wrapping needed by the caller)."""
+  lattice = jnp.asarray(hf.lattice, r.dtype)
+  inverse = jnp.asarray(np.linalg.inv(hf.lattice), r.dtype)
+  out = []
+  for s, t in zip(hf.shells, hf.images):
+    f = (r - jnp.asarray(s.center, r.dtype)) @ inverse
+    d = (f - jnp.round(f)) @ lattice  # (n, 3), fractional in [-1/2, 1/2].
+    d = (d[:, None, :] - jnp.asarray(t, r.dtype)[None]).reshape(-1, 3)  # (n * n_img, 3)
+    out.append(molecular.shell_values(s, d).reshape(r.shape[0], len(t), -1).sum(axis=1))
+  return jnp.concatenate(out, axis=-1)
+
+
+def make_orbitals(hf: PeriodicHartreeFock, n_up: int, n_down: int) -> Callable:
+  """x (3N,) -> [(n_s, n_s) per spin with electrons]: occupied orbital j at electron i of that
+  spin, for one configuration (vmap for walkers); as molecular.make_orbitals."""
+  coeffs = dict(zip(('up', 'down'), hf.coeffs))
+  blocks = [(lo, hi, coeffs[name]) for name, lo, hi in
+            (('up', 0, n_up), ('down', n_up, n_up + n_down)) if hi > lo]
+
+  def orbitals(x):
+    ao = atomic_orbitals(hf, x.reshape(-1, 3))  # (N, n_ao)
+    return [ao[lo:hi] @ jnp.asarray(c, x.dtype) for lo, hi, c in blocks]
+
+  return orbitals
+
+
+def make_slater(hf: PeriodicHartreeFock, n_up: int, n_down: int) -> Callable:
+  """x (3N,) -> (sign, log|psi|) of the HF Slater determinant (one per spin, multiplied),
+  for one configuration: the wavefunction whose Ewald energy is pyscf's HF energy."""
+  orbitals = make_orbitals(hf, n_up, n_down)
+
+  def slater(x):
+    signs, logs = zip(*[jnp.linalg.slogdet(m) for m in orbitals(x)])
+    return jnp.prod(jnp.stack(signs)), jnp.sum(jnp.stack(logs))
+
+  return slater
+
+
+def supercell_matrix(matrix) -> np.ndarray:
+  """(3, 3) integer matrix S (supercell lattice = S @ primitive lattice) from S itself or from
+  a k-mesh (3,) (S = diag(mesh)); InputError unless S is integer with det S > 0."""
+  m = np.asarray(matrix)
+  m = np.diag(m) if m.shape == (3,) else m
+  if m.shape != (3, 3) or not np.all(m == np.round(m)) or np.linalg.det(m) < 0.5:
+    raise InputError(f'supercell: need an integer matrix (3, 3) or mesh (3,) with positive '
+                     f'determinant, got {matrix!r}')
+  return np.round(m).astype(int)
+
+
+def cell_translations(matrix) -> np.ndarray:
+  """(det S, 3) integer vectors n of the primitive cells inside the supercell S (fractional
+  coordinates n @ inv(S) in [0, 1)^3), sorted (C order for a diagonal S)."""
+  s = supercell_matrix(matrix)
+  corners = np.array([(i, j, k) for i in (0, 1) for j in (0, 1) for k in (0, 1)]) @ s
+  axes = [np.arange(lo, hi + 1) for lo, hi in zip(corners.min(0), corners.max(0))]
+  n = np.stack(np.meshgrid(*axes, indexing='ij'), -1).reshape(-1, 3)
+  f = n @ np.linalg.inv(s)
+  n = n[np.all((f > -1e-9) & (f < 1 - 1e-9), axis=1)]
+  assert len(n) == round(abs(np.linalg.det(s))), (len(n), s)
+  return n
+
+
+def folded_kpoints(matrix) -> np.ndarray:
+  """(det S, 3) k-points of the primitive cell, in fractions of its reciprocal vectors in
+  [0, 1), that fold onto the supercell's Gamma point: m @ inv(S).T modulo 1, m integer."""
+  s = supercell_matrix(matrix)
+  f = np.mod(cell_translations(s.T) @ np.linalg.inv(s).T, 1.0)
+  f = np.unique(np.round(f, 12) % 1.0, axis=0)
+  assert len(f) == round(abs(np.linalg.det(s))), (len(f), s)
+  return f
+
+
+def supercell(lattice, symbols: Sequence[str], positions, matrix) -> tuple:
+  """(lattice S @ lattice (3, 3), symbols, positions (n_atom det S, 3)) of the supercell S
+  (supercell_matrix) of a primitive cell, bohr; atoms ordered cell by cell
+  (cell_translations' order), the primitive cell's order within each."""
+  lattice = np.asarray(lattice, np.float64)
+  n = cell_translations(matrix)
+  translations = n @ lattice  # (n_k, 3)
+  positions = (translations[:, None] + np.asarray(positions, np.float64)[None]).reshape(-1, 3)
+  return supercell_matrix(matrix) @ lattice, list(symbols) * len(n), positions
+
+
+def _real_span(c: np.ndarray, overlap: np.ndarray, n_occ: int) -> np.ndarray:
+  """(n_ao, n_occ) real coefficients spanning the same orbital space as the complex c (n_ao,
+  n_occ), orthonormal in `overlap`: the space of Bloch orbitals filled at k and -k alike is
+  closed under complex conjugation; ValueError if it is not."""
+  w, u = np.linalg.eigh(overlap)
+  half, inv_half = (u * np.sqrt(w)) @ u.T, (u / np.sqrt(w)) @ u.T
+  x = half @ c  # Orthonormal columns in the Euclidean metric.
+  projector = x @ x.conj().T
+  if np.abs(projector.imag).max() > 1e-6:
+    raise ValueError('the occupied Bloch orbitals are not filled at k and -k alike; no real '
+                     'supercell orbitals span them (choose a k-mesh with an insulating filling)')
+  p, v = np.linalg.eigh(projector.real)
+  return inv_half @ v[:, np.argsort(p)[::-1][:n_occ]]
+
+
+def _supercell_madelung(mf, energy: float, big) -> float:
+  """The KRHF energy per primitive cell with the 'ewald' exchange term of the supercell `big`.
+  pyscf takes the Madelung constant of the Monkhorst-Pack mesh it infers from the k-points,
+  which is the supercell's only for a diagonal supercell matrix; the term is linear in the
+  constant at fixed density (the occupied space does not change), so it is rescaled."""
+  from pyscf.pbc import tools
+  used = tools.madelung(mf.cell, mf.kpts)
+  right = tools.madelung(big, np.zeros((1, 3)))
+  if abs(used - right) <= 1e-12 * abs(right):
+    return energy
+  dm = mf.make_rdm1()
+  mf.exxdiv = None
+  without = float(mf.energy_tot(dm))
+  mf.exxdiv = 'ewald'
+  return without + (energy - without) * right / used
+
+
+def hartree_fock_kpoints(lattice, symbols: Sequence[str], positions, basis, *,
+                         kmesh, ecp=None, pseudo=None, tol: float = 1e-8,
+                         precision: float = 1e-8) -> PeriodicHartreeFock:
+  """Closed-shell KRHF of the primitive cell on the k-points that fold onto the Gamma point of
+  the supercell `kmesh` (a mesh (3,) or an integer matrix (3, 3), supercell_matrix), unfolded
+  to that supercell (supercell()): the Bloch orbital n at k is
+  sum_{T, mu} exp(i k.T) C_mu,n(k) chi_mu,T(r) in the supercell's basis (atoms copied to each
+  T), a real basis of those orbitals is returned, and the energy per supercell (n_k times per
+  primitive cell). Same orbitals as the Gamma-point HF of the supercell, at a fraction of its
+  cost (tests/test_periodic_hartree_fock.py)."""
+  from pyscf.pbc import scf
+  prim = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
+                   precision=precision)
+  if prim.nelectron % 2:
+    raise InputError('k-point HF here is closed-shell (KRHF): the primitive cell has an odd '
+                     f'number of electrons ({prim.nelectron})')
+  kpts = folded_kpoints(kmesh) @ prim.reciprocal_vectors()
+  mf = scf.KRHF(prim, kpts).density_fit(auxbasis=_auxbasis(prim))
+  mf.exxdiv = 'ewald'
+  energy = float(mf.kernel())
+  if not mf.converged:
+    raise RuntimeError(f'pyscf.pbc KRHF did not converge (last energy {energy} Ha)')
+  big = make_cell(*supercell(prim.lattice_vectors(), symbols, positions, kmesh), basis,
+                  ecp=ecp, pseudo=pseudo, precision=precision)
+  energy = len(kpts) * _supercell_madelung(mf, energy, big)
+  # (n_k, 3) bohr, in the order of supercell()'s copies.
+  translations = cell_translations(kmesh) @ prim.lattice_vectors()
+  columns = []
+  for k, c, occ in zip(kpts, mf.mo_coeff, mf.mo_occ):
+    phase = np.exp(1j * translations @ k) / np.sqrt(len(kpts))  # (n_k,)
+    columns.append(np.kron(phase[:, None], np.asarray(c)[:, np.asarray(occ) > 0]))
+  c = np.concatenate(columns, axis=1)  # (n_k * n_ao, n_occ) complex
+  n_occ = c.shape[1]
+  real = _real_span(c, np.asarray(big.pbc_intor('int1e_ovlp')).real, n_occ)
+  shells = molecular.shells_of(big)
+  big_lattice = np.asarray(big.lattice_vectors(), np.float64)
+  return PeriodicHartreeFock(shells, image_sets(shells, big_lattice, tol), big_lattice,
+                             (real, real), energy, big)

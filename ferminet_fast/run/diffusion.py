@@ -1,0 +1,224 @@
+"""The DMC stage's pieces: the trained run it starts from, the runs at each time step with
+checkpoints and resume, and the results (dmc.json, dmc_stats.csv). The entry point,
+dmc.py, puts them together; the algorithm is vmc/dmc.py.
+
+Its state lives in <run>/dmc/: the checkpoints (the DMC state, the time step reached and
+every step's results so far, so a stopped run resumes with nothing lost) and settings.json
+(the DMC settings they were made with; a resume with others is refused).
+"""
+
+import csv
+import os
+import time
+from typing import Callable, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast import config
+from ferminet_fast.environment import distributed
+from ferminet_fast.errors import InputError
+from ferminet_fast.run import build, checkpoint, evaluation, rundir, watchdog
+from ferminet_fast.vmc import dmc, stats
+
+SUBDIR = 'dmc'  # <run>/dmc: the DMC checkpoints and their settings.
+COLUMNS = ('energy', 'growth', 'acceptance', 'tau_eff', 'nonfinite')  # Per step, StepStats.
+KEYS = ('tau', 'steps', 'equilibration', 'batch_size', 'parameters')  # Fix a DMC run's state.
+
+
+class Setup(NamedTuple):
+  """What the DMC runs start from."""
+  cfg: object  # The run's settings (frozen) with the DMC overrides.
+  system: object
+  evaluate: Callable  # (params, x (B, 3N)) -> dmc.Walkers
+  params: object
+  x: jax.Array  # (B, 3N) the run's walkers, the DMC population's start.
+  trained_step: int
+  which: str  # 'average' or 'last': the parameters taken.
+  laplacian: str
+
+
+class Progress(NamedTuple):
+  """The DMC checkpoint: state at time step `tau_index`, every step's results so far."""
+  state: dmc.DMCState
+  tau_index: jax.Array  # () int32: the time step being run (len(taus) when done).
+  series: jax.Array  # (len(taus), equilibration + steps, len(COLUMNS)) per-step results.
+  wall: jax.Array  # (len(taus),) seconds spent at each time step.
+
+
+def settings(run_dir: str, overrides: dict):
+  """The run's settings with the DMC ones given (dmc.* keys, None: the run's), checked."""
+  if not os.path.isdir(run_dir):
+    raise InputError(f'--run {run_dir!r} is not a directory')
+  if not os.path.exists(os.path.join(run_dir, 'config.json')):
+    raise InputError(f'--run {run_dir!r} holds no config.json (not a run directory)')
+  if not checkpoint.has_checkpoint(run_dir):
+    raise InputError(f'--run {run_dir!r} holds no checkpoint to start DMC from')
+  cfg = config.from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
+  for key, value in overrides.items():
+    if value is not None:
+      setattr(cfg.dmc, key, tuple(value) if key == 'tau' else value)
+  if cfg.system.states > 1:
+    raise InputError(f'DMC is for one state; the run has system.states = '
+                     f'{cfg.system.states}')
+  return build.settings(cfg)
+
+
+def prepare(cfg, run_dir: str) -> Setup:
+  """The trained network with the run's Laplacian and precision, its parameters (averaged
+  or last, as evaluation takes them) and walkers, the population's size set."""
+  system = build.system_of(cfg)
+  built = build.build(cfg, jax.random.PRNGKey(0), recorded=build.recorded_of(run_dir),
+                      system=system, time_auto=False)
+  trained_step, state, averaged = evaluation.restore(run_dir, built.state, cfg.optim.optimizer)
+  state, which = evaluation.with_parameters(built.parts, state, averaged, cfg.dmc.parameters)
+  x = state.walkers.x
+  size = cfg.dmc.batch_size or cfg.batch_size
+  if size != x.shape[0]:  # The run's walkers repeated (or cut) to the population's size.
+    x = x[jnp.arange(size) % x.shape[0]]
+  evaluate = dmc.make_evaluate(built.network, system, built.parts.laplacian,
+                               built.parts.chunk_size)
+  return Setup(cfg, system, evaluate, state.params, x, trained_step, which,
+               built.parts.laplacian)
+
+
+def fresh(setup: Setup, seed: int) -> Progress:
+  """The progress of a DMC run not started: the first time step's state, nothing recorded."""
+  d = setup.cfg.dmc
+  state = dmc.init_state(setup.evaluate, setup.params, setup.x, jax.random.PRNGKey(seed))
+  series = jnp.full((len(d.tau), d.equilibration + d.steps, len(COLUMNS)), jnp.nan,
+                    setup.x.dtype)
+  return Progress(state, jnp.zeros((), jnp.int32), series, jnp.zeros(len(d.tau), setup.x.dtype))
+
+
+def resume(run_dir: str, like: Progress, cfg) -> Optional[Progress]:
+  """The newest DMC checkpoint of the run, or None when DMC has not started; InputError if
+  it was made with other DMC settings."""
+  where = os.path.join(run_dir, SUBDIR)
+  ours = {k: list(v) if isinstance(v, tuple) else v for k, v in
+          ((k, getattr(cfg.dmc, k)) for k in KEYS)}
+  saved = os.path.join(where, 'settings.json')
+  if not checkpoint.has_checkpoint(where):
+    os.makedirs(where, exist_ok=True)
+    rundir.write_json(saved, ours)
+    return None
+  theirs = rundir.read_json(saved) if os.path.exists(saved) else {}
+  if theirs != ours:
+    raise InputError(f'{where} holds a DMC run with other settings ({theirs}); run with '
+                     f'those to resume it, or remove {where} to start again')
+  return checkpoint.restore_latest(where, like)[1]
+
+
+def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchdog.Watchdog,
+             say: Callable, bar=None) -> tuple:
+  """Runs (or goes on with) the DMC at each time step in turn; (progress, stopped_by or
+  None). Checkpoints every dmc.save_every steps, by log.save_frequency minutes, when a
+  stop signal arrives (`stop.received`) and at the end of each time step."""
+  d, log = setup.cfg.dmc, setup.cfg.log
+  total = d.equilibration + d.steps
+  saver = checkpoint.Checkpointer(os.path.join(run_dir, SUBDIR), 2, d.save_every,
+                                  log.save_frequency)
+  series, wall = np.array(progress.series), np.array(progress.wall)
+  state, i = progress.state, int(progress.tau_index)
+  pack = lambda s, j: Progress(s, jnp.asarray(j, jnp.int32), jnp.asarray(series),  # noqa
+                               jnp.asarray(wall))
+  stopped = None
+  while i < len(d.tau) and stopped is None:
+    tau = float(d.tau[i])
+    step, state = _compiled(setup, tau, state, watch)
+    t, t0 = int(state.step), time.perf_counter()
+    while t < total:
+      state, out = step(setup.params, state)
+      series[i, t] = np.asarray(jax.device_get(out), np.float64)
+      t += 1
+      watch.beat(f'DMC step {t} of {total} at tau = {tau} (moves, local energies, comb)')
+      if bar is not None:
+        bar.update(1)
+        bar.set_postfix_str(f'tau {tau} E {series[i, t - 1, 0]:.5f}')
+      if stop.received or saver.due_by_steps(i * total + t) or saver.due_by_time():
+        wall[i] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        saver.save(i * total + t, pack(state, i))
+        if stop.received:
+          stopped = stop.received
+          say(f'{stopped} received: checkpointed DMC step {t} at tau = {tau}, stopping')
+          break
+    if stopped is None:
+      wall[i] += time.perf_counter() - t0
+      i += 1
+      if i < len(d.tau):  # The next time step starts from these walkers and this estimate.
+        state = dmc.init_state(setup.evaluate, setup.params, state.walkers.x, state.key,
+                               state.e_best)
+      saver.save(i * total, pack(state, i))
+  saver.close()
+  return pack(state, i), stopped
+
+
+def _compiled(setup: Setup, tau: float, state: dmc.DMCState, watch) -> tuple:
+  """(the DMC step at `tau` compiled, the state laid out for it): the walkers split over
+  the devices (environment/distributed.py), everything else replicated."""
+  ctx = distributed.context(setup.x.shape[0])
+  shardings = jax.tree.map(lambda _: ctx.replicated(), state)
+  shardings = shardings._replace(
+      walkers=jax.tree.map(lambda _: ctx.walker_sharding(), state.walkers))
+  params = jax.tree.map(lambda a: a.sharding, setup.params)
+  step = jax.jit(dmc.make_step(setup.evaluate, tau, setup.system.n_electrons,
+                               setup.cfg.dmc.equilibration),
+                 in_shardings=(params, shardings), out_shardings=(shardings, ctx.replicated()))
+  state = jax.device_put(state, shardings)
+  with watch.paused(f'compiling the DMC step at tau = {tau}'):
+    return step.lower(setup.params, state).compile(), state
+
+
+def extrapolate(taus, energies, errors) -> Optional[dict]:
+  """E(tau) = E0 + b tau fitted with weights 1 / error^2 (two or more time steps): E0, b and
+  their standard errors from the fit's covariance (not rescaled by the residuals)."""
+  if len(taus) < 2:
+    return None
+  coef, cov = np.polyfit(np.asarray(taus), np.asarray(energies), 1,
+                         w=1.0 / np.asarray(errors), cov='unscaled')
+  return {'energy': float(coef[1]), 'error': float(np.sqrt(cov[1, 1])),
+          'slope': float(coef[0]), 'slope_error': float(np.sqrt(cov[0, 0]))}
+
+
+def results(setup: Setup, progress: Progress) -> dict:
+  """dmc.json's content: per time step the reblocked mixed estimate, tau_eff, acceptance,
+  steps and wall time; E(tau -> 0); the error against the exact energy; the sign check."""
+  d, series = setup.cfg.dmc, np.asarray(progress.series, np.float64)
+  per_tau = []
+  for i, tau in enumerate(d.tau):
+    kept = series[i, d.equilibration:]
+    est = stats.reblock(kept[:, 0])
+    per_tau.append({
+        'tau': float(tau), 'energy': est.mean, 'error': est.error, 'autocorrelation': est.tau,
+        'growth_energy': float(np.mean(kept[:, 1])), 'acceptance': float(np.mean(kept[:, 2])),
+        'tau_eff': float(kept[-1, 3]), 'nonfinite': int(np.sum(kept[:, 4])),
+        'steps': d.steps, 'equilibration': d.equilibration,
+        'wall_s': float(progress.wall[i])})
+  fit = extrapolate(*zip(*[(r['tau'], r['energy'], r['error']) for r in per_tau]))
+  best = fit or min(per_tau, key=lambda r: r['tau'])
+  exact = setup.system.exact_reported_energy
+  signs = np.asarray(progress.state.walkers.sign)
+  opposite = float(np.mean(signs != signs[0]))
+  return {'per_tau': per_tau, 'extrapolated': fit, 'energy': best['energy'],
+          'error': best['error'], 'exact_energy': exact,
+          'error_mha': None if exact is None else 1e3 * (best['energy'] - exact),
+          'batch_size': int(setup.x.shape[0]), 'parameters': setup.which,
+          'checkpoint_step': setup.trained_step, 'laplacian': setup.laplacian,
+          'precision': setup.cfg.precision,
+          'ecp': 'locality approximation' if setup.system.has_ecp else None,
+          'sign_check': {'walkers': int(signs.size), 'fraction_opposite_sign': opposite,
+                         'nodeless_over_samples': opposite == 0.0}}
+
+
+def write_stats(path: str, taus, series) -> None:
+  """dmc_stats.csv: one row per DMC step recorded (equilibration included), by time step."""
+  series = np.asarray(series, np.float64)
+  with open(path, 'w', newline='') as f:
+    w = csv.writer(f)
+    w.writerow(('tau', 'step') + COLUMNS)
+    for i, tau in enumerate(taus):
+      for t, row in enumerate(series[i]):
+        if np.isfinite(row[0]):
+          w.writerow([tau, t] + [f'{v:.10g}' for v in row])

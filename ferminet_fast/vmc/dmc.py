@@ -1,0 +1,198 @@
+"""Fixed-node diffusion Monte Carlo (DMC) with a trained network as the trial function.
+
+Importance-sampled DMC (Reynolds, Ceperley, Alder & Lester, J. Chem. Phys. 77, 5593 (1982))
+in the form of Umrigar, Nightingale & Runge, J. Chem. Phys. 99, 2865 (1993) (UNR):
+
+- all-electron drift-diffusion moves x' = x + tau v(x) + sqrt(tau) chi, chi ~ N(0, 1), with
+  the drift v = grad log|psi| limited electron by electron (UNR eq. 33, a = DRIFT_A):
+  v_i -> v_i (-1 + sqrt(1 + 2 a |v_i|^2 tau)) / (a |v_i|^2 tau);
+- a Metropolis accept/reject with the Green's-function ratio, so the walk samples |psi|^2
+  exactly at any tau when the branching is off (detailed balance); a move to where psi has
+  the other sign is rejected, so no walker crosses the trial function's node (fixed node);
+- weights multiplied by UNR's expected branching factor exp(tau_eff (E_T - p (S' + S) / 2 -
+  (1 - p) S)), with p the acceptance probability, S and S' the local energies before and
+  after the move, limited as Zen, Sorella, Gillan, Michaelides &
+  Alfe, Phys. Rev. B 93, 241118(R) (2016): S = E_best + sign(E_L - E_best) min(|E_L -
+  E_best|, ZEN_ALPHA sqrt(N / tau)), a cut-off that is size-consistent;
+- the effective time step tau_eff = tau <p dR^2> / <dR^2> from the accepted (expected) and
+  proposed squared displacements (UNR), accumulated over the run at this tau;
+- a fixed population: after every step the walkers are resampled by weight with a comb
+  (stochastic reconfiguration, Assaraf, Caffarel & Khelif, Phys. Rev. E 61, 4566 (2000)),
+  each then of unit weight, so every array keeps its shape and the whole step is one jitted
+  function. The trial energy E_T follows the running estimate E_best (feedback); with unit
+  weights after each step it only sets the scale of the step's weights, whose mean gives
+  the growth estimate E_T - log<w> / tau_eff (a check of the mixed estimate).
+
+The mixed estimate of the energy at a step is sum_i w_i E_L(x_i) / sum_i w_i. The bias of
+the fixed population (of order 1 / walkers) is not corrected.
+Effective core potentials act through the locality approximation (Mitas, Shirley &
+Ceperley, J. Chem. Phys. 95, 3467 (1991)): their non-local part is applied to the trial
+function, as in the VMC local energy.
+"""
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ferminet_fast.physics import ecp, hamiltonian, systems
+
+DRIFT_A = 1.0  # UNR's a of the drift limit (a = 1: the limit of their eq. 33 away from nuclei).
+ZEN_ALPHA = 0.2  # Zen et al.'s alpha of the local-energy cut-off alpha sqrt(N / tau).
+
+
+class Walkers(NamedTuple):
+  """The DMC population (B walkers) and what each carries, all evaluated at x."""
+  x: jax.Array  # (B, 3N) bohr.
+  sign: jax.Array  # (B,) sign of psi.
+  log_psi: jax.Array  # (B,) log|psi|.
+  local_energy: jax.Array  # (B,) Ha.
+  drift: jax.Array  # (B, 3N) grad log|psi|, 1/bohr.
+
+
+class DMCState(NamedTuple):
+  """Everything a DMC run at one tau carries from step to step (a pytree; checkpointed)."""
+  walkers: Walkers
+  key: jax.Array
+  step: jax.Array  # () int32, steps done at this tau (equilibration included).
+  e_best: jax.Array  # () Ha, the running estimate: reference of the cut-off and E_T.
+  e_sum: jax.Array  # () Ha, sum of the step energies that e_best averages ...
+  e_count: jax.Array  # () ... and their number.
+  moved: jax.Array  # () sum of p dR^2 over walkers and steps (bohr^2) ...
+  proposed: jax.Array  # () ... and of dR^2: tau_eff = tau moved / proposed.
+
+
+class StepStats(NamedTuple):
+  """One step's results, device scalars."""
+  energy: jax.Array  # Ha, the mixed estimate sum w E_L / sum w.
+  growth: jax.Array  # Ha, E_T - log<w> / tau_eff.
+  acceptance: jax.Array  # Mean acceptance probability of the moves.
+  tau_eff: jax.Array  # Ha^-1, the running effective time step.
+  nonfinite: jax.Array  # Walkers whose proposal or state was not finite (rejected / dropped).
+
+
+def limit_drift(v: jax.Array, tau, a: float = DRIFT_A) -> jax.Array:
+  """UNR's limited drift, electron by electron: v (3N,) -> v (-1 + sqrt(1 + 2 a v^2 tau)) /
+  (a v^2 tau), which is v for small v^2 tau and at most sqrt(2 / (a tau)) in length."""
+  vi = v.reshape(-1, 3)
+  v2 = jnp.sum(vi * vi, axis=-1, keepdims=True)
+  avt = a * v2 * tau
+  safe = jnp.where(avt > 1e-8, avt, 1.0)
+  factor = jnp.where(avt > 1e-8, (jnp.sqrt(1.0 + 2.0 * safe) - 1.0) / safe, 1.0 - 0.5 * avt)
+  return (vi * factor).reshape(v.shape)
+
+
+def limit_energy(e: jax.Array, e_best, cutoff) -> jax.Array:
+  """Zen et al.'s cut-off: E_L kept within E_best +- cutoff (cutoff = ZEN_ALPHA sqrt(N / tau))."""
+  return e_best + jnp.clip(e - e_best, -cutoff, cutoff)
+
+
+def comb(key: jax.Array, weights: jax.Array) -> jax.Array:
+  """(B,) indices of B walkers drawn by weight with one uniform number (a comb of B evenly
+  spaced teeth over the cumulative weights): walker i is chosen floor or ceil of
+  B w_i / sum w times, so the weighted mean of any quantity is kept on average."""
+  b = weights.shape[0]
+  c = jnp.cumsum(weights)
+  teeth = (jax.random.uniform(key, (), c.dtype) + jnp.arange(b, dtype=c.dtype)) * (c[-1] / b)
+  return jnp.clip(jnp.searchsorted(c, teeth, side='right'), 0, b - 1)
+
+
+def make_evaluate(network, system: systems.System, laplacian: str,
+                  chunk_size: int = 0) -> Callable:
+  """(params, x (B, 3N)) -> Walkers at x: sign, log|psi|, local energy (with the ECP's by
+  the locality approximation) and grad log|psi| of each walker, in chunks of `chunk_size`
+  walkers (0: all at once)."""
+  local = hamiltonian.make_local_energy_at(network.log_psi_at, system.charges, laplacian,
+                                           with_gradient=True)
+  ecp_energy = (ecp.make_ecp_energy(network.apply, system.positions, system.ecp)
+                if system.has_ecp else None)
+
+  def one(params, x):
+    e, g = local(params, x, jnp.asarray(system.positions, x.dtype))
+    if ecp_energy is not None:
+      e = e + ecp_energy(params, x)
+    sign, log_psi = network.apply(params, x)
+    return sign, log_psi, e, g
+
+  def evaluate(params, x):
+    if chunk_size and chunk_size < x.shape[0]:
+      out = jax.lax.map(lambda xi: one(params, xi), x, batch_size=chunk_size)
+    else:
+      out = jax.vmap(one, in_axes=(None, 0))(params, x)
+    return Walkers(x, *out)
+
+  return evaluate
+
+
+def init_state(evaluate: Callable, params, x: jax.Array, key: jax.Array,
+               e_best=None) -> DMCState:
+  """The state at the start of a tau: walkers at x (from VMC or the previous tau), the
+  estimate e_best (Ha) from before, or None: the median local energy of the walkers."""
+  zero = jnp.zeros((), x.dtype)
+  walkers = evaluate(params, x)
+  if e_best is None:
+    e_best = jnp.nanmedian(jnp.where(jnp.isfinite(walkers.local_energy),
+                                     walkers.local_energy, jnp.nan))
+  return DMCState(walkers, key, jnp.zeros((), jnp.int32), jnp.asarray(e_best, x.dtype),
+                  zero, zero, zero, zero)
+
+
+def _propose(w: Walkers, key, tau):
+  """(x', ln G(x'<-x) without its constant, dR^2): the drift-diffusion proposal."""
+  v = jax.vmap(limit_drift, in_axes=(0, None))(w.drift, tau)
+  chi = jax.random.normal(key, w.x.shape, w.x.dtype)
+  x_new = w.x + tau * v + jnp.sqrt(tau) * chi
+  return x_new, -0.5 * jnp.sum(chi * chi, axis=-1), jnp.sum((x_new - w.x) ** 2, axis=-1)
+
+
+def make_step(evaluate: Callable, tau: float, n_electrons: int,
+              equilibration: int) -> Callable:
+  """(params, DMCState) -> (DMCState, StepStats): one DMC step of every walker (propose,
+  accept or reject, weight, resample by comb), all on the device. The running estimate
+  e_best averages the step energies after the first half of `equilibration` steps."""
+  cutoff = ZEN_ALPHA * (n_electrons / tau) ** 0.5
+
+  def step(params, s: DMCState):
+    k_move, k_accept, k_comb, key = jax.random.split(s.key, 4)
+    old = s.walkers
+    x_new, log_g_fwd, dr2 = _propose(old, k_move, tau)
+    new = evaluate(params, x_new)
+    v_new = jax.vmap(limit_drift, in_axes=(0, None))(new.drift, tau)
+    back = old.x - x_new - tau * v_new
+    log_g_back = -0.5 * jnp.sum(back * back, axis=-1) / tau
+    finite = (jnp.isfinite(new.log_psi) & jnp.isfinite(new.local_energy)
+              & jnp.all(jnp.isfinite(new.drift), axis=-1) & jnp.all(jnp.isfinite(x_new), -1))
+    healthy = (jnp.isfinite(old.local_energy) & jnp.isfinite(old.log_psi)
+               & jnp.all(jnp.isfinite(old.x), axis=-1))
+    log_ratio = 2.0 * (new.log_psi - old.log_psi) + log_g_back - log_g_fwd
+    movable = finite & healthy & (new.sign == old.sign)  # Never across the node.
+    p = jnp.where(movable, jnp.exp(jnp.minimum(0.0, jnp.where(movable, log_ratio, 0.0))), 0.0)
+    accept = jax.random.uniform(k_accept, p.shape, p.dtype) < p
+    pick = lambda a, b: jnp.where(accept.reshape(-1, *[1] * (a.ndim - 1)), a, b)  # noqa: E731
+    walkers = jax.tree.map(pick, new, old)
+    moved = s.moved + jnp.sum(p * dr2)
+    proposed = s.proposed + jnp.sum(jnp.where(finite & healthy, dr2, 0.0))
+    tau_eff = jnp.where(proposed > 0, tau * moved / jnp.maximum(proposed, 1e-30), tau)
+    # Weights: UNR's expected branching factor with Zen's limited local energies.
+    s_old = limit_energy(old.local_energy, s.e_best, cutoff)
+    s_new = limit_energy(jnp.where(finite, new.local_energy, s.e_best), s.e_best, cutoff)
+    s_old = jnp.where(healthy, s_old, s.e_best)
+    exponent = -tau_eff * (p * 0.5 * (s_old + s_new) + (1.0 - p) * s_old - s.e_best)
+    weights = jnp.where(healthy, jnp.exp(exponent), 0.0)
+    e_l = jnp.where(healthy, walkers.local_energy, 0.0)
+    total = jnp.sum(weights)
+    energy = jnp.sum(weights * e_l) / total
+    growth = s.e_best - jnp.log(total / weights.shape[0]) / tau_eff
+    chosen = comb(k_comb, weights)
+    walkers = jax.tree.map(lambda a: a[chosen], walkers)
+    count = s.step >= equilibration // 2
+    e_sum = jnp.where(count, s.e_sum + energy, 0.0)
+    e_count = jnp.where(count, s.e_count + 1.0, 0.0)
+    # Before the running mean starts, e_best follows the step energies (smoothed).
+    e_best = jnp.where(count, e_sum / jnp.maximum(e_count, 1.0), 0.9 * s.e_best + 0.1 * energy)
+    e_best = jnp.where(jnp.isfinite(e_best), e_best, s.e_best)
+    stats = StepStats(energy, growth, jnp.mean(p), tau_eff,
+                      jnp.sum(~finite) + jnp.sum(~healthy))
+    return DMCState(walkers, key, s.step + 1, e_best, e_sum, e_count, moved, proposed), stats
+
+  return step

@@ -1,0 +1,156 @@
+"""The DMC stage (ferminet_fast/dmc.py) on trained runs: the command writes dmc.json with
+finite estimates for each network and precision and for an ECP atom, a stopped run resumes
+to the same result as one never stopped, and bad input stops with one line and status 2."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import dmc, train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def small(atom, path, **overrides):
+  return tiny_config(atom, **{
+      'network.ferminet.hidden_dims': ((8, 4),), 'network.determinants': 1,
+      'network.psiformer.layers': 1, 'network.psiformer.heads': 2,
+      'network.psiformer.head_dim': 4, 'batch_size': 16, 'optim.iterations': 4,
+      'mcmc.steps': 2, 'mcmc.burn_in': 2, 'log.save_path': str(path), **overrides})
+
+
+def command(*args):
+  return subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', *args], cwd=REPO,
+                        capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize('network,precision,atom,ecp', [
+    ('ferminet', 'float32', 'He', ''), ('psiformer', 'float64', 'Li', ''),
+    ('ferminet', 'float64', 'Si', 'ccecp')])
+def test_command_writes_dmc_json(tmp_path, network, precision, atom, ecp):
+  run = tmp_path / 'run'
+  train.train(small(atom, run, **{'network.network_type': network, 'precision': precision,
+                                  'system.ecp': ecp}), quiet=True)
+  proc = command(f'--run={run}', '--tau=0.02,0.01', '--steps=6', '--equilibration=2')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads((run / 'dmc.json').read_text())
+  assert [r['tau'] for r in result['per_tau']] == [0.02, 0.01]
+  assert all(math.isfinite(r['energy']) and 0 < r['tau_eff'] <= r['tau']
+             for r in result['per_tau'])
+  assert math.isfinite(result['extrapolated']['energy'])
+  assert result['ecp'] == ('locality approximation' if ecp else None)
+  assert result['precision'] == precision
+  sign = result['sign_check']
+  assert sign['walkers'] == 16 and 0 <= sign['fraction_opposite_sign'] <= 1
+  assert sign['nodeless_over_samples'] == (sign['fraction_opposite_sign'] == 0)
+  rows = (run / 'dmc_stats.csv').read_text().splitlines()
+  assert len(rows) == 1 + 2 * 8
+  assert (run / 'plots' / 'dmc_energy.png').exists() and (run / 'plots' / 'dmc_tau.png').exists()
+
+
+class StopAt:
+  """A stop signal that arrives once `calls` steps have looked for it."""
+
+  def __init__(self, calls):
+    self.calls = calls
+
+  @property
+  def received(self):
+    self.calls -= 1
+    return 'SIGTERM' if self.calls < 0 else None
+
+
+def test_stopped_run_resumes_to_the_same_result(tmp_path):
+  run = tmp_path / 'run'
+  train.train(small('He', run), quiet=True)
+  settings = dict(tau=(0.02, 0.01), steps=5, equilibration=2, quiet=True)
+  whole = dmc.dmc(str(run), **settings)
+  os.rename(run / 'dmc.json', tmp_path / 'whole.json')
+  for d in ('dmc',):
+    import shutil
+    shutil.rmtree(run / d)
+  stopped = dmc.dmc(str(run), stop=StopAt(9), **settings)  # In the second time step.
+  assert stopped == {'stopped_by': 'SIGTERM'}
+  assert not (run / 'dmc.json').exists()
+  resumed = dmc.dmc(str(run), **settings)
+  for a, b in zip(whole['per_tau'], resumed['per_tau']):
+    np.testing.assert_allclose(a['energy'], b['energy'], rtol=1e-6)
+    np.testing.assert_allclose(a['tau_eff'], b['tau_eff'], rtol=1e-6)
+
+
+def test_bad_input_is_one_line_and_status_2(tmp_path):
+  proc = command(f'--run={tmp_path / "none"}')
+  assert proc.returncode == 2 and 'not a directory' in proc.stderr, proc.stderr
+  run = tmp_path / 'run'
+  train.train(small('He', run), quiet=True)
+  for flag, words in (('--tau=-0.01', 'config.dmc.tau'), ('--tau=x', '--tau'),
+                      ('--parameters=best', 'config.dmc.parameters'),
+                      ('--steps=0', 'config.dmc.steps')):
+    proc = command(f'--run={run}', flag)
+    assert proc.returncode == 2 and words in proc.stderr, (flag, proc.stderr)
+    assert 'Traceback' not in proc.stderr
+  states = tmp_path / 'states'
+  train.train(small('He', states, **{'system.states': 2, 'pretrain.iterations': 0}),
+              quiet=True)
+  proc = command(f'--run={states}')
+  assert proc.returncode == 2 and 'one state' in proc.stderr, proc.stderr
+
+
+def test_li_dmc_lies_between_exact_and_vmc(tmp_path):
+  """Fixed-node DMC is variational and below the VMC energy of its trial function: for a
+  briefly trained Li network the DMC energy lies between the exact energy and the evaluated
+  VMC energy of the same parameters, within their error bars."""
+  from ferminet_fast import evaluate
+  run = tmp_path / 'run'
+  train.train(tiny_config('Li', **{'batch_size': 128, 'optim.iterations': 150,
+                                   'log.save_path': str(run)}), quiet=True)
+  vmc = evaluate.evaluate(str(run), steps=200, burn_in=20, quiet=True)
+  result = dmc.dmc(str(run), tau=(0.02,), steps=400, equilibration=150, quiet=True)
+  exact, e, err = result['exact_energy'], result['energy'], result['error']
+  print(f'Li VMC {vmc.mean:.5f} +- {vmc.error:.5f}; DMC {e:.5f} +- {err:.5f}; exact {exact}')
+  assert e > exact - 4 * err
+  assert e < vmc.mean + 4 * np.hypot(err, vmc.error)
+  assert result['vmc']['energy'] == pytest.approx(vmc.mean)
+
+
+def test_walkers_split_over_two_devices(tmp_path):
+  """The DMC step jitted over two (host) devices, the walkers split between them."""
+  run = tmp_path / 'run'
+  train.train(small('He', run), quiet=True)
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}',
+                         '--tau=0.02', '--steps=5', '--equilibration=1'], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert math.isfinite(json.loads((run / 'dmc.json').read_text())['energy'])
+
+
+def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path):
+  """SIGTERM to the command (as a batch system sends it): the DMC state is checkpointed at
+  the next step, the exit status is 75, and running the same command again finishes with
+  the energies of a run never stopped."""
+  import signal
+  run, whole = tmp_path / 'run', tmp_path / 'whole'
+  train.train(small('He', run), quiet=True)
+  import shutil
+  shutil.copytree(run, whole)
+  flags = ['--tau=0.02,0.01', '--steps=30', '--equilibration=2']
+  assert command(f'--run={whole}', *flags).returncode == 0
+  proc = subprocess.Popen([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}', *flags],
+                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  for line in proc.stdout:  # The stage has started (signals handled from its start).
+    if line.startswith('DMC of'):
+      proc.send_signal(signal.SIGTERM)
+      break
+  out, err = proc.communicate(timeout=600)
+  assert proc.returncode == 75, err[-3000:]
+  assert 'SIGTERM received' in out and not (run / 'dmc.json').exists()
+  assert command(f'--run={run}', *flags).returncode == 0
+  a, b = (json.loads((d / 'dmc.json').read_text())['per_tau'] for d in (whole, run))
+  np.testing.assert_allclose([r['energy'] for r in a], [r['energy'] for r in b], rtol=1e-6)
