@@ -90,3 +90,70 @@ def test_nuclear_repulsion_of_lih():
   cfg.system.atom = ''
   cfg.system.molecule = 'Li 0 0 0; H 0 0 3.015'
   np.testing.assert_allclose(systems.make_system(cfg.system).nuclear_repulsion, 3 / 3.015)
+
+
+def _heg_hartree_fock_energy(length: float, n_up: int) -> tuple:
+  """(kinetic, exchange, Madelung) energies, Ha, of the closed-shell plane-wave determinant
+  of 2 n_up electrons in a cube of side `length` at the Gamma point, by direct sums: kinetic
+  sum_s sum_k k^2 / 2; exchange -(2 pi / Omega) sum_s sum_{k != k'} 1 / |k - k'|^2 (the
+  Ewald interaction's Fourier coefficients 4 pi / q^2, no q = 0 term); and the N electrons'
+  Madelung self-energy N v_M / 2, v_M = -2.837297 / L for a cube (Fraser et al., Phys. Rev.
+  B 53, 1814 (1996))."""
+  n = np.array([v for v in np.ndindex(5, 5, 5)]) - 2
+  n = n[np.argsort(np.sum(n * n, axis=1), kind='stable')][:n_up]
+  k = 2 * np.pi / length * n
+  kinetic = 2 * np.sum(k * k) / 2
+  q2 = np.sum((k[:, None] - k[None]) ** 2, axis=-1)
+  off = ~np.eye(n_up, dtype=bool)
+  exchange = -2 * (2 * np.pi / length**3) * np.sum(1 / q2[off])
+  return kinetic, exchange, 2 * n_up * (-2.837297 / length) / 2
+
+
+def test_electron_gas_plane_wave_determinant_gives_the_hartree_fock_energy():
+  """The determinant of the 7 real plane waves of the filled shells (1, cos and sin of
+  k = 2 pi / L along each axis) per spin, for 7 + 7 electrons at r_s = 1, sampled by our
+  MCMC (wrapped into the cell) with our Ewald local energy: its kinetic local energy is
+  the constant sum of k^2 / 2, and its mean energy the Hartree-Fock energy of a short
+  independent sum, within 3 reblocked error bars. In float64, where the kinetic energy's
+  constancy is checked to rounding."""
+  with jax.enable_x64(True):
+    _sample_the_electron_gas_hartree_fock_determinant()
+
+
+def _sample_the_electron_gas_hartree_fock_determinant():
+  from ferminet_fast.vmc import mcmc, stats
+  cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': (7, 7),
+                           'network.envelope': 'planewave'})
+  system = systems.make_system(cfg.system)
+  length = system.lattice.vectors[0, 0]
+  g = 2 * np.pi / length
+
+  def orbitals(r):  # (7, 3) -> (7, 7): 1, cos(g x), sin(g x), cos(g y), ...
+    return jnp.concatenate([jnp.ones((r.shape[0], 1)), jnp.cos(g * r), jnp.sin(g * r)], -1)
+
+  def log_psi(params, x):
+    r = x.reshape(14, 3)
+    return sum(jnp.linalg.slogdet(orbitals(r[s]))[1] for s in (slice(0, 7), slice(7, 14)))
+
+  batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
+  sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 20, mcmc.wrapper(system)))
+  e_l = hamiltonian.make_local_energy(log_psi, system, config.resolve_laplacian('best'),
+                                     dtype=jnp.float64)
+  potential = hamiltonian.coulomb_of(system, jnp.float64)
+  energies = jax.jit(jax.vmap(lambda x: (e_l(None, x), potential(x, jnp.zeros((0, 3)),
+                                                                 jnp.zeros((0,))))))
+  x = mcmc.init_positions(jax.random.PRNGKey(0), system, 256, 1.0, jnp.float64)
+  walkers = mcmc.Walkers(x, batch_log_psi(None, x), jnp.asarray(0.5))
+  key = jax.random.PRNGKey(1)
+  kinetic, exchange, madelung = _heg_hartree_fock_energy(length, 7)
+  series = []
+  for i in range(60):
+    walkers, _ = sweep(None, walkers, jax.random.fold_in(key, i))
+    if i >= 10:
+      total, v = energies(walkers.x)
+      np.testing.assert_allclose(np.asarray(total - v), kinetic, rtol=1e-9)
+      series.append(float(jnp.mean(total)))
+  estimate = stats.reblock(np.array(series))
+  expected = kinetic + exchange + madelung
+  assert abs(estimate.mean - expected) < 3 * estimate.error, (estimate, expected)
+  assert estimate.error < 0.02 * abs(expected)

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import InputError, train
-from ferminet_fast.run import rundir
+from ferminet_fast.run import cli, rundir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -187,3 +187,67 @@ def test_cli_runs_what_used_to_crash(tmp_path, args):
                  f'--config.log.save_path={tmp_path / "run"}')
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.strip().splitlines()[-1].startswith('Energy ')
+
+
+def _heg_overrides(tmp_path, **more):
+  """The 14-electron gas of configs/heg.py with a tiny network and few steps."""
+  return {'batch_size': 16, 'optim.iterations': 3, 'mcmc.burn_in': 2, 'mcmc.steps': 2,
+          'network.ferminet.hidden_dims': ((8, 4),), 'network.psiformer.layers': 1,
+          'network.psiformer.heads': 2, 'network.psiformer.head_dim': 4,
+          'log.save_path': str(tmp_path / 'run'), **more}
+
+
+@pytest.mark.parametrize('precision', ['float32', 'float64'])
+@pytest.mark.parametrize('optimizer', ['adam', 'kfac'])
+@pytest.mark.parametrize('network', ['ferminet', 'psiformer'])
+def test_the_electron_gas_trains_with_each_network_optimizer_and_precision(
+    tmp_path, network, optimizer, precision):
+  """configs/heg.py through train(): finite energies, walkers kept inside the cell."""
+  cfg = cli.load_config_file(os.path.join(REPO, 'configs', 'heg.py'))
+  for key, value in _heg_overrides(tmp_path, **{
+      'network.network_type': network, 'optim.optimizer': optimizer,
+      'precision': precision}).items():
+    *path, last = key.split('.')
+    node = cfg
+    for part in path:
+      node = node[part]
+    node[last] = value
+  result = train.train(cfg, quiet=True)
+  assert np.all(np.isfinite(result.history['energy']))
+  x = np.asarray(result.state.walkers.x).reshape(16, 14, 3)
+  length = (14 * 4 * np.pi / 3) ** (1 / 3)
+  assert x.dtype == np.dtype(precision) and np.all((x >= 0) & (x < length * (1 + 1e-6)))
+
+
+def test_cli_electron_gas_trains_evaluates_and_resumes(tmp_path):
+  """python -m ferminet_fast.train --config configs/heg.py, then evaluate (eval.json), then
+  the same command again with more steps resumes from the checkpoint."""
+  out = tmp_path / 'heg'
+  args = ['--config', 'configs/heg.py', *[f'--config.{k}={v}' for k, v in _heg_overrides(
+      tmp_path, **{'log.save_path': out}).items() if k != 'network.ferminet.hidden_dims'],
+          '--config.network.ferminet.hidden_dims=((8,4),)']
+  proc = run_cli(*args)
+  assert proc.returncode == 0, proc.stderr
+  assert 'electron gas' in proc.stdout
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={out}',
+                         '--steps=4', '--burn_in=1'], cwd=REPO, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  assert np.isfinite(json.loads((out / 'eval.json').read_text())['energy'])
+  proc = run_cli(*[a.replace('iterations=3', 'iterations=5') for a in args])
+  assert proc.returncode == 0, proc.stderr
+  assert len((out / 'stats.csv').read_text().splitlines()) == 6
+
+
+def test_a_crystal_trains_from_its_primitive_cell(tmp_path):
+  """LiH rock salt (primitive fcc cell, 2 nuclei, 4 electrons) through train(): the Ewald
+  energy with nuclei, walkers started around the nuclei and kept in the cell."""
+  cfg = tiny_config('', **{
+      'system.units': 'angstrom', 'system.molecule': 'Li 0 0 0; H 2.0 0 0',
+      'system.lattice': ((0, 2.0, 2.0), (2.0, 0, 2.0), (2.0, 2.0, 0)),
+      'network.envelope': 'auto', 'batch_size': 16, 'optim.iterations': 3, 'mcmc.burn_in': 2,
+      'mcmc.steps': 2, 'network.ferminet.hidden_dims': ((8, 4),),
+      'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
+  assert np.all(np.isfinite(result.history['energy']))
+  assert result.state.walkers.x.shape == (16, 12)

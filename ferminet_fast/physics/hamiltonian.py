@@ -1,5 +1,7 @@
 """Local energy E_L = -1/2 (lap log|psi| + |grad log|psi||^2) + V_ee + V_en + V_nn, in Ha,
-plus the effective core potentials' energy (ecp.py) where atoms have them.
+plus the effective core potentials' energy (ecp.py) where atoms have them. The Coulomb
+terms are a `coulomb.Coulomb`: plain 1/r sums for open boundaries (`molecular_coulomb`),
+the Ewald sum for periodic systems (ewald.py).
 
 Everything here acts on ONE configuration x (3N,); callers vmap over walkers.
 The Laplacian method is chosen by name from `LAPLACIANS`.
@@ -12,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.environment import packages
-from ferminet_fast.physics import ecp, systems
+from ferminet_fast.physics import coulomb, ecp, ewald, systems
 
 LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| () or (K,) for K states
 
@@ -129,12 +131,28 @@ def potential_energy(x: jax.Array, atoms: jax.Array, charges: jax.Array,
   return v
 
 
+def molecular_coulomb(x: jax.Array, atoms: jax.Array, charges: jax.Array) -> jax.Array:
+  """V_ee + V_en + V_nn (Ha) with open boundaries: the molecular `coulomb.Coulomb`."""
+  return potential_energy(x, atoms, charges, nuclear_repulsion(atoms, charges))
+
+
+def coulomb_of(system: systems.System, dtype=jnp.float32) -> coulomb.Coulomb:
+  """The system's Coulomb energy: the Ewald sum in its cell, converged for `dtype`, or the
+  open-boundary sums."""
+  if not system.periodic:
+    return molecular_coulomb
+  precision = 'float64' if np.dtype(dtype) == np.float64 else 'float32'
+  return ewald.make_ewald(system.lattice, system.n_electrons, len(system.charges), precision)
+
+
 def make_local_energy_at(log_psi_at: Callable, charges, laplacian: str = 'jvp_loop',
-                         with_gradient: bool = False) -> Callable:
+                         with_gradient: bool = False,
+                         potential: coulomb.Coulomb = molecular_coulomb) -> Callable:
   """(params, x (3N,), atoms (M, 3)) -> E_L (), Ha, for nuclei of `charges` (M,) placed at
   `atoms` (bohr) and `log_psi_at(params, x, atoms) -> log|psi|`; with_gradient: (E_L,
   grad_x log|psi| (3N,)), the gradient that the Laplacian method computes anyway. For
-  log_psi_at of K states, (K,) each state's local energy (and gradients (K, 3N))."""
+  log_psi_at of K states, (K,) each state's local energy (and gradients (K, 3N)).
+  `potential`: the Coulomb energy (open boundaries by default)."""
   method = LAPLACIANS[laplacian]
   charges = np.asarray(charges)
 
@@ -142,19 +160,21 @@ def make_local_energy_at(log_psi_at: Callable, charges, laplacian: str = 'jvp_lo
     z = jnp.asarray(charges, x.dtype)
     lap, g = method(lambda y: log_psi_at(params, y, atoms))(x)
     kinetic = -0.5 * (lap + jnp.sum(g * g, axis=-1))
-    e_l = kinetic + potential_energy(x, atoms, z, nuclear_repulsion(atoms, z))
+    e_l = kinetic + potential(x, atoms, z)
     return (e_l, g) if with_gradient else e_l
 
   return local_energy
 
 
 def make_local_energy(log_psi: Callable, system: systems.System, laplacian: str = 'jvp_loop',
-                      apply: Optional[Callable] = None) -> Callable:
+                      apply: Optional[Callable] = None, dtype=jnp.float32) -> Callable:
   """(params, x (3N,)) -> E_L (), Ha, with the named Laplacian method, nuclei fixed. A system
   with effective core potentials adds their energy (ecp.py), which needs the signed
-  wavefunction `apply(params, x) -> (sign, log|psi|)`."""
+  wavefunction `apply(params, x) -> (sign, log|psi|)`. A periodic system's Coulomb energy
+  is its Ewald sum, converged for `dtype` (the walkers')."""
   local_energy = make_local_energy_at(lambda params, x, atoms: log_psi(params, x),
-                                      system.charges, laplacian)
+                                      system.charges, laplacian,
+                                      potential=coulomb_of(system, dtype))
   ecp_energy = None
   if system.has_ecp:
     if apply is None:

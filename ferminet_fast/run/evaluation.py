@@ -19,6 +19,7 @@ from ferminet_fast.vmc import ordering, stats, step
 STATES = 'states'  # Key of the several states' matrices among the estimators.
 # What the several states' evaluation estimates for every state (its `states` report).
 STATES_OBSERVABLES = ('s2', 'dipole')
+PERIODIC_OBSERVABLES = ('s2',)  # Those defined in a periodic cell (no dipole, density, forces).
 PARAMETERS = ('average', 'last')  # Which parameters of a checkpoint are evaluated.
 EV_PER_HA = 27.211386246  # CODATA 2018.
 
@@ -31,6 +32,12 @@ def estimators(names: Sequence[str], network, system, laplacian: str) -> dict:
   if unknown:
     raise InputError(f'unknown observable {unknown[0]!r} (known: '
                      f'{", ".join(observables_lib.OBSERVABLES)})')
+  refused = [n for n in names if system.periodic and n not in PERIODIC_OBSERVABLES]
+  if refused:
+    raise InputError(f'--observables {",".join(refused)}: not available for a periodic system '
+                     '(the dipole is not defined in a cell; the density and the forces are not '
+                     f'implemented for periodic systems yet); available: '
+                     f'{", ".join(PERIODIC_OBSERVABLES)}')
   if system.states == 1:
     return {name: observables_lib.OBSERVABLES[name].make(network, system, laplacian)
             for name in names}

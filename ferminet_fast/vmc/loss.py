@@ -200,6 +200,6 @@ def make_local_energy(network, system: systems.System, laplacian: str) -> Callab
   several states that of the total wavefunction (the trace of the energy matrix)."""
   if network.states == 1:
     return hamiltonian.make_local_energy(network.log_psi, system, laplacian,
-                                         apply=network.apply)
+                                         apply=network.apply, dtype=network.dtype)
   matrix = excited_states.make_energy_matrix(network.apply_states, system, laplacian)
   return lambda params, x: jnp.trace(matrix(params, x))

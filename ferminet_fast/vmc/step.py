@@ -79,7 +79,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg,
                      f'and optim.energy_chunk_size {chunk_size!r} (run/build.py resolves them)')
   dtype = network.dtype
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
-  sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps)
+  sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, mcmc.wrapper(system))
   local_energy = loss.make_local_energy(network, system, laplacian)
   penalty = None
   if optim_cfg.spin_penalty:

@@ -1,41 +1,43 @@
-"""Envelopes: the decay that multiplies each orbital, so that the wavefunction vanishes far
-from the nuclei whatever the network's features do there. Chosen by name from `ENVELOPES`
-(config.network.envelope)."""
+"""Envelopes: what multiplies each orbital. For molecules, the decay that makes the
+wavefunction vanish far from the nuclei whatever the network's features do there; for
+periodic systems, plane waves of the filled k-shells (the Hartree-Fock orbitals of the
+electron gas). Chosen by name from `ENVELOPES` (config.network.envelope)."""
 
 from typing import Protocol
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast.wavefunction.features import Geometry
 
 
 class Envelope(Protocol):
-  """(module, ae (n_s, m, 3), r_ae (n_s, m, 1), n_out, name) -> (n_s, n_out): the envelope of
-  n_out orbitals at each of n_s electrons, from their offsets ae and distances r_ae (bohr)
-  to the m nuclei (features.Geometry). Its parameters are created in `module` (which has a
-  `param_dtype`) under names that start with `name`, so that their paths in the parameter
-  tree are the module's own."""
+  """(module, g, n_out, name) -> (n_s, n_out): the envelope of n_out orbitals at each of the
+  n_s electrons of the geometry g (features.Geometry of those electrons: their offsets and
+  distances to the m nuclei and their positions, bohr). Its parameters are created in
+  `module` (which has a `param_dtype`, and for periodic envelopes `kpoints`) under names
+  that start with `name`, so that their paths in the parameter tree are the module's own."""
 
-  def __call__(self, module: nn.Module, ae: jax.Array, r_ae: jax.Array, n_out: int,
-               name: str) -> jax.Array:
+  def __call__(self, module: nn.Module, g: Geometry, n_out: int, name: str) -> jax.Array:
     ...
 
 
-def isotropic_envelope(module: nn.Module, ae: jax.Array, r_ae: jax.Array, n_out: int,
-                       name: str) -> jax.Array:
+def isotropic_envelope(module: nn.Module, g: Geometry, n_out: int, name: str) -> jax.Array:
   """sum_m pi_m exp(-sigma_m |r - R_m|), one pi and sigma per nucleus and orbital
   (`{name}_pi`, `{name}_sigma`, (m, n_out), both starting at one)."""
+  ae, r_ae = g.ae, g.r_ae
   m = ae.shape[1]
   pi = module.param(f'{name}_pi', nn.initializers.ones, (m, n_out), module.param_dtype)
   sigma = module.param(f'{name}_sigma', nn.initializers.ones, (m, n_out), module.param_dtype)
   return jnp.sum(pi[None] * jnp.exp(-r_ae * jnp.abs(sigma)[None]), axis=1)
 
 
-def full_envelope(module: nn.Module, ae: jax.Array, r_ae: jax.Array, n_out: int,
-                  name: str) -> jax.Array:
+def full_envelope(module: nn.Module, g: Geometry, n_out: int, name: str) -> jax.Array:
   """sum_m pi_m exp(-|Sigma_m (r - R_m)|) with a 3 x 3 matrix Sigma_m per nucleus and
   orbital (anisotropic decay; `{name}_sigma` (m, 3, 3, n_out), starting as the identity)."""
-  del r_ae
+  ae = g.ae
   m = ae.shape[1]
   pi = module.param(f'{name}_pi', nn.initializers.ones, (m, n_out), module.param_dtype)
   eye_init = lambda key, s, dtype: jnp.broadcast_to(jnp.eye(3, dtype=dtype)[None, :, :, None], s)
@@ -44,4 +46,30 @@ def full_envelope(module: nn.Module, ae: jax.Array, r_ae: jax.Array, n_out: int,
   return jnp.sum(pi[None] * jnp.exp(-exponent), axis=1)
 
 
-ENVELOPES: dict[str, Envelope] = {'isotropic': isotropic_envelope, 'full': full_envelope}
+def real_plane_waves(kpoints: np.ndarray, r: jax.Array) -> jax.Array:
+  """The K real plane waves (n, K) at positions r (n, 3) bohr of K k-points (K, 3) 1/bohr
+  closed under k -> -k with k = 0 first: 1, then cos(k . r) and sin(k . r) for one k of
+  each pair +-k. They span the same functions as the complex exp(i k . r)."""
+  k = np.asarray(kpoints, np.float64)[1:]
+  first = np.where(np.abs(k[:, 0]) > 1e-9, k[:, 0], np.where(np.abs(k[:, 1]) > 1e-9,
+                                                            k[:, 1], k[:, 2]))
+  phase = r @ jnp.asarray(k[first > 0].T, r.dtype)
+  return jnp.concatenate([jnp.ones(r.shape[:-1] + (1,), r.dtype), jnp.cos(phase),
+                          jnp.sin(phase)], axis=-1)
+
+
+def planewave_envelope(module: nn.Module, g: Geometry, n_out: int, name: str) -> jax.Array:
+  """sum_k c_k w_k(r) over the real plane waves w_k of the filled k-shells
+  (`module.kpoints`, real_plane_waves), one learned amplitude per plane wave and orbital
+  (`{name}_amplitude` (K, n_out)). Orbital o starts as plane wave o mod K, so that the
+  envelopes of a spin's first K orbitals start as its Hartree-Fock orbitals in the gas."""
+  waves = real_plane_waves(module.kpoints, g.r)  # (n_s, K)
+  n_waves = waves.shape[-1]
+  init = lambda key, shape, dtype: jnp.asarray(
+      np.arange(n_waves)[:, None] == np.arange(n_out)[None] % n_waves, dtype)
+  amplitude = module.param(f'{name}_amplitude', init, (n_waves, n_out), module.param_dtype)
+  return waves @ amplitude
+
+
+ENVELOPES: dict[str, Envelope] = {'isotropic': isotropic_envelope, 'full': full_envelope,
+                                  'planewave': planewave_envelope}

@@ -3,22 +3,34 @@
 `Features` maps the electron positions of ONE configuration to the electron-nucleus and
 electron-electron vectors and distances (`Geometry`) that every layer above reads; the
 FermiNet and Psiformer input layers (`ferminet_inputs`, `psiformer_inputs`) are functions of
-that geometry alone. Open boundaries (`molecular`) are the one implementation; a periodic
-one replaces the differences by minimum images or periodic functions of them.
+that geometry alone. Open boundaries (`molecular`) use plain differences; periodic cells
+(`periodic`) replace each difference by a lattice-periodic function of it, so that the
+network sees only periodic functions of the coordinates.
 """
 
 from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast.physics import lattice as lattice_lib
 
 
 class Geometry(NamedTuple):
-  """Electron-nucleus and electron-electron vectors and distances, bohr."""
-  ae: jax.Array  # (n, m, 3) r_i - R_I.
-  r_ae: jax.Array  # (n, m, 1) |r_i - R_I|.
-  ee: jax.Array  # (n, n, 3) r_i - r_j.
-  r_ee: jax.Array  # (n, n, 1) |r_i - r_j|, zero on the diagonal.
+  """Electron-nucleus and electron-electron vectors and distances, bohr, and the electron
+  positions. Offsets have d = 3 components with open boundaries (the differences) and
+  d = 6 in a periodic cell (`periodic`); distances are the offsets' norms."""
+  ae: jax.Array  # (n, m, d) offsets of r_i from R_I.
+  r_ae: jax.Array  # (n, m, 1) their lengths.
+  ee: jax.Array  # (n, n, d) offsets of r_i from r_j.
+  r_ee: jax.Array  # (n, n, 1) their lengths, zero on the diagonal.
+  r: jax.Array  # (n, 3) the electron positions.
+
+
+def electrons(g: Geometry, lo: int, hi: int) -> Geometry:
+  """The geometry of electrons lo..hi-1 alone (rows of every field; e.g. one spin)."""
+  return Geometry(g.ae[lo:hi], g.r_ae[lo:hi], g.ee[lo:hi], g.r_ee[lo:hi], g.r[lo:hi])
 
 
 class Features(Protocol):
@@ -46,7 +58,34 @@ def molecular(r: jax.Array, atoms: jax.Array) -> Geometry:
   ae = r[:, None, :] - atoms[None]
   r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)
   ee, r_ee = pair_distances(r)
-  return Geometry(ae, r_ae, ee, r_ee)
+  return Geometry(ae, r_ae, ee, r_ee, r)
+
+
+def periodic(lattice: lattice_lib.Lattice) -> Features:
+  """Periodic boundaries in `lattice` (a `Features`): each difference d, with fractional
+  coordinates s (d = s . vectors), becomes the 6-vector [sin(2 pi s), 1 - cos(2 pi s)] .
+  vectors / (2 pi) (each half mapped by the lattice vectors, bohr), and each distance its
+  norm. Both are lattice-periodic and smooth; near d = 0 the offset is d (to first order)
+  and the norm |d| (to second order), so cusps and short-range features are unchanged, and
+  the norm vanishes only at the lattice points. The network is then periodic by
+  construction, whatever cell the electrons are in."""
+  vectors = np.asarray(lattice.vectors) / (2 * np.pi)
+  to_phase = np.asarray(lattice.reciprocal).T  # d . B^T = 2 pi s.
+
+  def offsets(d):
+    phase = d @ jnp.asarray(to_phase, d.dtype)
+    a = jnp.asarray(vectors, d.dtype)
+    return jnp.concatenate([jnp.sin(phase) @ a, (1.0 - jnp.cos(phase)) @ a], axis=-1)
+
+  def features(r, atoms):
+    ae = offsets(r[:, None, :] - atoms[None])
+    r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)
+    ee = offsets(r[:, None, :] - r[None, :, :])
+    eye = jnp.eye(r.shape[0], dtype=r.dtype)[..., None]
+    r_ee = jnp.linalg.norm(ee + eye, axis=-1, keepdims=True) * (1.0 - eye)
+    return Geometry(ae, r_ae, ee, r_ee, r)
+
+  return features
 
 
 def ferminet_inputs(g: Geometry) -> tuple:

@@ -13,12 +13,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ferminet_fast import config
+from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.physics import systems
 from ferminet_fast.wavefunction import states
 from ferminet_fast.wavefunction.base import Network, slogdet
 from ferminet_fast.wavefunction.envelopes import ENVELOPES
-from ferminet_fast.wavefunction.features import (Geometry, ferminet_inputs, molecular,
-                                                 psiformer_inputs)
+from ferminet_fast.wavefunction.features import (Geometry, electrons, ferminet_inputs,
+                                                 molecular, periodic, psiformer_inputs)
 from ferminet_fast.wavefunction.jastrows import JASTROWS
 
 
@@ -145,6 +147,14 @@ class _Slater(nn.Module):
   jastrow: str = 'simple_ee'
   param_dtype: Any = jnp.float32
   states: int = 1
+  lattice: tuple = ()  # Periodic systems: the cell's vectors (3 rows, bohr); () open.
+  kpoints: tuple = ()  # Periodic systems: the filled k-shells (K rows, 1/bohr), envelopes.
+
+  def geometry(self, r: jax.Array, atoms: jax.Array) -> Geometry:
+    """The features' geometry: periodic in the cell `lattice`, else open boundaries."""
+    if self.lattice:
+      return periodic(lattice_lib.make_lattice(np.asarray(self.lattice)))(r, atoms)
+    return molecular(r, atoms)
 
   def features(self, g: Geometry) -> jax.Array:
     """(n, d) permutation-equivariant features of the electrons from their geometry."""
@@ -156,7 +166,7 @@ class _Slater(nn.Module):
     k = self.determinants * self.states  # Determinants of all states, state-major.
     atoms = jnp.asarray(self.atoms if atoms is None else atoms, dtype=x.dtype)
     r = x.reshape(n, 3)
-    g = molecular(r, atoms)
+    g = self.geometry(r, atoms)
     h = self.features(g)
 
     blocks = []
@@ -164,7 +174,7 @@ class _Slater(nn.Module):
       n_orb = n if self.full_det else hi - lo
       orb = Dense(n_orb * k, use_bias=False, param_dtype=self.param_dtype,
                   name=f'orbital_{name}')(h[lo:hi])
-      orb = orb * ENVELOPES[self.envelope](self, g.ae[lo:hi], g.r_ae[lo:hi], n_orb * k,
+      orb = orb * ENVELOPES[self.envelope](self, electrons(g, lo, hi), n_orb * k,
                                            f'envelope_{name}')
       blocks.append(jnp.transpose(orb.reshape(hi - lo, k, n_orb), (1, 0, 2)))  # (k, n_s, n_orb)
     if return_orbitals:
@@ -228,14 +238,26 @@ class Psiformer(_Slater):
     return h
 
 
+def _rows(a) -> tuple:
+  return tuple(tuple(float(c) for c in row) for row in np.asarray(a))
+
+
 def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
-  """Builds the configured ansatz for `system`; parameters are created in `dtype`."""
+  """Builds the configured ansatz for `system`; parameters are created in `dtype`. A
+  periodic system's network has periodic features and plane-wave envelopes of the filled
+  k-shells of its larger spin; the electron gas, which has no nuclei, gets the cell's
+  origin as the one centre of its one-electron features (a reference point of no charge)."""
+  envelope = config.resolve_envelope(net_cfg.envelope, system.periodic)
+  centres = system.positions if len(system.positions) else np.zeros((1, 3))
+  periodic_attrs = {}
+  if system.periodic:
+    kpoints = lattice_lib.k_shells(system.lattice, max(system.n_up, system.n_down))
+    periodic_attrs = dict(lattice=_rows(system.lattice.vectors), kpoints=_rows(kpoints))
   common = dict(
-      n_up=system.n_up, n_down=system.n_down,
-      atoms=tuple(tuple(float(c) for c in p) for p in system.positions),
+      n_up=system.n_up, n_down=system.n_down, atoms=_rows(centres),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
-      envelope=net_cfg.envelope, jastrow=net_cfg.jastrow, param_dtype=dtype,
-      states=system.states)
+      envelope=envelope, jastrow=net_cfg.jastrow, param_dtype=dtype,
+      states=system.states, **periodic_attrs)
   if net_cfg.network_type == 'psiformer':
     p = net_cfg.psiformer
     module = Psiformer(layers=p.layers, heads=p.heads, head_dim=p.head_dim,
