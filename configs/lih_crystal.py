@@ -10,7 +10,8 @@ Hartree-Fock pretraining from pyscf.pbc: k-point RHF of the primitive cell on th
 that fold onto the cube's Gamma point, unfolded to the cube (periodic_hartree_fock.py),
 STO-3G. The network and batch are small so that 1000 steps fit about 10 minutes of a 2-core
 machine (docs/guides/crystals.md says how that was estimated). FermiNet with the plane-wave
-envelope ('auto' for a lattice).
+envelope ('auto' for a lattice). Not converging yet: the pretrained network's own density
+has an energy far above the HF one (docs/guides/crystals.md, Limits).
 """
 
 from ferminet_fast import config
