@@ -528,12 +528,10 @@ def _validate_periodic(cfg) -> None:
                   ('optim.spin_penalty', bool(cfg.optim.spin_penalty))):
     if on:
       raise InputError(f'config.{key} is not supported yet for periodic systems')
-  if cfg.pretrain.iterations > 0:
-    why = ('the electron gas needs none: its plane-wave envelope starts as the Hartree-Fock '
-           'determinant' if sys_cfg.rs is not None else
-           'Hartree-Fock pretraining of crystals is not supported yet')
-    raise InputError(f'config.pretrain.iterations = {cfg.pretrain.iterations}: {why}; set it '
-                     'to 0')
+  if cfg.pretrain.iterations > 0 and sys_cfg.rs is not None:
+    raise InputError(f'config.pretrain.iterations = {cfg.pretrain.iterations}: the electron gas '
+                     'needs none: its plane-wave envelope starts as the Hartree-Fock '
+                     'determinant; set it to 0')
 
 
 def resolve_laplacian(method: str) -> str:

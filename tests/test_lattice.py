@@ -134,6 +134,3 @@ def test_bad_periodic_settings_are_refused():
                                'network.envelope': 'auto'})
   with pytest.raises(InputError, match='same position once wrapped'):
     systems.make_system(crystal.system)
-  crystal.pretrain.iterations = 5
-  with pytest.raises(InputError, match='crystals is not supported yet'):
-    config.validate(crystal)

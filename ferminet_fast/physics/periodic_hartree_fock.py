@@ -297,3 +297,37 @@ def hartree_fock_kpoints(lattice, symbols: Sequence[str], positions, basis, *,
   big_lattice = np.asarray(big.lattice_vectors(), np.float64)
   return PeriodicHartreeFock(shells, image_sets(shells, big_lattice, tol), big_lattice,
                              (real, real), energy, big)
+
+
+def for_system(system, basis: str, restricted: bool) -> tuple:
+  """(PeriodicHartreeFock, the method's name) of a crystal's simulation cell (a systems.System
+  with a lattice), for pretraining: k-point RHF of the primitive cell unfolded to the supercell when the supercell
+  holds several primitive cells, the primitive cell has an even number of electrons and the
+  simulation cell is closed-shell with the primitive cell's charge (the cheaper route, the
+  same orbitals); else Gamma-point ROHF / UHF (`restricted`) of the simulation cell.
+  InputError for the electron gas (no nuclei: its plane-wave envelope is already the HF
+  determinant) and for effective core potentials (not evaluated in a cell yet)."""
+  if system.lattice is None:
+    raise ValueError('for_system is for periodic systems; see hartree_fock.hartree_fock')
+  if not len(system.symbols):
+    raise InputError('config.pretrain.iterations > 0: the electron gas needs no Hartree-Fock '
+                     'pretraining (its plane-wave envelope starts as the HF determinant); set '
+                     'it to 0')
+  if system.has_ecp:
+    raise InputError('config.pretrain: Hartree-Fock pretraining of a crystal with effective '
+                     'core potentials is not supported; use all electrons (config.system.ecp '
+                     "= '')")
+  vectors = system.lattice.vectors
+  n_up, n_down = system.n_up, system.n_down
+  primitive = system.primitive.vectors if system.primitive is not None else vectors
+  matrix = np.round(vectors @ np.linalg.inv(primitive)).astype(int)
+  n_cells = int(round(np.linalg.det(matrix)))
+  n_atoms = len(system.symbols) // n_cells
+  charge = float(np.sum(system.charges))
+  if (n_cells > 1 and n_up == n_down and round(charge) == n_up + n_down
+      and round(charge) // n_cells % 2 == 0):
+    return hartree_fock_kpoints(primitive, system.symbols[:n_atoms],
+                                system.positions[:n_atoms], basis, kmesh=matrix), 'KRHF'
+  return hartree_fock(vectors, system.symbols, system.positions, basis, n_up=n_up,
+                      n_down=n_down, restricted=restricted), 'ROHF' if restricted else 'UHF'
+

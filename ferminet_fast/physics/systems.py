@@ -49,6 +49,7 @@ class System:
   ecp: tuple = ()
   states: int = 1
   lattice: Optional[lattice_lib.Lattice] = None
+  primitive: Optional[lattice_lib.Lattice] = None  # A crystal's primitive cell (None otherwise).
 
   @property
   def periodic(self) -> bool:
@@ -165,9 +166,11 @@ def make_system(sys_cfg) -> System:
     symbols, positions = read_xyz(sys_cfg.molecule.strip())
   else:
     symbols, positions = parse_molecule(sys_cfg.molecule, sys_cfg.units)
-  lattice = None
+  lattice = primitive = None
   if sys_cfg.lattice:
     symbols, positions, lattice = crystal(sys_cfg, symbols, positions)
+    primitive = lattice_lib.make_lattice(np.asarray(sys_cfg.lattice, np.float64) * {
+        'bohr': 1.0, 'angstrom': BOHR_PER_ANGSTROM}[sys_cfg.units])
   charges = np.array([atomic_number(s, 'config.system') for s in symbols], dtype=np.float64)
   full_charges = charges.copy()
   ecps = tuple(ecp_lib.load(name, s) if name else None
@@ -215,7 +218,7 @@ def make_system(sys_cfg) -> System:
       s + (str(symbols.count(s)) if symbols.count(s) > 1 else '') for s in dict.fromkeys(symbols))
   return System(symbols=symbols, positions=positions, charges=charges, n_up=int(n_up),
                 n_down=int(n_down), name=name, exact_energy=exact, ecp=ecps,
-                states=int(sys_cfg.states), lattice=lattice)
+                states=int(sys_cfg.states), lattice=lattice, primitive=primitive)
 
 
 def crystal(sys_cfg, symbols: tuple, positions: np.ndarray) -> tuple:

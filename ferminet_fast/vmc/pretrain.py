@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ferminet_fast.physics import hartree_fock, systems
+from ferminet_fast.physics import hartree_fock, periodic_hartree_fock, systems
 from ferminet_fast.vmc import mcmc
 from ferminet_fast.wavefunction import networks
 
@@ -104,16 +104,29 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
   return init, step
 
 
+def reference_orbitals(pretrain_cfg, system: systems.System) -> tuple:
+  """(x (3N,) -> [(n_s, n_s) HF orbitals per spin], the method's name, its energy in Ha)
+  from pyscf: molecular UHF / ROHF for open boundaries; for a crystal, pyscf.pbc's HF of the
+  simulation cell (k-point RHF of the primitive cell unfolded, or Gamma-point;
+  periodic_hartree_fock.for_system), the energy per simulation cell."""
+  p = pretrain_cfg
+  if not system.periodic:
+    hf = hartree_fock.hartree_fock(system, p.basis, p.restricted, p.ecp_basis)
+    return (hartree_fock.make_orbitals(hf, system), 'ROHF' if p.restricted else 'UHF',
+            hf.energy)
+  hf, method = periodic_hartree_fock.for_system(system, p.basis, p.restricted)
+  return periodic_hartree_fock.make_orbitals(hf, *system.electrons), method, hf.energy
+
+
 def pretrain(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Network, params,
              x: jax.Array, key: jax.Array, say: Callable = print) -> tuple:
   """Runs `pretrain_cfg.iterations` steps from (params, walkers x (B, 3N)); returns
   (params, x, mismatch per step (iterations,))."""
   p = pretrain_cfg
-  hf = hartree_fock.hartree_fock(system, p.basis, p.restricted, p.ecp_basis)
-  say(f'Pretrain {"ROHF" if p.restricted else "UHF"}/{p.basis} energy {hf.energy:.6f} Ha; '
-      f'fitting the orbitals for {p.iterations} steps')
-  init, step = make_pretrain_step(p, mcmc_cfg, network, hartree_fock.make_orbitals(hf, system),
-                                  system.n_electrons)
+  hf_orbitals, method, energy = reference_orbitals(p, system)
+  say(f'Pretrain {method}/{p.basis} energy {energy:.6f} Ha; fitting the orbitals for '
+      f'{p.iterations} steps')
+  init, step = make_pretrain_step(p, mcmc_cfg, network, hf_orbitals, system.n_electrons)
 
   def run(state, n):
     """n <= CHUNK steps (n is traced, so one compilation serves every chunk length) inside one
