@@ -47,9 +47,11 @@ def _git(*args: str) -> str:
 
 
 def git_state() -> dict:
-  """The commit checked out and whether tracked files differ from it."""
+  """The commit checked out and whether tracked files other than the artifacts (which a
+  script appends to while it measures) differ from it."""
   commit = _git('rev-parse', 'HEAD')
-  dirty = bool(_git('status', '--porcelain', '--untracked-files=no')) if commit else None
+  dirty = (bool(_git('status', '--porcelain', '--untracked-files=no', '--', '.',
+                     ':(exclude)benchmarks')) if commit else None)
   return {'commit': commit or None, 'dirty': dirty}
 
 
