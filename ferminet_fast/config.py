@@ -26,7 +26,10 @@ LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
 LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
 OPTIMIZERS = ('kfac', 'adam', 'spring', 'sgd')
 ENVELOPES = ('isotropic', 'full', 'planewave')
-PERIODIC_ENVELOPES = ('planewave',)  # Those for periodic systems; the others are molecular.
+PERIODIC_ENVELOPES = ('planewave',)  # Only for periodic systems.
+# Those for a crystal too: on its periodic features they decay with the periodic distance to
+# each nucleus, so they are lattice-periodic (Bloch sums of atomic-like orbitals at Gamma).
+CRYSTAL_ENVELOPES = ('planewave', 'isotropic')
 JASTROWS = ('none', 'simple_ee')
 CLIP_METHODS = ('median_absdev', 'mean_absdev', 'median_mad')
 
@@ -197,9 +200,11 @@ SETTINGS = {
     'network.full_det': S(True, 'True: one N x N determinant over all electrons; False: one '
                           'per spin (block diagonal).', structural=True),
     'network.envelope': S('isotropic', "Orbital envelope: 'isotropic' exp(-s r) or 'full' "
-                          "exp(-|S r|) for molecules; 'planewave' (learned combinations of "
-                          'the cos and sin of the filled k-shells) for periodic systems; '
-                          "'auto': 'planewave' for a periodic system, else 'isotropic'.",
+                          "exp(-|S r|) for molecules ('isotropic' also for crystals, with r "
+                          "the periodic distance to each nucleus); 'planewave' (learned "
+                          'combinations of the cos and sin of the filled k-shells) for '
+                          "periodic systems; 'auto': 'planewave' for the electron gas, "
+                          "else 'isotropic'.",
                           one_of(*ENVELOPES, 'auto'), structural=True),
     'network.jastrow': S('simple_ee', "'none' or 'simple_ee' (learned e-e cusp factor).",
                          one_of(*JASTROWS), structural=True),
@@ -498,21 +503,25 @@ def is_periodic(sys_cfg) -> bool:
   return bool(sys_cfg.lattice) or sys_cfg.rs is not None
 
 
-def resolve_envelope(name: str, periodic: bool) -> str:
-  """'auto' -> 'planewave' for a periodic system, else 'isotropic'; other names unchanged."""
+def resolve_envelope(name: str, periodic: bool, nuclei: bool = True) -> str:
+  """'auto' -> 'planewave' for a periodic system without nuclei (the electron gas), else
+  'isotropic' (a crystal's core electrons need an envelope that decays near each nucleus;
+  a plane wave does not localise them); other names unchanged."""
   if name == 'auto':
-    return PERIODIC_ENVELOPES[0] if periodic else 'isotropic'
+    return 'planewave' if periodic and not nuclei else 'isotropic'
   return name
 
 
 def _validate_periodic(cfg) -> None:
   """The combinations of periodic settings that are refused (or not supported yet)."""
   sys_cfg, periodic = cfg.system, is_periodic(cfg.system)
-  envelope = resolve_envelope(cfg.network.envelope, periodic)
-  if periodic and envelope not in PERIODIC_ENVELOPES:
-    raise InputError(f'config.network.envelope = {envelope!r} decays away from the nuclei and '
-                     'is for molecules; a periodic system needs one of '
-                     f"{', '.join(PERIODIC_ENVELOPES)} (or 'auto')")
+  nuclei = sys_cfg.rs is None  # The electron gas has none.
+  envelope = resolve_envelope(cfg.network.envelope, periodic, nuclei)
+  allowed = CRYSTAL_ENVELOPES if nuclei else PERIODIC_ENVELOPES
+  if periodic and envelope not in allowed:
+    raise InputError(f'config.network.envelope = {envelope!r} is not for '
+                     f"{'a crystal' if nuclei else 'the electron gas'}; it needs one of "
+                     f"{', '.join(allowed)} (or 'auto')")
   if not periodic and envelope in PERIODIC_ENVELOPES:
     raise InputError(f'config.network.envelope = {envelope!r} is for periodic systems (set '
                      'config.system.lattice or config.system.rs), not molecules')

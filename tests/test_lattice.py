@@ -111,7 +111,7 @@ def test_a_crystal_system_from_its_primitive_cell_and_supercell():
     ({'system.twist': (0.5, 0.0, 0.0)}, 'only the Gamma point'),
     ({'system.periodic_dims': 2}, 'not supported yet'),
     ({'system.periodic_dims': 1}, 'not supported yet'),
-    ({'network.envelope': 'isotropic'}, 'is for molecules'),
+    ({'network.envelope': 'isotropic'}, 'not for the electron gas'),
     ({'pretrain.iterations': 10}, 'needs none'),
     ({'system.states': 2}, 'not supported yet'),
 ])
@@ -134,3 +134,6 @@ def test_bad_periodic_settings_are_refused():
                                'network.envelope': 'auto'})
   with pytest.raises(InputError, match='same position once wrapped'):
     systems.make_system(crystal.system)
+  crystal.network.envelope = 'full'
+  with pytest.raises(InputError, match="'full' is not for a crystal"):
+    config.validate(crystal)

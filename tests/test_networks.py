@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config, tiny_network
+from ferminet_fast import config
 from ferminet_fast.wavefunction import networks
 
 
@@ -109,15 +110,20 @@ def test_jastrow_gives_the_electron_electron_cusp(pair, cusp):
   assert float(slope) == pytest.approx(cusp, rel=1e-4)
 
 
+@pytest.mark.parametrize('envelope', ['auto', 'planewave'])
 @pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
-def test_periodic_network_is_lattice_periodic(network_type):
+def test_periodic_network_is_lattice_periodic(network_type, envelope):
   """In a (skewed) crystal cell, moving one electron by a lattice vector leaves log|psi| and
-  its sign unchanged (to float32 rounding of the shifted coordinates)."""
+  its sign unchanged (to float32 rounding of the shifted coordinates), with the envelope that
+  decays with the periodic distance to each nucleus ('auto' for a crystal) and with the
+  plane-wave one."""
   from ferminet_fast.physics import systems as systems_lib
   cfg = tiny_config('', **{'system.molecule': 'H 0 0 0; H 1.5 1.4 1.6',
                            'system.lattice': ((3.2, 0.2, 0), (0.3, 3.0, 0.1), (0, 0.4, 3.4)),
-                           'network.envelope': 'auto', 'network.network_type': network_type})
+                           'network.envelope': envelope, 'network.network_type': network_type})
   system = systems_lib.make_system(cfg.system)
+  assert config.resolve_envelope(envelope, True, True) == (
+      'isotropic' if envelope == 'auto' else envelope)
   network = networks.make_network(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = jax.random.uniform(jax.random.PRNGKey(1), (6,), minval=0.0, maxval=3.0)

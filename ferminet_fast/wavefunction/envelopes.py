@@ -1,7 +1,9 @@
 """Envelopes: what multiplies each orbital. For molecules, the decay that makes the
 wavefunction vanish far from the nuclei whatever the network's features do there; for
 periodic systems, plane waves of the filled k-shells (the Hartree-Fock orbitals of the
-electron gas). Chosen by name from `ENVELOPES` (config.network.envelope)."""
+electron gas), or, in a crystal, the same decay in the periodic distance to each nucleus
+(the periodic Geometry's r_ae), which keeps core electrons near their nuclei and is itself
+lattice-periodic. Chosen by name from `ENVELOPES` (config.network.envelope)."""
 
 from typing import Protocol
 
@@ -26,7 +28,9 @@ class Envelope(Protocol):
 
 def isotropic_envelope(module: nn.Module, g: Geometry, n_out: int, name: str) -> jax.Array:
   """sum_m pi_m exp(-sigma_m |r - R_m|), one pi and sigma per nucleus and orbital
-  (`{name}_pi`, `{name}_sigma`, (m, n_out), both starting at one)."""
+  (`{name}_pi`, `{name}_sigma`, (m, n_out), both starting at one). On a crystal's periodic
+  Geometry |r - R_m| is the periodic distance (features.periodic), so the envelope is
+  lattice-periodic and peaks at every image of nucleus m."""
   ae, r_ae = g.ae, g.r_ae
   m = ae.shape[1]
   pi = module.param(f'{name}_pi', nn.initializers.ones, (m, n_out), module.param_dtype)

@@ -244,10 +244,11 @@ def _rows(a) -> tuple:
 
 def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   """Builds the configured ansatz for `system`; parameters are created in `dtype`. A
-  periodic system's network has periodic features and plane-wave envelopes of the filled
-  k-shells of its larger spin; the electron gas, which has no nuclei, gets the cell's
+  periodic system's network has periodic features (and, for 'planewave' envelopes, the
+  filled k-shells of its larger spin); the electron gas, which has no nuclei, gets the cell's
   origin as the one centre of its one-electron features (a reference point of no charge)."""
-  envelope = config.resolve_envelope(net_cfg.envelope, system.periodic)
+  envelope = config.resolve_envelope(net_cfg.envelope, system.periodic,
+                                     len(system.positions) > 0)
   centres = system.positions if len(system.positions) else np.zeros((1, 3))
   periodic_attrs = {}
   if system.periodic:
