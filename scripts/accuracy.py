@@ -15,7 +15,7 @@ invocation is appended to the artifact (scripts/artifacts.py); the table takes e
 system's latest row.
 
 --matched runs DeepMind FermiNet (from ../shared/anchors/setup-ferminet.sh DIR, at its best
-settings unless --peer-settings default) and then ours in the same session with the
+settings unless --peer-settings default) and then ours in the same sitting with the
 settings both codes share (ferminet_reference.SHARED, no pretraining): FermiNet trains
 --matched-iterations steps and its whole-process wall time is our budget. Both are
 reported as FermiNet reports itself: the mean of the last 20% of training steps with its
@@ -88,10 +88,10 @@ def run_matched(stem: str, fn_dir: str, iterations: int, settings: str, tmp: str
 
 
 def render_matched(path: str = MATCHED_JSON) -> str:
-  """ACCURACY.md's table at FermiNet's wall time, from runs of both codes in one session."""
+  """ACCURACY.md's table at FermiNet's wall time, from runs of both codes in one sitting."""
   runs = artifacts.read(path)
   if not runs:
-    return ('*Not yet measured with both codes in one session: '
+    return ('*Not yet measured with both codes in one sitting: '
             '`python scripts/accuracy.py --matched --ferminet DIR`.*')
   rows = {}
   for run in runs:
@@ -238,7 +238,7 @@ def main():
   if any(not o.startswith('--config.') for o in overrides):
     p.error(f'unrecognized arguments: {" ".join(overrides)}')
   if args.matched and not args.ferminet:
-    p.error('--matched needs --ferminet DIR: both codes run in this session')
+    p.error('--matched needs --ferminet DIR: both codes run in this invocation')
   path = args.json or (MATCHED_JSON if args.matched else JSON)
   peer = ({**reference.peer_versions(args.ferminet),
            'settings': reference.peer_settings_record(args.peer_settings)}

@@ -14,7 +14,7 @@ stops), Li, Be and LiH for their configs' iterations (as scripts/accuracy.py doe
 600 s (as scripts/race.py does). The DMC steps are chosen from the step time of a short
 probe (its files removed) to fit the row's DMC budget. With --ferminet (the directory
 ../shared/anchors/setup-ferminet.sh makes), DeepMind FermiNet trains Ne for 1200 s in the
-same session (scripts/race.py's machinery) and the Ne row compares with its VMC energy;
+same sitting (scripts/race.py's machinery) and the Ne row compares with its VMC energy;
 without it that column says 'not run'.
 
 Each row's run is appended to the artifact benchmarks/dmc_goals.json (scripts/artifacts.py:
@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import artifacts  # noqa: E402
 import race  # noqa: E402
+from ferminet_fast.run import diffusion  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'dmc_goals.json')
 TAUS = (0.02, 0.01, 0.005)  # Ha^-1: the time steps of every row, extrapolated linearly.
@@ -123,10 +124,19 @@ def exact_energy(config: str) -> float:
   return race.systems.make_system(cfg.system).exact_energy
 
 
+def extrapolated(dmc: dict) -> dict:
+  """E(tau -> 0) (Ha) with its error and chi^2 per degree of freedom, fitted again from the
+  recorded per-time-step estimates by the package's fit (run/diffusion.py), so that every
+  row is judged by the same fit whatever version recorded it; one time step: its estimate."""
+  fit = diffusion.extrapolate(*zip(*[(r['tau'], r['energy'], r['error'])
+                                     for r in dmc['per_tau']]))
+  return fit or {'energy': dmc['energy'], 'error': dmc['error'], 'chi2_dof': None}
+
+
 def verdict(e: dict, exact: float) -> str:
   """'met' or 'missed: <figures>' for the row's goal, from the measured energies (Ha) of
   run `e` and the exact energy `exact` (Ha)."""
-  dmc, vmc = e['dmc'], e['vmc']
+  dmc, vmc = extrapolated(e['dmc']), e['vmc']
   err, stat = 1e3 * (dmc['energy'] - exact), 1e3 * dmc['error']
   vmc_err = 1e3 * (vmc['energy'] - exact)
   below = dmc['energy'] + 2 * (dmc['error'] ** 2 + vmc['error'] ** 2) ** 0.5 < vmc['energy']
@@ -155,8 +165,10 @@ def verdict(e: dict, exact: float) -> str:
 
 def row_line(e: dict, exact: float) -> str:
   """One table row; every error in mHa against `exact` (Ha)."""
-  d, v = e['dmc'], e['vmc']
+  d, v, fit = e['dmc'], e['vmc'], extrapolated(e['dmc'])
   mha = lambda energy: f'{1e3 * (energy - exact):+.2f}'  # noqa: E731
+  chi2 = fit['chi2_dof']
+  scaled = f' (chi^2/dof {chi2:.1f}: error scaled)' if chi2 is not None and chi2 > 1 else ''
   per = ', '.join(f'{r["tau"]:g}: {mha(r["energy"])} ± {1e3 * r["error"]:.2f}'
                   for r in d['per_tau'])
   fn = e.get('ferminet')
@@ -164,7 +176,7 @@ def row_line(e: dict, exact: float) -> str:
              ) if e['row'] == 'ne' else ''
   judged = verdict(e, exact).replace('|', r'\|')  # A bare | would split the cell.
   return (f'| {e["row"]} | {e["train_s"]:.0f} | {mha(v["energy"])} ± {1e3 * v["error"]:.2f} '
-          f'| {e["dmc_s"]:.0f} | {mha(d["energy"])} ± {1e3 * d["error"]:.2f} | {per} | '
+          f'| {e["dmc_s"]:.0f} | {mha(fit["energy"])} ± {1e3 * fit["error"]:.2f}{scaled} | {per} | '
           f'{"yes" if d["sign_check"]["nodeless_over_samples"] else "no"} | {fn_text} | '
           f'{ROWS[e["row"]][3]} | {judged} |')
 

@@ -154,3 +154,15 @@ def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path):
   assert command(f'--run={run}', *flags).returncode == 0
   a, b = (json.loads((d / 'dmc.json').read_text())['per_tau'] for d in (whole, run))
   np.testing.assert_allclose([r['energy'] for r in a], [r['energy'] for r in b], rtol=1e-6)
+
+
+def test_periodic_run_is_refused_by_name(tmp_path):
+  from ferminet_fast.errors import InputError
+  from ferminet_fast.run import cli, rundir
+  for name in ('heg', 'lih_crystal'):
+    run = tmp_path / name
+    run.mkdir()
+    cfg = cli.load_config_file(os.path.join(REPO, 'configs', f'{name}.py'))
+    rundir.write_json(str(run / 'config.json'), cfg.to_dict())
+    with pytest.raises(InputError, match='periodic system is not supported yet'):
+      dmc.dmc(str(run), quiet=True)

@@ -49,8 +49,21 @@ def test_verdicts():
   assert "FermiNet's 1200 s VMC not run" in v(ne, -128.9376)
   ne['ferminet'] = {'error_mha': 12.0, 'stat_mha': 1.0}
   assert v(ne, -128.9376) == 'met'
-  ne['dmc']['energy'] += 3e-3  # 11 mHa: more than half VMC's 20 mHa.
+  for r in ne['dmc']['per_tau']:  # 11 mHa at every time step: more than half VMC's 20 mHa.
+    r['energy'] += 3e-3
   assert 'half the VMC error' in v(ne, -128.9376)
+
+
+def test_scatter_beyond_the_errors_widens_the_extrapolated_error():
+  li = entry('li', 0.05, 0.1, 0.5, exact=-7.47806)
+  consistent = dmc_goals.extrapolated(li['dmc'])
+  assert consistent['chi2_dof'] < 1e-12
+  li['dmc']['per_tau'][1]['energy'] -= 0.4e-3  # tau = 0.01 four error bars below the others.
+  scattered = dmc_goals.extrapolated(li['dmc'])
+  assert scattered['chi2_dof'] > 5
+  assert abs(scattered['error'] / consistent['error'] - scattered['chi2_dof'] ** 0.5) < 1e-9
+  assert 'chi^2/dof' in dmc_goals.row_line(li, -7.47806)
+  assert 'does not resolve 0.2 mHa' in dmc_goals.verdict(li, -7.47806)
 
 
 def test_table_renders_the_newest_run_of_each_row(tmp_path, monkeypatch):

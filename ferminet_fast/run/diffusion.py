@@ -53,15 +53,19 @@ def settings(run_dir: str, overrides: dict):
     raise InputError(f'--run {run_dir!r} is not a directory')
   if not os.path.exists(os.path.join(run_dir, 'config.json')):
     raise InputError(f'--run {run_dir!r} holds no config.json (not a run directory)')
-  if not checkpoint.has_checkpoint(run_dir):
-    raise InputError(f'--run {run_dir!r} holds no checkpoint to start DMC from')
   cfg = config.from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
-  for key, value in overrides.items():
-    if value is not None:
-      setattr(cfg.dmc, key, tuple(value) if key == 'tau' else value)
   if cfg.system.states > 1:
     raise InputError(f'DMC is for one state; the run has system.states = '
                      f'{cfg.system.states}')
+  if config.is_periodic(cfg.system):
+    raise InputError('DMC of a periodic system is not supported yet (its step has neither '
+                     'the Ewald energy nor moves wrapped into the cell); evaluate the run with '
+                     'python -m ferminet_fast.evaluate')
+  if not checkpoint.has_checkpoint(run_dir):
+    raise InputError(f'--run {run_dir!r} holds no checkpoint to start DMC from')
+  for key, value in overrides.items():
+    if value is not None:
+      setattr(cfg.dmc, key, tuple(value) if key == 'tau' else value)
   return build.settings(cfg)
 
 
@@ -172,14 +176,21 @@ def _compiled(setup: Setup, tau: float, state: dmc.DMCState, watch) -> tuple:
 
 
 def extrapolate(taus, energies, errors) -> Optional[dict]:
-  """E(tau) = E0 + b tau fitted with weights 1 / error^2 (two or more time steps): E0, b and
-  their standard errors from the fit's covariance (not rescaled by the residuals)."""
+  """E(tau) = E0 + b tau fitted with weights 1 / error^2 (two or more time steps): E0, b,
+  their standard errors and chi^2 per degree of freedom (None with two time steps). Where the
+  points scatter more than their errors say (chi^2 / dof > 1), the standard errors are scaled
+  up by sqrt(chi^2 / dof), never down: a fit the data contradict does not keep its error."""
   if len(taus) < 2:
     return None
-  coef, cov = np.polyfit(np.asarray(taus), np.asarray(energies), 1,
-                         w=1.0 / np.asarray(errors), cov='unscaled')
-  return {'energy': float(coef[1]), 'error': float(np.sqrt(cov[1, 1])),
-          'slope': float(coef[0]), 'slope_error': float(np.sqrt(cov[0, 0]))}
+  taus, energies, errors = (np.asarray(a, np.float64) for a in (taus, energies, errors))
+  coef, cov = np.polyfit(taus, energies, 1, w=1.0 / errors, cov='unscaled')
+  dof = len(taus) - 2
+  chi2_dof = (float(np.sum(((energies - np.polyval(coef, taus)) / errors) ** 2)) / dof
+              if dof else None)
+  scale = np.sqrt(max(1.0, chi2_dof or 0.0))
+  return {'energy': float(coef[1]), 'error': float(scale * np.sqrt(cov[1, 1])),
+          'slope': float(coef[0]), 'slope_error': float(scale * np.sqrt(cov[0, 0])),
+          'chi2_dof': chi2_dof}
 
 
 def results(setup: Setup, progress: Progress) -> dict:
