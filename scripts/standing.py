@@ -59,7 +59,7 @@ def step_rows() -> list:
   rows = []
   for (system, opt), (run, r, path) in sorted(
       _latest_step_rows().items(), key=lambda kv: (benchmark.ELECTRONS[kv[0][0]], kv[0][1])):
-    goal = benchmark.STEP_GOALS[system]
+    goal = benchmark.step_goal(system, 'small')
     best = r['peer_settings'] == 'best'
     rows.append((f'step time {system} {opt}, ours / FermiNet', f'≤ {goal}',
                  f'{r["ratio"]:.2f} ({r["ours"]:.1f} / {r["baseline"]:.1f} ms)',
