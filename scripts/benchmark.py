@@ -58,12 +58,13 @@ AGAINST_OURS_JSON = os.path.join(REPO, 'benchmarks', 'against_ours.json')
 # small network for every system, FermiNet's standard network at Ne.
 STEP_GOALS = {'small': {'He': 0.6, 'Li': 0.6, 'Be': 0.6, 'Ne': 0.35, 'N2': 0.35, 'C2H4': 0.35},
               'standard': {'Ne': 0.35}}
+ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'Ne': 10, 'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16}
 
 
 def step_goal(system: str, network: str):
   """The per-step goal of `system` with `network` (a name in reference.NETWORKS), or None."""
   return STEP_GOALS.get(network, {}).get(system)
-ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'Ne': 10, 'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16}
+
 
 # The FermiNet comparison settings: batch 256, hidden ((64,8),(64,8)), 2 dets, 10 MCMC steps.
 REFERENCE = [f'--config.{k}={v}' for k, v in reference.SHARED.items()]
