@@ -26,6 +26,10 @@ LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
 LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
 OPTIMIZERS = ('kfac', 'adam', 'spring', 'sgd')
 ENVELOPES = ('isotropic', 'full', 'planewave')
+# Optimizers that train a complex wavefunction (a periodic system at a twist): KFAC's
+# curvature is that of log|psi| alone there (optimizers/kfac.py); SPRING's sample-space
+# solve is written for real log|psi|.
+COMPLEX_OPTIMIZERS = ('kfac', 'adam', 'sgd')
 PERIODIC_ENVELOPES = ('planewave',)  # Only for periodic systems.
 # Those for a crystal too: on its periodic features they decay with the periodic distance to
 # each nucleus, so they are lattice-periodic (Bloch sums of atomic-like orbitals at Gamma).
@@ -179,9 +183,13 @@ SETTINGS = {
                           'S (rows S . (a1, a2, a3)); () is the primitive cell. Its nuclei are '
                           "the primitive cell's, copied to each cell.", _supercell,
                           structural=True, kind=object),
-    'system.twist': S((0.0, 0.0, 0.0), 'Twist (Bloch wavevector of the simulation cell) in '
-                      'fractional coordinates of its reciprocal vectors. Only Gamma (0, 0, 0) '
-                      'is supported now.', _twist, structural=True),
+    'system.twist': S((0.0, 0.0, 0.0), 'Twist (Bloch wavevector k_s of the simulation cell) '
+                      'in fractional coordinates of its reciprocal vectors: psi(r_i + L) = '
+                      'exp(i k_s . L) psi(r_i) for a lattice vector L. (0, 0, 0) is the Gamma '
+                      'point (a real wavefunction); any other twist makes it complex (the '
+                      'electron gas only so far). Several twists: one run each, averaged by '
+                      'python -m ferminet_fast.evaluate --twist_average.', _twist,
+                      structural=True),
     'system.periodic_dims': S(3, 'Number of periodic dimensions of a lattice: 3 (bulk). 2 '
                               '(slabs) and 1 (chains) are not supported yet.', one_of(1, 2, 3),
                               structural=True),
@@ -503,6 +511,12 @@ def is_periodic(sys_cfg) -> bool:
   return bool(sys_cfg.lattice) or sys_cfg.rs is not None
 
 
+def is_gamma(twist) -> bool:
+  """Whether a fractional twist is the Gamma point (every component an integer: the same
+  boundary conditions as (0, 0, 0))."""
+  return all(abs(float(t) - round(float(t))) < 1e-12 for t in twist)
+
+
 def resolve_envelope(name: str, periodic: bool, nuclei: bool = True) -> str:
   """'auto' -> 'planewave' for a periodic system without nuclei (the electron gas), else
   'isotropic' (a crystal's core electrons need an envelope that decays near each nucleus;
@@ -530,9 +544,15 @@ def _validate_periodic(cfg) -> None:
   if sys_cfg.periodic_dims != 3:
     raise InputError(f'config.system.periodic_dims = {sys_cfg.periodic_dims}: periodicity in '
                      '1 or 2 dimensions is not supported yet (only 3)')
-  if any(float(t) != 0.0 for t in sys_cfg.twist):
-    raise InputError(f'config.system.twist = {tuple(sys_cfg.twist)}: only the Gamma point '
-                     '(0, 0, 0) is supported yet (other twists need complex wavefunctions)')
+  if not is_gamma(sys_cfg.twist):
+    if nuclei:
+      raise InputError(f'config.system.twist = {tuple(sys_cfg.twist)}: twists other than the '
+                       'Gamma point (0, 0, 0) are supported for the electron gas only, not '
+                       'yet for crystals')
+    if cfg.optim.optimizer not in COMPLEX_OPTIMIZERS:
+      raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} does not support the '
+                       f'complex wavefunction of a twist ({tuple(sys_cfg.twist)}); use one of '
+                       f'{", ".join(COMPLEX_OPTIMIZERS)}')
   for key, on in (('system.states', sys_cfg.states > 1), ('system.ecp', bool(sys_cfg.ecp)),
                   ('optim.spin_penalty', bool(cfg.optim.spin_penalty))):
     if on:

@@ -2,6 +2,7 @@
 error bars.
 
   python -m ferminet_fast.evaluate --run runs/li [--steps 4000] [--observables s2,dipole]
+  python -m ferminet_fast.evaluate --twist_average runs/t0,runs/t1 [--out twists.json]
 
 Loads the run's config and newest checkpoint, takes its parameters (by default their
 moving average over the last updates, config.optim.average_fraction; `--parameters last`
@@ -11,6 +12,8 @@ sweep for `--steps` sweeps (default: the run's config.evaluation), and the walke
 each requested observable (physics/observables.py). Each estimate is the reblocked mean
 with its standard error and integrated autocorrelation time, written to <run>/eval.json.
 Unlike the running mean of training, the parameters do not move while it is measured.
+`--twist_average` averages the evaluated runs of one periodic system at several twists
+(run/twists.py) into one JSON file.
 """
 
 import os
@@ -23,7 +26,7 @@ import numpy as np
 from ferminet_fast import config
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.run import build, checkpoint, cli, evaluation, rundir, watchdog
+from ferminet_fast.run import build, checkpoint, cli, evaluation, rundir, twists, watchdog
 from ferminet_fast.vmc import stats
 
 PARAMETERS = evaluation.PARAMETERS
@@ -99,6 +102,12 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
 def main(argv) -> None:
   f = cli.stage_flags(argv)
   with cli.exit_on_error():
+    if (f.run is None) == (f.twist_average is None):
+      raise InputError('give either --run (one run to evaluate) or --twist_average (evaluated '
+                       'runs to average over their twists)')
+    if f.twist_average is not None:
+      twists.write([d.strip() for d in f.twist_average.split(',') if d.strip()], f.out)
+      return
     names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
     evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names,
              parameters=f.parameters)
@@ -106,7 +115,11 @@ def main(argv) -> None:
 
 def run() -> None:
   from absl import app, flags
-  flags.DEFINE_string('run', None, 'Run directory (with checkpoints) to evaluate.', required=True)
+  flags.DEFINE_string('run', None, 'Run directory (with checkpoints) to evaluate.')
+  flags.DEFINE_string('twist_average', None, 'Comma-separated run directories of one periodic '
+                      'system at different twists, each evaluated already: their energies '
+                      'averaged (equal weights) into --out instead of evaluating a run.')
+  flags.DEFINE_string('out', 'twist_average.json', 'The JSON file --twist_average writes.')
   flags.DEFINE_integer('steps', None, 'MCMC sweeps whose energies are recorded '
                        "(default: the run's config.evaluation.steps).")
   flags.DEFINE_integer('burn_in', None, 'Sweeps discarded before recording '

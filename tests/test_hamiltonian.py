@@ -75,6 +75,42 @@ def test_laplacian_methods_agree_with_finite_differences(atom, overrides, method
     np.testing.assert_allclose(laps, laps[0], rtol=1e-10)
 
 
+@pytest.mark.parametrize('electrons', [(2, 1), (4, 3)])  # Closed-form and LU determinants.
+def test_complex_local_kinetic_energy_is_that_of_psi_by_finite_differences(electrons):
+  """A complex wavefunction (the electron gas at a twist): the kinetic local energy that
+  each Laplacian method gives from log|psi| and the phase, -1/2 (lap log psi + (grad log
+  psi)^2), equals -1/2 (lap psi) / psi of psi = exp(log|psi| + i theta) itself by central
+  finite differences, real and imaginary parts."""
+  cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': electrons,
+                           'system.twist': (0.1, 0.2, 0.3), 'network.envelope': 'auto',
+                           'network.ferminet.hidden_dims': ((8, 4), (8, 4))})
+  config.validate(cfg)
+  system = systems.make_system(cfg.system)
+  with jax.enable_x64(True):
+    from ferminet_fast.wavefunction import networks
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    params = network.init(jax.random.PRNGKey(0))
+    x = jax.random.uniform(jax.random.PRNGKey(1), (3 * sum(electrons),), jnp.float64, 0, 2)
+    f = lambda y: network.log_psi_phase(params, y)
+    kinetic = {m: complex(hamiltonian.complex_kinetic(*jax.jit(hamiltonian.LAPLACIANS[m](f))(x)))
+               for m in DENSE_METHODS}
+
+    centre = float(f(x)[0])
+
+    def psi(y):
+      log_abs, theta = network.log_psi_phase(params, y)
+      return jnp.exp(log_abs - centre + 1j * theta)
+
+    h = 1e-4
+    eye = jnp.eye(x.shape[0], dtype=x.dtype)
+    batch = jax.jit(jax.vmap(psi))
+    lap = jnp.sum(batch(x + h * eye) - 2 * psi(x) + batch(x - h * eye)) / h**2
+    expected = complex(-0.5 * lap / psi(x))
+    for m, value in kinetic.items():
+      assert value == pytest.approx(expected, rel=1e-5), m
+    assert abs(expected.imag) > 1e-3  # The imaginary part is tested, not zero.
+
+
 def test_potential_energy_of_a_known_configuration():
   system = systems.make_system(tiny_config('Li').system)
   x = jnp.array([1.0, 0, 0, 0, 2.0, 0, 0, 0, -4.0])
@@ -92,21 +128,22 @@ def test_nuclear_repulsion_of_lih():
   np.testing.assert_allclose(systems.make_system(cfg.system).nuclear_repulsion, 3 / 3.015)
 
 
-def _heg_hartree_fock_energy(length: float, n_up: int) -> tuple:
-  """(kinetic, exchange, Madelung) energies, Ha, of the closed-shell plane-wave determinant
-  of 2 n_up electrons in a cube of side `length` at the Gamma point, by direct sums: kinetic
-  sum_s sum_k k^2 / 2; exchange -(2 pi / Omega) sum_s sum_{k != k'} 1 / |k - k'|^2 (the
-  Ewald interaction's Fourier coefficients 4 pi / q^2, no q = 0 term); and the N electrons'
+def _heg_hartree_fock_energy(length: float, n_up: int, twist=(0.0, 0.0, 0.0)) -> tuple:
+  """(kinetic, exchange, Madelung) energies, Ha, and the occupied wavevectors (n_up, 3), of
+  the plane-wave determinant of 2 n_up electrons in a cube of side `length` at the twist
+  (fractional), the n_up lowest plane waves per spin, by direct sums: kinetic sum_s sum_k
+  k^2 / 2; exchange -(2 pi / Omega) sum_s sum_{k != k'} 1 / |k - k'|^2 (the Ewald
+  interaction's Fourier coefficients 4 pi / q^2, no q = 0 term); and the N electrons'
   Madelung self-energy N v_M / 2, v_M = -2.837297 / L for a cube (Fraser et al., Phys. Rev.
   B 53, 1814 (1996))."""
-  n = np.array([v for v in np.ndindex(5, 5, 5)]) - 2
+  n = np.array([v for v in np.ndindex(5, 5, 5)]) - 2 + np.asarray(twist)
   n = n[np.argsort(np.sum(n * n, axis=1), kind='stable')][:n_up]
   k = 2 * np.pi / length * n
   kinetic = 2 * np.sum(k * k) / 2
   q2 = np.sum((k[:, None] - k[None]) ** 2, axis=-1)
   off = ~np.eye(n_up, dtype=bool)
   exchange = -2 * (2 * np.pi / length**3) * np.sum(1 / q2[off])
-  return kinetic, exchange, 2 * n_up * (-2.837297 / length) / 2
+  return kinetic, exchange, 2 * n_up * (-2.837297 / length) / 2, k
 
 
 def test_electron_gas_plane_wave_determinant_gives_the_hartree_fock_energy():
@@ -120,8 +157,33 @@ def test_electron_gas_plane_wave_determinant_gives_the_hartree_fock_energy():
     _sample_the_electron_gas_hartree_fock_determinant()
 
 
+def test_electron_gas_at_a_twist_gives_the_hartree_fock_energy():
+  """The same at a general twist, where the determinant is of complex plane waves exp(i k .
+  r), k = (2 pi / L)(n + t), the 5 lowest per spin (5 + 5 electrons): its complex local
+  energy's kinetic part is the constant sum of k^2 / 2 with no imaginary part, and the mean
+  energy the Hartree-Fock energy of the independent sum."""
+  with jax.enable_x64(True):
+    _sample_the_twisted_electron_gas_hartree_fock_determinant((0.1, 0.27, -0.31), 5)
+
+
+def _sample_the_twisted_electron_gas_hartree_fock_determinant(twist, n_up):
+  cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': (n_up, n_up),
+                           'system.twist': twist, 'network.envelope': 'planewave'})
+  system = systems.make_system(cfg.system)
+  kinetic, exchange, madelung, k = _heg_hartree_fock_energy(system.lattice.vectors[0, 0],
+                                                            n_up, twist)
+
+  def log_psi_phase(params, x):
+    r = x.reshape(2 * n_up, 3)
+    signs, logs = zip(*[jnp.linalg.slogdet(jnp.exp(1j * r[s] @ k.T))
+                        for s in (slice(0, n_up), slice(n_up, 2 * n_up))])
+    return jnp.stack([sum(logs), jnp.angle(signs[0] * signs[1])])
+
+  _sample_hartree_fock(system, lambda params, x: log_psi_phase(params, x)[0], kinetic,
+                       kinetic + exchange + madelung, log_psi_phase)
+
+
 def _sample_the_electron_gas_hartree_fock_determinant():
-  from ferminet_fast.vmc import mcmc, stats
   cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': (7, 7),
                            'network.envelope': 'planewave'})
   system = systems.make_system(cfg.system)
@@ -135,25 +197,34 @@ def _sample_the_electron_gas_hartree_fock_determinant():
     r = x.reshape(14, 3)
     return sum(jnp.linalg.slogdet(orbitals(r[s]))[1] for s in (slice(0, 7), slice(7, 14)))
 
+  kinetic, exchange, madelung, _ = _heg_hartree_fock_energy(length, 7)
+  _sample_hartree_fock(system, log_psi, kinetic, kinetic + exchange + madelung)
+
+
+def _sample_hartree_fock(system, log_psi, kinetic, expected, log_psi_phase=None):
+  """Samples |psi|^2 of the determinant log_psi (params unused) with our MCMC; asserts the
+  kinetic local energy is `kinetic` (Ha) at every walker (its imaginary part zero for a
+  complex psi given by log_psi_phase) and the mean energy `expected` within 3 reblocked
+  error bars."""
+  from ferminet_fast.vmc import mcmc, stats
   batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
   sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 20, mcmc.wrapper(system)))
   e_l = hamiltonian.make_local_energy(log_psi, system, config.resolve_laplacian('best'),
-                                     dtype=jnp.float64)
+                                     dtype=jnp.float64, log_psi_phase=log_psi_phase)
   potential = hamiltonian.coulomb_of(system, jnp.float64)
   energies = jax.jit(jax.vmap(lambda x: (e_l(None, x), potential(x, jnp.zeros((0, 3)),
                                                                  jnp.zeros((0,))))))
   x = mcmc.init_positions(jax.random.PRNGKey(0), system, 256, 1.0, jnp.float64)
   walkers = mcmc.Walkers(x, batch_log_psi(None, x), jnp.asarray(0.5))
   key = jax.random.PRNGKey(1)
-  kinetic, exchange, madelung = _heg_hartree_fock_energy(length, 7)
   series = []
   for i in range(60):
     walkers, _ = sweep(None, walkers, jax.random.fold_in(key, i))
     if i >= 10:
       total, v = energies(walkers.x)
-      np.testing.assert_allclose(np.asarray(total - v), kinetic, rtol=1e-9)
-      series.append(float(jnp.mean(total)))
+      np.testing.assert_allclose(np.asarray(jnp.real(total) - v), kinetic, rtol=1e-9)
+      np.testing.assert_allclose(np.asarray(jnp.imag(total)), 0.0, atol=1e-9 * kinetic)
+      series.append(float(jnp.mean(jnp.real(total))))
   estimate = stats.reblock(np.array(series))
-  expected = kinetic + exchange + madelung
   assert abs(estimate.mean - expected) < 3 * estimate.error, (estimate, expected)
   assert estimate.error < 0.02 * abs(expected)

@@ -2,6 +2,8 @@
 lattices refused, supercells, wrapping, k-shells of the electron gas, and the System of a
 crystal and of the electron gas built from the settings."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,31 @@ def test_k_shells_of_the_simple_cubic_cell():
                              [0] + [2 * np.pi / 3.0] * 6)
 
 
+def test_k_shells_at_a_twist():
+  """At a twist the wavevectors are G + k_s: at (0, 0, 1/2) of a cube the lowest shell is the
+  pair (0, 0, +-pi/L), then eight; at a general twist every shell is one wavevector, so
+  `count` of them are returned, each a reciprocal-lattice vector away from k_s, sorted by
+  length, and no shorter G + k_s is left out."""
+  side = 3.0
+  cube = lattice.make_lattice(side * np.eye(3))
+  g = 2 * np.pi / side
+  half = lattice.k_shells(cube, 1, (0, 0, 0.5))
+  np.testing.assert_allclose(half, [[0, 0, -g / 2], [0, 0, g / 2]])
+  assert len(lattice.k_shells(cube, 3, (0, 0, 0.5))) == 10
+  assert lattice.is_closed_shell(cube, 2, (0, 0, 0.5))
+  cell = lattice.make_lattice([[3.0, 0.2, 0.0], [0.1, 2.8, 0.3], [0.0, -0.2, 3.3]])
+  twist = np.array([0.1, 0.27, -0.31])
+  k = lattice.k_shells(cell, 7, twist)
+  assert k.shape == (7, 3)
+  n = (k - twist @ cell.reciprocal) @ np.linalg.inv(cell.reciprocal)
+  np.testing.assert_allclose(n, np.round(n), atol=1e-9)
+  length = np.linalg.norm(k, axis=1)
+  assert np.all(np.diff(length) > 0)
+  grid = np.array(list(itertools.product(range(-4, 5), repeat=3)))
+  every = np.sort(np.linalg.norm((grid + twist) @ cell.reciprocal, axis=1))
+  np.testing.assert_allclose(length, every[:7])
+
+
 @pytest.mark.parametrize('cell', lattice.CELLS)
 def test_electron_gas_cell_has_the_volume_of_rs(cell):
   box = lattice.electron_gas(2.0, cell, 14)
@@ -108,7 +135,8 @@ def test_a_crystal_system_from_its_primitive_cell_and_supercell():
 
 
 @pytest.mark.parametrize('overrides,message', [
-    ({'system.twist': (0.5, 0.0, 0.0)}, 'only the Gamma point'),
+    ({'system.twist': (0.5, 0.0, 0.0), 'optim.optimizer': 'spring'},
+     'does not support the complex wavefunction'),
     ({'system.periodic_dims': 2}, 'not supported yet'),
     ({'system.periodic_dims': 1}, 'not supported yet'),
     ({'network.envelope': 'isotropic'}, 'not for the electron gas'),
@@ -118,6 +146,22 @@ def test_a_crystal_system_from_its_primitive_cell_and_supercell():
 def test_unsupported_periodic_settings_are_one_clear_error(overrides, message):
   with pytest.raises(InputError, match=message):
     config.validate(_heg(**overrides))
+
+
+def test_twists_of_a_crystal_are_one_clear_error():
+  cfg = tiny_config('', **{'system.molecule': 'Li 0 0 0; H 2 0 0',
+                           'system.lattice': ((0, 2, 2), (2, 0, 2), (2, 2, 0)),
+                           'system.twist': (0.5, 0, 0), 'network.envelope': 'auto'})
+  with pytest.raises(InputError, match='electron gas only, not yet for crystals'):
+    config.validate(cfg)
+
+
+def test_a_twist_is_the_gamma_point_when_its_components_are_integers():
+  cfg = _heg(**{'system.twist': (1.0, 0.0, -2.0)})
+  config.validate(cfg)
+  assert not systems.make_system(cfg.system).complex
+  twisted = systems.make_system(_heg(**{'system.twist': (0.25, 0, 0)}).system)
+  assert twisted.complex and 'twist (0.25, 0, 0)' in systems.describe(twisted)
 
 
 def test_bad_periodic_settings_are_refused():

@@ -135,6 +135,35 @@ def test_periodic_network_is_lattice_periodic(network_type, envelope):
   assert np.isfinite(float(log))
 
 
+@pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
+def test_twisted_network_obeys_the_twisted_boundary_conditions(network_type):
+  """The electron gas at twist k_s: moving one electron by a lattice vector L multiplies psi
+  by exp(i k_s . L), so |psi| is unchanged and the phase moves by k_s . L (mod 2 pi), for
+  each lattice vector and electron of either spin."""
+  from ferminet_fast.physics import systems as systems_lib
+  twist = (0.1, 0.27, -0.31)
+  cfg = tiny_config('', **{'system.rs': 1.5, 'system.electrons': (3, 2), 'system.cell': 'fcc',
+                           'system.twist': twist, 'network.envelope': 'auto',
+                           'network.network_type': network_type})
+  config.validate(cfg)
+  system = systems_lib.make_system(cfg.system)
+  with jax.enable_x64(True):
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    params = network.init(jax.random.PRNGKey(0))
+    x = jax.random.uniform(jax.random.PRNGKey(1), (15,), jnp.float64, 0.0, 3.0)
+    phase, log = network.apply(params, x)
+    assert jnp.iscomplexobj(phase) and abs(abs(complex(phase)) - 1) < 1e-12
+    for electron, vector in itertools.product((0, 4), range(3)):
+      shift = system.lattice.vectors[vector]
+      moved_phase, moved_log = network.apply(params, x.at[3 * electron:3 * electron + 3].add(
+          shift))
+      expected = complex(phase) * np.exp(2j * np.pi * twist[vector])  # k_s . a_j = 2 pi t_j
+      assert complex(moved_phase) == pytest.approx(expected, abs=1e-9)
+      assert float(moved_log) == pytest.approx(float(log), abs=1e-9)
+    np.testing.assert_allclose(network.log_psi_phase(params, x),
+                               [float(log), np.angle(complex(phase))], rtol=1e-12)
+
+
 def test_periodic_features_match_the_open_ones_at_short_range():
   """The periodic offsets and distances equal the plain ones to first and second order in
   the separation: at 1e-3 of the cell their relative differences are ~1e-6."""

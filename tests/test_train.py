@@ -197,16 +197,18 @@ def _heg_overrides(tmp_path, **more):
           'log.save_path': str(tmp_path / 'run'), **more}
 
 
+@pytest.mark.parametrize('twist', [(0.0, 0.0, 0.0), (0.1, 0.27, -0.31)])
 @pytest.mark.parametrize('precision', ['float32', 'float64'])
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac'])
 @pytest.mark.parametrize('network', ['ferminet', 'psiformer'])
 def test_the_electron_gas_trains_with_each_network_optimizer_and_precision(
-    tmp_path, network, optimizer, precision):
-  """configs/heg.py through train(): finite energies, walkers kept inside the cell."""
+    tmp_path, network, optimizer, precision, twist):
+  """configs/heg.py through train(), at the Gamma point and at a twist (a complex
+  wavefunction): finite energies, walkers kept inside the cell."""
   cfg = cli.load_config_file(os.path.join(REPO, 'configs', 'heg.py'))
   for key, value in _heg_overrides(tmp_path, **{
       'network.network_type': network, 'optim.optimizer': optimizer,
-      'precision': precision}).items():
+      'precision': precision, 'system.twist': twist}).items():
     *path, last = key.split('.')
     node = cfg
     for part in path:
@@ -237,6 +239,47 @@ def test_cli_electron_gas_trains_evaluates_and_resumes(tmp_path):
   proc = run_cli(*[a.replace('iterations=3', 'iterations=5') for a in args])
   assert proc.returncode == 0, proc.stderr
   assert len((out / 'stats.csv').read_text().splitlines()) == 6
+
+
+def test_cli_twists_train_evaluate_and_average(tmp_path):
+  """Two twists of the electron gas, each trained and evaluated by the commands a user runs,
+  then averaged: twist_average.json holds the mean of the two eval.json energies and their
+  combined error; a run not evaluated and the same twist twice are each one clear error
+  that writes nothing."""
+  runs = []
+  for i, twist in enumerate(['(0.5,0.5,0.5)', '(0.25,0,0)']):
+    out = tmp_path / f't{i}'
+    args = ['--config', 'configs/heg.py', *[f'--config.{k}={v}' for k, v in _heg_overrides(
+        tmp_path, **{'log.save_path': out}).items() if k != 'network.ferminet.hidden_dims'],
+            '--config.network.ferminet.hidden_dims=((8,4),)', f'--config.system.twist={twist}']
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert 'complex wavefunction' in proc.stdout
+    runs.append(out)
+  evaluate = [sys.executable, '-m', 'ferminet_fast.evaluate']
+  proc = subprocess.run(evaluate + [f'--twist_average={runs[0]},{runs[1]}'], cwd=REPO,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2 and 'has not been evaluated' in proc.stderr
+  for out in runs:
+    proc = subprocess.run(evaluate + [f'--run={out}', '--steps=4', '--burn_in=1'], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+  target = tmp_path / 'twists.json'
+  proc = subprocess.run(evaluate + [f'--twist_average={runs[0]},{runs[1]}', f'--out={target}'],
+                        cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  result = json.loads(target.read_text())
+  evaluated = [json.loads((out / 'eval.json').read_text()) for out in runs]
+  assert result['energy'] == pytest.approx(np.mean([e['energy'] for e in evaluated]))
+  assert result['error'] == pytest.approx(np.hypot(*[e['error'] for e in evaluated]) / 2)
+  assert [t['twist'] for t in result['twists']] == [[0.5, 0.5, 0.5], [0.25, 0.0, 0.0]]
+  proc = subprocess.run(evaluate + [f'--twist_average={runs[0]},{runs[0]}',
+                                    f'--out={tmp_path / "again.json"}'],
+                        cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2 and 'appears twice' in proc.stderr
+  assert not (tmp_path / 'again.json').exists()
+  proc = subprocess.run(evaluate, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 2 and 'either --run' in proc.stderr
 
 
 def test_a_crystal_trains_from_its_primitive_cell(tmp_path):

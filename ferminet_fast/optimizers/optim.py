@@ -283,8 +283,10 @@ FUSED_GRADIENTS = {'kfac': kfac_lib.make_gradient}
 
 def fused_gradient(optim_cfg, network) -> Optional[Callable]:
   """The gradient of `optim_cfg.optimizer` that comes with its curvature statistics from one
-  pass through the network (the step then differentiates the energy no further), or None."""
-  make = FUSED_GRADIENTS.get(optim_cfg.optimizer)
+  pass through the network (the step then differentiates the energy no further), or None.
+  None for a complex wavefunction, whose gradient has a term in its phase that the pass
+  through log|psi| does not give."""
+  make = None if network.complex else FUSED_GRADIENTS.get(optim_cfg.optimizer)
   return make(network, network.n_coords) if make else None
 
 

@@ -137,27 +137,40 @@ def lattice_points(basis: np.ndarray, radius: float) -> np.ndarray:
   return points[order]
 
 
-def k_shells(lattice: Lattice, count: int) -> np.ndarray:
-  """The reciprocal-lattice vectors of the lowest shells (equal |k|) that hold at least
-  `count` plane waves, (K, 3) 1/bohr, sorted by |k|, closed under k -> -k. The k-points of
-  the filled shells of `count` electrons of one spin at the Gamma point."""
+def twist_vector(lattice: Lattice, twist) -> np.ndarray:
+  """The twist (3,) 1/bohr of fractional coordinates `twist` in the reciprocal vectors."""
+  return np.asarray(twist, np.float64) @ lattice.reciprocal
+
+
+def k_shells(lattice: Lattice, count: int, twist=(0.0, 0.0, 0.0)) -> np.ndarray:
+  """The wavevectors k = G + k_s (G reciprocal-lattice vectors, k_s the twist given in
+  fractional coordinates) of the lowest shells (equal |k|) that hold at least `count` plane
+  waves, (K, 3) 1/bohr, sorted by |k|: the k-points of the filled shells of `count`
+  electrons of one spin. At the Gamma point (and at any twist whose components are 0 or
+  1/2) the set is closed under k -> -k; at a general twist shells are single points."""
   if count <= 0:
     return np.zeros((0, 3))
+  k_s = twist_vector(lattice, twist)
   radius = 2 * np.pi / np.min(np.linalg.norm(lattice.vectors, axis=1))  # Bound of |b_i|.
   while True:
-    points = lattice_points(lattice.reciprocal, radius)
+    # Every G + k_s within `radius` has |G| <= radius + |k_s|.
+    points = lattice_points(lattice.reciprocal, radius + np.linalg.norm(k_s)) + k_s
+    length = np.round(np.linalg.norm(points, axis=1), 9)
+    keep = length <= np.round(radius, 9)
+    points, length = points[keep], length[keep]
+    order = np.lexsort((points[:, 2], points[:, 1], points[:, 0], length))
+    points, length = points[order], length[order]
     if len(points) >= count:
-      length = np.round(np.linalg.norm(points, axis=1), 9)
       cut = length[count - 1]
       if cut < np.round(radius, 9):  # The shell at `cut` is complete within the radius.
         return points[length <= cut]
     radius *= 1.5
 
 
-def is_closed_shell(lattice: Lattice, count: int) -> bool:
-  """Whether `count` plane waves fill whole k-shells (the Gamma-point ground state of that
+def is_closed_shell(lattice: Lattice, count: int, twist=(0.0, 0.0, 0.0)) -> bool:
+  """Whether `count` plane waves fill whole k-shells at the twist (the ground state of that
   many same-spin electrons in the gas is then non-degenerate)."""
-  return len(k_shells(lattice, count)) == count
+  return len(k_shells(lattice, count, twist)) == count
 
 
 def electron_gas(rs: float, cell: str, n_electrons: int) -> Lattice:

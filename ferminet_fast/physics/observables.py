@@ -96,7 +96,10 @@ def spin_squared(apply: Callable, system: systems.System) -> Callable:
     configs = jnp.concatenate([x[None], jax.vmap(exchanged)(pairs)]) if len(pairs) else x[None]
     signs, logs = jax.vmap(apply, in_axes=(None, 0))(params, configs)
     sign, log_abs = signs[0], logs[0]
-    exchange = jnp.sum(signs[1:] * sign * jnp.exp(logs[1:] - log_abs), axis=0)
+    # psi(x')/psi(x): the sign of a real psi is its own inverse; a complex one's phase is
+    # divided by its conjugate, and the estimator is the real part.
+    exchange = jnp.real(jnp.sum(signs[1:] * jnp.conj(sign) * jnp.exp(logs[1:] - log_abs),
+                                axis=0))
     value = s_z * (s_z + 1) + n_down - exchange + jnp.zeros_like(log_abs)
     return jnp.reshape(value, (-1,)).astype(x.dtype)
 

@@ -7,6 +7,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from ferminet_fast import config
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import ecp as ecp_lib
 from ferminet_fast.physics import lattice as lattice_lib
@@ -50,10 +51,18 @@ class System:
   states: int = 1
   lattice: Optional[lattice_lib.Lattice] = None
   primitive: Optional[lattice_lib.Lattice] = None  # A crystal's primitive cell (None otherwise).
+  # Periodic systems: the twist k_s (Bloch wavevector of the simulation cell) in fractional
+  # coordinates of its reciprocal vectors; psi(r_i + L) = exp(i k_s . L) psi(r_i).
+  twist: tuple = (0.0, 0.0, 0.0)
 
   @property
   def periodic(self) -> bool:
     return self.lattice is not None
+
+  @property
+  def complex(self) -> bool:
+    """Whether the wavefunction is complex: a periodic system away from the Gamma point."""
+    return self.periodic and not config.is_gamma(self.twist)
 
   @property
   def has_ecp(self) -> bool:
@@ -254,7 +263,8 @@ def electron_gas(sys_cfg) -> System:
   name = sys_cfg.name or f'heg_rs{sys_cfg.rs:g}_{sys_cfg.cell}_{n_up}_{n_down}'
   return System(symbols=(), positions=np.zeros((0, 3)), charges=np.zeros((0,)), n_up=n_up,
                 n_down=n_down, name=name, exact_energy=sys_cfg.exact_energy,
-                ecp=(), states=int(sys_cfg.states), lattice=lattice)
+                ecp=(), states=int(sys_cfg.states), lattice=lattice,
+                twist=tuple(float(t) for t in sys_cfg.twist))
 
 
 def ecp_names(setting, symbols: tuple) -> tuple:
@@ -331,10 +341,11 @@ def describe(system: System) -> str:
   states = f'; the lowest {system.states} states' if system.states > 1 else ''
   if not system.periodic:
     cell = '; open boundaries'
-  elif not system.symbols:
-    cell = f'; electron gas, {lattice_lib.describe(system.lattice)}, Gamma point'
   else:
-    cell = f'; periodic, {lattice_lib.describe(system.lattice)}, Gamma point'
+    kind = 'periodic' if system.symbols else 'electron gas'
+    twist = ('Gamma point' if not system.complex else
+             'twist ({:g}, {:g}, {:g}), complex wavefunction'.format(*system.twist))
+    cell = f'; {kind}, {lattice_lib.describe(system.lattice)}, {twist}'
   return (f'{system.name}: {atoms or "no nuclei"} bohr; electrons (up, down) = '
           f'{system.electrons}{ecp}{states}{exact}{cell}')
 

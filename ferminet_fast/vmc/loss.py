@@ -31,6 +31,9 @@ class EnergyAux(NamedTuple):
   # (B,) Ha: the clipped local energies minus their mean, 0 for non-finite ones: the weights
   # of d log|psi| in the gradient, and what sample-space optimizers (SPRING) fit.
   centred: jax.Array
+  # A complex wavefunction: (B,) Ha, the same of the imaginary parts of the local energies,
+  # the weights of d theta (the phase) in the gradient; None for a real one.
+  centred_imaginary: Optional[jax.Array] = None
 
 
 def _window(centre, scale, e, k):
@@ -136,23 +139,30 @@ def resolve_chunk_size(setting, network) -> int:
                          jax.devices())
 
 
-def gradient_weights(aux: EnergyAux) -> jax.Array:
+def gradient_weights(aux: EnergyAux, imaginary: bool = False) -> jax.Array:
   """(B,) dE / d log|psi(x_i)|: the VMC gradient is sum_i w_i d log|psi(x_i)| / d params
   with w_i = 2 (E_L,i - <E_L>) / n over the n walkers with a finite local energy (clipped,
-  centred: aux.centred; 0 for the others)."""
+  centred: aux.centred; 0 for the others). imaginary: the weights of d theta of a complex
+  wavefunction instead, 2 (Im E_L,i - <Im E_L>) / n (aux.centred_imaginary)."""
   n = jnp.maximum(aux.centred.shape[0] - aux.nonfinite, 1)
-  return 2.0 * aux.centred / n
+  return 2.0 * (aux.centred_imaginary if imaginary else aux.centred) / n
 
 
 def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
                 clip_k: float, chunk_size: int = 0,
-                penalty: Optional[Callable] = None) -> Callable:
+                penalty: Optional[Callable] = None,
+                log_psi_phase: Optional[Callable] = None) -> Callable:
   """energy(params, x (B, 3N)) -> (E (), EnergyAux), differentiable in params.
 
   log_psi, local_energy and `penalty` (if given: added to E_L in the gradient only) act on
-  one configuration: (params, x (3N,)) -> ().
+  one configuration: (params, x (3N,)) -> (). With `log_psi_phase` (params, x) -> (log|psi|,
+  theta) (2,), the wavefunction is complex and so is local_energy: E is the mean of its
+  real parts, and the gradient 2 <(Re E_L - E) d log|psi|> + 2 <Im E_L d theta>, both
+  weights clipped and centred alike.
   """
-  batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
+  complex_output = log_psi_phase is not None
+  batch_log_psi = jax.vmap(log_psi if log_psi_phase is None else log_psi_phase,
+                           in_axes=(None, 0))
   batch_local_energy = batch_local_energies(local_energy, chunk_size)
   batch_penalty = batch_local_energies(penalty, chunk_size) if penalty else None
   clip = CLIPPING[clip_method]
@@ -166,7 +176,10 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
   @jax.custom_jvp
   def energy(params, x):
     e_l = batch_local_energy(params, x)
-    finite = jnp.isfinite(e_l)
+    imag = None
+    if complex_output:
+      e_l, imag = jnp.real(e_l), jnp.imag(e_l)
+    finite = jnp.isfinite(e_l) if imag is None else jnp.isfinite(e_l) & jnp.isfinite(imag)
     n = jnp.maximum(jnp.sum(finite), 1)
     mean = jnp.sum(jnp.where(finite, e_l, 0.0)) / n
     variance = jnp.sum(jnp.where(finite, (e_l - mean) ** 2, 0.0)) / n
@@ -177,7 +190,10 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
       finite = jnp.isfinite(g_l)
       centred = centred_clipped(g_l, finite, jnp.sum(jnp.where(finite, g_l, 0.0)) /
                                 jnp.maximum(jnp.sum(finite), 1))
-    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype), centred)
+    if imag is not None:
+      imag = centred_clipped(imag, finite, jnp.sum(jnp.where(finite, imag, 0.0)) / n)
+    e_l = jnp.where(finite, e_l, jnp.nan) if imag is not None else e_l
+    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype), centred, imag)
 
   @energy.defjvp
   def energy_jvp(primals, tangents):
@@ -188,7 +204,11 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
     # reaches the gradient and the step rejects the update; the next sweep restarts such
     # walkers, mcmc.replace_nonfinite.)
     _, dlog_psi = jax.jvp(lambda p: batch_log_psi(p, x), (params,), (tangents[0],))
-    tangent = jnp.sum(gradient_weights(aux) * dlog_psi)
+    if complex_output:  # (B, 2): d log|psi| and d theta.
+      tangent = (jnp.sum(gradient_weights(aux) * dlog_psi[:, 0])
+                 + jnp.sum(gradient_weights(aux, imaginary=True) * dlog_psi[:, 1]))
+    else:
+      tangent = jnp.sum(gradient_weights(aux) * dlog_psi)
     zeros = jax.tree.map(jnp.zeros_like, aux)
     return (mean, aux), (tangent, zeros)
 
@@ -196,10 +216,12 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
 
 
 def make_local_energy(network, system: systems.System, laplacian: str) -> Callable:
-  """(params, x) -> E_L (), Ha, of a networks.Network: one state's local energy, or for
-  several states that of the total wavefunction (the trace of the energy matrix)."""
+  """(params, x) -> E_L (), Ha, of a networks.Network: one state's local energy (complex for a
+  complex wavefunction), or for several states that of the total wavefunction (the trace
+  of the energy matrix)."""
   if network.states == 1:
     return hamiltonian.make_local_energy(network.log_psi, system, laplacian,
-                                         apply=network.apply, dtype=network.dtype)
+                                         apply=network.apply, dtype=network.dtype,
+                                         log_psi_phase=network.log_psi_phase)
   matrix = excited_states.make_energy_matrix(network.apply_states, system, laplacian)
   return lambda params, x: jnp.trace(matrix(params, x))

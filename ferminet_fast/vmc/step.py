@@ -87,7 +87,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg,
     weight = optim_cfg.spin_penalty
     penalty = lambda params, x: weight * spin_squared(params, x)[0]  # noqa: E731
   energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
-                            optim_cfg.clip_local_energy, chunk_size, penalty)
+                            optim_cfg.clip_local_energy, chunk_size, penalty,
+                            network.log_psi_phase)
   optimizer = optim.make_optimizer(optim_cfg, network)
   fused = optim.fused_gradient(optim_cfg, network)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate

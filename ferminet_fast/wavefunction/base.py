@@ -17,7 +17,8 @@ class Init(Protocol):
 
 
 class Apply(Protocol):
-  """(params, x (3N,) bohr) -> (sign (), log|psi| ()) at one configuration."""
+  """(params, x (3N,) bohr) -> (sign (), log|psi| ()) at one configuration; for a complex
+  wavefunction the sign is its phase exp(i theta), a complex number of modulus one."""
 
   def __call__(self, params: Params, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     ...
@@ -59,6 +60,14 @@ class LogPsiAt(Protocol):
     ...
 
 
+class LogPsiPhase(Protocol):
+  """(params, x (3N,) bohr) -> (log|psi|, theta) (2,): a complex wavefunction's log psi =
+  log|psi| + i theta as two real functions, what its local energy differentiates."""
+
+  def __call__(self, params: Params, x: jax.Array) -> jax.Array:
+    ...
+
+
 class ApplyStates(Protocol):
   """(params, x (3N,)) -> (signs (K,), log|psi_i| (K,)): the K states at one configuration."""
 
@@ -82,10 +91,30 @@ class Network(NamedTuple):
   # at one configuration.
   states: int = 1
   apply_states: Optional[ApplyStates] = None
+  # A complex wavefunction (a periodic system at a twist): log|psi| and its phase; None for
+  # a real one.
+  log_psi_phase: Optional[LogPsiPhase] = None
+
+  @property
+  def complex(self) -> bool:
+    return self.log_psi_phase is not None
+
+
+def modulus(z: jax.Array) -> jax.Array:
+  """|z|; for complex z written out as sqrt(Re^2 + Im^2), real arithmetic that forward-mode
+  Laplacian libraries (folx) differentiate as JAX does (their rule for the complex abs
+  casts complex tangents to real)."""
+  return jnp.sqrt(jnp.real(z) ** 2 + jnp.imag(z) ** 2) if jnp.iscomplexobj(z) else jnp.abs(z)
+
+
+def phase(z: jax.Array) -> jax.Array:
+  """The sign of a real z, the phase z / |z| of a complex one: written out for complex z,
+  whose jnp.sign folx takes to be constant."""
+  return z / modulus(z) if jnp.iscomplexobj(z) else jnp.sign(z)
 
 
 def slogdet(a: jax.Array) -> tuple:
-  """(sign, log|det|) over the last two axes.
+  """(sign, log|det|) over the last two axes (the sign a phase for complex a).
 
   Matrices of size <= 3 use closed forms, which are several times faster than a
   batched LU under vmap and differentiate cleanly to any order. Rows are scaled by
@@ -96,7 +125,7 @@ def slogdet(a: jax.Array) -> tuple:
   n = a.shape[-1]
   if n > 3:
     return jnp.linalg.slogdet(a)
-  scale = jax.lax.stop_gradient(jnp.max(jnp.abs(a), axis=-1, keepdims=True))
+  scale = jax.lax.stop_gradient(jnp.max(modulus(a), axis=-1, keepdims=True))
   scale = jnp.where(scale > 0, scale, 1.0)
   b = a / scale
   if n == 1:
@@ -107,4 +136,4 @@ def slogdet(a: jax.Array) -> tuple:
     det = (b[..., 0, 0] * (b[..., 1, 1] * b[..., 2, 2] - b[..., 1, 2] * b[..., 2, 1])
            - b[..., 0, 1] * (b[..., 1, 0] * b[..., 2, 2] - b[..., 1, 2] * b[..., 2, 0])
            + b[..., 0, 2] * (b[..., 1, 0] * b[..., 2, 1] - b[..., 1, 1] * b[..., 2, 0]))
-  return jnp.sign(det), jnp.log(jnp.abs(det)) + jnp.sum(jnp.log(scale[..., 0]), axis=-1)
+  return phase(det), jnp.log(modulus(det)) + jnp.sum(jnp.log(scale[..., 0]), axis=-1)

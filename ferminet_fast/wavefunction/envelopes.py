@@ -63,15 +63,26 @@ def real_plane_waves(kpoints: np.ndarray, r: jax.Array) -> jax.Array:
 
 
 def planewave_envelope(module: nn.Module, g: Geometry, n_out: int, name: str) -> jax.Array:
-  """sum_k c_k w_k(r) over the real plane waves w_k of the filled k-shells
-  (`module.kpoints`, real_plane_waves), one learned amplitude per plane wave and orbital
-  (`{name}_amplitude` (K, n_out)). Orbital o starts as plane wave o mod K, so that the
-  envelopes of a spin's first K orbitals start as its Hartree-Fock orbitals in the gas."""
-  waves = real_plane_waves(module.kpoints, g.r)  # (n_s, K)
+  """sum_k c_k w_k(r) over the plane waves w_k of the filled k-shells (`module.kpoints`), one
+  learned amplitude per plane wave and orbital (`{name}_amplitude` (K, n_out)). At the Gamma
+  point the waves are real (real_plane_waves) and so is the envelope; at a twist
+  (`module.complex_output`) they are exp(i k . r), k = G + k_s, and the amplitudes complex
+  (`{name}_amplitude_imag`, the imaginary parts, starting at zero). Orbital o starts as
+  plane wave o mod K, so that the envelopes of a spin's first K orbitals start as its
+  Hartree-Fock orbitals in the gas."""
+  if module.complex_output:
+    phase = g.r @ jnp.asarray(np.asarray(module.kpoints).T, g.r.dtype)
+    waves = jax.lax.complex(jnp.cos(phase), jnp.sin(phase))  # (n_s, K) exp(i k . r)
+  else:
+    waves = real_plane_waves(module.kpoints, g.r)  # (n_s, K)
   n_waves = waves.shape[-1]
   init = lambda key, shape, dtype: jnp.asarray(
       np.arange(n_waves)[:, None] == np.arange(n_out)[None] % n_waves, dtype)
   amplitude = module.param(f'{name}_amplitude', init, (n_waves, n_out), module.param_dtype)
+  if module.complex_output:
+    imag = module.param(f'{name}_amplitude_imag', nn.initializers.zeros, (n_waves, n_out),
+                        module.param_dtype)
+    amplitude = jax.lax.complex(amplitude, imag)
   return waves @ amplitude
 
 

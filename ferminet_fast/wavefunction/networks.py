@@ -17,7 +17,7 @@ from ferminet_fast import config
 from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.physics import systems
 from ferminet_fast.wavefunction import states
-from ferminet_fast.wavefunction.base import Network, slogdet
+from ferminet_fast.wavefunction.base import Network, modulus, phase, slogdet
 from ferminet_fast.wavefunction.envelopes import ENVELOPES
 from ferminet_fast.wavefunction.features import (Geometry, electrons, ferminet_inputs,
                                                  molecular, periodic, psiformer_inputs)
@@ -26,10 +26,10 @@ from ferminet_fast.wavefunction.jastrows import JASTROWS
 
 def signed_logsumexp(signs: jax.Array, logs: jax.Array) -> tuple:
   """(sign, log|sum_k signs_k exp(logs_k)|) over the last axis, stable for widely different
-  magnitudes."""
+  magnitudes. Complex signs (phases) give the phase of the sum."""
   top = jax.lax.stop_gradient(jnp.max(logs, axis=-1, keepdims=True))
   total = jnp.sum(signs * jnp.exp(logs - top), axis=-1)
-  return jnp.sign(total), jnp.log(jnp.abs(total)) + top[..., 0]
+  return phase(total), jnp.log(modulus(total)) + top[..., 0]
 
 
 def _lecun_normal_flat(key, shape, dtype, n_in):
@@ -149,6 +149,9 @@ class _Slater(nn.Module):
   states: int = 1
   lattice: tuple = ()  # Periodic systems: the cell's vectors (3 rows, bohr); () open.
   kpoints: tuple = ()  # Periodic systems: the filled k-shells (K rows, 1/bohr), envelopes.
+  # A periodic system at a twist: complex orbitals (the network's outputs taken in pairs as
+  # real and imaginary parts, times complex envelopes); the sign is then a phase exp(i theta).
+  complex_output: bool = False
 
   def geometry(self, r: jax.Array, atoms: jax.Array) -> Geometry:
     """The features' geometry: periodic in the cell `lattice`, else open boundaries."""
@@ -172,8 +175,11 @@ class _Slater(nn.Module):
     blocks = []
     for name, lo, hi in systems.spin_blocks(self.n_up, self.n_down):
       n_orb = n if self.full_det else hi - lo
-      orb = Dense(n_orb * k, use_bias=False, param_dtype=self.param_dtype,
-                  name=f'orbital_{name}')(h[lo:hi])
+      width = n_orb * k
+      orb = Dense(width * (2 if self.complex_output else 1), use_bias=False,
+                  param_dtype=self.param_dtype, name=f'orbital_{name}')(h[lo:hi])
+      if self.complex_output:
+        orb = jax.lax.complex(orb[:, :width], orb[:, width:])
       orb = orb * ENVELOPES[self.envelope](self, electrons(g, lo, hi), n_orb * k,
                                            f'envelope_{name}')
       blocks.append(jnp.transpose(orb.reshape(hi - lo, k, n_orb), (1, 0, 2)))  # (k, n_s, n_orb)
@@ -252,8 +258,10 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   centres = system.positions if len(system.positions) else np.zeros((1, 3))
   periodic_attrs = {}
   if system.periodic:
-    kpoints = lattice_lib.k_shells(system.lattice, max(system.n_up, system.n_down))
-    periodic_attrs = dict(lattice=_rows(system.lattice.vectors), kpoints=_rows(kpoints))
+    kpoints = lattice_lib.k_shells(system.lattice, max(system.n_up, system.n_down),
+                                   system.twist)
+    periodic_attrs = dict(lattice=_rows(system.lattice.vectors), kpoints=_rows(kpoints),
+                          complex_output=system.complex)
   common = dict(
       n_up=system.n_up, n_down=system.n_down, atoms=_rows(centres),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
@@ -284,13 +292,18 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   def log_psi_at(params, x, atoms):
     return module.apply(params, x, atoms=atoms)[1]
 
+  def log_psi_phase(params, x):
+    sign, log_abs = module.apply(params, x)
+    return jnp.stack([log_abs, jnp.angle(sign)])
+
   def instrumented(variables, x, mutable, interceptor):
     with nn.intercept_methods(interceptor):
       return module.apply(variables, x, mutable=mutable)
 
   network = Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
                     instrumented=instrumented, log_psi_at=log_psi_at,
-                    n_coords=n_dim, dtype=dtype, full_det=net_cfg.full_det)
+                    n_coords=n_dim, dtype=dtype, full_det=net_cfg.full_det,
+                    log_psi_phase=log_psi_phase if system.complex else None)
   if system.states == 1:
     return network
 
