@@ -511,10 +511,17 @@ def is_periodic(sys_cfg) -> bool:
   return bool(sys_cfg.lattice) or sys_cfg.rs is not None
 
 
+def reduced_twist(twist) -> tuple:
+  """A fractional twist with each component in [0, 1): twists that differ by integers give
+  the same boundary conditions, so this is the form in which two twists compare equal."""
+  reduced = (float(t) % 1.0 for t in twist)
+  return tuple(0.0 if abs(t - 1.0) < 1e-12 or abs(t) < 1e-12 else t for t in reduced)
+
+
 def is_gamma(twist) -> bool:
   """Whether a fractional twist is the Gamma point (every component an integer: the same
   boundary conditions as (0, 0, 0))."""
-  return all(abs(float(t) - round(float(t))) < 1e-12 for t in twist)
+  return not any(reduced_twist(twist))
 
 
 def resolve_envelope(name: str, periodic: bool, nuclei: bool = True) -> str:

@@ -56,9 +56,11 @@ AGAINST_JSON = os.path.join(REPO, 'benchmarks', 'against_ferminet.json')
 AGAINST_OURS_JSON = os.path.join(REPO, 'benchmarks', 'against_ours.json')
 # Per-step goals against FermiNet at its best settings (ours / FermiNet), by network: the
 # small network for every system, FermiNet's standard network at Ne.
-STEP_GOALS = {'small': {'He': 0.6, 'Li': 0.6, 'Be': 0.6, 'Ne': 0.35, 'N2': 0.35, 'C2H4': 0.35},
+STEP_GOALS = {'small': {'He': 0.6, 'Li': 0.6, 'Be': 0.6, 'Ne': 0.35, 'N2': 0.35, 'C2H4': 0.35,
+                        'HEG': 0.4},
               'standard': {'Ne': 0.35}}
-ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'Ne': 10, 'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16}
+ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'Ne': 10, 'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16,
+             'HEG': 14}
 
 
 def step_goal(system: str, network: str):
@@ -195,15 +197,18 @@ def _against_rows(path: str) -> list:
   return out
 
 
-def render_against(paths: list) -> str:
+def render_against(paths: list, systems=None) -> str:
   """A per-step table against FermiNet (or another checkout) from artifacts: medians of
-  the repeats, the ratio, and its spread over the repeats (min–max of ours / baseline)."""
+  the repeats, the ratio, and its spread over the repeats (min–max of ours / baseline);
+  only the rows of `systems` (names) when given."""
   lines = ['| system (electrons) | optimizer | network, batch | baseline settings | baseline '
            '(ms/step) | ours (ms/step) | ours / baseline | per repeat | goal | start-up '
            'baseline (s) | start-up ours (s) | start-up ratio |', '|' + '---|' * 12]
   used = []
   for path in paths:
     for run, r in _against_rows(path):
+      if systems is not None and r['system'] not in systems:
+        continue
       if not any(run is u for u in used):
         used.append((run))
       per = r.get('ratio_per_repeat') or [o / b for o, b in zip(r['runs_ms']['ours'],
@@ -361,6 +366,8 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'per-step-latest': ('BENCHMARKS.md', lambda: render_against(
         [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS)),
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
+    'per-step-electron-gas': ('docs/guides/periodic.md', lambda: render_against(
+        [AGAINST_JSON], systems=('HEG',))),
     'blas-threads-before-after': ('BENCHMARKS.md', lambda: render_against(
         _bench('blas_threads_against_previous_cpu2.json'))),
     'speed-configs': ('BENCHMARKS.md', lambda: render_suite(

@@ -29,6 +29,9 @@ SYSTEMS = {
     'N2': ('configs/n2.py', 'diatomic.py', {'system.molecule_name': 'N2',
                                             'system.bond_length': '2.068', 'system.units': 'bohr'}),
     'C2H4': ('configs/c2h4.py', 'c2h4.py', {}),  # The same geometry in both.
+    # The 14-electron gas at r_s = 1, Gamma point, in both codes' own heg.py (full
+    # determinant, plane-wave envelopes of the filled shells, no pretraining).
+    'HEG': ('configs/heg.py', 'heg.py', {}),
 }
 # FermiNet's settings in a comparison. 'best': its fastest on a CPU machine, as ours runs —
 # its folx forward Laplacian and the BLAS libraries held to one thread each (ours holds

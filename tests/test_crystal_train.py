@@ -37,3 +37,19 @@ def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
                         timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert np.isfinite(json.loads((run / 'eval.json').read_text())['energy'])
+
+
+def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
+  """configs/h_chain.py: KRHF of the H2 unit on the 5 k-points of the chain's repeat (the
+  route and pyscf's energy per cell in the log, below the 10 free atoms' -4.6658 Ha in
+  STO-3G: the chain binds), then a few finite training steps."""
+  pytest.importorskip('pyscf')
+  run = tmp_path / 'chain'
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config',
+                         'configs/h_chain.py', *TINY[:-3], f'--config.log.save_path={run}'],
+                        cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  line = next(l for l in proc.stdout.splitlines() if 'Pretrain KRHF/sto-3g energy' in l)
+  assert float(line.split('energy')[1].split()[0]) < 10 * -0.46658, line
+  energies = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=1, ndmin=1)
+  assert len(energies) == 3 and np.all(np.isfinite(energies)), energies

@@ -111,6 +111,23 @@ def test_hydrogen_ground_state_is_exact_and_sampled_exactly():
   assert history[-1].tau_eff < 0.2  # Rejections shorten the effective time step.
 
 
+def test_acceptance_falls_with_the_time_step_and_large_ones_are_named():
+  """Hydrogen's exact trial: the moves accept nearly always at a small time step (the
+  drift-diffusion Green's function is exact to O(tau^2) for it), and ever less as tau grows;
+  the run names the time steps whose acceptance says they are too large."""
+  system = atom('H')
+  x0 = 1.5 * jax.random.normal(jax.random.PRNGKey(0), (512, 3))
+  per_tau = []
+  for tau in (0.002, 0.05, 0.5):
+    _, _, history = run_dmc(hydrogen_1s(), system, x0, tau, 50, 50)
+    per_tau.append({'tau': tau, 'acceptance': float(np.mean([h.acceptance for h in history]))})
+  acceptance = [r['acceptance'] for r in per_tau]
+  assert acceptance[0] > 0.99 and acceptance[0] > acceptance[1] > acceptance[2], acceptance
+  assert acceptance[2] < diffusion.LOW_ACCEPTANCE, acceptance
+  warnings = diffusion.time_step_warnings(per_tau)
+  assert len(warnings) == 1 and warnings[0].startswith('tau 0.5:'), warnings
+
+
 def test_no_walker_crosses_the_node():
   """psi = z exp(-r/2), H's 2p_z state: E_L = -1/8 exactly, and each walker keeps the sign of
   z it started with (moves across the nodal plane z = 0 are rejected)."""

@@ -197,10 +197,17 @@ def _heg_overrides(tmp_path, **more):
           'log.save_path': str(tmp_path / 'run'), **more}
 
 
-@pytest.mark.parametrize('twist', [(0.0, 0.0, 0.0), (0.1, 0.27, -0.31)])
-@pytest.mark.parametrize('precision', ['float32', 'float64'])
-@pytest.mark.parametrize('optimizer', ['adam', 'kfac'])
-@pytest.mark.parametrize('network', ['ferminet', 'psiformer'])
+GAMMA, TWIST = (0.0, 0.0, 0.0), (0.1, 0.27, -0.31)
+# At a twist (the complex wavefunction) every network x optimizer x precision; at the Gamma
+# point, whose real network, optimizers and precisions the molecular matrix above also runs,
+# every pair of (network, optimizer, precision) values once.
+HEG_RUNS = [(n, o, p, TWIST) for n in ('ferminet', 'psiformer') for o in ('adam', 'kfac')
+            for p in ('float32', 'float64')] + [
+    ('ferminet', 'adam', 'float32', GAMMA), ('ferminet', 'kfac', 'float64', GAMMA),
+    ('psiformer', 'adam', 'float64', GAMMA), ('psiformer', 'kfac', 'float32', GAMMA)]
+
+
+@pytest.mark.parametrize('network,optimizer,precision,twist', HEG_RUNS)
 def test_the_electron_gas_trains_with_each_network_optimizer_and_precision(
     tmp_path, network, optimizer, precision, twist):
   """configs/heg.py through train(), at the Gamma point and at a twist (a complex

@@ -193,6 +193,22 @@ def extrapolate(taus, energies, errors) -> Optional[dict]:
           'chi2_dof': chi2_dof}
 
 
+# Below this mean acceptance of the moves a time step's energy carries a time-step error
+# that the linear extrapolation does not describe: the error of the drift-diffusion moves
+# grows with their rejections (Umrigar, Nightingale and Runge, J. Chem. Phys. 99, 2865
+# (1993)), and time steps in the linear regime accept close to all moves. The run says so.
+LOW_ACCEPTANCE = 0.9
+
+
+def time_step_warnings(per_tau: list) -> list:
+  """One line per time step of `per_tau` (results' entries) whose mean acceptance is below
+  LOW_ACCEPTANCE: that time step is too large for the system."""
+  return [f'tau {r["tau"]:g}: acceptance {r["acceptance"]:.2f} is below {LOW_ACCEPTANCE}: '
+          'this time step is too large for the system (its energy is not in the linear '
+          'regime the extrapolation assumes); use smaller time steps, --tau'
+          for r in per_tau if r['acceptance'] < LOW_ACCEPTANCE]
+
+
 def results(setup: Setup, progress: Progress) -> dict:
   """dmc.json's content: per time step the reblocked mixed estimate, tau_eff, acceptance,
   steps and wall time; E(tau -> 0); the error against the exact energy; the sign check."""
@@ -220,7 +236,8 @@ def results(setup: Setup, progress: Progress) -> dict:
           'precision': setup.cfg.precision,
           'ecp': 'locality approximation' if setup.system.has_ecp else None,
           'sign_check': {'walkers': int(signs.size), 'fraction_opposite_sign': opposite,
-                         'nodeless_over_samples': opposite == 0.0}}
+                         'nodeless_over_samples': opposite == 0.0},
+          'warnings': time_step_warnings(per_tau)}
 
 
 def write_stats(path: str, taus, series) -> None:

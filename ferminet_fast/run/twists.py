@@ -16,6 +16,7 @@ import numpy as np
 
 from ferminet_fast import config
 from ferminet_fast.errors import InputError
+from ferminet_fast.physics import systems
 from ferminet_fast.run import rundir
 
 # System settings that may differ between the runs of one average (besides the twist).
@@ -54,14 +55,13 @@ def average(run_dirs: Sequence[str]) -> dict:
       differ = sorted(k for k in set(other) | set(reference) if other.get(k) != reference.get(k))
       raise InputError(f'--twist_average: {d!r} describes another system than '
                        f'{run_dirs[0]!r} (config.system.{", ".join(differ)} differ)')
-    twist = tuple(float(t) % 1.0 for t in sys_cfg.twist)
-    twist = tuple(0.0 if abs(t - 1.0) < 1e-12 else t for t in twist)
+    twist = config.reduced_twist(sys_cfg.twist)
     if twist in twists:
       raise InputError(f'--twist_average: twist {twist} appears twice ({d!r})')
     twists.append(twist)
   energies = np.array([e['energy'] for _, e in read])
   errors = np.array([e['error'] for _, e in read])
-  n_electrons = sum(first.electrons)
+  n_electrons = systems.make_system(first).n_electrons  # Per simulation cell.
   mean, error = float(np.mean(energies)), float(np.sqrt(np.sum(errors**2)) / len(errors))
   return {'energy': mean, 'error': error, 'energy_per_electron': mean / n_electrons,
           'error_per_electron': error / n_electrons, 'n_twists': len(run_dirs),
