@@ -180,3 +180,27 @@ def test_periodic_features_match_the_open_ones_at_short_range():
     np.testing.assert_allclose(g.r_ee, m.r_ee, rtol=1e-5, atol=1e-12)
     far = features.periodic(cell)(r + jnp.asarray(cell.vectors[1]), atoms)
     np.testing.assert_allclose(far.r_ae, g.r_ae, rtol=1e-10)
+
+
+@pytest.mark.parametrize('dtype,tolerance', [(jnp.float32, 2e-6), (jnp.float64, 1e-13)])
+def test_periodic_features_are_their_definition_at_any_separation(dtype, tolerance):
+  """Every offset is [sin(2 pi s), 1 - cos(2 pi s)] . vectors / (2 pi) of the fractional
+  separation s, evaluated here directly in float64 for particles anywhere (several cells
+  apart too), and the diagonal of the electron pairs is exactly zero."""
+  from ferminet_fast.physics import lattice
+  from ferminet_fast.wavefunction import features
+  vectors = np.array([[4.0, 0.3, -0.2], [0.8, 3.6, 0.4], [-0.5, 0.7, 4.4]])
+  cell = lattice.make_lattice(vectors)
+  rng = np.random.default_rng(3)
+  r, atoms = rng.uniform(-6, 10, (7, 3)), rng.uniform(0, 4, (2, 3))
+
+  def definition(d):
+    s = 2 * np.pi * d @ np.linalg.inv(vectors)
+    return np.concatenate([np.sin(s) @ vectors, (1 - np.cos(s)) @ vectors], -1) / (2 * np.pi)
+
+  with jax.enable_x64(dtype == jnp.float64):
+    g = features.periodic(cell)(jnp.asarray(r, dtype), jnp.asarray(atoms, dtype))
+    np.testing.assert_allclose(g.ae, definition(r[:, None] - atoms[None]), atol=tolerance)
+    np.testing.assert_allclose(g.ee, definition(r[:, None] - r[None]), atol=tolerance)
+    assert np.all(np.diagonal(np.asarray(g.ee), axis1=0, axis2=1) == 0)
+    assert np.all(np.diagonal(np.asarray(g.r_ee)[..., 0]) == 0)
