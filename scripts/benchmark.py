@@ -197,32 +197,43 @@ def _against_rows(path: str) -> list:
   return out
 
 
-def render_against(paths: list, systems=None) -> str:
+def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
   """A per-step table against FermiNet (or another checkout) from artifacts: medians of
   the repeats, the ratio, and its spread over the repeats (min–max of ours / baseline);
-  only the rows of `systems` (names) when given."""
+  only the rows of `systems` (names) when given. With `newest_only`, a comparison measured
+  again (same system, optimizer, network, batch and baseline settings) shows its newest
+  run only (paths are oldest first; the earlier runs stay in the artifact)."""
   lines = ['| system (electrons) | optimizer | network, batch | baseline settings | baseline '
            '(ms/step) | ours (ms/step) | ours / baseline | per repeat | goal | start-up '
            'baseline (s) | start-up ours (s) | start-up ratio |', '|' + '---|' * 12]
-  used = []
+  newest = {}
   for path in paths:
     for run, r in _against_rows(path):
-      if systems is not None and r['system'] not in systems:
-        continue
-      if not any(run is u for u in used):
-        used.append((run))
-      per = r.get('ratio_per_repeat') or [o / b for o, b in zip(r['runs_ms']['ours'],
-                                                                 r['runs_ms']['baseline'])]
-      goal = step_goal(r['system'], r['network']) if r['label'] == 'FermiNet' else None
-      st = r['startup_s']
-      lines.append(
-          f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
-          f'{r["network"]}, {r["batch"]} | {r["label"]}, {r["peer_settings"]} | '
-          f'{r["baseline"]:.1f} | {r["ours"]:.1f} | **{r["ratio"]:.2f}** | '
-          f'{min(per):.2f}–{max(per):.2f} (n = {len(per)}) | '
-          + (f'≤ {goal}' if goal else '–') + f' | {st["baseline"]:.1f} | {st["ours"]:.1f} | '
-          f'{st["ours"] / st["baseline"]:.2f} |')
-  notes = [artifacts.provenance(p) for p in paths]
+      if systems is None or r['system'] in systems:
+        key = (r['system'], r['optimizer'], r['network'], r['batch'], r['label'],
+               r['peer_settings']) if newest_only else len(newest)
+        newest.pop(key, None)  # Re-inserted last: the table keeps the order of measurement.
+        newest[key] = (path, run, r)
+  for _, _, r in newest.values():
+    per = r.get('ratio_per_repeat') or [o / b for o, b in zip(r['runs_ms']['ours'],
+                                                               r['runs_ms']['baseline'])]
+    goal = step_goal(r['system'], r['network']) if r['label'] == 'FermiNet' else None
+    st = r['startup_s']
+    lines.append(
+        f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
+        f'{r["network"]}, {r["batch"]} | {r["label"]}, {r["peer_settings"]} | '
+        f'{r["baseline"]:.1f} | {r["ours"]:.1f} | **{r["ratio"]:.2f}** | '
+        f'{min(per):.2f}–{max(per):.2f} (n = {len(per)}) | '
+        + (f'≤ {goal}' if goal else '–') + f' | {st["baseline"]:.1f} | {st["ours"]:.1f} | '
+        f'{st["ours"] / st["baseline"]:.2f} |')
+  notes = []
+  for path in paths:
+    used = []
+    for p, run, _ in newest.values():
+      if p == path and not any(run is u for u in used):
+        used.append(run)
+    if used:
+      notes.append(artifacts.provenance(path, used))
   return '\n'.join(lines + ['', ' '.join(notes)])
 
 
@@ -364,10 +375,10 @@ AFTER_BLAS = _bench('against_ferminet_ne_kfac_cpu2_blas_threads.json',
                     'against_ferminet_n2_c2h4_cpu2_blas_threads.json')
 TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'per-step-latest': ('BENCHMARKS.md', lambda: render_against(
-        [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS)),
+        [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS, newest_only=True)),
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
     'per-step-electron-gas': ('docs/guides/periodic.md', lambda: render_against(
-        [AGAINST_JSON], systems=('HEG',))),
+        [AGAINST_JSON], systems=('HEG',), newest_only=True)),
     'blas-threads-before-after': ('BENCHMARKS.md', lambda: render_against(
         _bench('blas_threads_against_previous_cpu2.json'))),
     'speed-configs': ('BENCHMARKS.md', lambda: render_suite(

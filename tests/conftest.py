@@ -45,6 +45,28 @@ import pytest  # noqa: E402
 from ferminet_fast import config  # noqa: E402
 
 
+# FERMINET_FAST_TESTS_COMBINATIONS=covering: the combination matrices of the training tests
+# run the subset that covers every pair of their values (CI's second JAX version, where what
+# is checked is that each piece works with that JAX; the full matrices run in README's test
+# command). Unset or 'all': every combination.
+COMBINATIONS = os.environ.get('FERMINET_FAST_TESTS_COMBINATIONS', 'all')
+if COMBINATIONS not in ('all', 'covering'):
+  raise ValueError(f'FERMINET_FAST_TESTS_COMBINATIONS={COMBINATIONS!r}: all or covering')
+
+
+def combinations(every, covering):
+  """The parameter sets of a combination matrix: `every` one, or with
+  FERMINET_FAST_TESTS_COMBINATIONS=covering the subset `covering`, which must hold every
+  pair of values of `every`'s sets (checked here, so the subset cannot drift)."""
+  every, covering = list(every), list(covering)
+  missing = {(i, a[i], j, a[j]) for a in every for i in range(len(a)) for j in range(len(a))
+             if i < j} - {(i, c[i], j, c[j]) for c in covering for i in range(len(c))
+                          for j in range(len(c)) if i < j}
+  if missing or not set(covering) <= set(every):
+    raise ValueError(f'the covering subset misses the value pairs {sorted(missing)}')
+  return covering if COMBINATIONS == 'covering' else every
+
+
 def tiny_config(atom='He', **overrides):
   """A small, fast config; `overrides` are dotted keys, e.g. {'optim.iterations': 10}."""
   cfg = config.default()

@@ -5,6 +5,7 @@ to the same result as one never stopped, and bad input stops with one line and s
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -23,6 +24,22 @@ def small(atom, path, **overrides):
       'network.psiformer.layers': 1, 'network.psiformer.heads': 2,
       'network.psiformer.head_dim': 4, 'batch_size': 16, 'optim.iterations': 4,
       'mcmc.steps': 2, 'mcmc.burn_in': 2, 'log.save_path': str(path), **overrides})
+
+
+@pytest.fixture(scope='module')
+def trained_he(tmp_path_factory):
+  """A briefly trained He run (`small`), trained once for the tests that only read it."""
+  run = tmp_path_factory.mktemp('trained') / 'run'
+  train.train(small('He', run), quiet=True)
+  return run
+
+
+@pytest.fixture
+def he_run(trained_he, tmp_path):
+  """A copy of the trained He run of this module, this test's own to write into."""
+  run = tmp_path / 'run'
+  shutil.copytree(trained_he, run)
+  return run
 
 
 def command(*args):
@@ -66,15 +83,12 @@ class StopAt:
     return 'SIGTERM' if self.calls < 0 else None
 
 
-def test_stopped_run_resumes_to_the_same_result(tmp_path):
-  run = tmp_path / 'run'
-  train.train(small('He', run), quiet=True)
+def test_stopped_run_resumes_to_the_same_result(tmp_path, he_run):
+  run = he_run
   settings = dict(tau=(0.02, 0.01), steps=5, equilibration=2, quiet=True)
   whole = dmc.dmc(str(run), **settings)
   os.rename(run / 'dmc.json', tmp_path / 'whole.json')
-  for d in ('dmc',):
-    import shutil
-    shutil.rmtree(run / d)
+  shutil.rmtree(run / 'dmc')
   stopped = dmc.dmc(str(run), stop=StopAt(9), **settings)  # In the second time step.
   assert stopped == {'stopped_by': 'SIGTERM'}
   assert not (run / 'dmc.json').exists()
@@ -84,22 +98,26 @@ def test_stopped_run_resumes_to_the_same_result(tmp_path):
     np.testing.assert_allclose(a['tau_eff'], b['tau_eff'], rtol=1e-6)
 
 
-def test_bad_input_is_one_line_and_status_2(tmp_path):
+def test_bad_input_is_one_line_and_status_2(tmp_path, he_run):
+  """The command: one line and status 2 for a missing run, a flag that does not parse and
+  a setting out of range; the stage itself names each bad setting and a run of two states."""
+  from ferminet_fast.errors import InputError
   proc = command(f'--run={tmp_path / "none"}')
   assert proc.returncode == 2 and 'not a directory' in proc.stderr, proc.stderr
-  run = tmp_path / 'run'
-  train.train(small('He', run), quiet=True)
-  for flag, words in (('--tau=-0.01', 'config.dmc.tau'), ('--tau=x', '--tau'),
-                      ('--parameters=best', 'config.dmc.parameters'),
-                      ('--steps=0', 'config.dmc.steps')):
-    proc = command(f'--run={run}', flag)
+  for flag, words in (('--tau=-0.01', 'config.dmc.tau'), ('--tau=x', '--tau')):
+    proc = command(f'--run={he_run}', flag)
     assert proc.returncode == 2 and words in proc.stderr, (flag, proc.stderr)
     assert 'Traceback' not in proc.stderr
+  for setting, words in (({'parameters': 'best'}, 'config.dmc.parameters'),
+                         ({'steps': 0}, 'config.dmc.steps')):
+    with pytest.raises(InputError, match=words):
+      dmc.dmc(str(he_run), quiet=True, **setting)
   states = tmp_path / 'states'
   train.train(small('He', states, **{'system.states': 2, 'pretrain.iterations': 0}),
               quiet=True)
-  proc = command(f'--run={states}')
-  assert proc.returncode == 2 and 'one state' in proc.stderr, proc.stderr
+  with pytest.raises(InputError, match='one state'):
+    dmc.dmc(str(states), quiet=True)
+  assert not (he_run / 'dmc.json').exists() and not (states / 'dmc.json').exists()
 
 
 def test_li_dmc_lies_between_exact_and_vmc(tmp_path):
@@ -119,10 +137,9 @@ def test_li_dmc_lies_between_exact_and_vmc(tmp_path):
   assert result['vmc']['energy'] == pytest.approx(vmc.mean)
 
 
-def test_walkers_split_over_two_devices(tmp_path):
+def test_walkers_split_over_two_devices(he_run):
   """The DMC step jitted over two (host) devices, the walkers split between them."""
-  run = tmp_path / 'run'
-  train.train(small('He', run), quiet=True)
+  run = he_run
   env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
   proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}',
                          '--tau=0.02', '--steps=5', '--equilibration=1'], cwd=REPO, env=env,
@@ -131,14 +148,12 @@ def test_walkers_split_over_two_devices(tmp_path):
   assert math.isfinite(json.loads((run / 'dmc.json').read_text())['energy'])
 
 
-def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path):
+def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path, he_run):
   """SIGTERM to the command (as a batch system sends it): the DMC state is checkpointed at
   the next step, the exit status is 75, and running the same command again finishes with
   the energies of a run never stopped."""
   import signal
-  run, whole = tmp_path / 'run', tmp_path / 'whole'
-  train.train(small('He', run), quiet=True)
-  import shutil
+  run, whole = he_run, tmp_path / 'whole'
   shutil.copytree(run, whole)
   flags = ['--tau=0.02,0.01', '--steps=30', '--equilibration=2']
   assert command(f'--run={whole}', *flags).returncode == 0

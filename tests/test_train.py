@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import tiny_config
+from conftest import combinations, tiny_config
 from ferminet_fast import InputError, train
 from ferminet_fast.run import cli, rundir
 
@@ -144,9 +144,16 @@ def test_cli_molecule_replaces_the_config_files_atom_and_back():
   assert 'atom: Be' in proc.stdout and "molecule: ''" in proc.stdout
 
 
-@pytest.mark.parametrize('precision', ['float32', 'float64'])
-@pytest.mark.parametrize('optimizer', ['adam', 'kfac', 'spring', 'sgd'])
-@pytest.mark.parametrize('network', ['ferminet', 'psiformer'])
+OPTIMIZERS = ('adam', 'kfac', 'spring', 'sgd')
+MOLECULE_RUNS = combinations(
+    [(n, o, p) for n in ('ferminet', 'psiformer') for o in OPTIMIZERS
+     for p in ('float32', 'float64')],
+    [(n, o, p) for k, o in enumerate(OPTIMIZERS)
+     for n, p in (('ferminet', ('float32', 'float64')[k % 2]),
+                  ('psiformer', ('float64', 'float32')[k % 2]))])
+
+
+@pytest.mark.parametrize('network,optimizer,precision', MOLECULE_RUNS)
 def test_every_network_optimizer_and_precision_trains(tmp_path, network, optimizer, precision):
   """Each combination a user may pick runs through train() and gives finite energies."""
   cfg = tiny_config('Li', **{
@@ -197,14 +204,27 @@ def _heg_overrides(tmp_path, **more):
           'log.save_path': str(tmp_path / 'run'), **more}
 
 
+def _heg_config(tmp_path, **more):
+  """configs/heg.py with `_heg_overrides`."""
+  cfg = cli.load_config_file(os.path.join(REPO, 'configs', 'heg.py'))
+  for key, value in _heg_overrides(tmp_path, **more).items():
+    *path, last = key.split('.')
+    node = cfg
+    for part in path:
+      node = node[part]
+    node[last] = value
+  return cfg
+
+
 GAMMA, TWIST = (0.0, 0.0, 0.0), (0.1, 0.27, -0.31)
-# At a twist (the complex wavefunction) every network x optimizer x precision; at the Gamma
-# point, whose real network, optimizers and precisions the molecular matrix above also runs,
-# every pair of (network, optimizer, precision) values once.
-HEG_RUNS = [(n, o, p, TWIST) for n in ('ferminet', 'psiformer') for o in ('adam', 'kfac')
-            for p in ('float32', 'float64')] + [
-    ('ferminet', 'adam', 'float32', GAMMA), ('ferminet', 'kfac', 'float64', GAMMA),
-    ('psiformer', 'adam', 'float64', GAMMA), ('psiformer', 'kfac', 'float32', GAMMA)]
+# At a twist (the complex wavefunction) every network x optimizer x precision (conftest's
+# covering subset where asked); at the Gamma point, whose real network, optimizers and
+# precisions the molecular matrix above also runs, every pair of values once.
+HEG_PAIRS = [('ferminet', 'adam', 'float32'), ('ferminet', 'kfac', 'float64'),
+             ('psiformer', 'adam', 'float64'), ('psiformer', 'kfac', 'float32')]
+HEG_RUNS = [r + (TWIST,) for r in combinations(
+    [(n, o, p) for n in ('ferminet', 'psiformer') for o in ('adam', 'kfac')
+     for p in ('float32', 'float64')], HEG_PAIRS)] + [r + (GAMMA,) for r in HEG_PAIRS]
 
 
 @pytest.mark.parametrize('network,optimizer,precision,twist', HEG_RUNS)
@@ -212,15 +232,8 @@ def test_the_electron_gas_trains_with_each_network_optimizer_and_precision(
     tmp_path, network, optimizer, precision, twist):
   """configs/heg.py through train(), at the Gamma point and at a twist (a complex
   wavefunction): finite energies, walkers kept inside the cell."""
-  cfg = cli.load_config_file(os.path.join(REPO, 'configs', 'heg.py'))
-  for key, value in _heg_overrides(tmp_path, **{
-      'network.network_type': network, 'optim.optimizer': optimizer,
-      'precision': precision, 'system.twist': twist}).items():
-    *path, last = key.split('.')
-    node = cfg
-    for part in path:
-      node = node[part]
-    node[last] = value
+  cfg = _heg_config(tmp_path, **{'network.network_type': network, 'optim.optimizer': optimizer,
+                                 'precision': precision, 'system.twist': twist})
   result = train.train(cfg, quiet=True)
   assert np.all(np.isfinite(result.history['energy']))
   x = np.asarray(result.state.walkers.x).reshape(16, 14, 3)
@@ -249,30 +262,29 @@ def test_cli_electron_gas_trains_evaluates_and_resumes(tmp_path):
 
 
 def test_cli_twists_train_evaluate_and_average(tmp_path):
-  """Two twists of the electron gas, each trained and evaluated by the commands a user runs,
-  then averaged: twist_average.json holds the mean of the two eval.json energies and their
-  combined error; a run not evaluated and the same twist twice are each one clear error
-  that writes nothing."""
-  runs = []
-  for i, twist in enumerate(['(0.5,0.5,0.5)', '(0.25,0,0)']):
-    out = tmp_path / f't{i}'
-    args = ['--config', 'configs/heg.py', *[f'--config.{k}={v}' for k, v in _heg_overrides(
-        tmp_path, **{'log.save_path': out}).items() if k != 'network.ferminet.hidden_dims'],
-            '--config.network.ferminet.hidden_dims=((8,4),)', f'--config.system.twist={twist}']
-    proc = run_cli(*args)
-    assert proc.returncode == 0, proc.stderr
-    assert 'complex wavefunction' in proc.stdout
-    runs.append(out)
-  evaluate = [sys.executable, '-m', 'ferminet_fast.evaluate']
-  proc = subprocess.run(evaluate + [f'--twist_average={runs[0]},{runs[1]}'], cwd=REPO,
+  """Two twists of the electron gas, trained (one by the command a user runs) and evaluated,
+  then averaged by the command: twist_average.json holds the mean of the two eval.json
+  energies and their combined error; a run not evaluated and the same twist twice are each
+  one clear error that writes nothing."""
+  from ferminet_fast import evaluate
+  runs = [tmp_path / 't0', tmp_path / 't1']
+  args = ['--config', 'configs/heg.py', *[f'--config.{k}={v}' for k, v in _heg_overrides(
+      tmp_path, **{'log.save_path': runs[0]}).items() if k != 'network.ferminet.hidden_dims'],
+          '--config.network.ferminet.hidden_dims=((8,4),)',
+          '--config.system.twist=(0.5,0.5,0.5)']
+  proc = run_cli(*args)
+  assert proc.returncode == 0, proc.stderr
+  assert 'complex wavefunction' in proc.stdout
+  train.train(_heg_config(tmp_path, **{'log.save_path': str(runs[1]),
+                                       'system.twist': (0.25, 0.0, 0.0)}), quiet=True)
+  command = [sys.executable, '-m', 'ferminet_fast.evaluate']
+  proc = subprocess.run(command + [f'--twist_average={runs[0]},{runs[1]}'], cwd=REPO,
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 2 and 'has not been evaluated' in proc.stderr
   for out in runs:
-    proc = subprocess.run(evaluate + [f'--run={out}', '--steps=4', '--burn_in=1'], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    evaluate.evaluate(str(out), steps=4, burn_in=1, quiet=True)
   target = tmp_path / 'twists.json'
-  proc = subprocess.run(evaluate + [f'--twist_average={runs[0]},{runs[1]}', f'--out={target}'],
+  proc = subprocess.run(command + [f'--twist_average={runs[0]},{runs[1]}', f'--out={target}'],
                         cwd=REPO, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr
   result = json.loads(target.read_text())
@@ -280,12 +292,12 @@ def test_cli_twists_train_evaluate_and_average(tmp_path):
   assert result['energy'] == pytest.approx(np.mean([e['energy'] for e in evaluated]))
   assert result['error'] == pytest.approx(np.hypot(*[e['error'] for e in evaluated]) / 2)
   assert [t['twist'] for t in result['twists']] == [[0.5, 0.5, 0.5], [0.25, 0.0, 0.0]]
-  proc = subprocess.run(evaluate + [f'--twist_average={runs[0]},{runs[0]}',
-                                    f'--out={tmp_path / "again.json"}'],
+  proc = subprocess.run(command + [f'--twist_average={runs[0]},{runs[0]}',
+                                   f'--out={tmp_path / "again.json"}'],
                         cwd=REPO, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 2 and 'appears twice' in proc.stderr
   assert not (tmp_path / 'again.json').exists()
-  proc = subprocess.run(evaluate, cwd=REPO, capture_output=True, text=True, timeout=300)
+  proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 2 and 'either --run' in proc.stderr
 
 
