@@ -93,7 +93,7 @@ def _say_results(result: dict, say) -> None:
   say(f'  trial function sign: {100 * sign["fraction_opposite_sign"]:.1f}% of the '
       f'{sign["walkers"]} walkers opposite the first ('
       + ('nodeless over the samples)' if sign['nodeless_over_samples'] else 'has nodes)'))
-  for line in result.get('warnings', ()):
+  for line in result['warnings']:
     say(f'  warning: {line}')
 
 
