@@ -228,12 +228,9 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
         f'{st["ours"] / st["baseline"]:.2f} |')
   notes = []
   for path in paths:
-    used = []
-    for p, run, _ in newest.values():
-      if p == path and not any(run is u for u in used):
-        used.append(run)
+    used = {id(run): run for p, run, _ in newest.values() if p == path}  # Once each, in order.
     if used:
-      notes.append(artifacts.provenance(path, used))
+      notes.append(artifacts.provenance(path, list(used.values())))
   return '\n'.join(lines + ['', ' '.join(notes)])
 
 

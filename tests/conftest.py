@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pytest  # noqa: E402
 
 from ferminet_fast import config  # noqa: E402
+from ferminet_fast.run import cli  # noqa: E402
 
 
 # FERMINET_FAST_TESTS_COMBINATIONS=covering: the combination matrices of the training tests
@@ -59,9 +60,11 @@ def combinations(every, covering):
   FERMINET_FAST_TESTS_COMBINATIONS=covering the subset `covering`, which must hold every
   pair of values of `every`'s sets (checked here, so the subset cannot drift)."""
   every, covering = list(every), list(covering)
-  missing = {(i, a[i], j, a[j]) for a in every for i in range(len(a)) for j in range(len(a))
-             if i < j} - {(i, c[i], j, c[j]) for c in covering for i in range(len(c))
-                          for j in range(len(c)) if i < j}
+
+  def pairs(sets):
+    return {(i, s[i], j, s[j]) for s in sets for j in range(len(s)) for i in range(j)}
+
+  missing = pairs(every) - pairs(covering)
   if missing or not set(covering) <= set(every):
     raise ValueError(f'the covering subset misses the value pairs {sorted(missing)}')
   return covering if COMBINATIONS == 'covering' else every
@@ -79,12 +82,7 @@ def tiny_config(atom='He', **overrides):
   cfg.mcmc.burn_in = 20
   cfg.log.print_every = 0
   cfg.log.timers = False
-  for key, value in overrides.items():
-    node = cfg
-    *path, last = key.split('.')
-    for p in path:
-      node = node[p]
-    node[last] = value
+  cli.set_values(cfg, overrides)
   return cfg
 
 

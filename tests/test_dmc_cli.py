@@ -84,15 +84,14 @@ class StopAt:
 
 
 def test_stopped_run_resumes_to_the_same_result(tmp_path, he_run):
-  run = he_run
   settings = dict(tau=(0.02, 0.01), steps=5, equilibration=2, quiet=True)
-  whole = dmc.dmc(str(run), **settings)
-  os.rename(run / 'dmc.json', tmp_path / 'whole.json')
-  shutil.rmtree(run / 'dmc')
-  stopped = dmc.dmc(str(run), stop=StopAt(9), **settings)  # In the second time step.
+  whole = dmc.dmc(str(he_run), **settings)
+  os.rename(he_run / 'dmc.json', tmp_path / 'whole.json')
+  shutil.rmtree(he_run / 'dmc')
+  stopped = dmc.dmc(str(he_run), stop=StopAt(9), **settings)  # In the second time step.
   assert stopped == {'stopped_by': 'SIGTERM'}
-  assert not (run / 'dmc.json').exists()
-  resumed = dmc.dmc(str(run), **settings)
+  assert not (he_run / 'dmc.json').exists()
+  resumed = dmc.dmc(str(he_run), **settings)
   for a, b in zip(whole['per_tau'], resumed['per_tau']):
     np.testing.assert_allclose(a['energy'], b['energy'], rtol=1e-6)
     np.testing.assert_allclose(a['tau_eff'], b['tau_eff'], rtol=1e-6)
@@ -139,13 +138,12 @@ def test_li_dmc_lies_between_exact_and_vmc(tmp_path):
 
 def test_walkers_split_over_two_devices(he_run):
   """The DMC step jitted over two (host) devices, the walkers split between them."""
-  run = he_run
   env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}',
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={he_run}',
                          '--tau=0.02', '--steps=5', '--equilibration=1'], cwd=REPO, env=env,
                         capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert math.isfinite(json.loads((run / 'dmc.json').read_text())['energy'])
+  assert math.isfinite(json.loads((he_run / 'dmc.json').read_text())['energy'])
 
 
 def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path, he_run):

@@ -207,12 +207,7 @@ def _heg_overrides(tmp_path, **more):
 def _heg_config(tmp_path, **more):
   """configs/heg.py with `_heg_overrides`."""
   cfg = cli.load_config_file(os.path.join(REPO, 'configs', 'heg.py'))
-  for key, value in _heg_overrides(tmp_path, **more).items():
-    *path, last = key.split('.')
-    node = cfg
-    for part in path:
-      node = node[part]
-    node[last] = value
+  cli.set_values(cfg, _heg_overrides(tmp_path, **more))
   return cfg
 
 

@@ -1,6 +1,7 @@
 """What a finished (or stopped) run reports: the final energy estimate with its error bar,
 timings.json's totals, result.json and the closing lines."""
 
+import math
 import resource
 import time
 from typing import NamedTuple, Optional
@@ -26,11 +27,17 @@ class Result(NamedTuple):
 
 def final_line(result: Result, iterations: int) -> str:
   est = result.estimate
-  line = (f'Energy {est.mean:.6f} +- {est.error:.6f} Ha (last {est.n} of {iterations} steps, '
-          f'reblocked, tau={est.tau:.1f})')
+  if math.isfinite(est.error):
+    line = (f'Energy {est.mean:.6f} +- {est.error:.6f} Ha (last {est.n} of {iterations} '
+            f'steps, reblocked, tau={est.tau:.1f})')
+    spread = f' +- {1e3 * est.error:.2f}'
+  else:  # Too few steps to reblock.
+    line = (f'Energy {est.mean:.6f} Ha (last {est.n} of {iterations} steps, too few for an '
+            'error bar)')
+    spread = ''
   if result.exact_energy is not None:
-    line += (f' | exact {result.exact_energy:.6f} Ha | error {result.error_mha:+.2f} '
-             f'+- {1e3 * est.error:.2f} mHa')
+    line += (f' | exact {result.exact_energy:.6f} Ha | error {result.error_mha:+.2f}'
+             f'{spread} mHa')
   return line
 
 

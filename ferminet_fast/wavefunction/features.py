@@ -43,14 +43,17 @@ class Features(Protocol):
     ...
 
 
+def pair_norms(ee: jax.Array) -> jax.Array:
+  """Norms (n, n, 1) of pair offsets ee (n, n, k) whose diagonal is zero: zero, with finite
+  gradients, on the diagonal (the norm is taken of ee + 1 there, then masked)."""
+  eye = jnp.eye(ee.shape[0], dtype=ee.dtype)[..., None]
+  return jnp.linalg.norm(ee + eye, axis=-1, keepdims=True) * (1.0 - eye)
+
+
 def pair_distances(r: jax.Array) -> tuple:
-  """Differences (n, n, 3) and distances (n, n, 1) between electrons at r (n, 3); zero, with
-  finite gradients, on the diagonal (the norm is taken of ee + 1 there, then masked)."""
-  n = r.shape[0]
+  """Differences (n, n, 3) and distances (n, n, 1) between electrons at r (n, 3)."""
   ee = r[:, None, :] - r[None, :, :]
-  eye = jnp.eye(n, dtype=r.dtype)[..., None]
-  r_ee = jnp.linalg.norm(ee + eye, axis=-1, keepdims=True) * (1.0 - eye)
-  return ee, r_ee
+  return ee, pair_norms(ee)
 
 
 def molecular(r: jax.Array, atoms: jax.Array) -> Geometry:
@@ -95,10 +98,9 @@ def periodic(lattice: lattice_lib.Lattice) -> Features:
     electron = waves(r @ phase)
     ae = offsets(electron, waves(atoms.astype(r.dtype) @ phase))
     r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)
-    eye = jnp.eye(r.shape[0], dtype=r.dtype)[..., None]
-    ee = offsets(electron, electron) * (1.0 - eye)  # Exactly zero on the diagonal.
-    r_ee = jnp.linalg.norm(ee + eye, axis=-1, keepdims=True) * (1.0 - eye)
-    return Geometry(ae, r_ae, ee, r_ee, r)
+    # Exactly zero on the diagonal (the identities leave rounding there).
+    ee = offsets(electron, electron) * (1.0 - jnp.eye(r.shape[0], dtype=r.dtype)[..., None])
+    return Geometry(ae, r_ae, ee, pair_norms(ee), r)
 
   return features
 
