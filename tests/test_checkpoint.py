@@ -186,6 +186,7 @@ def test_checkpoint_with_the_earlier_optimizer_state_resumes(tmp_path, method):
   assert np.all(np.isfinite(resumed.history['energy']))
 
 
+@pytest.mark.slow
 def test_checkpoint_without_the_parameter_average_resumes_and_evaluates(tmp_path):
   """Runs saved before the optimizer state held the parameters' average: such a checkpoint
   resumes (the counter and KFAC's factors carried over, the average started afresh), and

@@ -17,6 +17,7 @@ TINY = ('--config.batch_size=8', '--config.optim.iterations=3', '--config.pretra
         '--config.evaluation.burn_in=1', '--config.log.print_every=1')
 
 
+@pytest.mark.slow
 def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
   pytest.importorskip('pyscf')
   run = tmp_path / 'lih'

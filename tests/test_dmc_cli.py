@@ -48,7 +48,8 @@ def command(*args):
 
 
 @pytest.mark.parametrize('network,precision,atom,ecp', [
-    ('ferminet', 'float32', 'He', ''), ('psiformer', 'float64', 'Li', ''),
+    ('ferminet', 'float32', 'He', ''),
+    pytest.param('psiformer', 'float64', 'Li', '', marks=pytest.mark.slow),
     ('ferminet', 'float64', 'Si', 'ccecp')])
 def test_command_writes_dmc_json(tmp_path, network, precision, atom, ecp):
   run = tmp_path / 'run'
@@ -119,6 +120,7 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, he_run):
   assert not (he_run / 'dmc.json').exists() and not (states / 'dmc.json').exists()
 
 
+@pytest.mark.slow
 def test_li_dmc_lies_between_exact_and_vmc(tmp_path):
   """Fixed-node DMC is variational and below the VMC energy of its trial function: for a
   briefly trained Li network the DMC energy lies between the exact energy and the evaluated
@@ -146,6 +148,7 @@ def test_walkers_split_over_two_devices(he_run):
   assert math.isfinite(json.loads((he_run / 'dmc.json').read_text())['energy'])
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path, he_run):
   """SIGTERM to the command (as a batch system sends it): the DMC state is checkpointed at
   the next step, the exit status is 75, and running the same command again finishes with

@@ -15,7 +15,6 @@ from conftest import tiny_config
 from ferminet_fast import train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NETWORKS = ('ferminet', 'psiformer')
 # An all-electron atom and one with the ccECP, each with up and down electrons (for <S^2>).
 SYSTEMS = {'all-electron': ('Be', ''), 'ecp': ('Si', 'ccecp')}
 OBSERVABLES = {'all-electron': 's2,dipole,density,forces,forces_warp',
@@ -43,7 +42,8 @@ def finite(values) -> bool:
 
 # Every pair of (network, system kind, precision) values occurs once in these four runs.
 PAIRWISE = [('ferminet', 'all-electron', 'float32'), ('ferminet', 'ecp', 'float64'),
-            ('psiformer', 'all-electron', 'float64'), ('psiformer', 'ecp', 'float32')]
+            ('psiformer', 'all-electron', 'float64'),
+            pytest.param('psiformer', 'ecp', 'float32', marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize('network,kind,precision', PAIRWISE)
@@ -66,7 +66,8 @@ def test_every_observable_with_each_network_system_and_precision(tmp_path, netwo
     assert 'not available with effective core potentials' in proc.stderr
 
 
-@pytest.mark.parametrize('network', NETWORKS)
+@pytest.mark.parametrize('network', [
+    'ferminet', pytest.param('psiformer', marks=pytest.mark.slow)])
 def test_several_states_report_spin_and_dipoles_when_asked(tmp_path, network):
   run = tmp_path / 'run'
   train.train(small('He', network, run, **{'system.states': 2}), quiet=True)
@@ -80,6 +81,7 @@ def test_several_states_report_spin_and_dipoles_when_asked(tmp_path, network):
   assert '--observables density: with 2 states evaluation estimates s2 and dipole' in proc.stderr
 
 
+@pytest.mark.slow
 def test_spin_of_a_psiformer_sulfur_atom_finishes(tmp_path):
   """A 16-electron atom's <S^2> (63 exchanges per walker) with the Psiformer: the
   evaluation that once never finished on jaxlib 0.10 (vmc/ordering.py)."""

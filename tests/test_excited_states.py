@@ -213,6 +213,7 @@ def test_states_train_with_each_network_and_optimizer(tmp_path, network, optimiz
   assert np.all(np.isfinite(result.history['energy'])) and result.exact_energy is None
 
 
+@pytest.mark.slow
 def test_states_train_resume_and_evaluate(tmp_path):
   cfg = states_config(tmp_path / 'run', **{'optim.optimizer': 'kfac',
                                            'precision': 'float64'})

@@ -11,7 +11,8 @@ from conftest import xla_flags
 NOTEBOOKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'notebooks')
 
 
-@pytest.mark.parametrize('name', ['quickstart.ipynb', 'stage_timers.ipynb'])
+@pytest.mark.parametrize('name', ['quickstart.ipynb',
+                                  pytest.param('stage_timers.ipynb', marks=pytest.mark.slow)])
 def test_notebook_runs(name, tmp_path, monkeypatch):
   monkeypatch.setenv('FERMINET_FAST_NOTEBOOK_SMOKE', '1')
   monkeypatch.setenv('XLA_FLAGS', xla_flags())

@@ -251,6 +251,7 @@ def test_density_grid_of_lcao_h2_plus(tmp_path):
                              atol=1e-9)
 
 
+@pytest.mark.slow
 def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):
   """The trained He wavefunction is close to the singlet ground state, so its <S^2> is
   bounded by its energy: the only states with S^2 != 0 in its (1, 1) sector are triplets

@@ -236,31 +236,14 @@ def test_the_electron_gas_trains_with_each_network_optimizer_and_precision(
   assert x.dtype == np.dtype(precision) and np.all((x >= 0) & (x < length * (1 + 1e-6)))
 
 
-def test_cli_electron_gas_trains_evaluates_and_resumes(tmp_path):
-  """python -m ferminet_fast.train --config configs/heg.py, then evaluate (eval.json), then
-  the same command again with more steps resumes from the checkpoint."""
-  out = tmp_path / 'heg'
-  args = ['--config', 'configs/heg.py', *[f'--config.{k}={v}' for k, v in _heg_overrides(
-      tmp_path, **{'log.save_path': out}).items() if k != 'network.ferminet.hidden_dims'],
-          '--config.network.ferminet.hidden_dims=((8,4),)']
-  proc = run_cli(*args)
-  assert proc.returncode == 0, proc.stderr
-  assert 'electron gas' in proc.stdout
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={out}',
-                         '--steps=4', '--burn_in=1'], cwd=REPO, capture_output=True, text=True,
-                        timeout=300)
-  assert proc.returncode == 0, proc.stderr
-  assert np.isfinite(json.loads((out / 'eval.json').read_text())['energy'])
-  proc = run_cli(*[a.replace('iterations=3', 'iterations=5') for a in args])
-  assert proc.returncode == 0, proc.stderr
-  assert len((out / 'stats.csv').read_text().splitlines()) == 6
-
-
-def test_cli_twists_train_evaluate_and_average(tmp_path):
-  """Two twists of the electron gas, trained (one by the command a user runs) and evaluated,
-  then averaged by the command: twist_average.json holds the mean of the two eval.json
-  energies and their combined error; a run not evaluated and the same twist twice are each
-  one clear error that writes nothing."""
+@pytest.mark.slow
+def test_cli_electron_gas_at_two_twists_trains_evaluates_resumes_and_averages(tmp_path):
+  """python -m ferminet_fast.train --config configs/heg.py at a twist (the complex
+  wavefunction), then evaluate (eval.json) and the same command again with more steps, which
+  resumes from the checkpoint; a second twist trained by train(), and the two averaged by
+  the command: twist_average.json holds the mean of the two eval.json energies and their
+  combined error; a run not evaluated and the same twist twice are each one clear error
+  that writes nothing."""
   from ferminet_fast import evaluate
   runs = [tmp_path / 't0', tmp_path / 't1']
   args = ['--config', 'configs/heg.py', *[f'--config.{k}={v}' for k, v in _heg_overrides(
@@ -269,21 +252,24 @@ def test_cli_twists_train_evaluate_and_average(tmp_path):
           '--config.system.twist=(0.5,0.5,0.5)']
   proc = run_cli(*args)
   assert proc.returncode == 0, proc.stderr
-  assert 'complex wavefunction' in proc.stdout
+  assert 'electron gas' in proc.stdout and 'complex wavefunction' in proc.stdout
   train.train(_heg_config(tmp_path, **{'log.save_path': str(runs[1]),
                                        'system.twist': (0.25, 0.0, 0.0)}), quiet=True)
   command = [sys.executable, '-m', 'ferminet_fast.evaluate']
   proc = subprocess.run(command + [f'--twist_average={runs[0]},{runs[1]}'], cwd=REPO,
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 2 and 'has not been evaluated' in proc.stderr
-  for out in runs:
-    evaluate.evaluate(str(out), steps=4, burn_in=1, quiet=True)
+  proc = subprocess.run(command + [f'--run={runs[0]}', '--steps=4', '--burn_in=1'], cwd=REPO,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  evaluate.evaluate(str(runs[1]), steps=4, burn_in=1, quiet=True)
   target = tmp_path / 'twists.json'
   proc = subprocess.run(command + [f'--twist_average={runs[0]},{runs[1]}', f'--out={target}'],
                         cwd=REPO, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr
   result = json.loads(target.read_text())
   evaluated = [json.loads((out / 'eval.json').read_text()) for out in runs]
+  assert all(np.isfinite(e['energy']) for e in evaluated)
   assert result['energy'] == pytest.approx(np.mean([e['energy'] for e in evaluated]))
   assert result['error'] == pytest.approx(np.hypot(*[e['error'] for e in evaluated]) / 2)
   assert [t['twist'] for t in result['twists']] == [[0.5, 0.5, 0.5], [0.25, 0.0, 0.0]]
@@ -294,6 +280,9 @@ def test_cli_twists_train_evaluate_and_average(tmp_path):
   assert not (tmp_path / 'again.json').exists()
   proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 2 and 'either --run' in proc.stderr
+  proc = run_cli(*[a.replace('iterations=3', 'iterations=5') for a in args])
+  assert proc.returncode == 0, proc.stderr
+  assert len((runs[0] / 'stats.csv').read_text().splitlines()) == 6
 
 
 def test_a_crystal_trains_from_its_primitive_cell(tmp_path):
