@@ -117,7 +117,8 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
     taus = np.array([r['tau'] for r in result['per_tau']])
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.errorbar(taus, [r['energy'] for r in result['per_tau']],
-                [r['error'] for r in result['per_tau']], fmt='o', label='DMC')
+                np.array([r['error'] for r in result['per_tau']], dtype=float), fmt='o',
+                label='DMC')
     grid = np.linspace(0, taus.max(), 50)
     ax.plot(grid, fit['energy'] + fit['slope'] * grid, label='weighted linear fit')
     ax.errorbar([0], [fit['energy']], [fit['error']], fmt='s', label='tau -> 0')

@@ -3,6 +3,7 @@
 import csv
 import datetime
 import json
+import math
 import os
 from typing import Optional
 
@@ -72,12 +73,36 @@ def read_json(path: str) -> dict:
     raise InputError(f'{path} cannot be read: {e}') from None
 
 
+def _finite_or_none(x: float) -> Optional[float]:
+  return x if math.isfinite(x) else None
+
+
+def _strict(obj):
+  """`obj` with each non-finite float as None: JSON has no NaN or infinity (strict readers,
+  jq's and JavaScript's among them, refuse the tokens Python would write), and null says
+  'no value', e.g. the error bar of a run too short to reblock."""
+  if isinstance(obj, float):
+    return _finite_or_none(obj)
+  if isinstance(obj, dict):
+    return {k: _strict(v) for k, v in obj.items()}
+  if isinstance(obj, (list, tuple)):
+    return [_strict(v) for v in obj]
+  return obj
+
+
 def write_json(path: str, obj) -> None:
-  """Writes JSON atomically (temporary file, then rename)."""
+  """Writes strict JSON atomically (temporary file, then rename): numbers that are not
+  finite become null; other scalars (numpy, JAX) are written as floats."""
   tmp = path + '.tmp'
-  with open(tmp, 'w') as f:
-    json.dump(obj, f, indent=2, default=float)
-    f.write('\n')
+  try:
+    with open(tmp, 'w') as f:
+      json.dump(_strict(obj), f, indent=2, allow_nan=False,
+                default=lambda o: _finite_or_none(float(o)))
+      f.write('\n')
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
   os.replace(tmp, path)
 
 

@@ -59,8 +59,8 @@ def average(run_dirs: Sequence[str]) -> dict:
     if twist in twists:
       raise InputError(f'--twist_average: twist {twist} appears twice ({d!r})')
     twists.append(twist)
-  energies = np.array([e['energy'] for _, e in read])
-  errors = np.array([e['error'] for _, e in read])
+  energies = np.array([e['energy'] for _, e in read], dtype=float)
+  errors = np.array([e['error'] for _, e in read], dtype=float)  # null (no error bar): NaN.
   n_electrons = systems.make_system(first).n_electrons  # Per simulation cell.
   mean, error = float(np.mean(energies)), float(np.sqrt(np.sum(errors**2)) / len(errors))
   return {'energy': mean, 'error': error, 'energy_per_electron': mean / n_electrons,
