@@ -9,6 +9,7 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems Ne --network standard --batch 4096
   python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
+  python scripts/benchmark.py --alone --systems Ne --network standard --batch 4096  # ours only
 
 Every run is `python -m ferminet_fast.train --config C ...` in a fresh process, so start-up
 (imports, tracing, compilation) is measured cold, as a user sees it. Reported per run:
@@ -33,6 +34,8 @@ setting. Each invocation is appended to an artifact (scripts/artifacts.py; defau
 benchmarks/against_ferminet.json) with the machine, both codes' versions and the settings.
 `--against-ours DIR` does the same with another checkout of this repository (run from DIR
 with this interpreter) in FermiNet's place: whether a change made the step slower.
+`--alone` times ours the same way with no peer (where the peer cannot run, e.g. an
+accelerator whose JAX its dependencies do not support); benchmarks/step_alone.json.
 """
 
 import argparse
@@ -54,6 +57,7 @@ import ferminet_reference as reference  # noqa: E402
 
 AGAINST_JSON = os.path.join(REPO, 'benchmarks', 'against_ferminet.json')
 AGAINST_OURS_JSON = os.path.join(REPO, 'benchmarks', 'against_ours.json')
+ALONE_JSON = os.path.join(REPO, 'benchmarks', 'step_alone.json')
 # Per-step goals against FermiNet at its best settings (ours / FermiNet), by network: the
 # small network for every system, FermiNet's standard network at Ne.
 STEP_GOALS = {'small': {'He': 0.6, 'Li': 0.6, 'Be': 0.6, 'Ne': 0.35, 'N2': 0.35, 'C2H4': 0.35,
@@ -454,6 +458,30 @@ def against(args) -> None:
   print(render_against([path]))
 
 
+def alone(args) -> None:
+  """--alone: our ms per step and start-up by differences of whole processes, as in
+  side_by_side, with no peer (where it cannot run), appended to an artifact."""
+  keys = {'pretrain.iterations': str(args.pretrain), 'batch_size': str(args.batch),
+          **reference.NETWORKS[args.network]}
+  run_meta, rows = artifacts.meta(), []
+  for name in args.systems:
+    for opt in args.optimizers:
+      runs = [_process_ms(None, name, 'ours', None, {**keys, 'optim.optimizer': opt},
+                          *args.steps, False) for _ in range(args.repeats)]
+      ms, start = [r[0] for r in runs], [r[1] for r in runs]
+      rows.append({'system': name, 'optimizer': opt, 'ours': statistics.median(ms),
+                   'startup_s': statistics.median(start), 'runs_ms': ms,
+                   'runs_startup_s': start})
+      print(f'{name} {opt}: ours {rows[-1]["ours"]:.1f} ms per step (runs '
+            f'{", ".join(f"{m:.1f}" for m in ms)}), start-up {rows[-1]["startup_s"]:.1f} s',
+            flush=True)
+  artifacts.append(args.json or ALONE_JSON,
+                   {'rows': rows, 'steps': args.steps, 'repeats': args.repeats,
+                    'pretrain': args.pretrain, 'batch': args.batch,
+                    'network': {'name': args.network, **reference.NETWORKS[args.network]}},
+                   run_meta)
+
+
 def main():
   from ferminet_fast import config as settings
   from ferminet_fast.physics import hamiltonian  # Table of Laplacian methods.
@@ -474,8 +502,10 @@ def main():
                       help='time FermiNet (set up in DIR) and ours side by side, then stop')
   parser.add_argument('--against-ours', metavar='DIR',
                       help='time another checkout of ours (in DIR) and this one side by side')
+  parser.add_argument('--alone', action='store_true',
+                      help='time ours alone as --against-ferminet times both, then stop')
   parser.add_argument('--systems', nargs='*', default=['He', 'Ne'], choices=list(reference.SYSTEMS),
-                      help='with --against-ferminet / --against-ours')
+                      help='with --against-ferminet / --against-ours / --alone')
   parser.add_argument('--steps', nargs=2, type=int, default=[60, 300], metavar=('SHORT', 'LONG'),
                       help='with --against-ferminet / --against-ours: the two run lengths')
   parser.add_argument('--repeats', type=int, default=3,
@@ -495,6 +525,8 @@ def main():
   args = parser.parse_args()
   if args.against_ferminet or args.against_ours:
     return against(args)
+  if args.alone:
+    return alone(args)
   if args.quick:
     args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20
     global SWEEP_ATOMS
