@@ -238,6 +238,22 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
   return '\n'.join(lines + ['', ' '.join(notes)])
 
 
+def render_alone(path: str) -> str:
+  """Ours alone (--alone) from its artifact: ms per step and start-up, each run's device."""
+  lines = ['| system (electrons) | optimizer | network, batch | device | ours (ms/step) | '
+           'per repeat | start-up (s) |', '|' + '---|' * 7]
+  runs = artifacts.read(path)
+  for run in runs:
+    d, m = run.data, run.meta.get('machine') or {}
+    device = ', '.join(m.get('gpus') or []) or f'{m.get("cpu", "?")}, {m.get("cpu_count")} cores'
+    for r in d['rows']:
+      lines.append(f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
+                   f'{d["network"]["name"]}, {d["batch"]} | {device} | {r["ours"]:.1f} | '
+                   + ', '.join(f'{x:.1f}' for x in r['runs_ms'])
+                   + f' | {r["startup_s"]:.1f} |')
+  return '\n'.join(lines + ['', artifacts.provenance(path, runs)])
+
+
 def _suite(path: str, kind: str) -> list:
   """[(keys, result)] of one suite ('configs', 'sweep', 'ecp', 'states') from the newest
   run of the artifact that has it, and that run."""
@@ -378,6 +394,7 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'per-step-latest': ('BENCHMARKS.md', lambda: render_against(
         [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS, newest_only=True)),
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
+    'per-step-alone': ('BENCHMARKS.md', lambda: render_alone(ALONE_JSON)),
     'per-step-electron-gas': ('docs/guides/periodic.md', lambda: render_against(
         [AGAINST_JSON], systems=('HEG',), newest_only=True)),
     'blas-threads-before-after': ('BENCHMARKS.md', lambda: render_against(

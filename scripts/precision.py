@@ -87,6 +87,29 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
   return out
 
 
+def render(path: str = PRECISION_JSON) -> str:
+  """The table of every run in the artifact: float32 against float64 per network and
+  matrix precision, on the run's device."""
+  lines = ['| device | system, network (walkers) | float32 matrix products | bias (mHa) | '
+           'abs. difference median / p90 / max (mHa) | local-energy spread (mHa) |',
+           '|' + '---|' * 6]
+  runs = artifacts.read(path)
+  for run in runs:
+    devices = run.meta.get('devices') or ['?']
+    for r in run.data['rows']:
+      for matmul in MATMUL:
+        d = r[matmul]
+        lines.append(
+            f'| {devices[0]} | {r["system"]}, {r["network"]} ({d["walkers"]}) | {matmul} | '
+            f'{d["bias_mha"]:+.3f} ± {d["bias_se_mha"]:.3f} | {d["median_abs_mha"]:.3f} / '
+            f'{d["p90_abs_mha"]:.3f} / {d["max_abs_mha"]:.3f} | '
+            f'{d["local_energy_std_mha"]:.0f} |')
+  return '\n'.join(lines + ['', artifacts.provenance(path, runs)])
+
+
+TABLES = {'precision-float32': ('BENCHMARKS.md', render)}  # For scripts/render_docs.py.
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--system', default='Ne', help='atom symbol')
