@@ -138,6 +138,11 @@ SETTINGS = {
                     _positive_int, structural=True),
     'precision': S('float32', "'float32' or 'float64' for every array of the run.",
                    one_of('float32', 'float64'), structural=True),
+    'matmul_precision': S('highest', "Matrix products of float32 arrays: 'highest' (true "
+                          "float32) or 'default' (the device's default: TF32 on NVIDIA GPUs "
+                          'since Ampere, about three significant digits, faster, but each '
+                          'local energy moves by tens of mHa, BENCHMARKS.md). CPUs always '
+                          'multiply in true float32.', one_of('highest', 'default')),
 
     # The physical system.
     'system.atom': S('He', "Element symbol of a single atom at the origin; '' when "

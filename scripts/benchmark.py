@@ -240,15 +240,17 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
 
 def render_alone(path: str) -> str:
   """Ours alone (--alone) from its artifact: ms per step and start-up, each run's device."""
-  lines = ['| system (electrons) | optimizer | network, batch | device | ours (ms/step) | '
-           'per repeat | start-up (s) |', '|' + '---|' * 7]
+  lines = ['| system (electrons) | optimizer | network, batch | settings | device | '
+           'ours (ms/step) | per repeat | start-up (s) |', '|' + '---|' * 8]
   runs = artifacts.read(path)
   for run in runs:
     d, m = run.data, run.meta.get('machine') or {}
     device = ', '.join(m.get('gpus') or []) or f'{m.get("cpu", "?")}, {m.get("cpu_count")} cores'
     for r in d['rows']:
       lines.append(f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
-                   f'{d["network"]["name"]}, {d["batch"]} | {device} | {r["ours"]:.1f} | '
+                   f'{d["network"]["name"]}, {d["batch"]} | '
+                   + (', '.join(f'{k}={v}' for k, v in d.get('set', {}).items()) or '–')
+                   + f' | {device} | {r["ours"]:.1f} | '
                    + ', '.join(f'{x:.1f}' for x in r['runs_ms'])
                    + f' | {r["startup_s"]:.1f} |')
   return '\n'.join(lines + ['', artifacts.provenance(path, runs)])
@@ -478,8 +480,9 @@ def against(args) -> None:
 def alone(args) -> None:
   """--alone: our ms per step and start-up by differences of whole processes, as in
   side_by_side, with no peer (where it cannot run), appended to an artifact."""
+  extra = dict(kv.split('=', 1) for kv in args.set)
   keys = {'pretrain.iterations': str(args.pretrain), 'batch_size': str(args.batch),
-          **reference.NETWORKS[args.network]}
+          **reference.NETWORKS[args.network], **extra}
   run_meta, rows = artifacts.meta(), []
   for name in args.systems:
     for opt in args.optimizers:
@@ -494,7 +497,7 @@ def alone(args) -> None:
             flush=True)
   artifacts.append(args.json or ALONE_JSON,
                    {'rows': rows, 'steps': args.steps, 'repeats': args.repeats,
-                    'pretrain': args.pretrain, 'batch': args.batch,
+                    'pretrain': args.pretrain, 'batch': args.batch, 'set': extra,
                     'network': {'name': args.network, **reference.NETWORKS[args.network]}},
                    run_meta)
 
@@ -521,6 +524,8 @@ def main():
                       help='time another checkout of ours (in DIR) and this one side by side')
   parser.add_argument('--alone', action='store_true',
                       help='time ours alone as --against-ferminet times both, then stop')
+  parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE',
+                      help='with --alone: further settings of ours (config keys)')
   parser.add_argument('--systems', nargs='*', default=['He', 'Ne'], choices=list(reference.SYSTEMS),
                       help='with --against-ferminet / --against-ours / --alone')
   parser.add_argument('--steps', nargs=2, type=int, default=[60, 300], metavar=('SHORT', 'LONG'),
