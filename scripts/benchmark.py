@@ -256,6 +256,24 @@ def render_alone(path: str) -> str:
   return '\n'.join(lines + ['', artifacts.provenance(path, runs)])
 
 
+def render_timers(path: str) -> str:
+  """Stage timers of one training (timings.json kept in an artifact): each stage's ms,
+  compilation, start-up and memory."""
+  run = artifacts.latest(path)
+  t, d = run.data['timings'], run.data
+  lines = ['| system, network, batch | settings | device | step | MCMC | energy and gradient | '
+           'optimizer update | forward pass | compile (s) | start-up (s) | step memory (MiB) |',
+           '|' + '---|' * 11,
+           f'| {d["system"]}, {d["network"]}, {t["batch_size"]} | '
+           + (', '.join(f'{k}={v}' for k, v in d.get('set', {}).items()) or '–')
+           + f' | {t["machine"].get("device", "?")} | {t["train_step_ms"]:.1f} | '
+           f'{t["mcmc_ms"]:.1f} | {t["energy_grad_ms"]:.1f} | {t["optimizer_ms"]:.1f} | '
+           f'{t["forward_ms"]:.2f} | {t["compile_s"]:.1f} | {t["startup_s"]:.1f} | '
+           f'{t["step_memory_mb"]:.0f} |']
+  return '\n'.join(lines + ['', 'ms per stage (medians of 5 timed calls on the real state). '
+                             + artifacts.provenance(path, [run])])
+
+
 def _suite(path: str, kind: str) -> list:
   """[(keys, result)] of one suite ('configs', 'sweep', 'ecp', 'states') from the newest
   run of the artifact that has it, and that run."""
@@ -397,6 +415,8 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS, newest_only=True)),
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
     'per-step-alone': ('BENCHMARKS.md', lambda: render_alone(ALONE_JSON)),
+    'stage-timers-gpu': ('BENCHMARKS.md', lambda: render_timers(
+        _bench('stage_timers_gpu.json')[0])),
     'per-step-electron-gas': ('docs/guides/periodic.md', lambda: render_against(
         [AGAINST_JSON], systems=('HEG',), newest_only=True)),
     'blas-threads-before-after': ('BENCHMARKS.md', lambda: render_against(
