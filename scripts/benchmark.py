@@ -461,6 +461,14 @@ def table(rows, key_names):
   return '\n'.join(lines)
 
 
+def key_value(text: str) -> str:
+  """A 'KEY=VALUE' setting of ours, checked to have both parts."""
+  key, sep, _ = text.partition('=')
+  if not sep or not key:
+    raise argparse.ArgumentTypeError(f'{text!r}: give KEY=VALUE (a config key of ours)')
+  return text
+
+
 def peer_settings(text: str) -> list:
   """'best,default' -> ['best', 'default'], each a name in reference.PEER_SETTINGS."""
   names = [n.strip() for n in text.split(',') if n.strip()]
@@ -544,7 +552,7 @@ def main():
                       help='time another checkout of ours (in DIR) and this one side by side')
   parser.add_argument('--alone', action='store_true',
                       help='time ours alone as --against-ferminet times both, then stop')
-  parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE',
+  parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE', type=key_value,
                       help='with --alone: further settings of ours (config keys)')
   parser.add_argument('--systems', nargs='*', default=['He', 'Ne'], choices=list(reference.SYSTEMS),
                       help='with --against-ferminet / --against-ours / --alone')

@@ -7,6 +7,7 @@ evaluation of a trained helium run reports them with error bars."""
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -18,6 +19,8 @@ import pytest
 from conftest import tiny_config, tiny_network
 from ferminet_fast import InputError, evaluate, plot, train
 from ferminet_fast.physics import hamiltonian, observables, systems
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def two_electron_system():
@@ -290,3 +293,26 @@ def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):
   bad = subprocess.run(cli + ['--observables=s2,spin'], capture_output=True, text=True)
   assert bad.returncode == 2 and "unknown observable 'spin'" in bad.stderr
   assert 'Traceback' not in bad.stderr
+
+
+def test_density_summary_of_a_hydrogenic_profile_has_kato_cusp_and_its_electrons(tmp_path):
+  """scripts/observables.py reads density.csv: for the exact shell averages of a 1s
+  density of charge Z (two electrons), the electrons inside the profile and the slope of
+  ln rho at the nucleus, -2Z by Kato's cusp condition."""
+  spec = importlib.util.spec_from_file_location(
+      'observables_table', os.path.join(REPO, 'scripts', 'observables.py'))
+  table = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(table)
+  z, edges = 3.0, np.linspace(0.0, 6.0, 121)
+  lo, hi = edges[:-1], edges[1:]
+  # 2 electrons in a 1s orbital: rho = 2 z^3 / pi exp(-2 z r); shell averages exactly, from
+  # the electrons inside radius r, N(r) = 2 (1 - exp(-2zr) (1 + 2zr + 2 z^2 r^2)).
+  inside = lambda r: 2.0 * (1.0 - np.exp(-2 * z * r) * (1 + 2 * z * r + 2 * (z * r) ** 2))
+  rho = (inside(hi) - inside(lo)) / (4 * np.pi / 3 * (hi ** 3 - lo ** 3))
+  np.savetxt(tmp_path / 'density.csv', np.stack([lo, hi, rho, 1e-3 * rho], axis=1),
+             delimiter=',', header='r_lo_bohr,r_hi_bohr,rho_per_bohr3,error', comments='')
+  summary = table.density_summary(str(tmp_path / 'density.csv'), charge=3)
+  assert summary['electrons'] == pytest.approx(inside(6.0), rel=1e-9)
+  for cusp in summary['cusp']:
+    assert cusp['expected'] == -6.0
+    assert cusp['slope'] == pytest.approx(-6.0, abs=0.1)

@@ -40,8 +40,9 @@ def test_python_api_rejects_bad_config(tmp_path):
   assert not os.path.exists(tmp_path / 'x')
 
 
-def run_cli(*args, cwd=REPO):
-  return subprocess.run([sys.executable, '-m', 'ferminet_fast.train', *args], cwd=cwd,
+def run_cli(*args, cwd=REPO, command='train'):
+  """`python -m ferminet_fast.<command> ARGS` in a fresh process."""
+  return subprocess.run([sys.executable, '-m', f'ferminet_fast.{command}', *args], cwd=cwd,
                         capture_output=True, text=True, timeout=300)
 
 
@@ -142,6 +143,13 @@ def test_cli_molecule_replaces_the_config_files_atom_and_back():
   proc = run_cli('--config', 'configs/lih.py', '--config.system.atom=Be', '--dry-run')
   assert proc.returncode == 0, proc.stderr
   assert 'atom: Be' in proc.stdout and "molecule: ''" in proc.stdout
+  # The config file's exact energy was LiH's: with another system given it no longer applies
+  # (Be's comes from the table of atoms), unless the command line gives one.
+  assert 'exact_energy: null' in proc.stdout and '-8.07' not in proc.stdout
+  proc = run_cli('--config', 'configs/h2.py', '--config.system.molecule=H 0 0 0; H 0 0 6',
+                 '--config.system.exact_energy=-1.0', '--dry-run')
+  assert proc.returncode == 0, proc.stderr
+  assert 'exact_energy: -1.0' in proc.stdout
 
 
 OPTIMIZERS = ('adam', 'kfac', 'spring', 'sgd')
@@ -255,17 +263,14 @@ def test_cli_electron_gas_at_two_twists_trains_evaluates_resumes_and_averages(tm
   assert 'electron gas' in proc.stdout and 'complex wavefunction' in proc.stdout
   train.train(_heg_config(tmp_path, **{'log.save_path': str(runs[1]),
                                        'system.twist': (0.25, 0.0, 0.0)}), quiet=True)
-  command = [sys.executable, '-m', 'ferminet_fast.evaluate']
-  proc = subprocess.run(command + [f'--twist_average={runs[0]},{runs[1]}'], cwd=REPO,
-                        capture_output=True, text=True, timeout=300)
+  evaluate_cli = lambda *a: run_cli(*a, command='evaluate')
+  proc = evaluate_cli(f'--twist_average={runs[0]},{runs[1]}')
   assert proc.returncode == 2 and 'has not been evaluated' in proc.stderr
-  proc = subprocess.run(command + [f'--run={runs[0]}', '--steps=4', '--burn_in=1'], cwd=REPO,
-                        capture_output=True, text=True, timeout=300)
+  proc = evaluate_cli(f'--run={runs[0]}', '--steps=4', '--burn_in=1')
   assert proc.returncode == 0, proc.stderr
   evaluate.evaluate(str(runs[1]), steps=4, burn_in=1, quiet=True)
   target = tmp_path / 'twists.json'
-  proc = subprocess.run(command + [f'--twist_average={runs[0]},{runs[1]}', f'--out={target}'],
-                        cwd=REPO, capture_output=True, text=True, timeout=300)
+  proc = evaluate_cli(f'--twist_average={runs[0]},{runs[1]}', f'--out={target}')
   assert proc.returncode == 0, proc.stderr
   result = json.loads(target.read_text())
   evaluated = [json.loads((out / 'eval.json').read_text()) for out in runs]
@@ -273,12 +278,10 @@ def test_cli_electron_gas_at_two_twists_trains_evaluates_resumes_and_averages(tm
   assert result['energy'] == pytest.approx(np.mean([e['energy'] for e in evaluated]))
   assert result['error'] == pytest.approx(np.hypot(*[e['error'] for e in evaluated]) / 2)
   assert [t['twist'] for t in result['twists']] == [[0.5, 0.5, 0.5], [0.25, 0.0, 0.0]]
-  proc = subprocess.run(command + [f'--twist_average={runs[0]},{runs[0]}',
-                                   f'--out={tmp_path / "again.json"}'],
-                        cwd=REPO, capture_output=True, text=True, timeout=300)
+  proc = evaluate_cli(f'--twist_average={runs[0]},{runs[0]}', f'--out={tmp_path / "again.json"}')
   assert proc.returncode == 2 and 'appears twice' in proc.stderr
   assert not (tmp_path / 'again.json').exists()
-  proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+  proc = evaluate_cli()
   assert proc.returncode == 2 and 'either --run' in proc.stderr
   proc = run_cli(*[a.replace('iterations=3', 'iterations=5') for a in args])
   assert proc.returncode == 0, proc.stderr

@@ -114,13 +114,21 @@ def check_overrides(argv: Sequence[str], cfg: config_dict.ConfigDict) -> None:
 # Keys of which a config holds one: the one given on the command line clears the other
 # (a molecule given to a config file of an atom replaces the atom), unless both are given.
 ALTERNATIVES = (('system.atom', 'system.molecule'),)
+# Keys that change the system a config file's exact energy belongs to: one of them given on
+# the command line without system.exact_energy clears it (the error against the energy of
+# another system would mislead; an atom's comes from the table again).
+CHANGE_THE_SYSTEM = ('system.atom', 'system.molecule', 'system.units', 'system.charge',
+                     'system.electrons', 'system.spin', 'system.ecp', 'system.lattice',
+                     'system.cell', 'system.rs', 'system.supercell', 'system.twist',
+                     'system.periodic_dims')
 
 
 def after_parsing(argv: Sequence[str]) -> tuple:
   """(argv for absl, {key: value} to set on the parsed config). `--config.KEY=None` for a
   key that takes None is taken out (absl would parse 'None' as a number and fail) and set
   afterwards; only that spelling, so a declared string such as 'none' stays text. Of
-  ALTERNATIVES, the one not given is cleared when the other is."""
+  ALTERNATIVES, the one not given is cleared when the other is; a key of CHANGE_THE_SYSTEM
+  given clears the config file's exact energy unless that is given too."""
   kept, values, given = [], {}, set()
   for arg in argv:
     m = re.match(r'^--?config\.([^=]+)=(.*)$', arg)
@@ -134,6 +142,8 @@ def after_parsing(argv: Sequence[str]) -> tuple:
     for key, other in (pair, pair[::-1]):
       if key in given and other not in given:
         values[other] = ''
+  if given & set(CHANGE_THE_SYSTEM) and 'system.exact_energy' not in given:
+    values['system.exact_energy'] = None
   return kept, values
 
 
