@@ -140,8 +140,8 @@ SETTINGS = {
                    one_of('float32', 'float64'), structural=True),
     'matmul_precision': S('highest', "Matrix products of float32 arrays: 'highest' (true "
                           "float32) or 'default' (the device's default: TF32 on NVIDIA GPUs "
-                          'since Ampere, about three significant digits, faster, but each '
-                          'local energy moves by tens of mHa, BENCHMARKS.md). CPUs always '
+                          'since Ampere, about three significant digits, which moves local '
+                          'energies by up to tens of mHa each, BENCHMARKS.md). CPUs always '
                           'multiply in true float32.', one_of('highest', 'default')),
 
     # The physical system.
@@ -199,7 +199,10 @@ SETTINGS = {
                               '(slabs) and 1 (chains) are not supported yet.', one_of(1, 2, 3),
                               structural=True),
     'system.exact_energy': S(None, 'Reference (exact) energy in Ha for reporting the error; '
-                             'None looks neutral atoms H-Ne up.', kind=float),
+                             'None looks neutral atoms H-Ne up. A config file\'s value is '
+                             'cleared when the command line gives another system (atom, '
+                             'molecule, charge, spin, ECP, cell...) but no exact energy.',
+                             kind=float),
     'system.name': S('', "Label for logs and the run directory; '' derives it from the "
                      'geometry.'),
 

@@ -240,38 +240,55 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
 
 def render_alone(path: str) -> str:
   """Ours alone (--alone) from its artifact: ms per step and start-up, each run's device."""
-  lines = ['| system (electrons) | optimizer | network, batch | settings | device | '
-           'ours (ms/step) | per repeat | start-up (s) |', '|' + '---|' * 8]
-  runs = artifacts.read(path)
+  lines = ['| system (electrons) | optimizer | network, batch | settings | device | steps | '
+           'ours (ms/step) | each repeat | start-up (s) |', '|' + '---|' * 9]
+  runs, notes = artifacts.read(path), []
   for run in runs:
     d, m = run.data, run.meta.get('machine') or {}
     device = ', '.join(m.get('gpus') or []) or f'{m.get("cpu", "?")}, {m.get("cpu_count")} cores'
+    settings = _settings_text(run, notes)
     for r in d['rows']:
       lines.append(f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
-                   f'{d["network"]["name"]}, {d["batch"]} | '
-                   + (', '.join(f'{k}={v}' for k, v in d.get('set', {}).items()) or '–')
-                   + f' | {device} | {r["ours"]:.1f} | '
+                   f'{d["network"]["name"]}, {d["batch"]} | {settings} | {device} | '
+                   f'{d["steps"][0]} and {d["steps"][1]} | {r["ours"]:.1f} | '
                    + ', '.join(f'{x:.1f}' for x in r['runs_ms'])
                    + f' | {r["startup_s"]:.1f} |')
-  return '\n'.join(lines + ['', artifacts.provenance(path, runs)])
+  return '\n\n'.join(['\n'.join(lines)] + notes + [artifacts.provenance(path, runs)])
+
+
+def _settings_text(run, notes: list) -> str:
+  """The settings a run passed (`set`), or those its meta says it ran with although its
+  script did not record them (`amended`, marked † with the reason added to `notes`)."""
+  given = run.data.get('set') or {}
+  if given:
+    return ', '.join(f'{k}={v}' for k, v in given.items())
+  amended = run.meta.get('amended')
+  if not amended:
+    return '–'
+  note = f'† {amended["why"]}'
+  if note not in notes:
+    notes.append(note)
+  return ', '.join(f'{k}={v}' for k, v in amended['set'].items()) + ' †'
 
 
 def render_timers(path: str) -> str:
   """Stage timers of one training (timings.json kept in an artifact): each stage's ms,
   compilation, start-up and memory."""
   run = artifacts.latest(path)
-  t, d = run.data['timings'], run.data
+  if run is None:
+    return f'*No runs in `{os.path.relpath(path, REPO)}` yet.*'
+  t, d, notes = run.data['timings'], run.data, []
   lines = ['| system, network, batch | settings | device | step | MCMC | energy and gradient | '
            'optimizer update | forward pass | compile (s) | start-up (s) | step memory (MiB) |',
            '|' + '---|' * 11,
            f'| {d["system"]}, {d["network"]}, {t["batch_size"]} | '
-           + (', '.join(f'{k}={v}' for k, v in d.get('set', {}).items()) or '–')
-           + f' | {t["machine"].get("device", "?")} | {t["train_step_ms"]:.1f} | '
+           + _settings_text(run, notes) + f' | {t["machine"].get("device", "?")} | '
+           f'{t["train_step_ms"]:.1f} | '
            f'{t["mcmc_ms"]:.1f} | {t["energy_grad_ms"]:.1f} | {t["optimizer_ms"]:.1f} | '
            f'{t["forward_ms"]:.2f} | {t["compile_s"]:.1f} | {t["startup_s"]:.1f} | '
            f'{t["step_memory_mb"]:.0f} |']
-  return '\n'.join(lines + ['', 'ms per stage (medians of 5 timed calls on the real state). '
-                             + artifacts.provenance(path, [run])])
+  return '\n\n'.join(['\n'.join(lines), 'ms per stage (medians of 5 timed calls on the real '
+                      'state).'] + notes + [artifacts.provenance(path, [run])])
 
 
 def _suite(path: str, kind: str) -> list:
@@ -577,6 +594,8 @@ def main():
     return against(args)
   if args.alone:
     return alone(args)
+  if args.set:
+    parser.error('--set goes with --alone')
   if args.quick:
     args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20
     global SWEEP_ATOMS

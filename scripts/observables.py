@@ -110,11 +110,8 @@ def _pm(value: float, error: float, digits: int = 5) -> str:
 def render(path: str = JSON) -> str:
   """The observables table: each row's latest measurement."""
   runs = artifacts.read(path)
-  latest = {}
-  for run in runs:
-    for r in run.data['rows']:
-      latest.pop(r['row'], None)
-      latest[r['row']] = (run, r)
+  newest = {r['row']: (run, r) for run in runs for r in run.data['rows']}
+  latest = {name: newest[name] for name in ROWS if name in newest}  # In the order of ROWS.
   lines = ['| system | training | E evaluated (Ha) | ⟨S²⟩ | expected ⟨S²⟩ | dipole (e bohr) '
            'x, y, z | density: electrons; cusp slope b (r_max) against −2Z | wall (train + '
            'eval) |', '|' + '---|' * 8]

@@ -67,8 +67,9 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
   key = jax.random.PRNGKey(0)
   built = build.build(cfg, key, time_auto=False)
   state = built.state
+  trained_steps = 0
   if run_dir:
-    _, state = build.restore(run_dir, state, cfg.optim.optimizer)
+    trained_steps, state = build.restore(run_dir, state, cfg.optim.optimizer)
   mcmc_step = jax.jit(built.parts.mcmc_step)
   for _ in range(0 if run_dir else burn_in):
     state, _ = mcmc_step(state)
@@ -79,29 +80,38 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
   cast = lambda t: jax.tree_util.tree_map(
       lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, t)
   params32, x32 = cast(state.params), cast(state.walkers.x)
-  out = {'laplacian': built.parts.laplacian, 'energy_float64_ha': float(jnp.nanmean(e64))}
+  out = {'laplacian': built.parts.laplacian, 'energy_float64_ha': float(jnp.nanmean(e64)),
+         'trained_steps': int(trained_steps),
+         'hidden_dims': [list(h) for h in cfg.network.ferminet.hidden_dims],
+         'determinants': cfg.network.determinants}
   for matmul in MATMUL:
-    with jax.default_matmul_precision(None if matmul == 'default' else matmul):
+    with jax.default_matmul_precision(matmul):  # Over the global setting of the build.
       e32 = jax.jit(parts32.energy)(params32, x32)[1].local_energy
     out[matmul] = differences(np.asarray(e32, np.float64), np.asarray(e64, np.float64))
   return out
 
 
+def _signed(x: float) -> str:
+  text = f'{x:+.3f}'
+  return f'{0.0:+.3f}' if float(text) == 0 else text
+
+
 def render(path: str = PRECISION_JSON) -> str:
   """The table of every run in the artifact: float32 against float64 per network and
   matrix precision, on the run's device."""
-  lines = ['| device | system, network (walkers) | float32 matrix products | bias (mHa) | '
-           'abs. difference median / p90 / max (mHa) | local-energy spread (mHa) |',
+  lines = ['| device | system, network (walkers) | float32 matrix products | mean difference '
+           '(mHa) | abs. difference median / p90 / max (mHa) | local-energy spread (mHa) |',
            '|' + '---|' * 6]
   runs = artifacts.read(path)
   for run in runs:
-    devices = run.meta.get('devices') or ['?']
+    m = run.meta.get('machine') or {}
+    device = ', '.join(m.get('gpus') or []) or f'{m.get("cpu", "?")} (CPU)'
     for r in run.data['rows']:
       for matmul in MATMUL:
         d = r[matmul]
         lines.append(
-            f'| {devices[0]} | {r["system"]}, {r["network"]} ({d["walkers"]}) | {matmul} | '
-            f'{d["bias_mha"]:+.3f} ± {d["bias_se_mha"]:.3f} | {d["median_abs_mha"]:.3f} / '
+            f'| {device} | {r["system"]}, {r["network"]} ({d["walkers"]}) | {matmul} | '
+            f'{_signed(d["bias_mha"])} ± {d["bias_se_mha"]:.3f} | {d["median_abs_mha"]:.3f} / '
             f'{d["p90_abs_mha"]:.3f} / {d["max_abs_mha"]:.3f} | '
             f'{d["local_energy_std_mha"]:.0f} |')
   return '\n'.join(lines + ['', artifacts.provenance(path, runs)])
@@ -138,7 +148,7 @@ def main():
     rows.append({'system': cfg.system.atom, 'network': label, 'walkers': cfg.batch_size, **r})
     for matmul in MATMUL:
       d = r[matmul]
-      print(f'{label} float32 ({matmul}) - float64: bias {d["bias_mha"]:+.3f} +- '
+      print(f'{label} float32 ({matmul}) - float64: mean difference {d["bias_mha"]:+.3f} +- '
             f'{d["bias_se_mha"]:.3f} mHa, |diff| median {d["median_abs_mha"]:.3f}, p90 '
             f'{d["p90_abs_mha"]:.3f}, max {d["max_abs_mha"]:.3f} mHa; local-energy std '
             f'{d["local_energy_std_mha"]:.0f} mHa', flush=True)

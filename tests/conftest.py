@@ -89,11 +89,13 @@ def tiny_config(atom='He', **overrides):
 @pytest.fixture(autouse=True)
 def _x64_off_after_each_test():
   """train() and evaluate() of a float64 run turn on jax_enable_x64 for their whole process,
-  as they must; the next test starts from JAX's default again, whichever test ran before
-  it (tests that want float64 say so with jax.enable_x64)."""
+  as they must (and set the precision of float32 matrix products, matmul_precision); the
+  next test starts from JAX's defaults again, whichever test ran before it (tests that want
+  float64 say so with jax.enable_x64)."""
   yield
   import jax
   jax.config.update('jax_enable_x64', False)
+  jax.config.update('jax_default_matmul_precision', None)
 
 
 @pytest.fixture

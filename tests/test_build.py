@@ -40,20 +40,18 @@ def test_settings_resolve_best_and_keep_the_rest():
 
 
 @pytest.mark.parametrize('matmul, marked', [('highest', True), ('default', False)])
-def test_matmul_precision_reaches_every_matrix_product_of_the_step(matmul, marked):
+def test_matmul_precision_reaches_every_matrix_product_of_energy_and_gradient(matmul,
+                                                                            marked):
   """JAX multiplies float32 matrices in TF32 on NVIDIA GPUs unless the program asks for
-  full precision: with 'highest' every dot of the local energy and gradient asks for it
-  (a CPU ignores the request; the precision check on a GPU is scripts/precision.py)."""
+  full precision: with 'highest' every dot of the local energies and the gradient asks for
+  it (a CPU ignores the request; the precision check on a GPU is scripts/precision.py)."""
   import jax
   import jax.numpy as jnp
   cfg = build.settings(tiny_config('He', **{'matmul_precision': matmul}))
-  try:
-    system = build.system_of(cfg)
-    built = build.build(cfg, jax.random.PRNGKey(0), system=system, time_auto=False)
-    x = jnp.zeros((2, built.network.n_coords), built.network.dtype)
-    text = jax.jit(built.parts.energy_grad).lower(built.state.params, x).as_text()
-  finally:
-    jax.config.update('jax_default_matmul_precision', None)
+  system = build.system_of(cfg)
+  built = build.build(cfg, jax.random.PRNGKey(0), system=system, time_auto=False)
+  x = jnp.zeros((2, built.network.n_coords), built.network.dtype)
+  text = jax.jit(built.parts.energy_grad).lower(built.state.params, x).as_text()
   dots = [line for line in text.splitlines() if 'dot_general' in line]
   assert dots
   highest = [line for line in dots if 'HIGHEST' in line]

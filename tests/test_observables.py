@@ -303,7 +303,7 @@ def test_density_summary_of_a_hydrogenic_profile_has_kato_cusp_and_its_electrons
       'observables_table', os.path.join(REPO, 'scripts', 'observables.py'))
   table = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(table)
-  z, edges = 3.0, np.linspace(0.0, 6.0, 121)
+  z, edges = 3.0, observables.RADIAL_EDGES  # The grid of density.csv.
   lo, hi = edges[:-1], edges[1:]
   # 2 electrons in a 1s orbital: rho = 2 z^3 / pi exp(-2 z r); shell averages exactly, from
   # the electrons inside radius r, N(r) = 2 (1 - exp(-2zr) (1 + 2zr + 2 z^2 r^2)).
@@ -312,7 +312,7 @@ def test_density_summary_of_a_hydrogenic_profile_has_kato_cusp_and_its_electrons
   np.savetxt(tmp_path / 'density.csv', np.stack([lo, hi, rho, 1e-3 * rho], axis=1),
              delimiter=',', header='r_lo_bohr,r_hi_bohr,rho_per_bohr3,error', comments='')
   summary = table.density_summary(str(tmp_path / 'density.csv'), charge=3)
-  assert summary['electrons'] == pytest.approx(inside(6.0), rel=1e-9)
+  assert summary['electrons'] == pytest.approx(inside(edges[-1]), rel=1e-9)
   for cusp in summary['cusp']:
     assert cusp['expected'] == -6.0
     assert cusp['slope'] == pytest.approx(-6.0, abs=0.1)

@@ -146,6 +146,9 @@ def test_cli_molecule_replaces_the_config_files_atom_and_back():
   # The config file's exact energy was LiH's: with another system given it no longer applies
   # (Be's comes from the table of atoms), unless the command line gives one.
   assert 'exact_energy: null' in proc.stdout and '-8.07' not in proc.stdout
+  proc = run_cli('--config', 'configs/lih.py', '--config.optim.iterations=5', '--dry-run')
+  assert proc.returncode == 0, proc.stderr
+  assert 'exact_energy: -8.070548' in proc.stdout  # Not the system: the file's value stays.
   proc = run_cli('--config', 'configs/h2.py', '--config.system.molecule=H 0 0 0; H 0 0 6',
                  '--config.system.exact_energy=-1.0', '--dry-run')
   assert proc.returncode == 0, proc.stderr
