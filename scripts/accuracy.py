@@ -54,7 +54,8 @@ JSON_JAX012 = os.path.join(REPO, 'benchmarks', 'accuracy_jax0.12.json')
 MATCHED_JSON = os.path.join(REPO, 'benchmarks', 'accuracy_matched.json')
 
 
-def _timed(cmd):
+def timed(cmd):
+  """Seconds a process takes from start to exit (run in the repository); raises if it fails."""
   t0 = time.perf_counter()
   proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
   if proc.returncode:
@@ -114,10 +115,10 @@ def render_matched(path: str = MATCHED_JSON) -> str:
 
 def run_system(stem: str, runs_dir: str, extra: list) -> dict:
   run = _new_run_dir(runs_dir, stem)
-  train_s = _timed([sys.executable, '-m', 'ferminet_fast.train', '--config',
+  train_s = timed([sys.executable, '-m', 'ferminet_fast.train', '--config',
                     f'configs/{stem}.py', f'--config.log.save_path={run}',
                     '--config.log.progress=False', *extra])
-  eval_s = _timed([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}'])
+  eval_s = timed([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}'])
   with open(os.path.join(run, 'eval.json')) as f:
     ev = json.load(f)
   with open(os.path.join(run, 'config.json')) as f:

@@ -17,10 +17,8 @@ Phys. 39, 2365 (1963)). The table takes each row's latest measurement.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -29,6 +27,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 sys.path.insert(0, HERE)
 
+import accuracy  # noqa: E402
 import artifacts  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'observables.json')
@@ -48,14 +47,6 @@ ROWS = {
                              (0.0, 'singlet ground state')),
 }
 CUSP_RMAX = (0.3, 0.4)  # bohr: the shells the cusp fits use.
-
-
-def _timed(cmd: list) -> float:
-  t0 = time.perf_counter()
-  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-  if proc.returncode:
-    raise RuntimeError(f'{" ".join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}')
-  return time.perf_counter() - t0
 
 
 def cusp_slope(table: np.ndarray, r_max: float) -> tuple:
@@ -82,9 +73,11 @@ def density_summary(path: str, charge: int) -> dict:
 def run_row(name: str, runs_dir: str) -> dict:
   label, config, settings, eval_args, (s2_expected, s2_why) = ROWS[name]
   run = os.path.join(runs_dir, name)
-  train_s = _timed([sys.executable, '-m', 'ferminet_fast.train', '--config', config,
-                    f'--config.log.save_path={run}', '--config.log.progress=False', *settings])
-  eval_s = _timed([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}', *eval_args])
+  train_s = accuracy.timed([sys.executable, '-m', 'ferminet_fast.train', '--config', config,
+                           f'--config.log.save_path={run}', '--config.log.progress=False',
+                           *settings])
+  eval_s = accuracy.timed([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
+                           *eval_args])
   with open(os.path.join(run, 'eval.json')) as f:
     ev = json.load(f)
   with open(os.path.join(run, 'config.json')) as f:
