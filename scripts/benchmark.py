@@ -10,6 +10,8 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems Ne --network standard --batch 4096
   python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
   python scripts/benchmark.py --alone --systems Ne --network standard --batch 4096  # ours only
+  python scripts/benchmark.py --timers --systems Ne --network standard --batch 4096 \
+      --set matmul_precision=highest   # one training's stage timers, kept in an artifact
 
 Every run is `python -m ferminet_fast.train --config C ...` in a fresh process, so start-up
 (imports, tracing, compilation) is measured cold, as a user sees it. Reported per run:
@@ -36,6 +38,10 @@ benchmarks/against_ferminet.json) with the machine, both codes' versions and the
 with this interpreter) in FermiNet's place: whether a change made the step slower.
 `--alone` times ours the same way with no peer (where the peer cannot run, e.g. an
 accelerator whose JAX its dependencies do not support); benchmarks/step_alone.json.
+`--timers` trains ours once per system and optimizer with its stage timers on, `--iterations`
+steps, and keeps the training's timings.json, with its steady-state step time from stats.csv,
+in an artifact (default benchmarks/stage_timers_gpu.json): where a stage's time goes, not a
+comparison between codes.
 """
 
 import argparse
@@ -58,6 +64,7 @@ import ferminet_reference as reference  # noqa: E402
 AGAINST_JSON = os.path.join(REPO, 'benchmarks', 'against_ferminet.json')
 AGAINST_OURS_JSON = os.path.join(REPO, 'benchmarks', 'against_ours.json')
 ALONE_JSON = os.path.join(REPO, 'benchmarks', 'step_alone.json')
+TIMERS_JSON = os.path.join(REPO, 'benchmarks', 'stage_timers_gpu.json')
 # Per-step goals against FermiNet at its best settings (ours / FermiNet), by network: the
 # small network for every system, FermiNet's standard network at Ne.
 STEP_GOALS = {'small': {'He': 0.6, 'Li': 0.6, 'Be': 0.6, 'Ne': 0.35, 'N2': 0.35, 'C2H4': 0.35,
@@ -272,23 +279,27 @@ def _settings_text(run, notes: list) -> str:
 
 
 def render_timers(path: str) -> str:
-  """Stage timers of one training (timings.json kept in an artifact): each stage's ms,
-  compilation, start-up and memory."""
-  run = artifacts.latest(path)
-  if run is None:
+  """Stage timers of trainings (timings.json kept in an artifact, one run each): each
+  stage's ms, the step time in the training loop, compilation, start-up and memory."""
+  runs, notes = artifacts.read(path), []
+  if not runs:
     return f'*No runs in `{os.path.relpath(path, REPO)}` yet.*'
-  t, d, notes = run.data['timings'], run.data, []
-  lines = ['| system, network, batch | settings | device | step | MCMC | energy and gradient | '
-           'optimizer update | forward pass | compile (s) | start-up (s) | step memory (MiB) |',
-           '|' + '---|' * 11,
-           f'| {d["system"]}, {d["network"]}, {t["batch_size"]} | '
-           + _settings_text(run, notes) + f' | {t["machine"].get("device", "?")} | '
-           f'{t["train_step_ms"]:.1f} | '
-           f'{t["mcmc_ms"]:.1f} | {t["energy_grad_ms"]:.1f} | {t["optimizer_ms"]:.1f} | '
-           f'{t["forward_ms"]:.2f} | {t["compile_s"]:.1f} | {t["startup_s"]:.1f} | '
-           f'{t["step_memory_mb"]:.0f} |']
-  return '\n\n'.join(['\n'.join(lines), 'ms per stage (medians of 5 timed calls on the real '
-                      'state).'] + notes + [artifacts.provenance(path, [run])])
+  lines = ['| system, network, batch | optimizer | settings | device | step | MCMC | '
+           'energy and gradient | optimizer update | forward pass | in the loop | compile (s) | '
+           'start-up (s) | step memory (MiB) |', '|' + '---|' * 13]
+  for run in runs:
+    t, d = run.data['timings'], run.data
+    loop = f'{d["steady_ms"]:.1f}' if 'steady_ms' in d else '–'
+    lines.append(
+        f'| {d["system"]}, {d["network"]}, {t["batch_size"]} | {t["optimizer"]} | '
+        + _settings_text(run, notes) + f' | {t["machine"].get("device", "?")} | '
+        f'{t["train_step_ms"]:.1f} | {t["mcmc_ms"]:.1f} | {t["energy_grad_ms"]:.1f} | '
+        f'{t["optimizer_ms"]:.1f} | {t["forward_ms"]:.2f} | {loop} | {t["compile_s"]:.1f} | '
+        f'{t["startup_s"]:.1f} | {t["step_memory_mb"]:.0f} |')
+  return '\n\n'.join(['\n'.join(lines), 'ms per stage: medians of 5 timed calls on the real '
+                      'state; in the loop: the median step time of the training loop after its '
+                      'first 20% of steps (stats.csv).'] + notes
+                     + [artifacts.provenance(path, runs)])
 
 
 def _suite(path: str, kind: str) -> list:
@@ -547,6 +558,34 @@ def alone(args) -> None:
                    run_meta)
 
 
+def timers(args) -> None:
+  """--timers: one training per system and optimizer with its stage timers on; its
+  timings.json and steady-state step time appended to an artifact, one run per training."""
+  extra = dict(kv.split('=', 1) for kv in args.set)
+  keys = {'pretrain.iterations': str(args.pretrain), 'batch_size': str(args.batch),
+          **reference.NETWORKS[args.network], **extra, 'optim.iterations': str(args.iterations),
+          'log.timers': 'true', 'log.progress': 'false', 'log.print_every': '0'}
+  for name in args.systems:
+    for opt in args.optimizers:
+      run_meta = artifacts.meta()
+      with tempfile.TemporaryDirectory() as tmp:
+        run = os.path.join(tmp, 'run')
+        _wall([sys.executable, '-m', 'ferminet_fast.train',
+               *reference.ours(name, run, {**keys, 'optim.optimizer': opt})])
+        with open(os.path.join(run, 'timings.json')) as f:
+          t = json.load(f)
+        with open(os.path.join(run, 'stats.csv')) as f:
+          steps = [float(r['step_time_ms']) for r in csv.DictReader(f)]
+      steady = statistics.median(steps[len(steps) // 5:])  # After the first 20% of steps.
+      artifacts.append(args.json or TIMERS_JSON,
+                       {'system': name, 'network': args.network, 'set': extra,
+                        'iterations': args.iterations, 'steady_ms': steady, 'timings': t},
+                       run_meta)
+      print(f'{name} {opt} {extra}: step {t["train_step_ms"]:.1f} ms (MCMC {t["mcmc_ms"]:.1f}, '
+            f'energy and gradient {t["energy_grad_ms"]:.1f}, optimizer '
+            f'{t["optimizer_ms"]:.1f}); in the loop {steady:.1f} ms', flush=True)
+
+
 def main():
   from ferminet_fast import config as settings
   from ferminet_fast.physics import hamiltonian  # Table of Laplacian methods.
@@ -569,8 +608,11 @@ def main():
                       help='time another checkout of ours (in DIR) and this one side by side')
   parser.add_argument('--alone', action='store_true',
                       help='time ours alone as --against-ferminet times both, then stop')
+  parser.add_argument('--timers', action='store_true',
+                      help='keep the stage timers of one training per system and optimizer '
+                      '(--iterations steps) in an artifact, then stop')
   parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE', type=key_value,
-                      help='with --alone: further settings of ours (config keys)')
+                      help='with --alone or --timers: further settings of ours (config keys)')
   parser.add_argument('--systems', nargs='*', default=['He', 'Ne'], choices=list(reference.SYSTEMS),
                       help='with --against-ferminet / --against-ours / --alone')
   parser.add_argument('--steps', nargs=2, type=int, default=[60, 300], metavar=('SHORT', 'LONG'),
@@ -594,8 +636,10 @@ def main():
     return against(args)
   if args.alone:
     return alone(args)
+  if args.timers:
+    return timers(args)
   if args.set:
-    parser.error('--set goes with --alone')
+    parser.error('--set goes with --alone or --timers')
   if args.quick:
     args.configs, args.iterations, args.sweep_iterations = ['He'], 40, 20
     global SWEEP_ATOMS
