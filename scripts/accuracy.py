@@ -4,6 +4,7 @@ rendered from the artifacts it writes (scripts/render_docs.py).
   python scripts/accuracy.py                      # all systems -> benchmarks/accuracy.json
   python scripts/accuracy.py --systems he h2      # a subset (a run of its own in the artifact)
   python scripts/accuracy.py --matched --ferminet /tmp/fn   # at FermiNet's wall time
+  python scripts/accuracy.py --systems si_ccecp   # -> benchmarks/accuracy_ecp.json
   python scripts/render_docs.py                   # the tables into ACCURACY.md
 
 Each system is two fresh processes, as a user runs them:
@@ -47,11 +48,17 @@ SYSTEMS = {
     'lih': ('LiH (R = 3.015 bohr)', 1.0),
     'be': ('Be', 1.6),
 }
+# Pseudopotential atoms: a table of their own (ACCURACY.md, effective core potentials);
+# not run unless named (`--systems si_ccecp`, into benchmarks/accuracy_ecp.json).
+ECP_SYSTEMS = {
+    'si_ccecp': ('Si, ccECP', 2.0),
+}
 NAMES = {'he': 'He', 'h2': 'H2', 'li': 'Li', 'lih': 'LiH', 'be': 'Be'}  # ferminet_reference's.
 BUDGET_S = 600.0  # Training + evaluation wall time allowed per system.
 JSON = os.path.join(REPO, 'benchmarks', 'accuracy.json')
 JSON_JAX012 = os.path.join(REPO, 'benchmarks', 'accuracy_jax0.12.json')
 MATCHED_JSON = os.path.join(REPO, 'benchmarks', 'accuracy_matched.json')
+ECP_JSON = os.path.join(REPO, 'benchmarks', 'accuracy_ecp.json')
 
 
 def timed(cmd):
@@ -125,7 +132,7 @@ def run_system(stem: str, runs_dir: str, extra: list) -> dict:
     cfg = json.load(f)
   with open(os.path.join(run, 'timings.json')) as f:
     timings = json.load(f)
-  label, goal = SYSTEMS[stem]
+  label, goal = {**SYSTEMS, **ECP_SYSTEMS}[stem]
   return {
       'system': label, 'config': f'configs/{stem}.py', 'exact': ev['exact_energy'],
       'energy': ev['energy'], 'error': ev['error'], 'error_mha': ev['error_mha'],
@@ -214,17 +221,33 @@ def render_jax012() -> str:
   return render_full(JSON_JAX012)
 
 
+def render_ecp(path: str = ECP_JSON) -> str:
+  """The pseudopotential table: every row of every run (a longer training is a row of its
+  own, its settings beside the system)."""
+  runs = artifacts.read(path)
+  if not runs:
+    return f'*No runs in `{os.path.relpath(path, REPO)}` yet.*'
+  rows = []
+  for run in runs:
+    for r in run.data['full']:
+      extra = ' '.join(o for o in r.get('overrides', []))
+      rows.append({**r, 'system': r['system'] + (f', `{extra}`' if extra else '')})
+  return table(rows) + '\n\n' + artifacts.provenance(path, runs)
+
+
 TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'accuracy': ('ACCURACY.md', render_full),
     'accuracy-jax0.12': ('ACCURACY.md', render_jax012),
     'accuracy-matched': ('ACCURACY.md', render_matched),
+    'accuracy-ecp': ('ACCURACY.md', render_ecp),
     'kfac-spring-matched': ('BENCHMARKS.md', render_spring_matched),
 }
 
 
 def main():
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument('--systems', nargs='+', default=list(SYSTEMS), choices=list(SYSTEMS))
+  p.add_argument('--systems', nargs='+', default=list(SYSTEMS),
+                 choices=list(SYSTEMS) + list(ECP_SYSTEMS))
   p.add_argument('--matched', action='store_true',
                  help="ours at FermiNet's wall time, both run now (needs --ferminet)")
   p.add_argument('--ferminet', help='directory made by ../shared/anchors/setup-ferminet.sh')
@@ -240,7 +263,11 @@ def main():
     p.error(f'unrecognized arguments: {" ".join(overrides)}')
   if args.matched and not args.ferminet:
     p.error('--matched needs --ferminet DIR: both codes run in this invocation')
-  path = args.json or (MATCHED_JSON if args.matched else JSON)
+  ecp = [s in ECP_SYSTEMS for s in args.systems]
+  if any(ecp) and (args.matched or not all(ecp)):
+    p.error(f'{", ".join(ECP_SYSTEMS)}: a table of its own, without --matched and without the '
+            'all-electron systems')
+  path = args.json or (MATCHED_JSON if args.matched else ECP_JSON if all(ecp) else JSON)
   peer = ({**reference.peer_versions(args.ferminet),
            'settings': reference.peer_settings_record(args.peer_settings)}
           if args.matched else None)

@@ -559,24 +559,22 @@ def alone(args) -> None:
 
 
 def timers(args) -> None:
-  """--timers: one training per system and optimizer with its stage timers on; its
+  """--timers: one training per system and optimizer with its stage timers on (run_one); its
   timings.json and steady-state step time appended to an artifact, one run per training."""
   extra = dict(kv.split('=', 1) for kv in args.set)
-  keys = {'pretrain.iterations': str(args.pretrain), 'batch_size': str(args.batch),
-          **reference.NETWORKS[args.network], **extra, 'optim.iterations': str(args.iterations),
-          'log.timers': 'true', 'log.progress': 'false', 'log.print_every': '0'}
+  keys = {**reference.SHARED, 'pretrain.iterations': str(args.pretrain),
+          'batch_size': str(args.batch), **reference.NETWORKS[args.network], **extra,
+          'log.progress': 'false'}
   for name in args.systems:
     for opt in args.optimizers:
       run_meta = artifacts.meta()
-      with tempfile.TemporaryDirectory() as tmp:
-        run = os.path.join(tmp, 'run')
-        _wall([sys.executable, '-m', 'ferminet_fast.train',
-               *reference.ours(name, run, {**keys, 'optim.optimizer': opt})])
-        with open(os.path.join(run, 'timings.json')) as f:
-          t = json.load(f)
-        with open(os.path.join(run, 'stats.csv')) as f:
-          steps = [float(r['step_time_ms']) for r in csv.DictReader(f)]
-      steady = statistics.median(steps[len(steps) // 5:])  # After the first 20% of steps.
+      t = run_one(reference.SYSTEMS[name][0], [f'--config.{k}={v}' for k, v in {
+          **keys, 'optim.optimizer': opt}.items()], args.iterations)
+      if 'error' in t:
+        sys.exit(f'{name} {opt}: {t["error"]}')
+      steady = t.pop('steady_ms')
+      for k in ('it_per_s', 'step_per_forward'):
+        t.pop(k)
       artifacts.append(args.json or TIMERS_JSON,
                        {'system': name, 'network': args.network, 'set': extra,
                         'iterations': args.iterations, 'steady_ms': steady, 'timings': t},
