@@ -284,7 +284,8 @@ def main():
       rows.append(r)
       print(json.dumps({k: v for k, v in r.items() if not isinstance(v, dict)}), flush=True)
   artifacts.append(path, {'rows': rows} if args.matched else {'full': rows}, run_meta)
-  print(render_matched(path) if args.matched else render_full(path))
+  print(render_matched(path) if args.matched else render_ecp(path) if all(ecp)
+        else render_full(path))
   if args.render:
     import render_docs
     render_docs.main([])
