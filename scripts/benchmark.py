@@ -612,7 +612,7 @@ def main():
   parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE', type=key_value,
                       help='with --alone or --timers: further settings of ours (config keys)')
   parser.add_argument('--systems', nargs='*', default=['He', 'Ne'], choices=list(reference.SYSTEMS),
-                      help='with --against-ferminet / --against-ours / --alone')
+                      help='with --against-ferminet / --against-ours / --alone / --timers')
   parser.add_argument('--steps', nargs=2, type=int, default=[60, 300], metavar=('SHORT', 'LONG'),
                       help='with --against-ferminet / --against-ours: the two run lengths')
   parser.add_argument('--repeats', type=int, default=3,
