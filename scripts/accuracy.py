@@ -30,7 +30,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent import futures
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -61,16 +63,43 @@ MATCHED_JSON = os.path.join(REPO, 'benchmarks', 'accuracy_matched.json')
 ECP_JSON = os.path.join(REPO, 'benchmarks', 'accuracy_ecp.json')
 
 
-def timed(cmd):
-  """Seconds a process takes from start to exit (run in the repository); raises if it fails."""
+def timed(cmd: list, cwd: str = REPO, env=None) -> float:
+  """Seconds a process takes from start to exit (run in `cwd`, by default the repository:
+  `-m` imports from there); raises with the end of its output if it fails."""
   t0 = time.perf_counter()
-  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+  proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
   if proc.returncode:
-    raise RuntimeError(f'{" ".join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}')
+    raise RuntimeError(f'{" ".join(cmd)} failed ({proc.returncode}):\n'
+                       f'{(proc.stderr or proc.stdout)[-2000:]}')
   return time.perf_counter() - t0
 
 
-def _new_run_dir(runs_dir: str, stem: str) -> str:
+def run_rows(names: list, run_row, path: str, at_once: bool, runs_dir: str = '') -> None:
+  """Runs `run_row(name, runs_dir)` for each name (side by side when `at_once`, each row
+  recording how many ran at once) and appends each row to the artifact at `path` as it
+  finishes, so that a run cut short keeps what it finished."""
+  run_meta, lock, width = artifacts.meta(), threading.Lock(), len(names) if at_once else 1
+
+  def one(name, where):
+    row = {**run_row(name, where), 'rows_at_once': width}
+    with lock:
+      print(json.dumps({k: v for k, v in row.items() if k != 'states'}), flush=True)
+      artifacts.append(path, {'rows': [row]}, run_meta)
+
+  with tempfile.TemporaryDirectory() as tmp, futures.ThreadPoolExecutor(width) as pool:
+    for done in [pool.submit(one, name, runs_dir or tmp) for name in names]:
+      done.result()
+
+
+def wall_cell(row: dict) -> str:
+  """'train + eval s', and how many rows shared the machine when more than one."""
+  wall = f'{row["train_s"]:.0f} + {row["eval_s"]:.0f} s'
+  if row.get('rows_at_once', 1) > 1:
+    wall += f' ({row["rows_at_once"]} rows at once)'
+  return wall
+
+
+def new_run_dir(runs_dir: str, stem: str) -> str:
   """A directory of its own (an existing one would be resumed, not retrained)."""
   stamp = datetime.datetime.now().strftime('%Y%m%d-%H%M%S')
   return os.path.join(runs_dir, f'{stem}_{stamp}')
@@ -113,25 +142,25 @@ def render_matched(path: str = MATCHED_JSON) -> str:
                  f'{r["ferminet_wall_s"]:.0f}, {f["error_mha"]:+.2f} ± {f["stat_mha"]:.2f} | '
                  f'{o["steps"]}, {r["ours_wall_s"]:.0f}, {o["error_mha"]:+.2f} ± '
                  f'{o["stat_mha"]:.2f} |')
-  used = []
-  for run, _ in rows.values():
-    if not any(run is u for u in used):
-      used.append(run)
-  return '\n'.join(lines + ['', artifacts.provenance(path, used)])
+  return '\n'.join(lines + ['', artifacts.provenance(path, [run for run, _ in rows.values()])])
+
+
+def train_and_evaluate(run: str, config: str, settings=(), eval_args=()) -> tuple:
+  """Trains `config` into the new run directory `run` and evaluates it, each a fresh process
+  as a user runs them: (eval.json, config.json, timings.json, training s, evaluation s)."""
+  train_s = timed([sys.executable, '-m', 'ferminet_fast.train', '--config', config,
+                   f'--config.log.save_path={run}', '--config.log.progress=False', *settings])
+  eval_s = timed([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}', *eval_args])
+  out = []
+  for name in ('eval.json', 'config.json', 'timings.json'):
+    with open(os.path.join(run, name)) as f:
+      out.append(json.load(f))
+  return (*out, train_s, eval_s)
 
 
 def run_system(stem: str, runs_dir: str, extra: list) -> dict:
-  run = _new_run_dir(runs_dir, stem)
-  train_s = timed([sys.executable, '-m', 'ferminet_fast.train', '--config',
-                    f'configs/{stem}.py', f'--config.log.save_path={run}',
-                    '--config.log.progress=False', *extra])
-  eval_s = timed([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}'])
-  with open(os.path.join(run, 'eval.json')) as f:
-    ev = json.load(f)
-  with open(os.path.join(run, 'config.json')) as f:
-    cfg = json.load(f)
-  with open(os.path.join(run, 'timings.json')) as f:
-    timings = json.load(f)
+  ev, cfg, timings, train_s, eval_s = train_and_evaluate(
+      new_run_dir(runs_dir, stem), f'configs/{stem}.py', extra)
   label, goal = {**SYSTEMS, **ECP_SYSTEMS}[stem]
   return {
       'system': label, 'config': f'configs/{stem}.py', 'exact': ev['exact_energy'],
@@ -184,11 +213,7 @@ def render_spring_matched(kfac: str = JSON, spring: str = os.path.join(
 
 def latest_rows(path: str) -> list:
   """Each system's latest row over the runs of an artifact, in SYSTEMS order, with its run."""
-  rows = {}
-  for run in artifacts.read(path):
-    for r in run.data['full']:
-      rows[r['config']] = (run, r)
-  return [rows[f'configs/{s}.py'] for s in SYSTEMS if f'configs/{s}.py' in rows]
+  return artifacts.newest_rows(path, [f'configs/{s}.py' for s in SYSTEMS], 'full', 'config')
 
 
 def _measured(rows: list) -> str:
@@ -207,10 +232,7 @@ def _measured(rows: list) -> str:
 def render_full(path: str = JSON) -> str:
   """ACCURACY.md's main table: each system's latest evaluated energy against exact."""
   rows = latest_rows(path)
-  runs = []
-  for run, _ in rows:
-    if not any(run is u for u in runs):
-      runs.append(run)
+  runs = [run for run, _ in rows]
   note = artifacts.provenance(path, runs)
   if any(not run.meta.get('recorded', True) for run in runs):
     note += ' ' + _measured(rows)
@@ -219,6 +241,11 @@ def render_full(path: str = JSON) -> str:
 
 def render_jax012() -> str:
   return render_full(JSON_JAX012)
+
+
+def as_shipped(row: dict) -> bool:
+  """Whether a row trained its config as shipped (no --config overrides)."""
+  return not row.get('overrides')
 
 
 def render_ecp(path: str = ECP_JSON) -> str:
@@ -230,8 +257,8 @@ def render_ecp(path: str = ECP_JSON) -> str:
   rows = []
   for run in runs:
     for r in run.data['full']:
-      extra = ' '.join(o for o in r.get('overrides', []))
-      rows.append({**r, 'system': r['system'] + (f', `{extra}`' if extra else '')})
+      extra = '' if as_shipped(r) else f', `{" ".join(r["overrides"])}`'
+      rows.append({**r, 'system': r['system'] + extra})
   return table(rows) + '\n\n' + artifacts.provenance(path, runs)
 
 

@@ -3,6 +3,7 @@ ACCURACY.md's excited-states tables from the artifact it writes (scripts/render_
 
   python scripts/accuracy_states.py                 # every row -> benchmarks/accuracy_states.json
   python scripts/accuracy_states.py --rows he h2    # a subset (a run of its own in the artifact)
+  python scripts/accuracy_states.py --at-once       # the rows side by side (e.g. on one GPU)
 
 Each row is two fresh processes, as a user runs them:
   python -m ferminet_fast.train --config configs/<system>_states.py [settings] --config.log.save_path=DIR
@@ -11,14 +12,15 @@ Recorded per row: what evaluate writes for the states (eval.json's `states`: the
 <S^2>, excitation energies and oscillator strengths from the ground state, with jackknife
 errors), the wall time of both processes and the machine. The references are published
 values (cited below) or closed forms computed here; the table takes each row's latest
-measurement.
+measurement. With --at-once the rows run side by side, each its own pair of processes (small
+networks leave a GPU mostly idle alone); the wall times are then those of a shared machine,
+and each row records how many ran at once.
 """
 
 import argparse
 import json
 import os
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -81,18 +83,8 @@ ROWS = {
 
 def run_row(name: str, runs_dir: str, overrides: list) -> dict:
   label, config, settings, eval_args, refs, goal, f_ref = ROWS[name]
-  run = accuracy._new_run_dir(runs_dir, name)
-  train_s = accuracy.timed([sys.executable, '-m', 'ferminet_fast.train', '--config', config,
-                            f'--config.log.save_path={run}', '--config.log.progress=False',
-                            *settings, *overrides])
-  eval_s = accuracy.timed([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
-                           *eval_args])
-  with open(os.path.join(run, 'eval.json')) as f:
-    ev = json.load(f)
-  with open(os.path.join(run, 'config.json')) as f:
-    cfg = json.load(f)
-  with open(os.path.join(run, 'timings.json')) as f:
-    timings = json.load(f)
+  ev, cfg, timings, train_s, eval_s = accuracy.train_and_evaluate(
+      accuracy.new_run_dir(runs_dir, name), config, settings + overrides, eval_args)
   return {'row': name, 'system': label, 'config': config, 'settings': settings + overrides,
           'evaluate': eval_args, 'iterations': ev['checkpoint_step'], 'sweeps': ev['steps'],
           'optimizer': cfg['optim']['optimizer'], 'states': ev['states'],
@@ -136,19 +128,26 @@ def state_lines(r: dict) -> list:
   return out
 
 
+def goal_errors(r: dict) -> list:
+  """[(error, its standard error)] in mHa of what the row's goal judges: every state's
+  energy ('energy') or every excitation energy from state 0 ('excitation')."""
+  s, refs = r['states'], r['references']
+  if r['goal'][0] == 'energy':
+    return [(1e3 * (e - ref), 1e3 * de) for e, de, (_, ref) in
+            zip(s['energy']['value'], s['energy']['error'], refs)]
+  return [(1e3 * (x - ref + refs[0][1]), 1e3 * dx) for x, dx, (_, ref) in
+          zip(s['excitation_energy']['value'], s['excitation_energy']['error'], refs[1:])]
+
+
 def summary_line(r: dict) -> str:
   """The run's goal, summed oscillator strength and cost in one row."""
-  s, refs = r['states'], r['references']
+  s = r['states']
   goal = '–'
   if r['goal']:
     what, mha = r['goal']
-    if what == 'energy':
-      errs = [1e3 * (e - ref) for e, (_, ref) in zip(s['energy']['value'], refs)]
-      goal = f'every state within {mha:g} mHa: {verdict(errs, mha)}'
-    else:
-      errs = [1e3 * (x - ref + refs[0][1])
-              for x, (_, ref) in zip(s['excitation_energy']['value'], refs[1:])]
-      goal = f'excitation energy within {mha:g} mHa: {verdict(errs, mha)}'
+    errs = [e for e, _ in goal_errors(r)]
+    goal = (f'{"every state" if what == "energy" else "excitation energy"} within {mha:g} '
+            f'mHa: {verdict(errs, mha)}')
   f = '–'
   if r['f_sum_reference']:
     ref, why = r['f_sum_reference']
@@ -159,13 +158,12 @@ def summary_line(r: dict) -> str:
   if r['settings']:
     training += ' (' + ' '.join(f'`{o}`' for o in r['settings']) + ')'
   return (f'| {r["system"]} | {training}; {r["sweeps"]} sweeps | {goal} | {f} | '
-          f'{r["train_s"]:.0f} + {r["eval_s"]:.0f} s |')
+          f'{accuracy.wall_cell(r)} |')
 
 
 def latest(path: str = JSON) -> list:
   """(run, row) of each row's latest measurement, in the order of ROWS."""
-  newest = {r['row']: (run, r) for run in artifacts.read(path) for r in run.data['rows']}
-  return [newest[name] for name in ROWS if name in newest]
+  return artifacts.newest_rows(path, ROWS)
 
 
 def render(path: str = JSON) -> str:
@@ -179,11 +177,7 @@ def render(path: str = JSON) -> str:
   lines += ['', '| system | training; evaluation | goal | oscillator strengths from state 0, '
             'summed | wall (train + evaluate) |', '|' + '---|' * 5]
   lines += [summary_line(r) for _, r in rows]
-  used = []
-  for run, _ in rows:
-    if all(run is not u for u in used):
-      used.append(run)
-  return '\n'.join(lines + ['', artifacts.provenance(path, used)])
+  return '\n'.join(lines + ['', artifacts.provenance(path, [run for run, _ in rows])])
 
 
 TABLES = {'accuracy-states': ('ACCURACY.md', render)}  # For scripts/render_docs.py.
@@ -194,16 +188,12 @@ def main():
   p.add_argument('--rows', nargs='+', default=list(ROWS), choices=list(ROWS))
   p.add_argument('--json', default=JSON, help='the artifact to append to')
   p.add_argument('--runs-dir', default='', help='keep the run directories here')
+  p.add_argument('--at-once', action='store_true', help='run the rows side by side')
   args, overrides = p.parse_known_args()  # --config.KEY=VALUE: passed to every training.
   if any(not o.startswith('--config.') for o in overrides):
     p.error(f'unrecognized arguments: {" ".join(overrides)}')
-  run_meta, rows = artifacts.meta(), []
-  with tempfile.TemporaryDirectory() as tmp:
-    for name in args.rows:
-      rows.append(run_row(name, args.runs_dir or tmp, overrides))
-      print(json.dumps({k: v for k, v in rows[-1].items() if k != 'states'}), flush=True)
-      # Appended row by row: a run cut short by a time limit keeps what it finished.
-      artifacts.append(args.json, {'rows': rows[-1:]}, run_meta)
+  accuracy.run_rows(args.rows, lambda name, where: run_row(name, where, overrides), args.json,
+                    args.at_once, args.runs_dir)
   print(render(args.json))
 
 

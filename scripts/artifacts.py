@@ -164,25 +164,39 @@ def machine_text(m: Optional[dict]) -> str:
   return ', '.join(parts)
 
 
+def newest_rows(path: str, names, field: str = 'rows', key: str = 'row') -> list:
+  """[(run, row)]: the latest row of each of `names` (matched on row[key]) over the runs'
+  data[field], in the order of `names`; names never measured are left out."""
+  newest = {r[key]: (run, r) for run in read(path) for r in run.data[field]}
+  return [newest[name] for name in names if name in newest]
+
+
 def provenance(path: str, runs: Optional[list] = None) -> str:
-  """The one-line note under a rendered table: artifact file, date, machine, commit."""
-  runs = read(path) if runs is None else runs
+  """The one-line note under a rendered table: artifact file, date, machine, commit (of
+  `runs`, each counted once, or of every run of the artifact)."""
+  runs = read(path) if runs is None else list({id(r): r for r in runs}.values())
   rel = os.path.relpath(_path(path), REPO)
   if not runs:
     return f'*No runs in `{rel}` yet.*'
-  notes = []
-  for r in runs[-3:]:
+  groups = []  # [note, runs]: consecutive runs with the same note are one entry.
+  for r in runs:
     m = r.meta
     commit = (m.get('commit') or '')[:7] or 'not recorded'
     if m.get('dirty'):
       commit += ' with uncommitted changes'
     date = (m.get('date') or 'date not recorded')[:10]
     if m.get('recorded', True):
-      notes.append(f'{date}, {machine_text(m.get("machine"))}, commit {commit}')
+      note = f'{date}, {machine_text(m.get("machine"))}, commit {commit}'
     else:
       measured = f' measured {m["measured_on"][:10]},' if m.get('measured_on') else ''
       where = f' {machine_text(m["machine"])};' if m.get('machine') else ''
-      notes.append(f'no meta block (recorded before artifacts kept one):{measured}{where} '
-                   f'file added in commit {commit} on {date}')
-  more = f' (the latest {len(notes)} of {len(runs)} runs)' if len(runs) > len(notes) else ''
+      note = (f'no meta block (recorded before artifacts kept one):{measured}{where} '
+              f'file added in commit {commit} on {date}')
+    if groups and groups[-1][0] == note:
+      groups[-1][1] += 1
+    else:
+      groups.append([note, 1])
+  notes = [note + (f' ({n} runs)' if n > 1 else '') for note, n in groups[-3:]]
+  shown = sum(n for _, n in groups[-3:])
+  more = f' (the latest {shown} of {len(runs)} runs)' if len(runs) > shown else ''
   return f'*From `{rel}`{more}: ' + '; '.join(notes) + '.*'

@@ -58,6 +58,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import accuracy  # noqa: E402
 import artifacts  # noqa: E402
 import ferminet_reference as reference  # noqa: E402
 
@@ -122,16 +123,6 @@ def run_one(config, overrides, iterations):
   return t
 
 
-def _wall(cmd: list, cwd: str = REPO, env=None) -> float:
-  """Seconds a process takes from start to exit (run in `cwd`); raises if it fails."""
-  t0 = time.perf_counter()
-  proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)  # `-m`: cwd.
-  if proc.returncode:
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-    raise RuntimeError(f'{" ".join(cmd[:4])} ... failed: ' + ' | '.join(tail))
-  return time.perf_counter() - t0
-
-
 def order_of(repeat: int, settings: list) -> list:
   """The runs of one repeat: each baseline setting and ours, the order reversed in every
   other repeat so that a drift of the shared machine hits both codes alike."""
@@ -154,7 +145,7 @@ def _process_ms(baseline, name, who, setting, keys, short, long, ours_baseline):
         cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
             name, run, {**keys, 'optim.iterations': str(n), **ours_keys})]
         cwd = baseline if who == 'baseline' else REPO
-      walls.append(_wall(cmd, cwd=cwd, env=env))
+      walls.append(accuracy.timed(cmd, cwd=cwd, env=env))
   step_s = (walls[1] - walls[0]) / (long - short)
   return 1e3 * step_s, walls[0] - short * step_s
 
@@ -239,9 +230,9 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
         f'{st["ours"] / st["baseline"]:.2f} |')
   notes = []
   for path in paths:
-    used = {id(run): run for p, run, _ in newest.values() if p == path}  # Once each, in order.
+    used = [run for p, run, _ in newest.values() if p == path]
     if used:
-      notes.append(artifacts.provenance(path, list(used.values())))
+      notes.append(artifacts.provenance(path, used))
   return '\n'.join(lines + ['', ' '.join(notes)])
 
 

@@ -1,7 +1,7 @@
 """The current standing: every goal with its latest figure from an artifact, and whether it
 is met, missed, or not yet measured like for like. Rendered at the top of BENCHMARKS.md and
 ACCURACY.md by scripts/render_docs.py; it measures nothing itself, it reads the artifacts
-of benchmark.py, race.py and accuracy.py through their own readers.
+of benchmark.py, race.py, accuracy.py and accuracy_states.py through their own readers.
 
 A figure counts as like for like when FermiNet ran at its best settings
 (ferminet_reference.PEER_SETTINGS) and, for the races, on at least three races judged on
@@ -15,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import accuracy  # noqa: E402
+import accuracy_states  # noqa: E402
 import artifacts  # noqa: E402
 import benchmark  # noqa: E402
 import race  # noqa: E402
@@ -111,49 +112,58 @@ def race_rows() -> list:
   return rows
 
 
+def _energy_row(label: str, goal: float, r: dict, path: str, stale: bool = False) -> tuple:
+  """The goal row of one evaluated config of accuracy.py: error within `goal` mHa and train
+  + evaluate within the time budget."""
+  met = abs(r['error_mha']) <= goal and r['wall_s'] <= accuracy.BUDGET_S
+  stem = os.path.splitext(os.path.basename(r['config']))[0]
+  standing = ((f'stale (the earlier kfac-jax optimizer; re-measure with `python '
+               f'scripts/accuracy.py --systems {stem}`; {"met" if met else "missed"} there)')
+              if stale else ('**met**' if met else '**missed**'))
+  return (f'{label}: error within the target, train + evaluate in ≤ '
+          f'{accuracy.BUDGET_S:.0f} s on 2 cores', f'± {goal} mHa',
+          f'{r["error_mha"]:+.2f} ± {r["stat_mha"]:.2f} mHa in {r["wall_s"]:.0f} s', standing,
+          f'`{_rel(path)}`, {r["date"][:10]}')
+
+
 def accuracy_rows() -> list:
   """Each shipped config's goal from its newest evaluated row (our KFAC rows of the newest
   JAX first; rows measured with the earlier kfac-jax optimizer are marked stale)."""
   rows = {}
   for path in (accuracy.JSON, accuracy.JSON_JAX012):
     for run, r in accuracy.latest_rows(path):
-      rows[r['config']] = (run, r, path)
-  out = []
-  for stem, (label, goal) in accuracy.SYSTEMS.items():
-    if f'configs/{stem}.py' not in rows:
-      continue
-    run, r, path = rows[f'configs/{stem}.py']
-    met = abs(r['error_mha']) <= goal and r['wall_s'] <= accuracy.BUDGET_S
-    stale = 'kfac-jax' in r.get('versions', {})
-    out.append((f'{label}: error within the target, train + evaluate in ≤ '
-                f'{accuracy.BUDGET_S:.0f} s on 2 cores', f'± {goal} mHa',
-                f'{r["error_mha"]:+.2f} ± {r["stat_mha"]:.2f} mHa in {r["wall_s"]:.0f} s',
-                (f'stale (the earlier kfac-jax optimizer; re-measure with `python '
-                 f'scripts/accuracy.py --systems {stem}`; {"met" if met else "missed"} there)')
-                if stale else ('**met**' if met else '**missed**'),
-                f'`{_rel(path)}`, {r["date"][:10]}'))
-  return out
+      rows[r['config']] = (r, path)
+  return [_energy_row(label, goal, *rows[f'configs/{stem}.py'],
+                      stale='kfac-jax' in rows[f'configs/{stem}.py'][0].get('versions', {}))
+          for stem, (label, goal) in accuracy.SYSTEMS.items() if f'configs/{stem}.py' in rows]
 
 
 def ecp_rows() -> list:
   """Each pseudopotential atom's goal from its newest row trained as shipped (rows with
   overrides, e.g. longer trainings, are in ACCURACY.md's table but do not count here)."""
-  rows = {}
-  for run in artifacts.read(accuracy.ECP_JSON):
-    for r in run.data['full']:
-      if not r.get('overrides'):
-        rows[r['config']] = r
+  rows = {r['config']: r for run in artifacts.read(accuracy.ECP_JSON)
+          for r in run.data['full'] if accuracy.as_shipped(r)}
+  return [_energy_row(label, goal, rows[f'configs/{stem}.py'], accuracy.ECP_JSON)
+          for stem, (label, goal) in accuracy.ECP_SYSTEMS.items()
+          if f'configs/{stem}.py' in rows]
+
+
+def states_rows() -> list:
+  """The excited-state goals (accuracy_states.ROWS with a goal) from each row's latest run."""
   out = []
-  for stem, (label, goal) in accuracy.ECP_SYSTEMS.items():
-    r = rows.get(f'configs/{stem}.py')
-    if r is None:
+  for run, r in accuracy_states.latest():
+    if not r['goal']:
       continue
-    met = abs(r['error_mha']) <= goal and r['wall_s'] <= accuracy.BUDGET_S
-    out.append((f'{label}: error within the target, train + evaluate in ≤ '
-                f'{accuracy.BUDGET_S:.0f} s on 2 cores', f'± {goal} mHa',
-                f'{r["error_mha"]:+.2f} ± {r["stat_mha"]:.2f} mHa in {r["wall_s"]:.0f} s',
-                '**met**' if met else '**missed**', f'`{_rel(accuracy.ECP_JSON)}`, '
-                f'{r["date"][:10]}'))
+    what, mha = r['goal']
+    errors = accuracy_states.goal_errors(r)
+    worst = max(range(len(errors)), key=lambda i: abs(errors[i][0]))
+    value, error = errors[worst]
+    figure = (f'{"state" if what == "energy" else "excitation"} furthest off: '
+              f'{value:+.2f} ± {error:.2f} mHa').replace('-', '−')
+    out.append((f'{r["system"]}: every {"state" if what == "energy" else "excitation energy"} '
+                'within the target', f'± {mha:g} mHa', figure,
+                '**met**' if all(abs(v) <= mha for v, _ in errors) else '**missed**',
+                f'`{_rel(accuracy_states.JSON)}`, {_date(run)}'))
   return out
 
 
@@ -170,7 +180,7 @@ def render_benchmarks() -> str:
 
 
 def render_accuracy() -> str:
-  return _table(accuracy_rows() + ecp_rows() + race_rows()) + (
+  return _table(accuracy_rows() + ecp_rows() + states_rows() + race_rows()) + (
       '\n\nEach figure is rendered from the artifact named beside it; '
       'python scripts/render_docs.py rewrites this table.')
 
