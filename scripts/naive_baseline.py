@@ -24,7 +24,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from ferminet_fast import config  # noqa: E402
-from ferminet_fast.physics import hamiltonian, systems  # noqa: E402
+from ferminet_fast.physics import hamiltonian  # noqa: E402
 from ferminet_fast.run import build, cli, profiling  # noqa: E402
 from ferminet_fast.vmc import step  # noqa: E402
 from ferminet_fast.wavefunction import networks  # noqa: E402
@@ -84,7 +84,7 @@ def main():
   args = parser.parse_args()
 
   cfg = cli.load_config_file(args.config)
-  system = systems.make_system(cfg.system)
+  system = build.system_of(cfg)  # With the settings' float32 matmul precision, as training.
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
   parts = build.make_parts(cfg, system, network, config.resolve_laplacian(cfg.optim.laplacian))
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
