@@ -18,7 +18,6 @@ and each row records how many ran at once.
 """
 
 import argparse
-import json
 import os
 import sys
 

@@ -22,7 +22,6 @@ row records how many ran at once (the wall times are then those of a shared mach
 """
 
 import argparse
-import json
 import os
 import sys
 
