@@ -207,7 +207,8 @@ def render_forces(path: str = JSON) -> str:
   latest_rows = artifacts.newest_rows(path, FORCE_ROWS)
   if not latest_rows:
     return f'*No forces rows in `{os.path.relpath(path, REPO)}` yet.*'
-  lines = ['| system | training | E evaluated (Ha) | reference E (Ha); −dE/dR (Ha/bohr) | '
+  lines = ['| system | training | E evaluated (Ha), against the reference | reference E (Ha); '
+           '−dE/dR (Ha/bohr) | '
            '`forces` along the bond | `forces_warp` along the bond | `forces` on the other '
            'nucleus | wall (train + eval) |', '|' + '---|' * 8]
   for _, r in latest_rows:
@@ -216,10 +217,9 @@ def render_forces(path: str = JSON) -> str:
     w, dw = _component(r['forces_warp'], 1, 2)
     o, do = _component(r['forces'], 0, 2)
     energy = _pm(r['energy'], r['error'], 6)
-    energy += f' ({1e3 * (r["energy"] - ref["energy"]):+.2f} mHa)'.replace('-', '−')
-    reference = (f'{ref["energy"]:.6f}; '
-                 f'{ref["force"]:+.5f} ({ref["method"].upper()}, '
-                 f'{_basis_text(ref["basis"])})').replace('-', '−')
+    energy += f' ({1e3 * (r["energy"] - ref["energy"]):+.2f} mHa from it)'.replace('-', '−')
+    reference = (f'{ref["energy"]:.6f}; {ref["force"]:+.5f}'.replace('-', '−') +
+                 f' ({ref["method"].upper()}, {_basis_text(ref["basis"])})')
     forces = f'{_pm(f, df)} ({(f - ref["force"]) / df:+.1f} σ)'.replace('-', '−')
     warp = f'{_pm(w, dw)} ({(w - ref["force"]) / dw:+.1f} σ)'.replace('-', '−')
     lines.append(f'| {r["system"]} | {r["iterations"]} steps, {r["optimizer"]} | {energy} | '
@@ -230,8 +230,8 @@ def render_forces(path: str = JSON) -> str:
     ref = r['reference']['dipole']
     v, e = _component(r['dipole'], 0, 2)  # (x, y, z) of the one dipole.
     lines += ['', f'{r["system"].split(" (")[0]} dipole along the bond (the second nucleus at '
-              f'+z): {_pm(v, e, 4)} e bohr against {ref["value"]:.4f} '
-              f'({ref["method"].upper()} unrelaxed density, {ref["basis"]}), '
+              f'+z): {_pm(v, e, 4)} e bohr against ' + f'{ref["value"]:.4f}'.replace('-', '−') +
+              f' ({ref["method"].upper()} unrelaxed density, {ref["basis"]}), ' +
               f'{(v - ref["value"]) / e:+.1f} σ'.replace('-', '−')]
   return '\n'.join(lines + ['', artifacts.provenance(path, [run for run, _ in latest_rows])])
 
