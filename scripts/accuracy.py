@@ -83,7 +83,7 @@ def run_rows(names: list, run_row, path: str, at_once: bool, runs_dir: str = '')
   def one(name, where):
     row = {**run_row(name, where), 'rows_at_once': width}
     with lock:
-      print(json.dumps({k: v for k, v in row.items() if k != 'states'}), flush=True)
+      print(json.dumps({k: v for k, v in row.items() if not isinstance(v, dict)}), flush=True)
       artifacts.append(path, {'rows': [row]}, run_meta)
 
   with tempfile.TemporaryDirectory() as tmp, futures.ThreadPoolExecutor(width) as pool:

@@ -156,8 +156,7 @@ def states_rows() -> list:
       continue
     what, mha = r['goal']
     errors = accuracy_states.goal_errors(r)
-    worst = max(range(len(errors)), key=lambda i: abs(errors[i][0]))
-    value, error = errors[worst]
+    value, error = max(errors, key=lambda e: abs(e[0]))
     figure = (f'{"state" if what == "energy" else "excitation"} furthest off: '
               f'{value:+.2f} ± {error:.2f} mHa').replace('-', '−')
     out.append((f'{r["system"]}: every {"state" if what == "energy" else "excitation energy"} '
