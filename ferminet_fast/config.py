@@ -192,7 +192,8 @@ SETTINGS = {
                       'in fractional coordinates of its reciprocal vectors: psi(r_i + L) = '
                       'exp(i k_s . L) psi(r_i) for a lattice vector L. (0, 0, 0) is the Gamma '
                       'point (a real wavefunction); any other twist makes it complex (the '
-                      'electron gas only so far). Several twists: one run each, averaged by '
+                      'electron gas and crystals alike; a crystal is pretrained on pyscf.pbc '
+                      "orbitals at that k-point). Several twists: one run each, averaged by "
                       'python -m ferminet_fast.evaluate --twist_average.', _twist,
                       structural=True),
     'system.periodic_dims': S(3, 'Number of periodic dimensions of a lattice: 3 (bulk). 2 '
@@ -560,10 +561,6 @@ def _validate_periodic(cfg) -> None:
     raise InputError(f'config.system.periodic_dims = {sys_cfg.periodic_dims}: periodicity in '
                      '1 or 2 dimensions is not supported yet (only 3)')
   if not is_gamma(sys_cfg.twist):
-    if nuclei:
-      raise InputError(f'config.system.twist = {tuple(sys_cfg.twist)}: twists other than the '
-                       'Gamma point (0, 0, 0) are supported for the electron gas only, not '
-                       'yet for crystals')
     if cfg.optim.optimizer not in COMPLEX_OPTIMIZERS:
       raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} does not support the '
                        f'complex wavefunction of a twist ({tuple(sys_cfg.twist)}); use one of '

@@ -1,6 +1,7 @@
 """configs/lih_crystal.py end to end through the command line, at a tiny size: the LiH cube is
 pretrained from pyscf.pbc's k-point HF (the route and its energy per cell in the log), trains
-a few steps with finite energies, and its run evaluates."""
+a few steps with finite energies, and its run evaluates; the hydrogen chain likewise, at the
+Gamma point and at a twist (complex Bloch orbitals), with each network and optimizer pair."""
 
 import json
 import os
@@ -54,3 +55,30 @@ def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
   assert float(line.split('energy')[1].split()[0]) < 10 * -0.46658, line
   energies = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=1, ndmin=1)
   assert len(energies) == 3 and np.all(np.isfinite(energies)), energies
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('network_type,optimizer', [('ferminet', 'kfac'), ('psiformer', 'adam')])
+def test_hydrogen_chain_at_a_twist_pretrains_trains_and_evaluates(tmp_path, network_type,
+                                                                   optimizer):
+  """configs/h_chain.py at the twist (0.25, 0, 0): a complex wavefunction (said in the log),
+  pretrained on pyscf.pbc's KRHF Bloch orbitals at the k-points that fold onto that twist,
+  then a few finite training steps; its run evaluates to a finite energy."""
+  pytest.importorskip('pyscf')
+  run = tmp_path / 'chain'
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config',
+                         'configs/h_chain.py', *TINY, '--config.system.twist=(0.25, 0, 0)',
+                         f'--config.network.network_type={network_type}',
+                         f'--config.optim.optimizer={optimizer}',
+                         f'--config.log.save_path={run}'],
+                        cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'twist (0.25, 0, 0), complex wavefunction' in proc.stdout, proc.stdout[-3000:]
+  assert 'Pretrain KRHF/sto-3g energy' in proc.stdout, proc.stdout[-3000:]
+  energies = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=1, ndmin=1)
+  assert len(energies) == 3 and np.all(np.isfinite(energies)), energies
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
+                         '--steps=3', '--burn_in=1'], cwd=REPO, capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert np.isfinite(json.loads((run / 'eval.json').read_text())['energy'])

@@ -148,11 +148,17 @@ def test_unsupported_periodic_settings_are_one_clear_error(overrides, message):
     config.validate(_heg(**overrides))
 
 
-def test_twists_of_a_crystal_are_one_clear_error():
+def test_a_crystal_at_a_twist_is_complex_and_refuses_spring():
+  """A crystal takes any twist (a complex wavefunction, described as such); an optimizer that
+  cannot train a complex wavefunction is one clear error there, as for the electron gas."""
   cfg = tiny_config('', **{'system.molecule': 'Li 0 0 0; H 2 0 0',
                            'system.lattice': ((0, 2, 2), (2, 0, 2), (2, 2, 0)),
                            'system.twist': (0.5, 0, 0), 'network.envelope': 'auto'})
-  with pytest.raises(InputError, match='electron gas only, not yet for crystals'):
+  config.validate(cfg)
+  system = systems.make_system(cfg.system)
+  assert system.complex and 'twist (0.5, 0, 0), complex' in systems.describe(system)
+  cfg.optim.optimizer = 'spring'
+  with pytest.raises(InputError, match='does not support the complex wavefunction'):
     config.validate(cfg)
 
 

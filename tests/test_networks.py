@@ -135,25 +135,35 @@ def test_periodic_network_is_lattice_periodic(network_type, envelope):
   assert np.isfinite(float(log))
 
 
+TWISTED = {  # A system at a twist: the electron gas (plane waves of k = G + k_s) and a
+    # crystal (the isotropic envelope in the periodic distance to each nucleus, times the
+    # Bloch factor exp(i k_s . r) of each electron).
+    'electron gas': {'system.rs': 1.5, 'system.electrons': (3, 2), 'system.cell': 'fcc'},
+    'crystal': {'system.molecule': 'Li 0 0 0; H 1.9 0.1 0', 'system.units': 'bohr',
+                'system.lattice': ((0, 2.0, 2.1), (2.0, 0, 2.0), (1.9, 2.0, 0))},
+}
+
+
+@pytest.mark.parametrize('system_name', list(TWISTED))
 @pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
-def test_twisted_network_obeys_the_twisted_boundary_conditions(network_type):
-  """The electron gas at twist k_s: moving one electron by a lattice vector L multiplies psi
-  by exp(i k_s . L), so |psi| is unchanged and the phase moves by k_s . L (mod 2 pi), for
-  each lattice vector and electron of either spin."""
+def test_twisted_network_obeys_the_twisted_boundary_conditions(network_type, system_name):
+  """At twist k_s: moving one electron by a lattice vector L multiplies psi by
+  exp(i k_s . L), so |psi| is unchanged and the phase moves by k_s . L (mod 2 pi), for each
+  lattice vector and electron of either spin; for the electron gas and for a crystal."""
   from ferminet_fast.physics import systems as systems_lib
   twist = (0.1, 0.27, -0.31)
-  cfg = tiny_config('', **{'system.rs': 1.5, 'system.electrons': (3, 2), 'system.cell': 'fcc',
-                           'system.twist': twist, 'network.envelope': 'auto',
-                           'network.network_type': network_type})
+  cfg = tiny_config('', **{**TWISTED[system_name], 'system.twist': twist,
+                           'network.envelope': 'auto', 'network.network_type': network_type})
   config.validate(cfg)
   system = systems_lib.make_system(cfg.system)
+  n = system.n_electrons
   with jax.enable_x64(True):
     network = networks.make_network(cfg.network, system, jnp.float64)
     params = network.init(jax.random.PRNGKey(0))
-    x = jax.random.uniform(jax.random.PRNGKey(1), (15,), jnp.float64, 0.0, 3.0)
+    x = jax.random.uniform(jax.random.PRNGKey(1), (3 * n,), jnp.float64, 0.0, 3.0)
     phase, log = network.apply(params, x)
     assert jnp.iscomplexobj(phase) and abs(abs(complex(phase)) - 1) < 1e-12
-    for electron, vector in itertools.product((0, 4), range(3)):
+    for electron, vector in itertools.product((0, n - 1), range(3)):
       shift = system.lattice.vectors[vector]
       moved_phase, moved_log = network.apply(params, x.at[3 * electron:3 * electron + 3].add(
           shift))

@@ -2,7 +2,8 @@
 sums) equal pyscf.pbc's own values at random points; the occupied orbitals are orthonormal over
 the cell by a quadrature of our own; a molecule in a large box has the isolated molecule's HF
 energy up to the known finite-size term; the k-point orbitals unfolded to the supercell span
-the supercell's Gamma-point HF orbitals."""
+the supercell's Gamma-point HF orbitals; at a twist, the complex Bloch orbitals and their
+sampled energy are pyscf's at that k-point."""
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +52,27 @@ def test_basis_functions_equal_pyscf(system, basis, dtype):
   with jax.enable_x64(dtype == 'float64'):
     got = np.asarray(phf.atomic_orbitals(hf, jnp.asarray(r, dtype)))
   assert got.dtype == dtype and got.shape == want.shape == (300, cell.nao)
+  np.testing.assert_allclose(got, want, rtol=0, atol=rtol * np.abs(want).max())
+
+
+@pytest.mark.parametrize('dtype', ['float64', 'float32'])
+def test_basis_functions_at_a_twist_equal_pyscf(dtype):
+  """At a twist k the basis functions are the Bloch sums sum_T exp(i k . T) phi(r - T),
+  complex: on the skewed cell with d shells, at points spread over several cells (where the
+  phase of the home cell's translation matters), pyscf's values at that k-point."""
+  cell = phf.make_cell(*HEXAGONAL, 'cc-pvdz', precision=1e-12)
+  shells = molecular.shells_of(cell)
+  lattice = np.asarray(cell.lattice_vectors())
+  kpt = np.array([0.13, -0.31, 0.27]) @ cell.reciprocal_vectors()
+  tol, rtol = (1e-12, 1e-10) if dtype == 'float64' else (1e-7, 1e-5)
+  hf = phf.PeriodicHartreeFock(shells, phf.image_sets(shells, lattice, tol), lattice, (), 0.0,
+                               cell, kpt)
+  r = np.random.default_rng(3).uniform(-1.5, 2.5, size=(300, 3)) @ lattice
+  want = cell.pbc_eval_gto('GTOval_sph', r, kpt=kpt, rcut=np.full(cell.nbas, 60.0))
+  assert np.abs(want.imag).max() > 0.1 * np.abs(want).max()
+  with jax.enable_x64(dtype == 'float64'):
+    got = np.asarray(phf.atomic_orbitals(hf, jnp.asarray(r, dtype)))
+  assert np.iscomplexobj(got) and got.shape == want.shape == (300, cell.nao)
   np.testing.assert_allclose(got, want, rtol=0, atol=rtol * np.abs(want).max())
 
 
@@ -201,19 +223,28 @@ def test_sampled_kinetic_energy_is_pyscfs(h3_uhf):
 def sampled_hf_energy(hf, n_up, n_down, batch, steps, sweeps, burn_in=10):
   """The HF determinant sampled by our MCMC (float64), its local energy E_L = -(lap log|psi| +
   |grad log|psi||^2) / 2 + the Ewald Coulomb energy (e-e, e-n, n-n with the Madelung
-  self-terms) per sweep, averaged over walkers: the reblocked stats.Estimate, Ha per cell."""
+  self-terms) per sweep, averaged over walkers: the reblocked stats.Estimate, Ha per cell. At
+  a twist (complex orbitals) log psi = log|psi| + i theta and the real part of E_L is taken,
+  -(lap log|psi| + |grad log|psi||^2 - |grad theta|^2) / 2 + the Coulomb energy."""
   n = n_up + n_down
   with jax.enable_x64(True):
     slater = phf.make_slater(hf, n_up, n_down)
     log_psi = lambda x: slater(x)[1]
     batch_log_psi = jax.vmap(lambda params, x: log_psi(x), in_axes=(None, 0))
-    lap = hamiltonian.laplacian_jacfwd(log_psi)
     atoms = jnp.asarray(hf.cell.atom_coords())
     charges = jnp.asarray(hf.cell.atom_charges(), jnp.float64)
     coulomb = ewald.make_ewald(lattice_lib.make_lattice(hf.lattice), n, len(atoms), 'float64')
 
+    def log_psi_phase(x):
+      sign, log_abs = slater(x)
+      return jnp.stack([log_abs, jnp.angle(sign)])
+
+    lap = hamiltonian.laplacian_jacfwd(log_psi_phase if hf.twisted else log_psi)
+
     def local_energy(x):
       l, g = lap(x)
+      if hf.twisted:
+        return jnp.real(hamiltonian.complex_kinetic(l, g)) + coulomb(x, atoms, charges)
       return -0.5 * (l + jnp.sum(g * g)) + coulomb(x, atoms, charges)
 
     sweep = jax.jit(mcmc.make_sweep(batch_log_psi, steps))
@@ -249,6 +280,58 @@ def test_sampled_energy_of_h2_crystal_is_pyscfs():
   with jax.enable_x64(True):
     self_energy = ewald.madelung(lattice_lib.make_lattice(hf.lattice), np.zeros((1, 3)), [1.0])
   assert 2 * abs(self_energy) > 20 * est.error, self_energy
+
+
+def test_sampled_energy_of_a_twisted_h2_crystal_is_pyscfs():
+  """The same crystal at a twist k_s = (0.25, 0.1, 0) of its reciprocal vectors: pyscf.pbc's
+  ROHF at that k-point (complex Bloch orbitals, phi(r + L) = exp(i k_s . L) phi(r)) against
+  our MCMC sample of its determinant with the complex kinetic energy, within 4 reblocked
+  standard errors. The twist raises the energy by more than twice that window (0.14 Ha here,
+  mostly the Bloch phase's kinetic energy |k_s|^2 / 2 per electron), so orbitals that lost
+  their phases would fail."""
+  lattice = 4.0 * np.eye(3)
+  kpt = np.array([0.25, 0.1, 0.0]) @ (2 * np.pi * np.linalg.inv(lattice).T)
+  hf = phf.hartree_fock(lattice, H2['symbols'], H2['positions'], 'sto-3g', n_up=1, n_down=1,
+                        kpt=kpt)
+  assert hf.twisted and np.iscomplexobj(hf.coeffs[0])
+  gamma = phf.hartree_fock(lattice, H2['symbols'], H2['positions'], 'sto-3g', n_up=1,
+                           n_down=1)
+  est = sampled_hf_energy(hf, 1, 1, batch=256, steps=5, sweeps=60)
+  assert abs(est.mean - hf.energy) < 4 * est.error, (est.mean, est.error, hf.energy)
+  assert est.error < 0.01
+  assert hf.energy - gamma.energy > 2 * 4 * est.error, (hf.energy, gamma.energy)
+
+
+def test_twisted_kpoint_orbitals_unfold_to_the_supercell_at_its_twist():
+  """KRHF of the H2 crystal on the 3 k-points folding onto a (1, 1, 3) supercell's twist
+  k_s = (0.2, 0.1, 0.3) (of the supercell's reciprocal vectors), unfolded: complex orbitals,
+  orthonormal in the supercell's overlap at k_s, spanning the same space as the supercell's
+  own RHF at k_s (density matrices agree to pyscf's SCF tolerance), with the same energy per
+  supercell; and Bloch functions: moving an electron by a supercell lattice vector L
+  multiplies the determinant by exp(i k_s . L)."""
+  lattice, matrix = np.diag([4.5, 4.5, 3.5]), (1, 1, 3)
+  big = phf.supercell(lattice, H2['symbols'], H2['positions'], matrix)
+  kpt = np.array([0.2, 0.1, 0.3]) @ (2 * np.pi * np.linalg.inv(big[0]).T)
+  hk = phf.hartree_fock_kpoints(lattice, H2['symbols'], H2['positions'], 'sto-3g',
+                                kmesh=matrix, kpt=kpt)
+  hg = phf.hartree_fock(*big, 'sto-3g', n_up=3, n_down=3, kpt=kpt)
+  c, cg = hk.coeffs[0], hg.coeffs[0]
+  assert c.shape == (cg.shape[0], 3) and np.iscomplexobj(c) and hk.twisted
+  overlap = hg.cell.pbc_intor('int1e_ovlp', kpts=kpt)
+  np.testing.assert_allclose(c.conj().T @ overlap @ c, np.eye(3), atol=1e-10)
+  np.testing.assert_allclose(c @ c.conj().T, cg @ cg.conj().T, atol=1e-4)
+  assert hk.energy == pytest.approx(hg.energy, abs=1e-6)
+  slater = phf.make_slater(hk, 3, 3)
+  x = np.random.default_rng(4).uniform(0, 1, size=(6, 3)) @ hk.lattice
+  with jax.enable_x64(True):
+    sign, log_abs = slater(jnp.asarray(x.reshape(-1)))
+    for vector in hk.lattice:
+      moved = x.copy()
+      moved[4] += vector
+      moved_sign, moved_log = slater(jnp.asarray(moved.reshape(-1)))
+      assert float(moved_log) == pytest.approx(float(log_abs), abs=1e-9)
+      assert complex(moved_sign) == pytest.approx(complex(sign) * np.exp(1j * kpt @ vector),
+                                                  abs=1e-9)
 
 
 def test_slater_determinant(h3_uhf):

@@ -2,43 +2,55 @@
 
 The simulation cell (the supercell the electrons live in) is handed over as plain arrays:
 lattice vectors (3, 3) bohr, one per row, atom symbols and positions (bohr). pyscf.pbc runs a
-Gamma-point Hartree-Fock of that cell with Gaussian density fitting and the 'ewald' treatment
-of the exchange divergence, so that its energy per simulation cell is the expectation of the
-Coulomb energy summed by Ewald with the Madelung self-term. At the Gamma point the orbitals are
-real and lattice-periodic. The cheaper route for a supercell S of a primitive cell is k-point
-HF of the primitive cell on the k-points that fold onto the supercell's Gamma point, unfolded
-(hartree_fock_kpoints): the same orbitals and energy (tests/test_periodic_hartree_fock.py).
+Hartree-Fock of that cell at one k-point (its twist; the Gamma point by default) with Gaussian
+density fitting and the 'ewald' treatment of the exchange divergence, so that its energy per
+simulation cell is the expectation of the Coulomb energy summed by Ewald with the Madelung
+self-term. At the Gamma point the orbitals are real and lattice-periodic; at a twist k_s of the
+simulation cell they are complex Bloch functions, phi(r + L) = exp(i k_s . L) phi(r) for its
+lattice vectors L. The cheaper route for a supercell S of a primitive cell is k-point HF of the
+primitive cell on the k-points that fold onto the supercell's Gamma point (or its twist),
+unfolded (hartree_fock_kpoints): the same orbitals and energy
+(tests/test_periodic_hartree_fock.py).
 
 Semi-local ECPs (ecp.py evaluates them in the local energy) or all-electron bases give orbitals
 whose determinant has pyscf's energy under our Hamiltonian; GTH pseudopotentials (`pseudo`)
 are pyscf's separable form, which the local energy does not evaluate: orbitals only.
 
 On the device, each periodic basis function is the molecular Gaussian (hartree_fock.py, the one
-home of the closed form) summed over lattice images:
-  chi_mu(r) = sum_T phi_mu(r - R_mu - T),
+home of the closed form) summed over lattice images with the Bloch phase of the twist k_s:
+  chi_mu(r) = sum_T exp(i k_s . T) phi_mu(r - R_mu - T),
 the displacement r - R_mu first wrapped into the cell's fractional range [-1/2, 1/2)^3, the
 images T a constant set per shell: every lattice vector within that shell's cut-off radius
 (where its functions fall below `tol`) plus the wrapped displacement's largest length. The
-values equal pyscf's `cell.pbc_eval_gto` (tests/test_periodic_hartree_fock.py).
+values equal pyscf's `cell.pbc_eval_gto` at that k-point (tests/test_periodic_hartree_fock.py).
 """
 
 from typing import Callable, NamedTuple, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import hartree_fock as molecular
+from ferminet_fast.physics import lattice as lattice_lib
 
 
 class PeriodicHartreeFock(NamedTuple):
-  """Occupied Gamma-point HF orbitals of a simulation cell: mo(r) = chi(r) @ coeffs[spin]."""
+  """Occupied HF orbitals of a simulation cell at its twist: mo(r) = chi(r) @ coeffs[spin]."""
   shells: tuple  # molecular.Shell per pyscf shell of the cell, pyscf's AO order.
   images: tuple  # (n_img, 3) lattice translations (bohr) summed over, one array per shell.
   lattice: np.ndarray  # (3, 3) lattice vectors (rows), bohr.
-  coeffs: tuple  # ((n_ao, n_up), (n_ao, n_down)) real orbital coefficients.
+  # ((n_ao, n_up), (n_ao, n_down)) orbital coefficients: real at the Gamma point, complex at
+  # a twist.
+  coeffs: tuple
   energy: float  # Ha per simulation cell, pyscf's HF total energy (exxdiv 'ewald').
   cell: object  # The pyscf.pbc.gto.Cell (bohr), for checks against pyscf itself.
+  kpt: np.ndarray = np.zeros(3)  # (3,) 1/bohr, the twist k_s of the simulation cell.
+
+  @property
+  def twisted(self) -> bool:
+    return bool(np.any(self.kpt))
 
 
 def make_cell(lattice, symbols: Sequence[str], positions, basis, *, ecp=None, pseudo=None,
@@ -116,10 +128,11 @@ def _auxbasis(cell):
 
 def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int,
                  n_down: int, restricted: bool = True, ecp=None, pseudo=None,
-                 tol: float = 1e-8, precision: float = 1e-8) -> PeriodicHartreeFock:
-  """Gamma-point ROHF (UHF unless `restricted`) of the simulation cell with n_up, n_down
-  electrons; Gaussian density fitting, exchange divergence by 'ewald'. `tol` sets the image
-  sums of the on-device orbitals, `precision` pyscf's integral screening."""
+                 tol: float = 1e-8, precision: float = 1e-8, kpt=None) -> PeriodicHartreeFock:
+  """ROHF (UHF unless `restricted`) of the simulation cell with n_up, n_down electrons at the
+  Gamma point, or at the twist `kpt` (3,) 1/bohr (complex orbitals); Gaussian density
+  fitting, exchange divergence by 'ewald'. `tol` sets the image sums of the on-device
+  orbitals, `precision` pyscf's integral screening."""
   from pyscf.pbc import scf
   cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
                    spin=n_up - n_down, charge=0, precision=precision)
@@ -127,32 +140,49 @@ def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int
   if n_up + n_down != n_elec:
     cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
                      spin=n_up - n_down, charge=n_elec - n_up - n_down, precision=precision)
-  mf = (scf.ROHF if restricted else scf.UHF)(cell).density_fit(auxbasis=_auxbasis(cell))
+  kpt = np.zeros(3) if kpt is None else np.asarray(kpt, np.float64)
+  mf = (scf.ROHF if restricted else scf.UHF)(cell, kpt=kpt).density_fit(
+      auxbasis=_auxbasis(cell))
   mf.exxdiv = 'ewald'
   energy = float(mf.kernel())
   if not mf.converged:
     raise RuntimeError(f'pyscf.pbc SCF did not converge (last energy {energy} Ha)')
   coeff = mf.mo_coeff if np.ndim(mf.mo_coeff) == 3 else (mf.mo_coeff, mf.mo_coeff)
   occ = mf.mo_occ if np.ndim(mf.mo_occ) == 2 else (mf.mo_occ > 0, mf.mo_occ > 1)
-  coeffs = tuple(_real_gamma(c)[:, np.asarray(o) > 0][:, :n]
+  as_kind = (lambda c: np.asarray(c, np.complex128)) if np.any(kpt) else _real_gamma
+  coeffs = tuple(as_kind(c)[:, np.asarray(o) > 0][:, :n]
                  for c, o, n in zip(coeff, occ, (n_up, n_down)))
   shells = molecular.shells_of(cell)
   lattice = np.asarray(cell.lattice_vectors(), np.float64)
   return PeriodicHartreeFock(shells, image_sets(shells, lattice, tol), lattice, coeffs, energy,
-                             cell)
+                             cell, kpt)
 
 
 def atomic_orbitals(hf: PeriodicHartreeFock, r: jnp.ndarray) -> jnp.ndarray:
-  """Periodic basis functions at points r (n, 3), bohr -> (n, n_ao), pyscf's AO order; any r
-  (the sums are lattice-periodic, no wrapping needed by the caller)."""
+  """Periodic basis functions at points r (n, 3), bohr -> (n, n_ao), pyscf's AO order, at
+  the twist hf.kpt (complex there); any r (the sums are lattice-periodic, or Bloch at a twist:
+  no wrapping needed by the caller).
+
+  r - R_mu = d + T0 with d in the home cell's fractional range and T0 a lattice vector, so
+  chi_mu(r) = exp(i k_s . T0) sum_t exp(i k_s . t) phi_mu(d - t) over the shell's images t."""
   lattice = jnp.asarray(hf.lattice, r.dtype)
   inverse = jnp.asarray(np.linalg.inv(hf.lattice), r.dtype)
+  kpt = jnp.asarray(hf.kpt, r.dtype)
   out = []
   for s, t in zip(hf.shells, hf.images):
     f = (r - jnp.asarray(s.center, r.dtype)) @ inverse
-    d = (f - jnp.round(f)) @ lattice  # (n, 3), fractional in [-1/2, 1/2].
-    d = (d[:, None, :] - jnp.asarray(t, r.dtype)[None]).reshape(-1, 3)  # (n * n_img, 3)
-    out.append(molecular.shell_values(s, d).reshape(r.shape[0], len(t), -1).sum(axis=1))
+    home = jnp.round(f)
+    d = (f - home) @ lattice  # (n, 3), fractional in [-1/2, 1/2].
+    v = molecular.shell_values(s, (d[:, None, :] - jnp.asarray(t, r.dtype)[None]).reshape(-1, 3))
+    v = v.reshape(r.shape[0], len(t), -1)  # (n, n_img, n_fn)
+    if not hf.twisted:
+      out.append(v.sum(axis=1))
+      continue
+    phase = (home @ lattice) @ kpt  # (n,) k_s . T0
+    image_phase = jnp.asarray(t, r.dtype) @ kpt  # (n_img,)
+    bloch = jax.lax.complex(jnp.cos(image_phase), jnp.sin(image_phase))
+    out.append(jnp.einsum('nif,i->nf', v, bloch)
+               * jax.lax.complex(jnp.cos(phase), jnp.sin(phase))[:, None])
   return jnp.concatenate(out, axis=-1)
 
 
@@ -165,7 +195,7 @@ def make_orbitals(hf: PeriodicHartreeFock, n_up: int, n_down: int) -> Callable:
 
   def orbitals(x):
     ao = atomic_orbitals(hf, x.reshape(-1, 3))  # (N, n_ao)
-    return [ao[lo:hi] @ jnp.asarray(c, x.dtype) for lo, hi, c in blocks]
+    return [ao[lo:hi] @ jnp.asarray(c, ao.dtype) for lo, hi, c in blocks]
 
   return orbitals
 
@@ -261,21 +291,23 @@ def _supercell_madelung(mf, energy: float, big) -> float:
 
 def hartree_fock_kpoints(lattice, symbols: Sequence[str], positions, basis, *,
                          kmesh, ecp=None, pseudo=None, tol: float = 1e-8,
-                         precision: float = 1e-8) -> PeriodicHartreeFock:
+                         precision: float = 1e-8, kpt=None) -> PeriodicHartreeFock:
   """Closed-shell KRHF of the primitive cell on the k-points that fold onto the Gamma point of
-  the supercell `kmesh` (a mesh (3,) or an integer matrix (3, 3), supercell_matrix), unfolded
-  to that supercell (supercell()): the Bloch orbital n at k is
-  sum_{T, mu} exp(i k.T) C_mu,n(k) chi_mu,T(r) in the supercell's basis (atoms copied to each
-  T), a real basis of those orbitals is returned, and the energy per supercell (n_k times per
-  primitive cell). Same orbitals as the Gamma-point HF of the supercell, at a fraction of its
-  cost (tests/test_periodic_hartree_fock.py)."""
+  the supercell `kmesh` (a mesh (3,) or an integer matrix (3, 3), supercell_matrix), or onto
+  its twist `kpt` (3,) 1/bohr, unfolded to that supercell (supercell()): the Bloch orbital n
+  at k is sum_{T, mu} exp(i k.T) C_mu,n(k) chi_mu,T(r) in the supercell's basis (atoms copied
+  to each T); at the Gamma point a real basis of those orbitals is returned, at a twist the
+  Bloch orbitals themselves, orthonormalised; and the energy per supercell (n_k times per
+  primitive cell). Same orbitals as the HF of the supercell at that k-point, at a fraction of
+  its cost (tests/test_periodic_hartree_fock.py)."""
   from pyscf.pbc import scf
   prim = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
                    precision=precision)
   if prim.nelectron % 2:
     raise InputError('k-point HF here is closed-shell (KRHF): the primitive cell has an odd '
                      f'number of electrons ({prim.nelectron})')
-  kpts = folded_kpoints(kmesh) @ prim.reciprocal_vectors()
+  kpt = np.zeros(3) if kpt is None else np.asarray(kpt, np.float64)
+  kpts = folded_kpoints(kmesh) @ prim.reciprocal_vectors() + kpt
   mf = scf.KRHF(prim, kpts).density_fit(auxbasis=_auxbasis(prim))
   mf.exxdiv = 'ewald'
   energy = float(mf.kernel())
@@ -291,20 +323,25 @@ def hartree_fock_kpoints(lattice, symbols: Sequence[str], positions, basis, *,
     phase = np.exp(1j * translations @ k) / np.sqrt(len(kpts))  # (n_k,)
     columns.append(np.kron(phase[:, None], np.asarray(c)[:, np.asarray(occ) > 0]))
   c = np.concatenate(columns, axis=1)  # (n_k * n_ao, n_occ) complex
-  n_occ = c.shape[1]
-  real = _real_span(c, np.asarray(big.pbc_intor('int1e_ovlp')).real, n_occ)
+  if np.any(kpt):
+    overlap = np.asarray(big.pbc_intor('int1e_ovlp', kpts=kpt))
+    w, u = np.linalg.eigh(c.conj().T @ overlap @ c)
+    c = c @ (u / np.sqrt(w)) @ u.conj().T  # Orthonormal in the overlap at the twist.
+  else:
+    c = _real_span(c, np.asarray(big.pbc_intor('int1e_ovlp')).real, c.shape[1])
   shells = molecular.shells_of(big)
   big_lattice = np.asarray(big.lattice_vectors(), np.float64)
   return PeriodicHartreeFock(shells, image_sets(shells, big_lattice, tol), big_lattice,
-                             (real, real), energy, big)
+                             (c, c), energy, big, kpt)
 
 
 def for_system(system, basis: str, restricted: bool) -> tuple:
   """(PeriodicHartreeFock, the method's name) of a crystal's simulation cell (a systems.System
-  with a lattice), for pretraining: k-point RHF of the primitive cell unfolded to the supercell when the supercell
-  holds several primitive cells, the primitive cell has an even number of electrons and the
-  simulation cell is closed-shell with the primitive cell's charge (the cheaper route, the
-  same orbitals); else Gamma-point ROHF / UHF (`restricted`) of the simulation cell.
+  with a lattice), at its twist, for pretraining: k-point RHF of the primitive cell unfolded
+  to the supercell when the supercell holds several primitive cells, the primitive cell has an
+  even number of electrons and the simulation cell is closed-shell with the primitive cell's
+  charge (the cheaper route, the same orbitals); else ROHF / UHF (`restricted`) of the
+  simulation cell at its twist.
   InputError for the electron gas (no nuclei: its plane-wave envelope is already the HF
   determinant) and for effective core potentials (not evaluated in a cell yet)."""
   if system.lattice is None:
@@ -318,6 +355,7 @@ def for_system(system, basis: str, restricted: bool) -> tuple:
                      'core potentials is not supported; use all electrons (config.system.ecp '
                      "= '')")
   vectors = system.lattice.vectors
+  kpt = lattice_lib.twist_vector(system.lattice, system.twist) if system.complex else None
   n_up, n_down = system.n_up, system.n_down
   primitive = system.primitive.vectors if system.primitive is not None else vectors
   matrix = np.round(vectors @ np.linalg.inv(primitive)).astype(int)
@@ -327,7 +365,9 @@ def for_system(system, basis: str, restricted: bool) -> tuple:
   if (n_cells > 1 and n_up == n_down and round(charge) == n_up + n_down
       and round(charge) // n_cells % 2 == 0):
     return hartree_fock_kpoints(primitive, system.symbols[:n_atoms],
-                                system.positions[:n_atoms], basis, kmesh=matrix), 'KRHF'
+                                system.positions[:n_atoms], basis, kmesh=matrix,
+                                kpt=kpt), 'KRHF'
   return hartree_fock(vectors, system.symbols, system.positions, basis, n_up=n_up,
-                      n_down=n_down, restricted=restricted), 'ROHF' if restricted else 'UHF'
+                      n_down=n_down, restricted=restricted,
+                      kpt=kpt), 'ROHF' if restricted else 'UHF'
 

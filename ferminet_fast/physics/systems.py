@@ -227,7 +227,8 @@ def make_system(sys_cfg) -> System:
       s + (str(symbols.count(s)) if symbols.count(s) > 1 else '') for s in dict.fromkeys(symbols))
   return System(symbols=symbols, positions=positions, charges=charges, n_up=int(n_up),
                 n_down=int(n_down), name=name, exact_energy=exact, ecp=ecps,
-                states=int(sys_cfg.states), lattice=lattice, primitive=primitive)
+                states=int(sys_cfg.states), lattice=lattice, primitive=primitive,
+                twist=tuple(float(t) for t in sys_cfg.twist))
 
 
 def crystal(sys_cfg, symbols: tuple, positions: np.ndarray) -> tuple:

@@ -48,6 +48,11 @@ def target_blocks(hf_orbitals: list, full_det: bool, n: int) -> list:
   return out
 
 
+def squared_modulus(z: jax.Array) -> jax.Array:
+  """|z|^2, real, for real or complex z (smooth where z = 0, unlike jnp.abs)."""
+  return jnp.real(z) ** 2 + jnp.imag(z) ** 2 if jnp.iscomplexobj(z) else z * z
+
+
 class PretrainState(NamedTuple):
   params: object
   opt_state: object
@@ -81,8 +86,8 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
   optimizer = optax.adam(pretrain_cfg.lr)
 
   def mismatch(params, x, targets):
-    blocks = batch_orbitals(params, x)  # [(B, k, n_s, n_orb)]
-    return sum(jnp.mean(jnp.sum((b - t[:, None]) ** 2, axis=(1, 2, 3)))
+    blocks = batch_orbitals(params, x)  # [(B, k, n_s, n_orb)], complex at a twist
+    return sum(jnp.mean(jnp.sum(squared_modulus(b - t[:, None]), axis=(1, 2, 3)))
                for b, t in zip(blocks, targets))
 
   def step(state: PretrainState):

@@ -152,6 +152,10 @@ class _Slater(nn.Module):
   # A periodic system at a twist: complex orbitals (the network's outputs taken in pairs as
   # real and imaginary parts, times complex envelopes); the sign is then a phase exp(i theta).
   complex_output: bool = False
+  # A crystal at a twist (envelopes that are lattice-periodic): the twist k_s (3,) 1/bohr;
+  # each orbital is multiplied by the Bloch factor exp(i k_s . r) of its electron, so that
+  # psi(r_i + L) = exp(i k_s . L) psi(r_i) for the cell's lattice vectors L. () otherwise.
+  bloch: tuple = ()
 
   def geometry(self, r: jax.Array, atoms: jax.Array) -> Geometry:
     """The features' geometry: periodic in the cell `lattice`, else open boundaries."""
@@ -182,6 +186,9 @@ class _Slater(nn.Module):
         orb = jax.lax.complex(orb[:, :width], orb[:, width:])
       orb = orb * ENVELOPES[self.envelope](self, electrons(g, lo, hi), n_orb * k,
                                            f'envelope_{name}')
+      if self.bloch:
+        phase = g.r[lo:hi] @ jnp.asarray(self.bloch, g.r.dtype)  # (n_s,) k_s . r_i
+        orb = orb * jax.lax.complex(jnp.cos(phase), jnp.sin(phase))[:, None]
       blocks.append(jnp.transpose(orb.reshape(hi - lo, k, n_orb), (1, 0, 2)))  # (k, n_s, n_orb)
     if return_orbitals:
       return blocks
@@ -251,8 +258,9 @@ def _rows(a) -> tuple:
 def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   """Builds the configured ansatz for `system`; parameters are created in `dtype`. A
   periodic system's network has periodic features (and, for 'planewave' envelopes, the
-  filled k-shells of its larger spin); the electron gas, which has no nuclei, gets the cell's
-  origin as the one centre of its one-electron features (a reference point of no charge)."""
+  filled k-shells of its larger spin; a crystal at a twist, the Bloch factor of the twist on
+  each orbital); the electron gas, which has no nuclei, gets the cell's origin as the one
+  centre of its one-electron features (a reference point of no charge)."""
   envelope = config.resolve_envelope(net_cfg.envelope, system.periodic,
                                      len(system.positions) > 0)
   centres = system.positions if len(system.positions) else np.zeros((1, 3))
@@ -260,8 +268,11 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   if system.periodic:
     kpoints = lattice_lib.k_shells(system.lattice, max(system.n_up, system.n_down),
                                    system.twist)
+    # Plane-wave envelopes carry the twist in their wavevectors; the others are periodic.
+    bloch = (tuple(float(c) for c in lattice_lib.twist_vector(system.lattice, system.twist))
+             if system.complex and envelope != 'planewave' else ())
     periodic_attrs = dict(lattice=_rows(system.lattice.vectors), kpoints=_rows(kpoints),
-                          complex_output=system.complex)
+                          complex_output=system.complex, bloch=bloch)
   common = dict(
       n_up=system.n_up, n_down=system.n_down, atoms=_rows(centres),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
