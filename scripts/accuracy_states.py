@@ -28,6 +28,7 @@ sys.path.insert(0, HERE)
 
 import accuracy  # noqa: E402
 import artifacts  # noqa: E402
+from artifacts import num, pm, signed  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'accuracy_states.json')
 
@@ -92,18 +93,6 @@ def run_row(name: str, runs_dir: str, overrides: list) -> dict:
           'eval_s': eval_s, 'machine': timings['machine'], 'versions': timings['versions']}
 
 
-def _num(value: float, digits: int = 6) -> str:
-  return f'{value:.{digits}f}'.replace('-', '−')
-
-
-def _pm(value: float, error: float, digits: int = 6) -> str:
-  return f'{value:.{digits}f} ± {error:.{digits}f}'.replace('-', '−')
-
-
-def _signed(value: float, error: float, digits: int = 2) -> str:
-  return f'{value:+.{digits}f} ± {error:.{digits}f}'.replace('-', '−')
-
-
 def verdict(errors_mha: list, goal: float) -> str:
   return '**met**' if all(abs(e) <= goal for e in errors_mha) else '**missed**'
 
@@ -115,15 +104,15 @@ def state_lines(r: dict) -> list:
   out = []
   for i, (state, ref) in enumerate(refs):
     e, de = s['energy']['value'][i], s['energy']['error'][i]
-    s2 = _pm(s['s2']['value'][i], s['s2']['error'][i], 3)
+    s2 = pm(s['s2']['value'][i], s['s2']['error'][i], 3)
     if i:
       x, dx = s['excitation_energy']['value'][i - 1], s['excitation_energy']['error'][i - 1]
-      exc = (f'{_num(ref - e0_ref)}; {_pm(x, dx)} ({_signed(1e3 * (x - ref + e0_ref), 1e3 * dx)} '
+      exc = (f'{num(ref - e0_ref)}; {pm(x, dx)} ({signed(1e3 * (x - ref + e0_ref), 1e3 * dx)} '
              'mHa)')
     else:
       exc = '–'
-    out.append(f'| {r["system"] if i == 0 else ""} | {state} | {_num(ref)} | {_pm(e, de)} | '
-               f'{_signed(1e3 * (e - ref), 1e3 * de)} | {s2} | {exc} |')
+    out.append(f'| {r["system"] if i == 0 else ""} | {state} | {num(ref)} | {pm(e, de)} | '
+               f'{signed(1e3 * (e - ref), 1e3 * de)} | {s2} | {exc} |')
   return out
 
 
@@ -151,7 +140,7 @@ def summary_line(r: dict) -> str:
   if r['f_sum_reference']:
     ref, why = r['f_sum_reference']
     v, e = s['oscillator_strength_sum']['value'][0], s['oscillator_strength_sum']['error'][0]
-    f = (f'{_pm(v, e, 4)} against {ref:.4f} ({why}): {100 * (v / ref - 1):+.1f}%, '
+    f = (f'{pm(v, e, 4)} against {ref:.4f} ({why}): {100 * (v / ref - 1):+.1f}%, '
          f'{(v - ref) / e:+.1f} σ').replace('-', '−')
   training = f'{r["iterations"]} steps, {r["optimizer"]}'
   if r['settings']:

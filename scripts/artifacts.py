@@ -164,6 +164,26 @@ def machine_text(m: Optional[dict]) -> str:
   return ', '.join(parts)
 
 
+def minus(text: str) -> str:
+  """`text` with its hyphen-minus signs as typographic minus signs, as the tables print them."""
+  return text.replace('-', '−')
+
+
+def num(value: float, digits: int = 6) -> str:
+  """'−1.234567': a value for a table."""
+  return minus(f'{value:.{digits}f}')
+
+
+def pm(value: float, error: float, digits: int = 6) -> str:
+  """'−1.234567 ± 0.000012': a value and its error bar."""
+  return minus(f'{value:.{digits}f} ± {error:.{digits}f}')
+
+
+def signed(value: float, error: float, digits: int = 2) -> str:
+  """'+0.64 ± 0.10': a signed difference and its error bar."""
+  return minus(f'{value:+.{digits}f} ± {error:.{digits}f}')
+
+
 def newest_rows(path: str, names, field: str = 'rows', key: str = 'row') -> list:
   """[(run, row)]: the latest row of each of `names` (matched on row[key]) over the runs'
   data[field], in the order of `names`; names never measured are left out."""

@@ -34,6 +34,7 @@ sys.path.insert(0, HERE)
 
 import accuracy  # noqa: E402
 import artifacts  # noqa: E402
+from artifacts import pm  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'observables.json')
 FULL = ['--steps=1000', '--burn_in=100', '--observables=s2,dipole,density']
@@ -164,10 +165,6 @@ def run_row(name: str, runs_dir: str) -> dict:
   return row
 
 
-def _pm(value: float, error: float, digits: int = 5) -> str:
-  return f'{value:.{digits}f} ± {error:.{digits}f}'.replace('-', '−')
-
-
 def render(path: str = JSON) -> str:
   """The observables table: each row's latest measurement."""
   latest_rows = artifacts.newest_rows(path, ROWS)
@@ -175,17 +172,17 @@ def render(path: str = JSON) -> str:
            'x, y, z | density: electrons; cusp slope b (r_max) against −2Z | wall (train + '
            'eval) |', '|' + '---|' * 8]
   for _, r in latest_rows:
-    energy = _pm(r['energy'], r['error'], 6)
+    energy = pm(r['energy'], r['error'], 6)
     if r.get('error_mha') is not None:
       energy += f' ({r["error_mha"]:+.2f} ± {1e3 * r["error"]:.2f} mHa)'.replace('-', '−')
-    s2 = _pm(r['s2']['value'][0], r['s2']['error'][0]) if r.get('s2') else '–'
-    dip = (', '.join(_pm(v, e, 4) for v, e in zip(r['dipole']['value'], r['dipole']['error']))
+    s2 = pm(r['s2']['value'][0], r['s2']['error'][0], 5) if r.get('s2') else '–'
+    dip = (', '.join(pm(v, e, 4) for v, e in zip(r['dipole']['value'], r['dipole']['error']))
            if r.get('dipole') else '–')
     dens = '–'
     if r.get('density'):
       d = r['density']
       dens = f'{d["electrons"]:.4f} within {d["r_max_bohr"]:.0f} bohr; ' + '; '.join(
-          f'{_pm(c["slope"], c["error"], 2)} ({c["r_max_bohr"]}) vs {c["expected"]:.0f}'
+          f'{pm(c["slope"], c["error"], 2)} ({c["r_max_bohr"]}) vs {c["expected"]:.0f}'
           .replace('-', '−') for c in d['cusp'])
     lines.append(f'| {r["system"]} | {r["iterations"]} steps, {r["optimizer"]} ({r["config"]}) '
                  f'| {energy} | {s2} | {r["s2_expected"]} ({r["s2_why"]}) | {dip} | {dens} | '
@@ -216,21 +213,21 @@ def render_forces(path: str = JSON) -> str:
     f, df = _component(r['forces'], 1, 2)
     w, dw = _component(r['forces_warp'], 1, 2)
     o, do = _component(r['forces'], 0, 2)
-    energy = _pm(r['energy'], r['error'], 6)
+    energy = pm(r['energy'], r['error'], 6)
     energy += f' ({1e3 * (r["energy"] - ref["energy"]):+.2f} mHa from it)'.replace('-', '−')
     reference = (f'{ref["energy"]:.6f}; {ref["force"]:+.5f}'.replace('-', '−') +
                  f' ({ref["method"].upper()}, {_basis_text(ref["basis"])})')
-    forces = f'{_pm(f, df)} ({(f - ref["force"]) / df:+.1f} σ)'.replace('-', '−')
-    warp = f'{_pm(w, dw)} ({(w - ref["force"]) / dw:+.1f} σ)'.replace('-', '−')
+    forces = f'{pm(f, df, 5)} ({(f - ref["force"]) / df:+.1f} σ)'.replace('-', '−')
+    warp = f'{pm(w, dw, 5)} ({(w - ref["force"]) / dw:+.1f} σ)'.replace('-', '−')
     lines.append(f'| {r["system"]} | {r["iterations"]} steps, {r["optimizer"]} | {energy} | '
-                 f'{reference} | {forces} | {warp} | {_pm(o, do)} | {accuracy.wall_cell(r)} |')
+                 f'{reference} | {forces} | {warp} | {pm(o, do, 5)} | {accuracy.wall_cell(r)} |')
   dipoles = [r for _, r in latest_rows if r.get('dipole') and
              r['reference'].get('dipole')]
   for r in dipoles:
     ref = r['reference']['dipole']
     v, e = _component(r['dipole'], 0, 2)  # (x, y, z) of the one dipole.
     lines += ['', f'{r["system"].split(" (")[0]} dipole along the bond (the second nucleus at '
-              f'+z): {_pm(v, e, 4)} e bohr against ' + f'{ref["value"]:.4f}'.replace('-', '−') +
+              f'+z): {pm(v, e, 4)} e bohr against ' + f'{ref["value"]:.4f}'.replace('-', '−') +
               f' ({ref["method"].upper()} unrelaxed density, {ref["basis"]}), ' +
               f'{(v - ref["value"]) / e:+.1f} σ'.replace('-', '−')]
   return '\n'.join(lines + ['', artifacts.provenance(path, [run for run, _ in latest_rows])])
