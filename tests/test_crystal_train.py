@@ -1,7 +1,7 @@
 """configs/lih_crystal.py end to end through the command line, at a tiny size: the LiH cube is
 pretrained from pyscf.pbc's k-point HF (the route and its energy per cell in the log), trains
 a few steps with finite energies, and its run evaluates; the hydrogen chain likewise, at the
-Gamma point and at a twist (complex Bloch orbitals), with each network and optimizer pair."""
+Gamma point and at a twist (complex Bloch orbitals: FermiNet with KFAC, Psiformer with Adam)."""
 
 import json
 import os
