@@ -158,7 +158,7 @@ def states_rows() -> list:
     errors = accuracy_states.goal_errors(r)
     value, error = max(errors, key=lambda e: abs(e[0]))
     figure = (f'{"state" if what == "energy" else "excitation"} furthest off: '
-              f'{value:+.2f} ± {error:.2f} mHa').replace('-', '−')
+              f'{artifacts.signed(value, error)} mHa')
     out.append((f'{r["system"]}: every {"state" if what == "energy" else "excitation energy"} '
                 'within the target', f'± {mha:g} mHa', figure,
                 '**met**' if all(abs(v) <= mha for v, _ in errors) else '**missed**',
