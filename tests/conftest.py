@@ -3,6 +3,8 @@
 import os
 import sys
 
+import numpy as np
+
 
 def xla_flags(devices: int = 1) -> str:
   """XLA_FLAGS of the tests and the processes they start: `devices` CPU devices, and no
@@ -113,3 +115,21 @@ def tiny_network(atom='He', dtype=None, seed=0, **overrides):
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system, dtype or jnp.float32)
   return system, network, network.init(jax.random.PRNGKey(seed))
+
+
+def electron_gas_hartree_fock_terms(length: float, n_up: int, twist=(0.0, 0.0, 0.0)) -> tuple:
+  """(kinetic, exchange, Madelung) energies, Ha, and the occupied wavevectors (n_up, 3), of
+  the plane-wave determinant of 2 n_up electrons in a cube of side `length` at the twist
+  (fractional), the n_up lowest plane waves per spin, by direct sums: kinetic sum_s sum_k
+  k^2 / 2; exchange -(2 pi / Omega) sum_s sum_{k != k'} 1 / |k - k'|^2 (the Ewald
+  interaction's Fourier coefficients 4 pi / q^2, no q = 0 term); and the N electrons'
+  Madelung self-energy N v_M / 2, v_M = -2.837297 / L for a cube (Fraser et al., Phys. Rev.
+  B 53, 1814 (1996))."""
+  n = np.array([v for v in np.ndindex(5, 5, 5)]) - 2 + np.asarray(twist)
+  n = n[np.argsort(np.sum(n * n, axis=1), kind='stable')][:n_up]
+  k = 2 * np.pi / length * n
+  kinetic = 2 * np.sum(k * k) / 2
+  q2 = np.sum((k[:, None] - k[None]) ** 2, axis=-1)
+  off = ~np.eye(n_up, dtype=bool)
+  exchange = -2 * (2 * np.pi / length**3) * np.sum(1 / q2[off])
+  return kinetic, exchange, 2 * n_up * (-2.837297 / length) / 2, k

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ferminet_fast.physics import ewald, lattice
+from ferminet_fast.physics import ewald, lattice, periodic_hartree_fock
 
 
 
@@ -120,21 +120,14 @@ def test_the_chosen_cut_offs_are_far_smaller_than_a_fixed_box_of_cells():
 
 def _twist_averaged_hartree_fock(n_up: int, rs: float, grid: int) -> float:
   """The Hartree-Fock energy per electron (Ha) of the paramagnetic electron gas of 2 n_up
-  electrons at r_s in a simple cubic cell, averaged over the shifted grid^3 twists: at each,
-  the n_up lowest plane waves per spin from lattice.k_shells; kinetic sum k^2 / 2; exchange
-  -(2 pi / Omega) sum_{k != k'} 1 / |k - k'|^2 per spin (the Fourier coefficients 4 pi / q^2
-  of the Ewald interaction, no q = 0 term); and each electron's Madelung self-energy, our
-  ewald.madelung of one charge with its images and background."""
+  electrons at r_s in a simple cubic cell, averaged over the shifted grid^3 twists (at each,
+  the n_up lowest plane waves per spin, periodic_hartree_fock.electron_gas_energy)."""
   cell = lattice.electron_gas(rs, 'sc', 2 * n_up)
   with jax.enable_x64(True):
     self_energy = ewald.madelung(cell, np.zeros((1, 3)), np.ones(1))
-  energies = []
-  for twist in (np.array(list(np.ndindex(grid, grid, grid))) + 0.5) / grid:
-    k = lattice.k_shells(cell, n_up, twist)[:n_up]  # Open shells at some twists: any n_up.
-    q2 = np.sum((k[:, None] - k[None]) ** 2, axis=-1)
-    exchange = -(2 * np.pi / cell.volume) * np.sum(1 / q2[~np.eye(n_up, dtype=bool)])
-    energies.append(2 * (np.sum(k * k) / 2 + exchange) / (2 * n_up) + self_energy)
-  return float(np.mean(energies))
+  twists = (np.array(list(np.ndindex(grid, grid, grid))) + 0.5) / grid
+  return float(np.mean([periodic_hartree_fock.electron_gas_energy(
+      cell, n_up, n_up, twist, self_energy) for twist in twists])) / (2 * n_up)
 
 
 def test_twist_averaged_hartree_fock_energy_of_the_electron_gas_reaches_the_limit():

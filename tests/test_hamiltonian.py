@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import tiny_config, tiny_network
+from conftest import electron_gas_hartree_fock_terms, tiny_config, tiny_network
 from ferminet_fast import config
 from ferminet_fast.physics import hamiltonian, systems
 
@@ -128,24 +128,6 @@ def test_nuclear_repulsion_of_lih():
   np.testing.assert_allclose(systems.make_system(cfg.system).nuclear_repulsion, 3 / 3.015)
 
 
-def _heg_hartree_fock_energy(length: float, n_up: int, twist=(0.0, 0.0, 0.0)) -> tuple:
-  """(kinetic, exchange, Madelung) energies, Ha, and the occupied wavevectors (n_up, 3), of
-  the plane-wave determinant of 2 n_up electrons in a cube of side `length` at the twist
-  (fractional), the n_up lowest plane waves per spin, by direct sums: kinetic sum_s sum_k
-  k^2 / 2; exchange -(2 pi / Omega) sum_s sum_{k != k'} 1 / |k - k'|^2 (the Ewald
-  interaction's Fourier coefficients 4 pi / q^2, no q = 0 term); and the N electrons'
-  Madelung self-energy N v_M / 2, v_M = -2.837297 / L for a cube (Fraser et al., Phys. Rev.
-  B 53, 1814 (1996))."""
-  n = np.array([v for v in np.ndindex(5, 5, 5)]) - 2 + np.asarray(twist)
-  n = n[np.argsort(np.sum(n * n, axis=1), kind='stable')][:n_up]
-  k = 2 * np.pi / length * n
-  kinetic = 2 * np.sum(k * k) / 2
-  q2 = np.sum((k[:, None] - k[None]) ** 2, axis=-1)
-  off = ~np.eye(n_up, dtype=bool)
-  exchange = -2 * (2 * np.pi / length**3) * np.sum(1 / q2[off])
-  return kinetic, exchange, 2 * n_up * (-2.837297 / length) / 2, k
-
-
 def test_electron_gas_plane_wave_determinant_gives_the_hartree_fock_energy():
   """The determinant of the 7 real plane waves of the filled shells (1, cos and sin of
   k = 2 pi / L along each axis) per spin, for 7 + 7 electrons at r_s = 1, sampled by our
@@ -170,7 +152,7 @@ def _sample_the_twisted_electron_gas_hartree_fock_determinant(twist, n_up):
   cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': (n_up, n_up),
                            'system.twist': twist, 'network.envelope': 'planewave'})
   system = systems.make_system(cfg.system)
-  kinetic, exchange, madelung, k = _heg_hartree_fock_energy(system.lattice.vectors[0, 0],
+  kinetic, exchange, madelung, k = electron_gas_hartree_fock_terms(system.lattice.vectors[0, 0],
                                                             n_up, twist)
 
   def log_psi_phase(params, x):
@@ -197,7 +179,7 @@ def _sample_the_electron_gas_hartree_fock_determinant():
     r = x.reshape(14, 3)
     return sum(jnp.linalg.slogdet(orbitals(r[s]))[1] for s in (slice(0, 7), slice(7, 14)))
 
-  kinetic, exchange, madelung, _ = _heg_hartree_fock_energy(length, 7)
+  kinetic, exchange, madelung, _ = electron_gas_hartree_fock_terms(length, 7)
   _sample_hartree_fock(system, log_psi, kinetic, kinetic + exchange + madelung)
 
 

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from conftest import electron_gas_hartree_fock_terms
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import hartree_fock as molecular
 from ferminet_fast.physics import periodic_hartree_fock as phf
@@ -368,3 +369,17 @@ def test_bad_cells_are_one_clear_error(lattice, symbols, message):
 def test_unknown_basis_is_one_clear_error():
   with pytest.raises(InputError, match='pyscf cannot build the cell'):
     phf.make_cell(5 * np.eye(3), ['H', 'H'], H2['positions'], 'no-such-basis')
+
+
+@pytest.mark.parametrize('twist', [(0.0, 0.0, 0.0), (0.1, 0.2, 0.3)])
+def test_electron_gas_energy_is_the_plane_wave_determinants(twist):
+  """The gas's Hartree-Fock energy (7 + 7 electrons at r_s = 1, simple cubic) equals the
+  direct sums of kinetic, exchange and the cube's published Madelung constant (conftest):
+  8.49148 Ha per cell (0.60653 per electron) at the Gamma point."""
+  cell = lattice_lib.electron_gas(1.0, 'sc', 14)
+  with jax.enable_x64(True):
+    energy = phf.electron_gas_energy(cell, 7, 7, twist)
+  kinetic, exchange, madelung, _ = electron_gas_hartree_fock_terms(cell.vectors[0, 0], 7, twist)
+  assert energy == pytest.approx(kinetic + exchange + madelung, abs=1e-5)
+  if not any(twist):
+    assert energy == pytest.approx(8.49148, abs=1e-5)

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -164,3 +165,37 @@ def test_ratio_statistics_and_goal_over_races(tmp_path, monkeypatch):
   text = race.render_table(path)
   assert '| Ne | 1800 | best | 3 |' in text and '0.50 ± 0.10 (n = 3)' in text
   assert '+50.0 ± 10.0 (n = 3)' in text and '+25.0 ± 5.0 (n = 3)' in text
+
+
+def test_electron_gas_is_judged_on_the_difference_of_evaluated_energies():
+  """The gas has no exact energy to take errors from: ours must be lower than FermiNet's by
+  more than the combined standard error in every race."""
+  def entry(ours, theirs, stat=1.0):
+    return {'system': 'HEG', 'seconds': 600.0, 'exact_source': race.HARTREE_FOCK,
+            'ours_evaluated_last': {'error_mha': ours, 'stat_mha': stat, 'parameters': 'last'},
+            'ferminet_evaluated': {'error_mha': theirs, 'stat_mha': stat}}
+
+  d, err = race.difference(entry(-10.0, -6.0, stat=3.0))
+  assert d == -4.0 and abs(err - 3.0 * 2 ** 0.5) < 1e-12
+  assert race.verdict('HEG', 600, [entry(-10.0, 0.0)] * 3).startswith('met')
+  # Lower in every race, but within the combined error bar in one: missed.
+  assert race.verdict('HEG', 600, [entry(-10.0, 0.0)] * 2 + [entry(-1.0, 0.0)]).startswith(
+      'missed')
+  assert race.verdict('HEG', 600, [entry(5.0, 0.0)] * 3).startswith('missed')
+  assert 'of the 3 needed' in race.verdict('HEG', 600, [entry(-10.0, 0.0)])
+  assert race.verdict('HEG', 600, [{'system': 'HEG'}]).startswith('not judged')
+  # Errors from the Hartree-Fock energy: no ratio of them is formed.
+  assert race.like_for_like_ratio(entry(-10.0, 5.0)) is None
+
+
+def test_the_electron_gas_is_measured_from_its_hartree_fock_energy():
+  """configs/heg.py has no exact energy: the race measures both codes from the cell's
+  Hartree-Fock energy, 8.49148 Ha for 7 + 7 electrons at r_s = 1."""
+  from ferminet_fast.physics import systems
+  from ferminet_fast.run import cli
+  cfg = cli.load_config_file(os.path.join(os.path.dirname(os.path.dirname(__file__)),
+                                          'configs', 'heg.py'))
+  try:
+    assert abs(race.reference_energy(systems.make_system(cfg.system)) - 8.49148) < 1e-5
+  finally:
+    jax.config.update('jax_enable_x64', False)

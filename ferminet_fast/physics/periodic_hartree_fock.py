@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.errors import InputError
+from ferminet_fast.physics import ewald
 from ferminet_fast.physics import hartree_fock as molecular
 from ferminet_fast.physics import lattice as lattice_lib
 
@@ -371,3 +372,24 @@ def for_system(system, basis: str, restricted: bool) -> tuple:
                       n_down=n_down, restricted=restricted,
                       kpt=kpt), 'ROHF' if restricted else 'UHF'
 
+
+
+def electron_gas_energy(lattice: lattice_lib.Lattice, n_up: int, n_down: int,
+                        twist=(0.0, 0.0, 0.0), self_energy: float = None) -> float:
+  """The Hartree-Fock energy (Ha per cell) of the electron gas in `lattice` at `twist`
+  (fractional): the determinant of the lowest plane waves k = G + k_s per spin. Kinetic
+  sum k^2 / 2; exchange -(2 pi / volume) sum over ordered pairs k != k' of one spin of
+  1 / |k - k'|^2 (the Ewald interaction's Fourier coefficients, no G = 0 term); and each
+  electron's Madelung self-energy v_M / 2, the Ewald energy of one unit charge in its
+  background (`self_energy`, Ha, when already known for this cell). The reference from
+  which the gas's correlation energy is measured. Float64 needs jax_enable_x64 (the
+  Madelung term is an Ewald sum)."""
+  energy = 0.0
+  for n in (n_up, n_down):
+    k = lattice_lib.k_shells(lattice, n, twist)[:n]
+    q2 = np.sum((k[:, None] - k[None]) ** 2, axis=-1)
+    off = ~np.eye(n, dtype=bool)
+    energy += np.sum(k * k) / 2 - 2 * np.pi / lattice.volume * np.sum(1 / q2[off])
+  if self_energy is None:
+    self_energy = ewald.madelung(lattice, np.zeros((1, 3)), np.ones(1))
+  return float(energy + (n_up + n_down) * self_energy)
