@@ -200,10 +200,10 @@ def evaluate_ferminet(fn_dir: str, name: str, run_dir: str, out_dir: str, sweeps
           'checkpoint_step': checkpoint_step(files[-1]), 'sweeps': len(run['energy'])}
 
 
-def evaluate_ours(run_dir: str, sweeps: int, burn_in: int,
+def evaluate_ours(run_dir: str, sweeps: int, burn_in: int, exact: float,
                   parameters: str = 'average') -> Optional[dict]:
   """python -m ferminet_fast.evaluate on our newest checkpoint: its `parameters` ('average',
-  what a user evaluates by default, or 'last')."""
+  what a user evaluates by default, or 'last'); the error from `exact` (Ha), as FermiNet's."""
   if not os.path.exists(os.path.join(run_dir, 'checkpoints')):
     return None
   subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run_dir}',
@@ -211,7 +211,7 @@ def evaluate_ours(run_dir: str, sweeps: int, burn_in: int,
                  cwd=REPO, check=True, capture_output=True)
   with open(os.path.join(run_dir, 'eval.json')) as f:
     ev = json.load(f)
-  return {'error_mha': ev['error_mha'], 'stat_mha': 1e3 * ev['error'],
+  return {'error_mha': 1e3 * (ev['energy'] - exact), 'stat_mha': 1e3 * ev['error'],
           'checkpoint_step': ev['checkpoint_step'], 'sweeps': ev['steps'],
           'parameters': ev.get('parameters', 'last'),
           'average_updates': ev.get('average_updates', 1.0)}
@@ -432,8 +432,8 @@ def one_race(args, name: str, repeat: int, extra: list, tmp: str) -> dict:
     runs[who] = (race_ferminet(args.ferminet, name, args.seconds, fn_dir, args.peer_settings)
                  if who == 'ferminet' else
                  race_ours(name, args.seconds, ours_dir, extra, seed))
-  last = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN, 'last')
-  averaged = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN, 'average')
+  last = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN, exact, 'last')
+  averaged = evaluate_ours(ours_dir, args.eval_sweeps, EVAL_BURN_IN, exact, 'average')
   fn_evaluated = evaluate_ferminet(args.ferminet, name, fn_dir, os.path.join(tmp, 'fn_eval'),
                                    args.eval_sweeps, EVAL_BURN_IN, exact, args.peer_settings)
   return {'system': name, 'seconds': args.seconds, 'exact': exact,
@@ -478,8 +478,8 @@ def main():
         if args.keep:
           shutil.copytree(tmp, os.path.join(args.keep, f'{name}_{args.seconds:.0f}s_{repeat}'),
                           dirs_exist_ok=True)
-      plot(entry, os.path.join(REPO, entry['png']))
       artifacts.append(args.json, entry, run_meta)
+      plot(entry, os.path.join(REPO, entry['png']))
       print(f'{name} {args.seconds:.0f} s race {repeat + 1}: ratio like for like '
             f'{like_for_like_ratio(entry)}', flush=True)
   print(render_table(args.json))

@@ -111,7 +111,7 @@ def test_races_alternate_order_change_seed_and_record_peer_settings(tmp_path, mo
 
   monkeypatch.setattr(race, 'race_ours', ours)
   monkeypatch.setattr(race, 'race_ferminet', ferminet)
-  monkeypatch.setattr(race, 'evaluate_ours', lambda d, s, b, parameters: {
+  monkeypatch.setattr(race, 'evaluate_ours', lambda d, s, b, exact, parameters: {
       'error_mha': 20.0 if parameters == 'last' else 15.0, 'stat_mha': 1.0,
       'parameters': parameters, 'checkpoint_step': 20, 'sweeps': s})
   entries = []
