@@ -196,8 +196,10 @@ SETTINGS = {
                       "orbitals at that k-point). Several twists: one run each, averaged by "
                       'python -m ferminet_fast.evaluate --twist_average.', _twist,
                       structural=True),
-    'system.periodic_dims': S(3, 'Number of periodic dimensions of a lattice: 3 (bulk). 2 '
-                              '(slabs) and 1 (chains) are not supported yet.', one_of(1, 2, 3),
+    'system.periodic_dims': S(3, 'Number of periodic dimensions of a crystal: 3 (bulk), or 2 '
+                              '(a slab: periodic along a1 and a2, which lie in the xy plane, '
+                              'open along z, where a3 must point; a neutral cell, twist (t1, '
+                              't2, 0)). 1 (chains) is not supported yet.', one_of(1, 2, 3),
                               structural=True),
     'system.exact_energy': S(None, 'Reference (exact) energy in Ha for reporting the error; '
                              'None looks neutral atoms H-Ne up. A config file\'s value is '
@@ -556,10 +558,23 @@ def _validate_periodic(cfg) -> None:
     raise InputError(f'config.network.envelope = {envelope!r} is for periodic systems (set '
                      'config.system.lattice or config.system.rs), not molecules')
   if not periodic:
+    if sys_cfg.periodic_dims != 3:
+      raise InputError(f'config.system.periodic_dims = {sys_cfg.periodic_dims} needs a crystal '
+                       '(config.system.lattice); a molecule has no periodic dimensions')
     return
-  if sys_cfg.periodic_dims != 3:
-    raise InputError(f'config.system.periodic_dims = {sys_cfg.periodic_dims}: periodicity in '
-                     '1 or 2 dimensions is not supported yet (only 3)')
+  if sys_cfg.periodic_dims == 1:
+    raise InputError('config.system.periodic_dims = 1: periodicity in one dimension (chains) '
+                     'is not supported yet (3: bulk, 2: slabs)')
+  if sys_cfg.periodic_dims == 2:
+    if sys_cfg.rs is not None:
+      raise InputError('config.system.periodic_dims = 2 is for crystals (a slab of nuclei and '
+                       'electrons); the electron gas is periodic in 3 dimensions')
+    if float(sys_cfg.twist[2]) % 1.0:
+      raise InputError(f'config.system.twist = {tuple(sys_cfg.twist)}: a slab is open along its '
+                       'third lattice vector, so the twist\'s third component must be 0')
+    if envelope in PERIODIC_ENVELOPES:
+      raise InputError(f'config.network.envelope = {envelope!r} is periodic in 3 dimensions; a '
+                       "slab needs 'isotropic' (or 'auto')")
   if not is_gamma(sys_cfg.twist):
     if cfg.optim.optimizer not in COMPLEX_OPTIMIZERS:
       raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} does not support the '

@@ -94,11 +94,17 @@ def race_rows() -> list:
                    '–', 'not yet measured', f'`{_rel(race.JSON)}`'))
       continue
     es = [e for _, e in group]
-    ratios = [x for x in map(race.like_for_like_ratio, es) if x is not None]
-    ours = [race.last_evaluated(e)['error_mha'] for e in es if race.last_evaluated(e)]
-    s = race.spread(ratios)
-    figure = (f'ratio {s["mean"]:.2f}' + (f' ± {s["sd"]:.2f}' if s['n'] > 1 else '')
-              + f', ours {race.spread(ours)["mean"]:+.1f} mHa (n = {s["n"]})')
+    if (system, seconds) in race.DIFFERENCE_GOALS:  # Ours minus FermiNet's, per race.
+      diffs = [d for d in map(race.difference, es) if d is not None]
+      s = {'n': len(diffs)}
+      figure = ('ours − FermiNet ' + ', '.join(f'{d:+.0f} ± {err:.0f}' for d, err in diffs)
+                + f' mHa (n = {s["n"]})')
+    else:
+      ratios = [x for x in map(race.like_for_like_ratio, es) if x is not None]
+      ours = [race.last_evaluated(e)['error_mha'] for e in es if race.last_evaluated(e)]
+      s = race.spread(ratios)
+      figure = (f'ratio {s["mean"]:.2f}' + (f' ± {s["sd"]:.2f}' if s['n'] > 1 else '')
+                + f', ours {race.spread(ours)["mean"]:+.1f} mHa (n = {s["n"]})')
     verdict = race.verdict(system, seconds, es)
     settings = es[0]['peer_settings']
     missing = ', '.join(m for m in (

@@ -1,7 +1,8 @@
 """configs/lih_crystal.py end to end through the command line, at a tiny size: the LiH cube is
 pretrained from pyscf.pbc's k-point HF (the route and its energy per cell in the log), trains
 a few steps with finite energies, and its run evaluates; the hydrogen chain likewise, at the
-Gamma point and at a twist (complex Bloch orbitals: FermiNet with KFAC, Psiformer with Adam)."""
+Gamma point and at a twist (complex Bloch orbitals: FermiNet with KFAC, Psiformer with Adam);
+and the slab (a layer of H2, periodic in two dimensions) with each network and optimizer."""
 
 import json
 import os
@@ -18,6 +19,20 @@ TINY = ('--config.batch_size=8', '--config.optim.iterations=3', '--config.pretra
         '--config.evaluation.burn_in=1', '--config.log.print_every=1')
 
 
+def _trained_three_finite_steps(run) -> None:
+  energies = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=1, ndmin=1)
+  assert len(energies) == 3 and np.all(np.isfinite(energies)), energies
+
+
+def _evaluates(run) -> None:
+  """python -m ferminet_fast.evaluate on the run gives a finite energy."""
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
+                         '--steps=3', '--burn_in=1'], cwd=REPO, capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert np.isfinite(json.loads((run / 'eval.json').read_text())['energy'])
+
+
 @pytest.mark.slow
 def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
   pytest.importorskip('pyscf')
@@ -31,14 +46,9 @@ def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
   # the cube's own Gamma-point HF).
   assert 'Pretrain KRHF/sto-3g energy -31.464' in proc.stdout, proc.stdout[-3000:]
   result = json.loads((run / 'result.json').read_text())
-  energies = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=1, ndmin=1)
-  assert len(energies) == 3 and np.all(np.isfinite(energies)), energies
+  _trained_three_finite_steps(run)
   assert np.isfinite(result['energy'])
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
-                         '--steps=3', '--burn_in=1'], cwd=REPO, capture_output=True, text=True,
-                        timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert np.isfinite(json.loads((run / 'eval.json').read_text())['energy'])
+  _evaluates(run)
 
 
 def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
@@ -53,8 +63,7 @@ def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   line = next(l for l in proc.stdout.splitlines() if 'Pretrain KRHF/sto-3g energy' in l)
   assert float(line.split('energy')[1].split()[0]) < 10 * -0.46658, line
-  energies = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=1, ndmin=1)
-  assert len(energies) == 3 and np.all(np.isfinite(energies)), energies
+  _trained_three_finite_steps(run)
 
 
 @pytest.mark.slow
@@ -75,10 +84,27 @@ def test_hydrogen_chain_at_a_twist_pretrains_trains_and_evaluates(tmp_path, netw
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert 'twist (0.25, 0, 0), complex wavefunction' in proc.stdout, proc.stdout[-3000:]
   assert 'Pretrain KRHF/sto-3g energy' in proc.stdout, proc.stdout[-3000:]
-  energies = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=1, ndmin=1)
-  assert len(energies) == 3 and np.all(np.isfinite(energies)), energies
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
-                         '--steps=3', '--burn_in=1'], cwd=REPO, capture_output=True, text=True,
-                        timeout=600)
+  _trained_three_finite_steps(run)
+  _evaluates(run)
+
+
+@pytest.mark.parametrize('network_type,optimizer', [('ferminet', 'kfac'), ('psiformer', 'adam'),
+                                                    ('ferminet', 'spring')])
+def test_h2_layer_slab_pretrains_trains_and_evaluates(tmp_path, network_type, optimizer):
+  """configs/h2_layer.py, a slab, at one molecule per cell: pyscf.pbc's HF of the cell in two
+  periodic dimensions (its energy per cell in the log, below two free H atoms' 2 x -0.46658
+  Ha in STO-3G: the molecule binds), a few finite training steps, and the run evaluates."""
+  pytest.importorskip('pyscf')
+  run = tmp_path / 'layer'
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config',
+                         'configs/h2_layer.py', *TINY, '--config.system.supercell=(1, 1, 1)',
+                         f'--config.network.network_type={network_type}',
+                         f'--config.optim.optimizer={optimizer}',
+                         f'--config.log.save_path={run}'],
+                        cwd=REPO, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  assert np.isfinite(json.loads((run / 'eval.json').read_text())['energy'])
+  assert 'slab (periodic along a1, a2)' in proc.stdout, proc.stdout[-3000:]
+  line = next(l for l in proc.stdout.splitlines() if '/sto-3g energy' in l)
+  assert float(line.split('energy')[1].split()[0]) < 2 * -0.46658, line
+  _trained_three_finite_steps(run)
+  _evaluates(run)

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ferminet_fast.errors import InputError
 from ferminet_fast.physics import ewald, lattice, periodic_hartree_fock
-
 
 
 @pytest.fixture(autouse=True)
@@ -147,3 +147,106 @@ def test_twist_averaged_hartree_fock_energy_of_the_electron_gas_reaches_the_limi
   design = np.stack([np.ones(len(n) - 1), n[1:] ** (-2 / 3)], axis=1)
   fit, *_ = np.linalg.lstsq(design, errors[1:], rcond=None)
   assert abs(fit[0]) < 3e-3, (fit, errors)
+
+
+# Slabs: periodic along a1 and a2 only (lattice.dims = 2), the two-dimensional Ewald sum.
+def _slab(a1, a2, c=10.0):
+  return lattice.make_lattice(np.array([a1, a2, (0.0, 0.0, c)], np.float64), dims=2)
+
+
+@pytest.mark.parametrize('cell', ['primitive', 'square'])
+def test_madelung_constant_of_the_square_ionic_layer(cell):
+  """Alternating charges on a square net of spacing a (a checkerboard) have the
+  two-dimensional Madelung constant 1.6155426267 (energy per ion pair -M / a; Borwein et
+  al., Lattice Sums Then and Now, Cambridge 2013, the value of b_2(1)). The primitive cell
+  (two ions) and the square cell of four ions give the same energy per pair, and the
+  layer's distance from the cell's origin along the normal changes nothing."""
+  a = 1.7
+  if cell == 'primitive':
+    slab = _slab((a, -a, 0.0), (a, a, 0.0))
+    positions, charges = np.array([(0, 0, 0.3), (a, 0, 0.3)]), PAIR
+  else:
+    slab = _slab((2 * a, 0.0, 0.0), (0.0, 2 * a, 0.0))
+    positions = np.array([(0, 0, -2.0), (a, 0, -2.0), (0, a, -2.0), (a, a, -2.0)])
+    charges = np.array([1.0, -1.0, -1.0, 1.0])
+  pairs = len(charges) / 2
+  energy = ewald.madelung(slab, positions, charges)
+  assert -energy * a / pairs == pytest.approx(1.6155426267, abs=2e-8)
+
+
+def _neutral_layers(seed: int, dipole: bool) -> tuple:
+  """Charges of zero sum at random in-plane positions and heights within 1.5 bohr of the
+  origin; without `dipole`, each charge has a twin at the mirror height, so that the
+  dipole moment along the normal, sum q z, is zero."""
+  rng = np.random.default_rng(seed)
+  q = np.array([1.0, -1.0, 2.0, -2.0])
+  r = np.concatenate([rng.uniform(0, 3.2, (4, 2)), rng.uniform(-1.5, 1.5, (4, 1))], axis=1)
+  if not dipole:
+    twin = r.copy()
+    twin[:, :2] = rng.uniform(0, 3.2, (4, 2))
+    twin[:, 2] *= -1
+    q, r = np.concatenate([q, q]), np.concatenate([r, twin])
+  return r, q
+
+
+@pytest.mark.parametrize('dipole', [False, True])
+def test_slab_sum_is_the_limit_of_the_bulk_sum_with_vacuum(dipole):
+  """The bulk (3-D) Ewald sum of the same cell with 40 bohr of vacuum along the normal
+  differs from the slab's (2-D) only by the replicas' interaction, which for neutral layers
+  is the dipole term 2 pi M_z^2 / V (Yeh and Berkowitz, J. Chem. Phys. 111, 3155 (1999))
+  plus terms that fall as exp(-2 pi c / L): an independent path to the slab's energy."""
+  r, q = _neutral_layers(3, dipole)
+  a1, a2 = (3.2, 0.0, 0.0), (0.9, 3.0, 0.0)
+  slab = _slab(a1, a2)
+  bulk = lattice.make_lattice(np.array([a1, a2, (0.0, 0.0, 40.0)]))
+  m_z = float(np.sum(q * r[:, 2]))
+  assert (abs(m_z) > 0.1) == dipole
+  e_bulk = ewald.madelung(bulk, r, q) + 2 * np.pi * m_z**2 / bulk.volume
+  assert ewald.madelung(slab, r, q) == pytest.approx(e_bulk, abs=1e-9)
+
+
+def test_slab_sum_does_not_depend_on_alpha_or_rigid_moves():
+  """The slab's energy is independent of the splitting parameter, of in-plane lattice
+  translations of single particles, of a rigid shift of all of them (also along the
+  normal) and of their order; electrons (x) and nuclei (atoms) enter alike."""
+  r, q = _neutral_layers(5, True)
+  slab = _slab((3.2, 0.0, 0.0), (0.9, 3.0, 0.0))
+  reference = ewald.madelung(slab, r, q)
+  for alpha in (0.4, 0.9, 2.0):
+    assert ewald.madelung(slab, r, q, alpha=alpha) == pytest.approx(reference, abs=1e-10)
+  moved = r + np.array([0.3, -1.1, 7.0])
+  moved[1] += 2 * slab.vectors[0] - slab.vectors[1]
+  order = np.random.default_rng(0).permutation(len(q))
+  assert ewald.madelung(slab, moved[order], q[order]) == pytest.approx(reference, abs=1e-10)
+  electrons = q < 0  # Two charge -1 particles as electrons, the rest as nuclei.
+  electrons[np.flatnonzero(q == -2.0)] = False
+  energy = ewald.make_ewald(slab, int(electrons.sum()), int((~electrons).sum()))
+  value = energy(jnp.asarray(r[electrons].ravel()), jnp.asarray(r[~electrons]),
+                 jnp.asarray(q[~electrons]))
+  assert float(value) == pytest.approx(reference, abs=1e-10)
+
+
+def test_slab_sum_of_nuclei_equals_pyscf():
+  """pyscf.pbc's own two-dimensional Ewald sum (cell.dimension = 2) of a cell's nuclei, at
+  our splitting parameter (their charges do not cancel, so the sum depends on it), equals
+  ours; and in float32 ours is within its tolerance of float64."""
+  from pyscf.pbc import gto
+  a = np.array([[3.0, 0.0, 0.0], [1.0, 2.8, 0.0], [0.0, 0.0, 12.0]])
+  cell = gto.Cell(atom='H 0 0 0; He 1.1 0.7 0.4; Li 2.0 1.9 -0.8', a=a, unit='bohr',
+                  basis='sto-3g', spin=0, dimension=2, verbose=0)
+  cell.build()
+  slab = lattice.make_lattice(a, dims=2)
+  setup = ewald.choose_slab(slab, 3, ewald.TOLERANCE['float64'])
+  ours = ewald.make_ewald(slab, 0, 3, setup=setup)(
+      jnp.zeros((0,)), jnp.asarray(cell.atom_coords()), jnp.asarray(cell.atom_charges(), float))
+  theirs = cell.ewald(ew_eta=setup.alpha, ew_cut=40.0)
+  assert float(ours) == pytest.approx(theirs, abs=1e-8)
+  single = ewald.make_ewald(slab, 0, 3, 'float32', setup)(
+      jnp.zeros((0,), jnp.float32), jnp.asarray(cell.atom_coords(), jnp.float32),
+      jnp.asarray(cell.atom_charges(), jnp.float32))
+  assert float(single) == pytest.approx(theirs, abs=1e-5)
+
+
+def test_a_slab_lies_in_the_xy_plane():
+  with pytest.raises(InputError, match='along z'):
+    lattice.make_lattice([[3.0, 0, 0], [0, 3.0, 0], [0.5, 0, 10.0]], dims=2)

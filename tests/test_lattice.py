@@ -137,7 +137,7 @@ def test_a_crystal_system_from_its_primitive_cell_and_supercell():
 @pytest.mark.parametrize('overrides,message', [
     ({'system.twist': (0.5, 0.0, 0.0), 'optim.optimizer': 'spring'},
      'does not support the complex wavefunction'),
-    ({'system.periodic_dims': 2}, 'not supported yet'),
+    ({'system.periodic_dims': 2}, 'for crystals'),
     ({'system.periodic_dims': 1}, 'not supported yet'),
     ({'network.envelope': 'isotropic'}, 'not for the electron gas'),
     ({'pretrain.iterations': 10}, 'needs none'),
@@ -187,3 +187,33 @@ def test_bad_periodic_settings_are_refused():
   crystal.network.envelope = 'full'
   with pytest.raises(InputError, match="'full' is not for a crystal"):
     config.validate(crystal)
+
+
+SLAB = {'system.molecule': 'H 0 0 -0.7; H 0 0 0.7', 'system.units': 'bohr',
+        'system.lattice': ((3.6, 0, 0), (0, 3.6, 0), (0, 0, 12.0)), 'system.periodic_dims': 2,
+        'network.envelope': 'auto'}
+
+
+def test_a_slab_system_is_periodic_in_its_plane():
+  cfg = tiny_config('', **{**SLAB, 'system.supercell': (2, 1, 1)})
+  config.validate(cfg)
+  system = systems.make_system(cfg.system)
+  assert system.lattice.dims == 2 and system.electrons == (2, 2)
+  assert 'slab' in systems.describe(system)
+  wrapped = lattice.wrap(system.lattice, np.array([[-1.0, 8.0, 30.0]]))
+  np.testing.assert_allclose(wrapped, [[6.2, 0.8, 30.0]])  # z is not wrapped.
+
+
+@pytest.mark.parametrize('overrides,message', [
+    ({'system.twist': (0.0, 0.0, 0.5)}, "twist's third component must be 0"),
+    ({'system.charge': 1}, 'a slab must be neutral'),
+    ({'system.lattice': ((3.6, 0, 0), (0, 3.6, 0), (0.5, 0, 12.0))}, 'a3 along z'),
+    ({'system.supercell': (1, 1, 2)}, 'repeats only along a1 and a2'),
+    ({'system.lattice': ()}, 'needs a crystal'),
+    ({'network.envelope': 'planewave'}, 'slab needs'),
+])
+def test_bad_slabs_are_one_clear_error(overrides, message):
+  cfg = tiny_config('', **{**SLAB, **overrides})
+  with pytest.raises(InputError, match=message):
+    config.validate(cfg)
+    systems.make_system(cfg.system)

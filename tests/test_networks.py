@@ -214,3 +214,57 @@ def test_periodic_features_are_their_definition_at_any_separation(dtype, toleran
     np.testing.assert_allclose(g.ee, definition(r[:, None] - r[None]), atol=tolerance)
     assert np.all(np.diagonal(np.asarray(g.ee), axis1=0, axis2=1) == 0)
     assert np.all(np.diagonal(np.asarray(g.r_ee)[..., 0]) == 0)
+
+
+SLAB = {'system.molecule': 'H 0 0 0; H 1.4 0.3 0.2', 'system.units': 'bohr',
+        'system.lattice': ((3.6, 0.0, 0.0), (0.4, 3.3, 0.0), (0.0, 0.0, 9.0)),
+        'system.periodic_dims': 2}
+
+
+@pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
+def test_slab_network_is_periodic_in_its_plane_only(network_type):
+  """A slab (periodic along a1 and a2, open along a3): moving an electron by an in-plane
+  lattice vector leaves log|psi| and its sign unchanged; moving it by a3 does not (the
+  electron is then far from the layer), and neither does the Ewald energy."""
+  from ferminet_fast.physics import ewald, systems as systems_lib
+  cfg = tiny_config('', **{**SLAB, 'network.envelope': 'auto',
+                           'network.network_type': network_type})
+  config.validate(cfg)
+  system = systems_lib.make_system(cfg.system)
+  assert system.lattice.dims == 2
+  network = networks.make_network(cfg.network, system)
+  params = network.init(jax.random.PRNGKey(0))
+  x = jax.random.uniform(jax.random.PRNGKey(1), (6,), minval=0.0, maxval=3.0)
+  sign, log = network.apply(params, x)
+  a = jnp.asarray(system.lattice.vectors, jnp.float32)
+  s2, l2 = network.apply(params, x.at[3:6].add(2 * a[0] - a[1]))
+  assert s2 == sign and l2 == pytest.approx(float(log), abs=2e-4)
+  _, l3 = network.apply(params, x.at[3:6].add(a[2]))
+  assert abs(float(l3) - float(log)) > 1.0
+  coulomb = ewald.make_ewald(system.lattice, 2, 2, 'float32')
+  atoms, charges = jnp.asarray(system.positions, jnp.float32), jnp.asarray(system.charges)
+  assert abs(float(coulomb(x.at[3:6].add(a[2]), atoms, charges))
+             - float(coulomb(x, atoms, charges))) > 0.1
+
+
+def test_slab_features_are_periodic_in_the_plane_and_plain_along_the_normal():
+  """A slab's offsets: [sin(2 pi s), 1 - cos(2 pi s)] . vectors / (2 pi) for the in-plane
+  fractional components, the plain separation along the normal (z) with no cosine part."""
+  from ferminet_fast.physics import lattice
+  from ferminet_fast.wavefunction import features
+  vectors = np.array([[4.0, 0.3, 0.0], [0.8, 3.6, 0.0], [0.0, 0.0, 10.0]])
+  cell = lattice.make_lattice(vectors, dims=2)
+  rng = np.random.default_rng(4)
+  r, atoms = rng.uniform(-6, 10, (5, 3)), rng.uniform(0, 4, (2, 3))
+
+  def definition(d):
+    s = 2 * np.pi * d @ np.linalg.inv(vectors)
+    sin, one_minus_cos = np.sin(s), 1 - np.cos(s)
+    sin[..., 2], one_minus_cos[..., 2] = s[..., 2], 0.0
+    return np.concatenate([sin @ vectors, one_minus_cos @ vectors], -1) / (2 * np.pi)
+
+  with jax.enable_x64(True):
+    g = features.periodic(cell)(jnp.asarray(r), jnp.asarray(atoms))
+    np.testing.assert_allclose(g.ae, definition(r[:, None] - atoms[None]), atol=1e-12)
+    np.testing.assert_allclose(g.ee, definition(r[:, None] - r[None]), atol=1e-12)
+    np.testing.assert_allclose(g.ae[..., 2], (r[:, None] - atoms[None])[..., 2], atol=1e-12)

@@ -18,6 +18,9 @@ reduced to fractional coordinates in [-1/2, 1/2] (minimum image), so the real-sp
 needs only the lattice vectors within the cut-off plus the cell's half-diagonal (27 for a
 cube); the reciprocal sum is one structure factor per G over a half-sphere of G (G and -G
 give equal terms), O((N + M) n_G) rather than O((N + M)^2 n_G).
+
+A slab (a lattice periodic in two dimensions) has its own sum, `make_slab_ewald`, below;
+`make_ewald` and `madelung` choose it from the lattice.
 """
 
 from typing import NamedTuple
@@ -72,8 +75,10 @@ def _cutoff(tail, tolerance: float, start: float) -> float:
 
 
 def _half_diagonal(lat: lattice_lib.Lattice) -> float:
-  """The longest vector s . vectors with fractional s in [-1/2, 1/2]^3 (a cell corner)."""
+  """The longest vector s . vectors with fractional s in [-1/2, 1/2] along each periodic
+  direction (0 along a slab's open one): a cell corner, the farthest a minimum image goes."""
   corners = np.array([[i, j, k] for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
+  corners = corners * lattice_lib.periodic_mask(lat)
   return float(np.max(np.linalg.norm(corners @ lat.vectors, axis=1)))
 
 
@@ -120,10 +125,13 @@ def _half_space(g: np.ndarray) -> np.ndarray:
 
 
 def make_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
-               precision: str = 'float64', setup: EwaldSetup = None):
+               precision: str = 'float64', setup=None):
   """The Ewald `coulomb.Coulomb` (x (3N,), atoms (M, 3), charges (M,)) -> E (), Ha, of
   n_electrons electrons and n_nuclei nuclei in the cell `lat`, converged to
-  TOLERANCE[precision] per pair of unit charges (or with a given `setup`)."""
+  TOLERANCE[precision] per pair of unit charges (or with a given `setup`); a slab's
+  (lat.dims = 2) by the two-dimensional sum, `make_slab_ewald`."""
+  if lat.dims == 2:
+    return make_slab_ewald(lat, n_electrons, n_nuclei, precision, setup)
   setup = setup or choose(lat, n_electrons + n_nuclei, TOLERANCE[precision])
   inverse = np.linalg.inv(lat.vectors)
   n = n_electrons + n_nuclei
@@ -155,8 +163,128 @@ def madelung(lat: lattice_lib.Lattice, positions: np.ndarray, charges: np.ndarra
   """The Ewald energy (Ha, float64; needs jax_enable_x64) of point charges (no electrons) at
   `positions` (M, 3) bohr in the cell; `alpha` (1/bohr) overrides the chosen splitting."""
   tolerance = TOLERANCE['float64']
-  setup = (choose(lat, len(charges), tolerance) if alpha is None
-           else setup_at(lat, alpha, tolerance))
+  pick, at = (choose_slab, slab_setup_at) if lat.dims == 2 else (choose, setup_at)
+  setup = pick(lat, len(charges), tolerance) if alpha is None else at(lat, alpha, tolerance)
   energy = make_ewald(lat, 0, len(charges), setup=setup)
   return float(energy(jnp.zeros((0,), jnp.float64), jnp.asarray(positions, jnp.float64),
                       jnp.asarray(charges, jnp.float64)))
+
+
+# Slabs (lat.dims = 2): periodic along a_1 and a_2, open along the unit normal n = a_3 / |a_3|.
+# For charges of zero sum in a cell of face area A, with d = r_ij reduced to its in-plane
+# minimum image, z = d . n and L, G the in-plane lattice and reciprocal vectors,
+#
+#   E = sum_{i<j} q_i q_j phi(r_ij) + 1/2 phi_0 sum_i q_i^2,
+#   phi(d) = sum_L erfc(alpha |d + L|) / |d + L|
+#          + (pi / A) sum_{G != 0} cos(G . d) / |G| [f(|G|, z) + f(|G|, -z)]
+#          - (2 pi / A) [z erf(alpha z) + exp(-alpha^2 z^2) / (alpha sqrt(pi))],
+#   f(g, z) = exp(g z) erfc(g / 2 alpha + alpha z),
+#   phi_0 = lim_{d -> 0} [phi(d) - 1 / |d|]
+#
+# (the two-dimensional Ewald sum: Parry, Surf. Sci. 49, 433 (1975); Heyes, Barber and
+# Clarke, J. Chem. Soc. Faraday Trans. 2, 73, 1485 (1977)). f is evaluated as
+# exp(g z + log erfc(.)) so that neither factor overflows however far a particle is from
+# the others along n. The G = 0 term is finite only for a neutral cell; a charged slab's
+# energy per cell diverges, so the sum is for neutral slabs (crystals), not the gas.
+
+
+class SlabSetup(NamedTuple):
+  """The constants of one slab's sum: alpha (1/bohr); in-plane lattice vectors (n_L, 3) and
+  a half-plane of reciprocal vectors (n_G, 3) (G and -G give equal terms) with their
+  weights (n_G,) 2 pi / (A |G|) (the pair together); and phi_0, Ha per unit charge^2."""
+  alpha: float
+  real_vectors: np.ndarray
+  recip_vectors: np.ndarray
+  recip_weights: np.ndarray
+  self_potential: float
+
+
+def slab_real_tail(alpha: float, cutoff: float, area: float) -> float:
+  """Bound (continuum estimate) of the in-plane real-space terms beyond `cutoff` for a pair
+  of unit charges: (2 pi / A) int_cutoff^inf erfc(alpha r) dr, Ha."""
+  value, _ = integrate.quad(lambda r: special.erfc(alpha * r), cutoff, np.inf)
+  return 2 * np.pi / area * value
+
+
+def slab_recip_tail(alpha: float, cutoff: float) -> float:
+  """Bound of the reciprocal terms beyond |G| = cutoff for a pair of unit charges (their
+  largest, at z = 0): (1 / (2 pi)^2) int_{|G| > cutoff} (2 pi / |G|) erfc(|G| / 2 alpha) d^2G
+  = int_cutoff^inf erfc(g / 2 alpha) dg, Ha."""
+  value, _ = integrate.quad(lambda g: special.erfc(g / (2 * alpha)), cutoff, np.inf)
+  return value
+
+
+def _slab_cutoffs(lat: lattice_lib.Lattice, alpha: float, tolerance: float) -> tuple:
+  length = np.sqrt(lat.area)
+  return (_cutoff(lambda r: slab_real_tail(alpha, r, lat.area), tolerance, length),
+          _cutoff(lambda g: slab_recip_tail(alpha, g), tolerance, 2 * np.pi / length))
+
+
+def choose_slab(lat: lattice_lib.Lattice, n_particles: int, tolerance: float) -> SlabSetup:
+  """alpha and the cut-offs of a slab's sum: among alphas on a logarithmic grid, the one of
+  least estimated cost n_pairs (n_L + n_G) (both sums run over pairs, as the reciprocal
+  terms depend on each pair's separation along the normal), each tail below `tolerance`."""
+  d_max = _half_diagonal(lat)
+  n_pairs = max(n_particles * (n_particles - 1) // 2, 1)
+  costs = []
+  for alpha in np.geomspace(0.5, 20.0, 40) / np.sqrt(lat.area):
+    r_cut, g_cut = _slab_cutoffs(lat, alpha, tolerance)
+    n_l = np.pi * (r_cut + d_max) ** 2 / lat.area
+    n_g = np.pi * g_cut**2 * lat.area / (2 * (2 * np.pi) ** 2)
+    costs.append((n_pairs * (max(n_l, 1.0) + n_g), alpha))
+  return slab_setup_at(lat, min(costs)[1], tolerance)
+
+
+def slab_setup_at(lat: lattice_lib.Lattice, alpha: float, tolerance: float) -> SlabSetup:
+  """A slab's constants for a given alpha (1/bohr), the cut-offs for `tolerance`."""
+  r_cut, g_cut = _slab_cutoffs(lat, alpha, tolerance)
+  real = lattice_lib.plane_points(lat, lat.vectors, r_cut + _half_diagonal(lat))
+  recip = lattice_lib.plane_points(lat, lat.reciprocal, g_cut)[1:]  # Without G = 0.
+  recip = recip[_half_space(recip)]
+  g = np.linalg.norm(recip, axis=1)
+  weights = 2 * np.pi / (lat.area * g)
+  images = np.linalg.norm(lattice_lib.plane_points(lat, lat.vectors, r_cut)[1:], axis=1)
+  phi_0 = (np.sum(special.erfc(alpha * images) / images)
+           + np.sum(weights * 2 * special.erfc(g / (2 * alpha)))
+           - 2 * np.pi / lat.area / (alpha * np.sqrt(np.pi)) - 2 * alpha / np.sqrt(np.pi))
+  return SlabSetup(float(alpha), real, recip, weights, float(phi_0))
+
+
+def _log_erfc(x):
+  """log erfc(x), accurate for large positive x (where erfc underflows)."""
+  return np.log(2.0) + jax.scipy.special.log_ndtr(-np.sqrt(2.0) * x)
+
+
+def make_slab_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
+                    precision: str = 'float64', setup: SlabSetup = None):
+  """The slab's `coulomb.Coulomb` (x (3N,), atoms (M, 3), charges (M,)) -> E (), Ha, by the
+  two-dimensional Ewald sum above; the charges must sum to zero."""
+  setup = setup or choose_slab(lat, n_electrons + n_nuclei, TOLERANCE[precision])
+  inverse = np.linalg.inv(lat.vectors)
+  n = n_electrons + n_nuclei
+  i, j = np.triu_indices(n, k=1)
+  plane = np.array([1.0, 1.0, 0.0])  # Fractional components reduced to the minimum image.
+  g_norm = np.linalg.norm(setup.recip_vectors, axis=1)
+  alpha, area = setup.alpha, lat.area
+
+  def energy(x, atoms, charges):
+    dtype = x.dtype
+    r = jnp.concatenate([x.reshape(-1, 3), atoms.astype(dtype).reshape(-1, 3)])  # (n, 3)
+    q = jnp.concatenate([-jnp.ones((n_electrons,), dtype), charges.astype(dtype)])
+    s = (r[i] - r[j]) @ jnp.asarray(inverse, dtype)
+    d = (s - jnp.asarray(plane, dtype) * jnp.round(s)) @ jnp.asarray(lat.vectors, dtype)
+    z = d @ jnp.asarray(lat.normal, dtype)  # (n_pairs,)
+    dist = jnp.linalg.norm(d[:, None, :] + jnp.asarray(setup.real_vectors, dtype)[None], axis=-1)
+    real = jnp.sum(jax.scipy.special.erfc(alpha * dist) / dist, -1)
+    g = jnp.asarray(g_norm, dtype)[None]  # (1, n_G)
+    zg = z[:, None]
+    f = (jnp.exp(g * zg + _log_erfc(g / (2 * alpha) + alpha * zg))
+         + jnp.exp(-g * zg + _log_erfc(g / (2 * alpha) - alpha * zg)))
+    cos = jnp.cos(d @ jnp.asarray(setup.recip_vectors.T, dtype))  # (n_pairs, n_G)
+    recip = jnp.sum(jnp.asarray(setup.recip_weights, dtype) * cos * f, -1)
+    flat = -(2 * np.pi / area) * (z * jax.scipy.special.erf(alpha * z)
+                                  + jnp.exp(-(alpha * z) ** 2) / (alpha * np.sqrt(np.pi)))
+    pairs = jnp.sum(q[i] * q[j] * (real + recip + flat))
+    return pairs + 0.5 * setup.self_potential * jnp.sum(q * q)
+
+  return energy

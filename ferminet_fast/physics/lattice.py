@@ -21,15 +21,29 @@ CELLS = ('sc', 'bcc', 'fcc')  # Cell shapes of the electron gas (system.cell).
 
 class Lattice(NamedTuple):
   """A periodic cell: lattice vectors (3, 3) as rows, bohr; reciprocal vectors (3, 3) as rows,
-  1/bohr (a_i . b_j = 2 pi delta_ij); volume (), bohr^3."""
+  1/bohr (a_i . b_j = 2 pi delta_ij); volume (), bohr^3. `dims` = 2 is a slab: periodic
+  along a_1 and a_2 (in the xy plane) only, open along a_3 (along z, as pyscf.pbc takes a
+  slab; its length only sets the cell's extent for the fractional coordinates)."""
   vectors: np.ndarray
   reciprocal: np.ndarray
   volume: float
+  dims: int = 3
+
+  @property
+  def normal(self) -> np.ndarray:
+    """The unit vector along a_3 (3,): a slab's open direction."""
+    return self.vectors[2] / np.linalg.norm(self.vectors[2])
+
+  @property
+  def area(self) -> float:
+    """The area of the cell's face spanned by a_1 and a_2, bohr^2."""
+    return float(np.linalg.norm(np.cross(self.vectors[0], self.vectors[1])))
 
 
-def make_lattice(vectors, where: str = 'config.system.lattice') -> Lattice:
-  """A Lattice from three vectors (rows, bohr), refused with one clear message if they are
-  not three finite 3-vectors, are (nearly) linearly dependent or are left-handed."""
+def make_lattice(vectors, where: str = 'config.system.lattice', dims: int = 3) -> Lattice:
+  """A Lattice from three vectors (rows, bohr), periodic along the first `dims` (3, or 2 for
+  a slab), refused with one clear message if they are not three finite 3-vectors, are
+  (nearly) linearly dependent or left-handed, or if a slab's a_3 is not normal to a_1, a_2."""
   try:
     a = np.asarray(vectors, dtype=np.float64)
   except (TypeError, ValueError):
@@ -45,7 +59,15 @@ def make_lattice(vectors, where: str = 'config.system.lattice') -> Lattice:
   if volume < 0:
     raise InputError(f'{where}: the lattice vectors are left-handed (a1 . (a2 x a3) = '
                      f'{volume:.4g} bohr^3 < 0); swap two of them')
-  return Lattice(a, 2 * np.pi * np.linalg.inv(a).T, volume)
+  if dims == 2:
+    tol = 1e-9 * np.abs(a).max()
+    if np.any(np.abs(a[:2, 2]) > tol) or np.any(np.abs(a[2, :2]) > tol):
+      raise InputError(f'{where}: a slab (periodic along a1 and a2) needs a1 and a2 in the xy '
+                       f'plane and a3 along z (normal to the slab), got {a.tolist()}')
+  elif dims != 3:
+    raise InputError(f'{where}: {dims} periodic dimensions; 3 (bulk) and 2 (slabs) are '
+                     'supported')
+  return Lattice(a, 2 * np.pi * np.linalg.inv(a).T, volume, dims)
 
 
 def supercell(primitive: Lattice, matrix) -> tuple:
@@ -65,7 +87,10 @@ def supercell(primitive: Lattice, matrix) -> tuple:
   if det <= 0:
     raise InputError(f'{where} = {matrix!r} has determinant {det}; it must be positive '
                      '(a right-handed supercell of at least one cell)')
-  return make_lattice(s @ primitive.vectors, where), s
+  if primitive.dims == 2 and (list(s[2]) != [0, 0, 1] or s[0, 2] or s[1, 2]):
+    raise InputError(f'{where} = {matrix!r}: a slab repeats only along a1 and a2 (the third '
+                     'row and column must be those of the identity)')
+  return make_lattice(s @ primitive.vectors, where, primitive.dims), s
 
 
 def translations(s: np.ndarray) -> np.ndarray:
@@ -96,11 +121,17 @@ def fractional(lattice: Lattice, r):
   return r @ (lattice.reciprocal.T / (2 * np.pi)).astype(r.dtype)
 
 
+def periodic_mask(lattice: Lattice) -> np.ndarray:
+  """(3,) 1.0 for each periodic lattice direction, 0.0 for a slab's open a_3."""
+  return (np.arange(3) < lattice.dims).astype(np.float64)
+
+
 def wrap(lattice: Lattice, r):
   """Positions r (..., 3) bohr moved by lattice vectors into the cell (fractional
-  coordinates in [0, 1)); numpy or jax."""
+  coordinates in [0, 1) along each periodic direction); numpy or jax."""
   s = fractional(lattice, r)
-  return r - (s // 1.0) @ lattice.vectors.astype(r.dtype)
+  shift = (s // 1.0) * periodic_mask(lattice).astype(r.dtype)
+  return r - shift @ lattice.vectors.astype(r.dtype)
 
 
 def check_nuclei(lattice: Lattice, symbols: tuple, positions: np.ndarray) -> None:
@@ -116,10 +147,19 @@ def check_nuclei(lattice: Lattice, symbols: tuple, positions: np.ndarray) -> Non
 
 def minimum_image_distance(lattice: Lattice, d: np.ndarray) -> float:
   """min over lattice vectors L of |d + L| (bohr), for one vector d (3,)."""
+  mask = periodic_mask(lattice)
   s = fractional(lattice, np.asarray(d, np.float64))
-  s = s - np.round(s)
-  images = np.array(list(itertools.product((-1, 0, 1), repeat=3))) + s
+  s = s - mask * np.round(s)
+  images = np.array(list(itertools.product((-1, 0, 1), repeat=3))) * mask + s
   return float(np.min(np.linalg.norm(images @ lattice.vectors, axis=1)))
+
+
+def plane_points(lattice: Lattice, basis: np.ndarray, radius: float) -> np.ndarray:
+  """The points n_1 basis_1 + n_2 basis_2 within `radius`, (P, 3), sorted by length, for
+  `basis` the lattice's vectors or its reciprocal vectors (a slab's in-plane lattice)."""
+  # A third generator along the normal, longer than the diameter, contributes only n_3 = 0.
+  return lattice_points(np.stack([basis[0], basis[1], (2 * radius + 1) * lattice.normal]),
+                        radius)
 
 
 def lattice_points(basis: np.ndarray, radius: float) -> np.ndarray:

@@ -48,6 +48,7 @@ class PeriodicHartreeFock(NamedTuple):
   energy: float  # Ha per simulation cell, pyscf's HF total energy (exxdiv 'ewald').
   cell: object  # The pyscf.pbc.gto.Cell (bohr), for checks against pyscf itself.
   kpt: np.ndarray = np.zeros(3)  # (3,) 1/bohr, the twist k_s of the simulation cell.
+  dims: int = 3  # Periodic dimensions: 3, or 2 for a slab (images in the xy plane only).
 
   @property
   def twisted(self) -> bool:
@@ -55,10 +56,11 @@ class PeriodicHartreeFock(NamedTuple):
 
 
 def make_cell(lattice, symbols: Sequence[str], positions, basis, *, ecp=None, pseudo=None,
-              spin: int = 0, charge: int = 0, precision: float = 1e-8):
+              spin: int = 0, charge: int = 0, precision: float = 1e-8, dims: int = 3):
   """A built pyscf.pbc.gto.Cell: lattice (3, 3) rows in bohr, positions (n_atom, 3) bohr,
   basis (name or {symbol: name}), optional ECP (semi-local, as ecp.py evaluates) or GTH
-  pseudopotential, spin = n_up - n_down. InputError for a bad lattice or unknown basis."""
+  pseudopotential, spin = n_up - n_down, periodic in `dims` dimensions (2: a slab in the xy
+  plane). InputError for a bad lattice or unknown basis."""
   from pyscf.pbc import gto
   lattice = np.asarray(lattice, np.float64)
   positions = np.asarray(positions, np.float64).reshape(-1, 3)
@@ -71,7 +73,7 @@ def make_cell(lattice, symbols: Sequence[str], positions, basis, *, ecp=None, ps
   try:
     return gto.Cell(a=lattice, atom=[(s, tuple(p)) for s, p in zip(symbols, positions)],
                     unit='bohr', basis=basis, ecp=ecp or {}, pseudo=pseudo, spin=spin,
-                    charge=charge, precision=precision, verbose=0).build()
+                    charge=charge, precision=precision, dimension=dims, verbose=0).build()
   except (RuntimeError, KeyError, ValueError) as e:  # pyscf's errors for unknown names.
     raise InputError(f'pyscf cannot build the cell with basis {basis!r}, ecp {ecp!r}, pseudo '
                      f'{pseudo!r}: {type(e).__name__}: {e}') from None
@@ -90,23 +92,26 @@ def cutoff_radius(shell: molecular.Shell, tol: float) -> float:
   return float(r[above[-1] + 1]) if len(above) else float(r[0])
 
 
-def lattice_images(lattice: np.ndarray, radius: float) -> np.ndarray:
+def lattice_images(lattice: np.ndarray, radius: float, dims: int = 3) -> np.ndarray:
   """(n_img, 3) lattice vectors T (bohr) that a Gaussian of cut-off `radius`, centred within
-  half a cell (fractional [-1/2, 1/2)^3) of a point, can reach: |T| < radius + the largest
-  such displacement. Sorted by length, the origin first."""
+  half a cell (fractional [-1/2, 1/2) along each periodic direction) of a point, can reach:
+  |T| < radius + the largest such displacement; a slab's (dims = 2) in its plane only.
+  Sorted by length, the origin first."""
+  mask = (np.arange(3) < dims).astype(np.float64)
   corners = np.array([(i, j, k) for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
-  reach = radius + np.linalg.norm(corners @ lattice, axis=1).max()
+  reach = radius + np.linalg.norm((corners * mask) @ lattice, axis=1).max()
   # |n_i| = |T . inv(lattice)[:, i]| <= |T| |inv(lattice)[:, i]|.
   n_max = np.ceil(reach * np.linalg.norm(np.linalg.inv(lattice), axis=0)).astype(int)
+  n_max = n_max * mask.astype(int)
   grid = np.stack(np.meshgrid(*[np.arange(-m, m + 1) for m in n_max], indexing='ij'), -1)
   t = grid.reshape(-1, 3) @ lattice
   t = t[np.linalg.norm(t, axis=1) < reach]
   return t[np.argsort(np.linalg.norm(t, axis=1), kind='stable')]
 
 
-def image_sets(shells: tuple, lattice: np.ndarray, tol: float) -> tuple:
+def image_sets(shells: tuple, lattice: np.ndarray, tol: float, dims: int = 3) -> tuple:
   """The image translations of each shell (lattice_images at its cut-off_radius)."""
-  return tuple(lattice_images(lattice, cutoff_radius(s, tol)) for s in shells)
+  return tuple(lattice_images(lattice, cutoff_radius(s, tol), dims) for s in shells)
 
 
 def _real_gamma(c: np.ndarray) -> np.ndarray:
@@ -129,18 +134,21 @@ def _auxbasis(cell):
 
 def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int,
                  n_down: int, restricted: bool = True, ecp=None, pseudo=None,
-                 tol: float = 1e-8, precision: float = 1e-8, kpt=None) -> PeriodicHartreeFock:
+                 tol: float = 1e-8, precision: float = 1e-8, kpt=None,
+                 dims: int = 3) -> PeriodicHartreeFock:
   """ROHF (UHF unless `restricted`) of the simulation cell with n_up, n_down electrons at the
   Gamma point, or at the twist `kpt` (3,) 1/bohr (complex orbitals); Gaussian density
-  fitting, exchange divergence by 'ewald'. `tol` sets the image sums of the on-device
-  orbitals, `precision` pyscf's integral screening."""
+  fitting, exchange divergence by 'ewald'; periodic in `dims` dimensions (2: a slab in the
+  xy plane). `tol` sets the image sums of the on-device orbitals, `precision` pyscf's
+  integral screening."""
   from pyscf.pbc import scf
   cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
-                   spin=n_up - n_down, charge=0, precision=precision)
+                   spin=n_up - n_down, charge=0, precision=precision, dims=dims)
   n_elec = int(round(cell.nelectron))
   if n_up + n_down != n_elec:
     cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
-                     spin=n_up - n_down, charge=n_elec - n_up - n_down, precision=precision)
+                     spin=n_up - n_down, charge=n_elec - n_up - n_down, precision=precision,
+                     dims=dims)
   kpt = np.zeros(3) if kpt is None else np.asarray(kpt, np.float64)
   mf = (scf.ROHF if restricted else scf.UHF)(cell, kpt=kpt).density_fit(
       auxbasis=_auxbasis(cell))
@@ -155,8 +163,8 @@ def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int
                  for c, o, n in zip(coeff, occ, (n_up, n_down)))
   shells = molecular.shells_of(cell)
   lattice = np.asarray(cell.lattice_vectors(), np.float64)
-  return PeriodicHartreeFock(shells, image_sets(shells, lattice, tol), lattice, coeffs, energy,
-                             cell, kpt)
+  return PeriodicHartreeFock(shells, image_sets(shells, lattice, tol, dims), lattice, coeffs,
+                             energy, cell, kpt, dims)
 
 
 def atomic_orbitals(hf: PeriodicHartreeFock, r: jnp.ndarray) -> jnp.ndarray:
@@ -169,11 +177,12 @@ def atomic_orbitals(hf: PeriodicHartreeFock, r: jnp.ndarray) -> jnp.ndarray:
   lattice = jnp.asarray(hf.lattice, r.dtype)
   inverse = jnp.asarray(np.linalg.inv(hf.lattice), r.dtype)
   kpt = jnp.asarray(hf.kpt, r.dtype)
+  mask = jnp.asarray(np.arange(3) < hf.dims, r.dtype)  # A slab's images are in its plane.
   out = []
   for s, t in zip(hf.shells, hf.images):
     f = (r - jnp.asarray(s.center, r.dtype)) @ inverse
-    home = jnp.round(f)
-    d = (f - home) @ lattice  # (n, 3), fractional in [-1/2, 1/2].
+    home = jnp.round(f) * mask
+    d = (f - home) @ lattice  # (n, 3), fractional in [-1/2, 1/2] where periodic.
     v = molecular.shell_values(s, (d[:, None, :] - jnp.asarray(t, r.dtype)[None]).reshape(-1, 3))
     v = v.reshape(r.shape[0], len(t), -1)  # (n, n_img, n_fn)
     if not hf.twisted:
@@ -363,15 +372,15 @@ def for_system(system, basis: str, restricted: bool) -> tuple:
   n_cells = int(round(np.linalg.det(matrix)))
   n_atoms = len(system.symbols) // n_cells
   charge = float(np.sum(system.charges))
-  if (n_cells > 1 and n_up == n_down and round(charge) == n_up + n_down
+  dims = system.lattice.dims
+  if (dims == 3 and n_cells > 1 and n_up == n_down and round(charge) == n_up + n_down
       and round(charge) // n_cells % 2 == 0):
     return hartree_fock_kpoints(primitive, system.symbols[:n_atoms],
                                 system.positions[:n_atoms], basis, kmesh=matrix,
                                 kpt=kpt), 'KRHF'
   return hartree_fock(vectors, system.symbols, system.positions, basis, n_up=n_up,
-                      n_down=n_down, restricted=restricted,
-                      kpt=kpt), 'ROHF' if restricted else 'UHF'
-
+                      n_down=n_down, restricted=restricted, kpt=kpt,
+                      dims=dims), 'ROHF' if restricted else 'UHF'
 
 
 def electron_gas_energy(lattice: lattice_lib.Lattice, n_up: int, n_down: int,

@@ -179,7 +179,7 @@ def make_system(sys_cfg) -> System:
   if sys_cfg.lattice:
     symbols, positions, lattice = crystal(sys_cfg, symbols, positions)
     primitive = lattice_lib.make_lattice(np.asarray(sys_cfg.lattice, np.float64) * {
-        'bohr': 1.0, 'angstrom': BOHR_PER_ANGSTROM}[sys_cfg.units])
+        'bohr': 1.0, 'angstrom': BOHR_PER_ANGSTROM}[sys_cfg.units], dims=sys_cfg.periodic_dims)
   charges = np.array([atomic_number(s, 'config.system') for s in symbols], dtype=np.float64)
   full_charges = charges.copy()
   ecps = tuple(ecp_lib.load(name, s) if name else None
@@ -218,6 +218,9 @@ def make_system(sys_cfg) -> System:
     raise InputError(f'config.system: n_up = {n_up} < n_down = {n_down}; by convention the '
                      'majority spin is up (use a positive spin)')
 
+  if lattice is not None and lattice.dims == 2 and n_up + n_down != int(charges.sum()):
+    raise InputError(f'config.system.charge = {sys_cfg.charge}: a slab must be neutral (a '
+                     'charged layer has an infinite energy per cell)')
   exact = sys_cfg.exact_energy
   neutral_ground = (lattice is None and len(symbols) == 1 and not n_core and n_up + n_down == charges[0] and
                     n_up - n_down == GROUND_STATE_SPIN[int(charges[0]) - 1])
@@ -235,7 +238,8 @@ def crystal(sys_cfg, symbols: tuple, positions: np.ndarray) -> tuple:
   """(symbols, positions (bohr), Lattice) of the simulation cell: the primitive cell's
   `lattice` (in `units`) repeated by `supercell`, its nuclei copied to each cell."""
   scale = {'bohr': 1.0, 'angstrom': BOHR_PER_ANGSTROM}[sys_cfg.units]
-  primitive = lattice_lib.make_lattice(np.asarray(sys_cfg.lattice, np.float64) * scale)
+  primitive = lattice_lib.make_lattice(np.asarray(sys_cfg.lattice, np.float64) * scale,
+                                       dims=sys_cfg.periodic_dims)
   lattice_lib.check_nuclei(primitive, symbols, positions)
   if not sys_cfg.supercell:
     return symbols, positions, primitive
@@ -343,7 +347,8 @@ def describe(system: System) -> str:
   if not system.periodic:
     cell = '; open boundaries'
   else:
-    kind = 'periodic' if system.symbols else 'electron gas'
+    kind = ('electron gas' if not system.symbols else
+            'slab (periodic along a1, a2)' if system.lattice.dims == 2 else 'periodic')
     twist = ('Gamma point' if not system.complex else
              'twist ({:g}, {:g}, {:g}), complex wavefunction'.format(*system.twist))
     cell = f'; {kind}, {lattice_lib.describe(system.lattice)}, {twist}'

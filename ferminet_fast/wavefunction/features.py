@@ -76,20 +76,29 @@ def periodic(lattice: lattice_lib.Lattice) -> Features:
   The phase of a difference is the difference of the two phases, so the sines and cosines
   of the n x n pairs come from those of each particle by the angle-difference identities:
   3 (n + m) transcendental functions instead of 6 n (n + m), the most expensive operations
-  of the features and of their Laplacian."""
+  of the features and of their Laplacian.
+
+  A slab (lattice.dims = 2) is open along a_3 (normal to a_1 and a_2): there the offset's
+  component is the plain difference, s_3 a_3, in the sine half, and nothing in the cosine
+  half, so the features are periodic in the plane only."""
   vectors = np.asarray(lattice.vectors) / (2 * np.pi)
   to_phase = np.asarray(lattice.reciprocal).T  # r . B^T = 2 pi s.
+  slab = lattice.dims == 2
 
   def waves(p):
-    """sin and cos of the phases p (k, 3) of k positions; the barrier keeps XLA from fusing
-    them into each pair's product, which would compute them again per pair."""
-    return jax.lax.optimization_barrier((jnp.sin(p), jnp.cos(p)))
+    """sin and cos of the phases p (k, 3) of k positions (and p itself, for a slab's open
+    direction); the barrier keeps XLA from fusing them into each pair's product, which
+    would compute them again per pair."""
+    return jax.lax.optimization_barrier((jnp.sin(p), jnp.cos(p), p))
 
   def offsets(a, b):
     """The periodic offsets (k, l, 6) of positions with waves a (k, 3) from those with b."""
-    (sin_a, cos_a), (sin_b, cos_b) = a, b
+    (sin_a, cos_a, p_a), (sin_b, cos_b, p_b) = a, b
     sin = sin_a[:, None] * cos_b[None] - cos_a[:, None] * sin_b[None]  # sin(p_a - p_b)
     cos = cos_a[:, None] * cos_b[None] + sin_a[:, None] * sin_b[None]  # cos(p_a - p_b)
+    if slab:  # Along a_3: the phase difference itself, and no cosine term.
+      sin = jnp.concatenate([sin[..., :2], p_a[:, None, 2:] - p_b[None, :, 2:]], axis=-1)
+      cos = jnp.concatenate([cos[..., :2], jnp.ones_like(cos[..., 2:])], axis=-1)
     m = jnp.asarray(vectors, sin.dtype)
     return jnp.concatenate([sin @ m, (1.0 - cos) @ m], axis=-1)
 

@@ -148,6 +148,7 @@ class _Slater(nn.Module):
   param_dtype: Any = jnp.float32
   states: int = 1
   lattice: tuple = ()  # Periodic systems: the cell's vectors (3 rows, bohr); () open.
+  periodic_dims: int = 3  # Of `lattice`: 3, or 2 for a slab (open along its third vector).
   kpoints: tuple = ()  # Periodic systems: the filled k-shells (K rows, 1/bohr), envelopes.
   # A periodic system at a twist: complex orbitals (the network's outputs taken in pairs as
   # real and imaginary parts, times complex envelopes); the sign is then a phase exp(i theta).
@@ -160,7 +161,8 @@ class _Slater(nn.Module):
   def geometry(self, r: jax.Array, atoms: jax.Array) -> Geometry:
     """The features' geometry: periodic in the cell `lattice`, else open boundaries."""
     if self.lattice:
-      return periodic(lattice_lib.make_lattice(np.asarray(self.lattice)))(r, atoms)
+      return periodic(lattice_lib.make_lattice(np.asarray(self.lattice),
+                                               dims=self.periodic_dims))(r, atoms)
     return molecular(r, atoms)
 
   def features(self, g: Geometry) -> jax.Array:
@@ -272,7 +274,8 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
     bloch = (tuple(float(c) for c in lattice_lib.twist_vector(system.lattice, system.twist))
              if system.complex and envelope != 'planewave' else ())
     periodic_attrs = dict(lattice=_rows(system.lattice.vectors), kpoints=_rows(kpoints),
-                          complex_output=system.complex, bloch=bloch)
+                          complex_output=system.complex, bloch=bloch,
+                          periodic_dims=system.lattice.dims)
   common = dict(
       n_up=system.n_up, n_down=system.n_down, atoms=_rows(centres),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
