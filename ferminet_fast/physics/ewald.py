@@ -78,7 +78,7 @@ def _half_diagonal(lat: lattice_lib.Lattice) -> float:
   """The longest vector s . vectors with fractional s in [-1/2, 1/2] along each periodic
   direction (0 along a slab's open one): a cell corner, the farthest a minimum image goes."""
   corners = np.array([[i, j, k] for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
-  corners = corners * lattice_lib.periodic_mask(lat)
+  corners = corners * lattice_lib.periodic_mask(lat.dims)
   return float(np.max(np.linalg.norm(corners @ lat.vectors, axis=1)))
 
 

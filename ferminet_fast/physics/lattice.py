@@ -43,7 +43,8 @@ class Lattice(NamedTuple):
 def make_lattice(vectors, where: str = 'config.system.lattice', dims: int = 3) -> Lattice:
   """A Lattice from three vectors (rows, bohr), periodic along the first `dims` (3, or 2 for
   a slab), refused with one clear message if they are not three finite 3-vectors, are
-  (nearly) linearly dependent or left-handed, or if a slab's a_3 is not normal to a_1, a_2."""
+  (nearly) linearly dependent or left-handed, or if a slab's a_1, a_2 are not in the xy
+  plane with a_3 along z."""
   try:
     a = np.asarray(vectors, dtype=np.float64)
   except (TypeError, ValueError):
@@ -121,16 +122,16 @@ def fractional(lattice: Lattice, r):
   return r @ (lattice.reciprocal.T / (2 * np.pi)).astype(r.dtype)
 
 
-def periodic_mask(lattice: Lattice) -> np.ndarray:
-  """(3,) 1.0 for each periodic lattice direction, 0.0 for a slab's open a_3."""
-  return (np.arange(3) < lattice.dims).astype(np.float64)
+def periodic_mask(dims: int) -> np.ndarray:
+  """(3,) 1.0 for each of the `dims` periodic lattice directions, 0.0 for a slab's open a_3."""
+  return (np.arange(3) < dims).astype(np.float64)
 
 
 def wrap(lattice: Lattice, r):
   """Positions r (..., 3) bohr moved by lattice vectors into the cell (fractional
   coordinates in [0, 1) along each periodic direction); numpy or jax."""
   s = fractional(lattice, r)
-  shift = (s // 1.0) * periodic_mask(lattice).astype(r.dtype)
+  shift = (s // 1.0) * periodic_mask(lattice.dims).astype(r.dtype)
   return r - shift @ lattice.vectors.astype(r.dtype)
 
 
@@ -147,7 +148,7 @@ def check_nuclei(lattice: Lattice, symbols: tuple, positions: np.ndarray) -> Non
 
 def minimum_image_distance(lattice: Lattice, d: np.ndarray) -> float:
   """min over lattice vectors L of |d + L| (bohr), for one vector d (3,)."""
-  mask = periodic_mask(lattice)
+  mask = periodic_mask(lattice.dims)
   s = fractional(lattice, np.asarray(d, np.float64))
   s = s - mask * np.round(s)
   images = np.array(list(itertools.product((-1, 0, 1), repeat=3))) * mask + s

@@ -97,7 +97,7 @@ def lattice_images(lattice: np.ndarray, radius: float, dims: int = 3) -> np.ndar
   half a cell (fractional [-1/2, 1/2) along each periodic direction) of a point, can reach:
   |T| < radius + the largest such displacement; a slab's (dims = 2) in its plane only.
   Sorted by length, the origin first."""
-  mask = (np.arange(3) < dims).astype(np.float64)
+  mask = lattice_lib.periodic_mask(dims)
   corners = np.array([(i, j, k) for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
   reach = radius + np.linalg.norm((corners * mask) @ lattice, axis=1).max()
   # |n_i| = |T . inv(lattice)[:, i]| <= |T| |inv(lattice)[:, i]|.
@@ -177,7 +177,7 @@ def atomic_orbitals(hf: PeriodicHartreeFock, r: jnp.ndarray) -> jnp.ndarray:
   lattice = jnp.asarray(hf.lattice, r.dtype)
   inverse = jnp.asarray(np.linalg.inv(hf.lattice), r.dtype)
   kpt = jnp.asarray(hf.kpt, r.dtype)
-  mask = jnp.asarray(np.arange(3) < hf.dims, r.dtype)  # A slab's images are in its plane.
+  mask = jnp.asarray(lattice_lib.periodic_mask(hf.dims), r.dtype)  # A slab's: in-plane.
   out = []
   for s, t in zip(hf.shells, hf.images):
     f = (r - jnp.asarray(s.center, r.dtype)) @ inverse

@@ -86,18 +86,18 @@ def periodic(lattice: lattice_lib.Lattice) -> Features:
   slab = lattice.dims == 2
 
   def waves(p):
-    """sin and cos of the phases p (k, 3) of k positions (and p itself, for a slab's open
-    direction); the barrier keeps XLA from fusing them into each pair's product, which
-    would compute them again per pair."""
-    return jax.lax.optimization_barrier((jnp.sin(p), jnp.cos(p), p))
+    """sin and cos of the phases p (k, 3) of k positions (and p itself for a slab, whose
+    open direction takes the plain difference); the barrier keeps XLA from fusing them into
+    each pair's product, which would compute them again per pair."""
+    return jax.lax.optimization_barrier((jnp.sin(p), jnp.cos(p)) + ((p,) if slab else ()))
 
   def offsets(a, b):
     """The periodic offsets (k, l, 6) of positions with waves a (k, 3) from those with b."""
-    (sin_a, cos_a, p_a), (sin_b, cos_b, p_b) = a, b
+    (sin_a, cos_a), (sin_b, cos_b) = a[:2], b[:2]
     sin = sin_a[:, None] * cos_b[None] - cos_a[:, None] * sin_b[None]  # sin(p_a - p_b)
     cos = cos_a[:, None] * cos_b[None] + sin_a[:, None] * sin_b[None]  # cos(p_a - p_b)
     if slab:  # Along a_3: the phase difference itself, and no cosine term.
-      sin = jnp.concatenate([sin[..., :2], p_a[:, None, 2:] - p_b[None, :, 2:]], axis=-1)
+      sin = jnp.concatenate([sin[..., :2], a[2][:, None, 2:] - b[2][None, :, 2:]], axis=-1)
       cos = jnp.concatenate([cos[..., :2], jnp.ones_like(cos[..., 2:])], axis=-1)
     m = jnp.asarray(vectors, sin.dtype)
     return jnp.concatenate([sin @ m, (1.0 - cos) @ m], axis=-1)
