@@ -46,12 +46,15 @@ comparison between codes.
 
 import argparse
 import csv
+import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -149,23 +152,93 @@ def _process_ms(baseline, name, who, setting, keys, short, long, ours_baseline):
   return 1e3 * step_s, walls[0] - short * step_s
 
 
+# FermiNet's absl log prefix: month, day and time of day of each line.
+ABSL_TIME = re.compile(r'^[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d\.\d+)')
+
+
+def step_times(text: str) -> dict:
+  """{step: seconds} at which FermiNet logged each training step (its absl timestamps;
+  the day is kept so that a run across midnight still counts forward)."""
+  out = {}
+  for line in text.splitlines():
+    t, s = ABSL_TIME.match(line), reference.STEP_LINE.search(line)
+    if t and s:
+      mo, d, h, m, sec = (float(x) for x in t.groups())
+      out[int(s.group(1))] = (((mo * 31 + d) * 24 + h) * 60 + m) * 60 + sec
+  return out
+
+
+def loop_period_ms(times: dict, short: int, long: int) -> float:
+  """ms per step in the training loop between steps `short` and `long` - 1 (zero-based)
+  from {step: time in seconds} of each step's end."""
+  last = long - 1
+  missing = [k for k in (short, last) if k not in times]
+  if missing:
+    raise RuntimeError(f'steps {missing} were not recorded (got {len(times)} steps)')
+  return 1e3 * (times[last] - times[short]) / (last - short)
+
+
+def _loop_ms(baseline, name, who, setting, keys, short, long, ours_baseline):
+  """ms per step and start-up (s) of one code from ONE whole process of `long` steps: the
+  period of its training loop between steps `short` and `long` - 1, read from each code's
+  own record of its steps (FermiNet's per-step log lines, our stats.csv: both written as a
+  step's results reach the host), and start-up = process time - long x (time of a step)."""
+  ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
+  with tempfile.TemporaryDirectory() as tmp:
+    run, env, cwd = os.path.join(tmp, 'run'), None, REPO
+    peer = who == 'baseline' and not ours_baseline
+    if peer:
+      cmd = reference.command(baseline, name, run, {**keys, 'optim.iterations': str(long)},
+                              setting)
+      env = reference.peer_env(setting)
+    else:
+      cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
+          name, run, {**keys, 'optim.iterations': str(long), **ours_keys})]
+      cwd = baseline if who == 'baseline' else REPO
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+      raise RuntimeError(f'{" ".join(cmd)} failed ({proc.returncode}):\n'
+                         f'{(proc.stderr or proc.stdout)[-2000:]}')
+    if peer:
+      times = step_times(proc.stderr + proc.stdout)
+    else:
+      with open(os.path.join(run, 'stats.csv')) as f:
+        rows = list(csv.DictReader(f))
+      ends = itertools.accumulate(float(r['step_time_ms']) / 1e3 for r in rows)
+      times = {int(r['step']): t for r, t in zip(rows, ends)}
+  step_ms = loop_period_ms(times, short, long)
+  return step_ms, wall - long * step_ms / 1e3
+
+
+# How a step is timed: 'processes', by the difference of two whole processes (nothing of
+# either code's own timing is trusted); 'loop', by the period of one process's training
+# loop (for devices where process start-up varies by more than hundreds of steps take).
+MEASURES = {'processes': _process_ms, 'loop': _loop_ms}
+
+
 def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int,
                  repeats: int, ours_baseline: bool = False, pretrain: int = 0,
-                 network: str = 'small', batch: int = 256, settings=('best',)) -> list:
-  """ms per step of a baseline and ours on system `name`, by differences of whole processes:
-  one result per baseline setting (FermiNet's `settings`, names in
+                 network: str = 'small', batch: int = 256, settings=('best',),
+                 measure: str = 'processes', extra=None) -> list:
+  """ms per step of a baseline and ours on system `name`, timed as `measure` (a name in
+  MEASURES): one result per baseline setting (FermiNet's `settings`, names in
   reference.PEER_SETTINGS; one with `ours_baseline`, another checkout of ours in the
   directory `baseline`), each with ours measured in the same repeats. `pretrain`:
-  pretraining steps of both; `network`: a name in `reference.NETWORKS`; `batch`: walkers."""
+  pretraining steps of both; `network`: a name in `reference.NETWORKS`; `batch`: walkers;
+  `extra`: further keys of ours only."""
   settings = ['ours'] if ours_baseline else list(settings)
   keys = {'optim.optimizer': optimizer, 'pretrain.iterations': str(pretrain),
           'batch_size': str(batch), **reference.NETWORKS[network]}
+  timed_by = MEASURES[measure]
   ms = {s: [] for s in settings + [None]}
   startup = {s: [] for s in settings + [None]}
   for repeat in range(repeats):
     for who, setting in order_of(repeat, settings):
-      step_ms, start_s = _process_ms(baseline, name, who, setting, keys, short, long,
-                                     ours_baseline)
+      step_ms, start_s = timed_by(baseline, name, who, setting,
+                                  keys if who == 'baseline' else {**keys, **(extra or {})},
+                                  short, long, ours_baseline)
       ms[setting].append(step_ms)
       startup[setting].append(start_s)
   out = []
@@ -193,6 +266,7 @@ def _against_rows(path: str) -> list:
     for r in d['rows']:
       out.append((run, {**r, 'network': net, 'batch': d.get('batch', 256),
                         'pretrain': d.get('pretrain', 0), 'label': d.get('label', 'FermiNet'),
+                        'measure': d.get('measure', 'processes'), 'set': d.get('set') or {},
                         'peer_settings': r.get('peer_settings', 'default' if d.get(
                             'label', 'FermiNet') == 'FermiNet' else 'this repository')}))
   return out
@@ -212,7 +286,8 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
     for run, r in _against_rows(path):
       if systems is None or r['system'] in systems:
         key = (r['system'], r['optimizer'], r['network'], r['batch'], r['label'],
-               r['peer_settings']) if newest_only else len(newest)
+               r['peer_settings'], tuple(r['set'].items()), r['measure'],
+               _device(run)) if newest_only else len(newest)
         newest.pop(key, None)  # Re-inserted last: the table keeps the order of measurement.
         newest[key] = (path, run, r)
   for _, _, r in newest.values():
@@ -220,9 +295,11 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
                                                                r['runs_ms']['baseline'])]
     goal = step_goal(r['system'], r['network']) if r['label'] == 'FermiNet' else None
     st = r['startup_s']
+    how = ''.join([f'; ours {k}={v}' for k, v in r['set'].items()]
+                  + (['; loop period'] if r['measure'] == 'loop' else []))
     lines.append(
         f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
-        f'{r["network"]}, {r["batch"]} | {r["label"]}, {r["peer_settings"]} | '
+        f'{r["network"]}, {r["batch"]} | {r["label"]}, {r["peer_settings"]}{how} | '
         f'{r["baseline"]:.1f} | {r["ours"]:.1f} | **{r["ratio"]:.2f}** | '
         f'{min(per):.2f}–{max(per):.2f} (n = {len(per)}) | '
         + (f'≤ {goal}' if goal else '–') + f' | {st["baseline"]:.1f} | {st["ours"]:.1f} | '
@@ -235,14 +312,19 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
   return '\n'.join(lines + ['', ' '.join(notes)])
 
 
+def _device(run) -> str:
+  """The device a run timed: its GPUs, or its CPU and cores."""
+  m = run.meta.get('machine') or {}
+  return ', '.join(m.get('gpus') or []) or f'{m.get("cpu", "?")}, {m.get("cpu_count")} cores'
+
+
 def render_alone(path: str) -> str:
   """Ours alone (--alone) from its artifact: ms per step and start-up, each run's device."""
   lines = ['| system (electrons) | optimizer | network, batch | settings | device | steps | '
            'ours (ms/step) | each repeat | start-up (s) |', '|' + '---|' * 9]
   runs, notes = artifacts.read(path), []
   for run in runs:
-    d, m = run.data, run.meta.get('machine') or {}
-    device = ', '.join(m.get('gpus') or []) or f'{m.get("cpu", "?")}, {m.get("cpu_count")} cores'
+    d, device = run.data, _device(run)
     settings = _settings_text(run, notes)
     for r in d['rows']:
       lines.append(f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
@@ -504,20 +586,23 @@ def against(args) -> None:
   peer = ({**reference.peer_versions(baseline), 'settings': [
       reference.peer_settings_record(s) for s in args.peer_settings]}
           if args.against_ferminet else {'name': 'ferminet_fast checkout', 'dir': baseline})
+  if args.peer_note:
+    peer['note'] = args.peer_note
+  extra = dict(kv.split('=', 1) for kv in args.set)
   run_meta, rows = artifacts.meta(peer=peer), []
   for name in args.systems:
     for opt in args.optimizers:
       for r in side_by_side(baseline, name, opt, *args.steps, args.repeats,
                             ours_baseline=bool(args.against_ours), pretrain=args.pretrain,
                             network=args.network, batch=args.batch,
-                            settings=args.peer_settings):
+                            settings=args.peer_settings, measure=args.measure, extra=extra):
         rows.append({'system': name, 'optimizer': opt, **r})
         print(f'{name} {opt} {label} ({r["peer_settings"]}): {r["baseline"]:.1f} ms, ours '
               f'{r["ours"]:.1f} ms, ratio {r["ratio"]:.2f}', flush=True)
   path = args.json or (AGAINST_JSON if args.against_ferminet else AGAINST_OURS_JSON)
   artifacts.append(path, {'baseline': baseline, 'label': label, 'rows': rows,
                           'steps': args.steps, 'repeats': args.repeats,
-                          'pretrain': args.pretrain,
+                          'pretrain': args.pretrain, 'measure': args.measure, 'set': extra,
                           'network': {'name': args.network, **reference.NETWORKS[args.network]},
                           'batch': args.batch}, run_meta)
   print(render_against([path]))
@@ -600,7 +685,16 @@ def main():
                       help='keep the stage timers of one training per system and optimizer '
                       '(--iterations steps) in an artifact, then stop')
   parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE', type=key_value,
-                      help='with --alone or --timers: further settings of ours (config keys)')
+                      help='with --alone, --timers or --against-ferminet: further settings of '
+                      'ours (config keys)')
+  parser.add_argument('--measure', default='processes', choices=list(MEASURES),
+                      help='with --against-ferminet / --against-ours: processes = T(long) - '
+                      'T(short) of two whole processes; loop = the training loop\'s period '
+                      'between steps SHORT and LONG of one process (each code\'s own per-step '
+                      'record), where start-up varies too much for differences')
+  parser.add_argument('--peer-note', default='',
+                      help='with --against-ferminet: how the peer was installed, if not by '
+                      'setup-ferminet.sh (kept in the artifact)')
   parser.add_argument('--systems', nargs='*', default=['He', 'Ne'], choices=list(reference.SYSTEMS),
                       help='with --against-ferminet / --against-ours / --alone / --timers')
   parser.add_argument('--steps', nargs=2, type=int, default=[60, 300], metavar=('SHORT', 'LONG'),
