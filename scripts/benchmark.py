@@ -66,6 +66,7 @@ import ferminet_reference as reference  # noqa: E402
 
 AGAINST_JSON = os.path.join(REPO, 'benchmarks', 'against_ferminet.json')
 AGAINST_OURS_JSON = os.path.join(REPO, 'benchmarks', 'against_ours.json')
+AGAINST_GPU_JSON = os.path.join(REPO, 'benchmarks', 'against_ferminet_gpu.json')
 ALONE_JSON = os.path.join(REPO, 'benchmarks', 'step_alone.json')
 TIMERS_JSON = os.path.join(REPO, 'benchmarks', 'stage_timers_gpu.json')
 # Per-step goals against FermiNet at its best settings (ours / FermiNet), by network: the
@@ -515,6 +516,7 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS, newest_only=True)),
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
     'per-step-alone': ('BENCHMARKS.md', lambda: render_alone(ALONE_JSON)),
+    'per-step-gpu': ('BENCHMARKS.md', lambda: render_against([AGAINST_GPU_JSON])),
     'stage-timers-gpu': ('BENCHMARKS.md', lambda: render_timers(
         _bench('stage_timers_gpu.json')[0])),
     'per-step-electron-gas': ('docs/guides/periodic.md', lambda: render_against(

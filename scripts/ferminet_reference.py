@@ -76,8 +76,13 @@ def peer_versions(fn_dir: str) -> dict:
   out = {'name': 'DeepMind FermiNet', 'dir': fn_dir}
   src = os.path.join(fn_dir, 'src')
   try:
-    out['commit'] = subprocess.run(['git', '-C', src, 'rev-parse', 'HEAD'], capture_output=True,
-                                   text=True, timeout=30).stdout.strip() or None
+    # Without our GIT_* variables, which would make git read this repository instead.
+    plain = {k: v for k, v in os.environ.items() if not k.startswith('GIT_')}
+    top, commit = subprocess.run(['git', '-C', src, 'rev-parse', '--show-toplevel', 'HEAD'],
+                                 env=plain, capture_output=True, text=True,
+                                 timeout=30).stdout.split() or (None, None)
+    # Only FermiNet's own checkout: not a repository that happens to enclose its source.
+    out['commit'] = commit if top and os.path.realpath(top) == os.path.realpath(src) else None
     py = os.path.join(fn_dir, 'venv', 'bin', 'python')
     code = ('import importlib.metadata as m, platform, json; v = {"python": '
             'platform.python_version()}\nfor n in ("jax", "jaxlib", "flax", "optax", "folx", '

@@ -35,19 +35,21 @@ def _date(run) -> str:
   return (run.meta.get('measured_on') or run.meta.get('date') or '?')[:10]
 
 
-def _latest_step_rows() -> dict:
-  """{(system, optimizer): (run, row, path)}: the newest small-network row per pair over
-  the against-FermiNet artifacts, newer files later in the list."""
-  paths = benchmark.WHOLE_TABLE + benchmark.AFTER_BLAS + [benchmark.AGAINST_JSON]
+def _latest_step_rows(network: str = 'small', paths=None) -> dict:
+  """{(system, optimizer, ours' further settings): (run, row, path)}: the newest row of
+  `network` per key over the against-FermiNet artifacts `paths` (the CPU ones by default),
+  newer files later in the list; a row with FermiNet at its best settings wins over one at
+  its defaults."""
+  paths = paths or benchmark.WHOLE_TABLE + benchmark.AFTER_BLAS + [benchmark.AGAINST_JSON]
   out = {}
   for path in paths:
     if not os.path.exists(path):
       continue
     for run, r in benchmark._against_rows(path):
-      if r['network'] == 'small' and r['label'] == 'FermiNet':
-        key = (r['system'], r['optimizer'])
-        if r['peer_settings'] == 'best' or out.get(key, (0, {'peer_settings': ''}))[1][
-            'peer_settings'] != 'best':
+      if r['network'] == network and r['label'] == 'FermiNet':
+        key = (r['system'], r['optimizer'], tuple(sorted(r['set'].items())))
+        best = r['peer_settings'] == 'best'
+        if key not in out or best or out[key][1]['peer_settings'] != 'best':
           out[key] = (run, r, path)
   return out
 
@@ -58,15 +60,27 @@ def _status(met: bool, like_for_like: bool, missing: str) -> str:
 
 
 def step_rows() -> list:
+  """The per-step goals: the small network on the CPU machine, FermiNet's standard network
+  there and on a GPU; a row per setting ours ran with (on a GPU: its float32 matrix
+  products at the device's default, TF32, as FermiNet's, and at its own default)."""
   rows = []
-  for (system, opt), (run, r, path) in sorted(
-      _latest_step_rows().items(), key=lambda kv: (benchmark.ELECTRONS[kv[0][0]], kv[0][1])):
-    goal = benchmark.step_goal(system, 'small')
-    best = r['peer_settings'] == 'best'
-    rows.append((f'step time {system} {opt}, ours / FermiNet', f'≤ {goal}',
-                 f'{r["ratio"]:.2f} ({r["ours"]:.1f} / {r["baseline"]:.1f} ms)',
-                 _status(r['ratio'] <= goal, best, 'FermiNet at its default settings'),
-                 f'`{_rel(path)}`, {_date(run)}'))
+  for network, paths, where in (('small', None, ''), ('standard', None, ', standard network'),
+                                ('standard', [benchmark.AGAINST_GPU_JSON], ', standard network, '
+                                 'GPU')):
+    for (system, opt, _), (run, r, path) in sorted(
+        _latest_step_rows(network, paths).items(),
+        key=lambda kv: (benchmark.ELECTRONS[kv[0][0]], kv[0][1], kv[0][2])):
+      goal = benchmark.step_goal(system, network)
+      if goal is None:
+        continue
+      best = r['peer_settings'] == 'best'
+      ours = ''.join(f', ours {k}={v}' for k, v in r['set'].items())
+      device = f', {benchmark._device(run)}' if paths else ''
+      rows.append((f'step time {system} {opt}{where}, ours / FermiNet', f'≤ {goal}',
+                   f'{r["ratio"]:.2f} ({r["ours"]:.1f} / {r["baseline"]:.1f} ms; batch '
+                   f'{r["batch"]}{ours}{device})',
+                   _status(r['ratio'] <= goal, best, 'FermiNet at its default settings'),
+                   f'`{_rel(path)}`, {_date(run)}'))
   return rows
 
 
