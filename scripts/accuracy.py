@@ -63,15 +63,22 @@ MATCHED_JSON = os.path.join(REPO, 'benchmarks', 'accuracy_matched.json')
 ECP_JSON = os.path.join(REPO, 'benchmarks', 'accuracy_ecp.json')
 
 
-def timed(cmd: list, cwd: str = REPO, env=None) -> float:
-  """Seconds a process takes from start to exit (run in `cwd`, by default the repository:
-  `-m` imports from there); raises with the end of its output if it fails."""
+def run_timed(cmd: list, cwd: str = REPO, env=None):
+  """(seconds from start to exit, the finished process with its output) of `cmd` run in
+  `cwd` (by default the repository: `-m` imports from there); raises with the end of its
+  output if it fails."""
   t0 = time.perf_counter()
   proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+  seconds = time.perf_counter() - t0
   if proc.returncode:
     raise RuntimeError(f'{" ".join(cmd)} failed ({proc.returncode}):\n'
                        f'{(proc.stderr or proc.stdout)[-2000:]}')
-  return time.perf_counter() - t0
+  return seconds, proc
+
+
+def timed(cmd: list, cwd: str = REPO, env=None) -> float:
+  """Seconds a process takes from start to exit (run_timed)."""
+  return run_timed(cmd, cwd, env)[0]
 
 
 def run_rows(names: list, run_row, path: str, at_once: bool, runs_dir: str = '') -> None:

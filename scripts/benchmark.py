@@ -54,7 +54,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -133,21 +132,26 @@ def order_of(repeat: int, settings: list) -> list:
   return runs if repeat % 2 == 0 else runs[::-1]
 
 
+def _training(baseline, name, who, setting, keys, steps, ours_baseline, run):
+  """(command, environment, working directory) of one training of `steps` steps into the
+  directory `run`: FermiNet's at `setting`, another checkout of ours, or ours (stage
+  timers, progress bar and printing off)."""
+  if who == 'baseline' and not ours_baseline:
+    return (reference.command(baseline, name, run, {**keys, 'optim.iterations': str(steps)},
+                              setting), reference.peer_env(setting), REPO)
+  ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
+  cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
+      name, run, {**keys, 'optim.iterations': str(steps), **ours_keys})]
+  return cmd, None, baseline if who == 'baseline' else REPO
+
+
 def _process_ms(baseline, name, who, setting, keys, short, long, ours_baseline):
   """ms per step and start-up (s) of one code by the difference of two whole processes."""
-  ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
   walls = []
   for n in (short, long):
     with tempfile.TemporaryDirectory() as tmp:
-      run, env, cwd = os.path.join(tmp, 'run'), None, REPO
-      if who == 'baseline' and not ours_baseline:
-        cmd = reference.command(baseline, name, run, {**keys, 'optim.iterations': str(n)},
-                                setting)
-        env = reference.peer_env(setting)
-      else:
-        cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
-            name, run, {**keys, 'optim.iterations': str(n), **ours_keys})]
-        cwd = baseline if who == 'baseline' else REPO
+      cmd, env, cwd = _training(baseline, name, who, setting, keys, n, ours_baseline,
+                                os.path.join(tmp, 'run'))
       walls.append(accuracy.timed(cmd, cwd=cwd, env=env))
   step_s = (walls[1] - walls[0]) / (long - short)
   return 1e3 * step_s, walls[0] - short * step_s
@@ -184,24 +188,11 @@ def _loop_ms(baseline, name, who, setting, keys, short, long, ours_baseline):
   period of its training loop between steps `short` and `long` - 1, read from each code's
   own record of its steps (FermiNet's per-step log lines, our stats.csv: both written as a
   step's results reach the host), and start-up = process time - long x (time of a step)."""
-  ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
+  peer = who == 'baseline' and not ours_baseline
   with tempfile.TemporaryDirectory() as tmp:
-    run, env, cwd = os.path.join(tmp, 'run'), None, REPO
-    peer = who == 'baseline' and not ours_baseline
-    if peer:
-      cmd = reference.command(baseline, name, run, {**keys, 'optim.iterations': str(long)},
-                              setting)
-      env = reference.peer_env(setting)
-    else:
-      cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
-          name, run, {**keys, 'optim.iterations': str(long), **ours_keys})]
-      cwd = baseline if who == 'baseline' else REPO
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - t0
-    if proc.returncode:
-      raise RuntimeError(f'{" ".join(cmd)} failed ({proc.returncode}):\n'
-                         f'{(proc.stderr or proc.stdout)[-2000:]}')
+    run = os.path.join(tmp, 'run')
+    cmd, env, cwd = _training(baseline, name, who, setting, keys, long, ours_baseline, run)
+    wall, proc = accuracy.run_timed(cmd, cwd=cwd, env=env)
     if peer:
       times = step_times(proc.stderr + proc.stdout)
     else:
