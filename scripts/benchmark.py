@@ -278,7 +278,7 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
     for run, r in _against_rows(path):
       if systems is None or r['system'] in systems:
         key = (r['system'], r['optimizer'], r['network'], r['batch'], r['label'],
-               r['peer_settings'], tuple(r['set'].items()), r['measure'],
+               r['peer_settings'], tuple(r['set'].items()), r['measure'], r['pretrain'],
                _device(run)) if newest_only else len(newest)
         newest.pop(key, None)  # Re-inserted last: the table keeps the order of measurement.
         newest[key] = (path, run, r)
@@ -288,7 +288,8 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
     goal = step_goal(r['system'], r['network']) if r['label'] == 'FermiNet' else None
     st = r['startup_s']
     how = ''.join([f'; ours {k}={v}' for k, v in r['set'].items()]
-                  + (['; loop period'] if r['measure'] == 'loop' else []))
+                  + (['; loop period'] if r['measure'] == 'loop' else [])
+                  + ([f'; {r["pretrain"]} pretraining steps'] if r['pretrain'] else []))
     lines.append(
         f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
         f'{r["network"]}, {r["batch"]} | {r["label"]}, {r["peer_settings"]}{how} | '
