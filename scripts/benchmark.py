@@ -8,6 +8,8 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py --suite states --optimizers kfac  # K states against one
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems Ne --network standard --batch 4096
+  python scripts/benchmark.py --against-ferminet DIR --systems Ne --network standard --batch 4096 \
+      --measure loop --steps 20 170 --set matmul_precision=default   # on a GPU
   python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
   python scripts/benchmark.py --alone --systems Ne --network standard --batch 4096  # ours only
   python scripts/benchmark.py --timers --systems Ne --network standard --batch 4096 \
@@ -34,6 +36,12 @@ held to one thread as ours is: ferminet_reference.PEER_SETTINGS); `--peer-settin
 best,default` measures both, alternated within each repeat, and gives the ratio per
 setting. Each invocation is appended to an artifact (scripts/artifacts.py; default
 benchmarks/against_ferminet.json) with the machine, both codes' versions and the settings.
+`--measure loop` times each code instead by the period of its own training loop between
+steps SHORT and LONG of one process of LONG steps (FermiNet's per-step log times, our
+stats.csv), for devices where process start-up varies by more than the steps take (a GPU);
+`--set KEY=VALUE` gives ours further settings (e.g. the matmul precision FermiNet runs at);
+`--peer-note` records how the peer was installed when not by the setup script (on a JAX
+without `jax.device_put_replicated`, FermiNet runs through scripts/ferminet_launch.py).
 `--against-ours DIR` does the same with another checkout of this repository (run from DIR
 with this interpreter) in FermiNet's place: whether a change made the step slower.
 `--alone` times ours the same way with no peer (where the peer cannot run, e.g. an
