@@ -19,6 +19,15 @@ TINY = ('--config.batch_size=8', '--config.optim.iterations=3', '--config.pretra
         '--config.evaluation.burn_in=1', '--config.log.print_every=1')
 
 
+def _train(config: str, run, *flags):
+  """python -m ferminet_fast.train on `config` into `run` with `flags`; it must succeed."""
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config', config,
+                         *flags, f'--config.log.save_path={run}'],
+                        cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
 def _trained_three_finite_steps(run) -> None:
   energies = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=1, ndmin=1)
   assert len(energies) == 3 and np.all(np.isfinite(energies)), energies
@@ -37,10 +46,7 @@ def _evaluates(run) -> None:
 def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
   pytest.importorskip('pyscf')
   run = tmp_path / 'lih'
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config',
-                         'configs/lih_crystal.py', *TINY, f'--config.log.save_path={run}'],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _train('configs/lih_crystal.py', run, *TINY)
   # KRHF/STO-3G of the primitive cell on 4 k-points, per cubic cell (4 LiH): pyscf.pbc's
   # energy, -31.4645 Ha (tests/test_periodic_hartree_fock.py checks the route's equality with
   # the cube's own Gamma-point HF).
@@ -57,10 +63,7 @@ def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
   STO-3G: the chain binds), then a few finite training steps."""
   pytest.importorskip('pyscf')
   run = tmp_path / 'chain'
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config',
-                         'configs/h_chain.py', *TINY[:-3], f'--config.log.save_path={run}'],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _train('configs/h_chain.py', run, *TINY[:-3])
   line = next(l for l in proc.stdout.splitlines() if 'Pretrain KRHF/sto-3g energy' in l)
   assert float(line.split('energy')[1].split()[0]) < 10 * -0.46658, line
   _trained_three_finite_steps(run)
@@ -75,13 +78,9 @@ def test_hydrogen_chain_at_a_twist_pretrains_trains_and_evaluates(tmp_path, netw
   then a few finite training steps; its run evaluates to a finite energy."""
   pytest.importorskip('pyscf')
   run = tmp_path / 'chain'
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config',
-                         'configs/h_chain.py', *TINY, '--config.system.twist=(0.25, 0, 0)',
-                         f'--config.network.network_type={network_type}',
-                         f'--config.optim.optimizer={optimizer}',
-                         f'--config.log.save_path={run}'],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _train('configs/h_chain.py', run, *TINY, '--config.system.twist=(0.25, 0, 0)',
+                f'--config.network.network_type={network_type}',
+                f'--config.optim.optimizer={optimizer}')
   assert 'twist (0.25, 0, 0), complex wavefunction' in proc.stdout, proc.stdout[-3000:]
   assert 'Pretrain KRHF/sto-3g energy' in proc.stdout, proc.stdout[-3000:]
   _trained_three_finite_steps(run)
@@ -96,13 +95,9 @@ def test_h2_layer_slab_pretrains_trains_and_evaluates(tmp_path, network_type, op
   Ha in STO-3G: the molecule binds), a few finite training steps, and the run evaluates."""
   pytest.importorskip('pyscf')
   run = tmp_path / 'layer'
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config',
-                         'configs/h2_layer.py', *TINY, '--config.system.supercell=(1, 1, 1)',
-                         f'--config.network.network_type={network_type}',
-                         f'--config.optim.optimizer={optimizer}',
-                         f'--config.log.save_path={run}'],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = _train('configs/h2_layer.py', run, *TINY, '--config.system.supercell=(1, 1, 1)',
+                f'--config.network.network_type={network_type}',
+                f'--config.optim.optimizer={optimizer}')
   assert 'slab (periodic along a1, a2)' in proc.stdout, proc.stdout[-3000:]
   line = next(l for l in proc.stdout.splitlines() if '/sto-3g energy' in l)
   assert float(line.split('energy')[1].split()[0]) < 2 * -0.46658, line
