@@ -72,6 +72,11 @@ def _chunk_size(v):
   return None if ok else "must be 'auto' or an integer >= 0"
 
 
+def _cpu_devices(v):
+  ok = v == 'auto' or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+  return None if ok else "must be 'auto' or an integer >= 1"
+
+
 def _positive(v):
   return None if v is None or v > 0 else 'must be > 0'
 
@@ -409,6 +414,14 @@ SETTINGS = {
     'distributed.num_processes': S(0, 'Processes in the run (with `coordinator`).'),
     'distributed.process_id': S(-1, "This process's index, 0..num_processes-1 (with "
                                 '`coordinator`).'),
+    'distributed.cpu_devices': S('auto', 'On a CPU: the devices the cores are split into, '
+                                 'the walkers sharded over them as over GPUs, one thread '
+                                 "each (environment/cpu_devices.py): 'auto' (the most, at "
+                                 'most one per core, that split batch_size evenly; a count '
+                                 'set in JAX_NUM_CPU_DEVICES or XLA_FLAGS wins, and '
+                                 'multi-process runs keep one per process) or a number >= 1. '
+                                 'Read when JAX starts: a notebook that has run JAX keeps its '
+                                 'devices. No effect on GPUs.', _cpu_devices, kind=object),
 
     # A step that stops completing (a deadlock in the runtime, a device or peer that stopped
     # answering) ends the process with a report and exit status 4 instead of waiting

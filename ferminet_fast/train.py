@@ -77,7 +77,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
       build.parts_maker(cfg, built), built.parts.chunk_size,
       cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
   run.write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run.
-  run.write(build.RESOLVED, build.resolved_of(parts))
+  run.write(build.RESOLVED, build.resolved_of(parts, ctx))
 
   # From here every step is watched: one that never completes ends the run (exit 4).
   with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:

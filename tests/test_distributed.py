@@ -38,11 +38,15 @@ except InputError as e:
 np.savez(os.path.join(cfg.log.save_path, 'params.npz'),
          *[np.asarray(p) for p in jax.tree.leaves(r.state.params)])
 print('devices', jax.device_count(), 'processes', jax.process_count())
+print('XLA_FLAGS', os.environ.get('XLA_FLAGS', ''))
 '''.format(tests=os.path.join(REPO, 'tests'))
 
 
-def run_worker(overrides: dict, devices: int = 2, processes: int = 1, timeout=300):
-  env = dict(os.environ, XLA_FLAGS=xla_flags(devices))
+def run_worker(overrides: dict, devices: int = 2, processes: int = 1, timeout=300,
+               flags=None):
+  """The worker in `processes` fresh processes of `devices` CPU devices each (or with XLA_FLAGS
+  = `flags`, when given)."""
+  env = dict(os.environ, XLA_FLAGS=xla_flags(devices) if flags is None else flags)
   if processes == 1:
     return [subprocess.run([sys.executable, '-c', WORKER, json.dumps(overrides)], env=env,
                            capture_output=True, text=True, timeout=timeout, cwd=REPO)]

@@ -28,7 +28,8 @@ AXIS = 'walkers'
 _initialized = False
 
 
-def _wants_initialize(dcfg) -> bool:
+def wants_initialize(dcfg) -> bool:
+  """Whether this run is one of several processes (jax.distributed.initialize is called)."""
   if dcfg.initialize == 'yes':
     return True
   if dcfg.initialize == 'no':
@@ -42,7 +43,7 @@ def initialize(dcfg) -> None:
   """`jax.distributed.initialize` once per process when the config asks for it (under
   SLURM it finds coordinator, process count and id from the environment)."""
   global _initialized
-  if _initialized or not _wants_initialize(dcfg):
+  if _initialized or not wants_initialize(dcfg):
     return
   kwargs = {}
   if dcfg.coordinator:

@@ -16,7 +16,7 @@ import jax
 from ml_collections import config_dict
 
 from ferminet_fast import config
-from ferminet_fast.environment import xla_flags
+from ferminet_fast.environment import cpu_devices, distributed, xla_flags
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import systems
 from ferminet_fast.run import checkpoint, profiling, rundir
@@ -37,9 +37,12 @@ class Built(NamedTuple):
 
 def settings(user_cfg):
   """The validated settings, 'best' resolved, frozen (each module gets its own block from
-  them); the XLA flag that debug.deterministic needs requested before JAX starts."""
+  them); the CPU's devices and the XLA flag that debug.deterministic needs set before JAX
+  starts."""
   config.validate(user_cfg)
   cfg = config.freeze(user_cfg)
+  cpu_devices.split(cfg.distributed.cpu_devices, cfg.batch_size,
+                    distributed.wants_initialize(cfg.distributed))
   if cfg.debug.deterministic and not xla_flags.request(xla_flags.GPU_DETERMINISTIC):
     raise InputError('config.debug.deterministic needs XLA_FLAGS to hold '
                      f'{xla_flags.GPU_DETERMINISTIC} before JAX starts, and JAX has already '
@@ -108,9 +111,12 @@ def parts_maker(cfg, built: Built) -> Callable[[int], step.Parts]:
                                   chunk)
 
 
-def resolved_of(parts: step.Parts) -> dict:
-  """The resolved values of the 'auto'/'best' settings that `parts` were made with."""
-  return {'optim.laplacian': parts.laplacian, 'optim.energy_chunk_size': parts.chunk_size}
+def resolved_of(parts: step.Parts, ctx=None) -> dict:
+  """The resolved values of the 'auto'/'best' settings that `parts` were made with, and the
+  CPU devices per process the walkers were split over (None on other devices)."""
+  cpu = ctx is not None and ctx.mesh.devices.flat[0].platform == 'cpu'
+  return {'optim.laplacian': parts.laplacian, 'optim.energy_chunk_size': parts.chunk_size,
+          'distributed.cpu_devices': ctx.device_count // ctx.process_count if cpu else None}
 
 
 def recorded_of(run_dir: str) -> dict:

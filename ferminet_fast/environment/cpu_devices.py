@@ -1,0 +1,70 @@
+"""The host's cores split into XLA CPU devices, one thread each, for runs on the CPU.
+
+On one CPU device XLA runs the step's operations one after another and spreads each over
+the cores with its own threads; our networks' matrices are small (tens of rows per walker
+chunk), so on two cores that keeps about one and a half busy. Split into one device per
+core, the walkers are sharded over the devices exactly as over GPUs
+(environment/distributed.py) and every core runs its share of walkers on a thread of its
+own, the reductions over walkers (energy mean, gradient, curvature statistics) inserted by
+XLA as on GPUs; each device then keeps its products on its own thread, so XLA's thread
+pool is not asked to split them again (BENCHMARKS.md, "The CPU split into devices").
+
+The count is read by JAX once, when its backend starts: it is set here before that (the
+training and DMC entry points call `split` first). A count the user gave JAX
+(JAX_NUM_CPU_DEVICES, or --xla_force_host_platform_device_count in XLA_FLAGS) wins over
+'auto'; a process whose backend already started (a notebook that ran JAX) keeps its
+devices. GPUs are not affected: the count applies to JAX's CPU platform only.
+"""
+
+import os
+from typing import Optional
+
+import jax
+
+from ferminet_fast.environment import xla_flags
+from ferminet_fast.errors import InputError
+
+FORCE_COUNT = '--xla_force_host_platform_device_count'
+ONE_THREAD_EACH = '--xla_cpu_multi_thread_eigen=false'
+_EIGEN = ONE_THREAD_EACH.split('=')[0]
+
+
+def cores() -> int:
+  """The cores this process may run on (its affinity mask where the OS has one)."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # macOS, Windows.
+    return os.cpu_count() or 1
+
+
+def count(setting, batch_size: int, n_cores: int, environ, multi_process: bool) -> Optional[int]:
+  """The CPU device count `distributed.cpu_devices` = `setting` asks for, or None to leave
+  JAX's own: 'auto' gives the most devices, at most one per core, that split `batch_size`
+  evenly, and leaves a count the user set in `environ` and multi-process runs (whose
+  batch is split over processes first) alone; an integer is taken as it is."""
+  if setting != 'auto':
+    return int(setting)
+  if (multi_process or 'JAX_NUM_CPU_DEVICES' in environ
+      or FORCE_COUNT in environ.get('XLA_FLAGS', '')):
+    return None
+  return max(n for n in range(1, max(n_cores, 1) + 1) if batch_size % n == 0)
+
+
+def split(setting, batch_size: int, multi_process: bool = False) -> Optional[int]:
+  """Sets JAX's CPU device count from `setting` before its backend starts (module
+  docstring); returns the count set, or None where JAX's own count stands. An integer that
+  can no longer take effect (the backend has started with another count) is an InputError."""
+  n = count(setting, batch_size, cores(), os.environ, multi_process)
+  if n is None:
+    return None
+  if xla_flags.backend_started():
+    if setting == 'auto' or len(jax.devices('cpu')) == n:
+      return None
+    raise InputError(f'config.distributed.cpu_devices = {n}: JAX has already started in this '
+                     f'process with {len(jax.devices("cpu"))} CPU device(s), and the count is '
+                     'read only when it starts; set it in a fresh process (or the environment '
+                     'variable JAX_NUM_CPU_DEVICES before importing jax)')
+  jax.config.update('jax_num_cpu_devices', n)
+  if n > 1 and _EIGEN not in os.environ.get('XLA_FLAGS', ''):
+    xla_flags.request(ONE_THREAD_EACH)
+  return n

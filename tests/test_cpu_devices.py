@@ -1,0 +1,75 @@
+"""The CPU split into devices: 'auto' takes one device per core that splits the batch, a
+count the user gave JAX wins, the split trains to the one-device result, and a count that
+can no longer take effect is one clear error."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import InputError, config, train
+from ferminet_fast.environment import cpu_devices
+from ferminet_fast.run import build
+from test_distributed import assert_close, overrides, params_of, run_worker
+
+NO_COUNT = '--xla_backend_optimization_level=0'  # The suite's flags without a device count.
+
+
+@pytest.mark.parametrize('batch, cores, expected', [
+    (256, 2, 2), (256, 16, 16), (64, 6, 4), (63, 2, 1), (7, 16, 7), (4096, 1, 1)])
+def test_auto_takes_the_most_devices_that_split_the_batch(batch, cores, expected):
+  assert cpu_devices.count('auto', batch, cores, {}, False) == expected
+
+
+@pytest.mark.parametrize('environ, multi_process', [
+    ({'XLA_FLAGS': '--xla_force_host_platform_device_count=3'}, False),
+    ({'JAX_NUM_CPU_DEVICES': '1'}, False),
+    ({}, True)])
+def test_auto_leaves_a_users_count_and_multi_process_runs_alone(environ, multi_process):
+  assert cpu_devices.count('auto', 256, 2, environ, multi_process) is None
+  assert cpu_devices.count(3, 256, 2, environ, multi_process) == 3  # A number is taken.
+
+
+@pytest.mark.parametrize('value', [0, -1, 'two', 1.5, True])
+def test_a_bad_count_is_one_clear_error(value):
+  with pytest.raises(InputError, match='distributed.cpu_devices'):
+    config.validate(tiny_config('He', **{'distributed.cpu_devices': value}))
+
+
+def test_auto_trains_on_one_device_per_core_to_the_one_device_result(tmp_path):
+  """A fresh process with no count given: 'auto' splits the 2-core CI machine into two
+  devices, one thread each, records the count, and trains to the parameters of one device
+  (the sums over walkers are split differently: equal to float32 rounding)."""
+  reference = tmp_path / 'one'
+  result = train.train(tiny_config('He', **overrides(reference)), quiet=True)
+  expected = cpu_devices.count('auto', 64, cpu_devices.cores(), {}, False)
+  [r] = run_worker(overrides(tmp_path / 'run'), flags=NO_COUNT)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert f'devices {expected} processes 1' in r.stdout
+  one_thread_each = cpu_devices.ONE_THREAD_EACH in r.stdout
+  assert one_thread_each == (expected > 1)
+  resolved = json.loads((tmp_path / 'run' / build.RESOLVED).read_text())
+  assert resolved['distributed.cpu_devices'] == expected
+  assert_close(params_of(tmp_path / 'run'),
+               [np.asarray(p) for p in jax.tree.leaves(result.state.params)])
+
+
+def test_a_count_that_does_not_split_the_batch_is_one_clear_error(tmp_path):
+  [r] = run_worker(overrides(tmp_path / 'run', **{'distributed.cpu_devices': 3}),
+                   flags=NO_COUNT)
+  assert r.returncode == 2
+  assert 'batch_size = 64 does not divide evenly over the 3 devices' in r.stdout
+  assert not (tmp_path / 'run').exists()
+
+
+def test_a_count_after_jax_started_is_kept_or_refused():
+  """This process's JAX has started with one CPU device: 'auto' and 1 keep it, 2 cannot
+  take effect any more and says so."""
+  jax.numpy.ones(1).block_until_ready()
+  assert len(jax.devices('cpu')) == 1
+  for value in ('auto', 1):
+    build.settings(tiny_config('He', **{'distributed.cpu_devices': value}))
+  with pytest.raises(InputError, match='cpu_devices = 2: JAX has already started'):
+    build.settings(tiny_config('He', **{'distributed.cpu_devices': 2}))
