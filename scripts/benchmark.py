@@ -33,8 +33,8 @@ otherwise. Printed: both, and ours / FermiNet's; also each code's start-up, T(sh
 short x (time of one step): process start to the first step, plus the exit.
 FermiNet runs at its best settings on a CPU machine by default (its folx Laplacian, its BLAS
 held to one thread as ours is: ferminet_reference.PEER_SETTINGS); `--peer-settings
-best,default` measures both, alternated within each repeat, and gives the ratio per
-setting. Each invocation is appended to an artifact (scripts/artifacts.py; default
+best,split,default` measures each (split: its best with the cores split into devices, as
+ours runs), alternated within each repeat, and gives the ratio per setting. Each invocation is appended to an artifact (scripts/artifacts.py; default
 benchmarks/against_ferminet.json) with the machine, both codes' versions and the settings.
 `--measure loop` times each code instead by the period of its own training loop between
 steps SHORT and LONG of one process of LONG steps (FermiNet's per-step log times, our
@@ -523,6 +523,8 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         [AGAINST_JSON], systems=('HEG',), newest_only=True)),
     'blas-threads-before-after': ('BENCHMARKS.md', lambda: render_against(
         _bench('blas_threads_against_previous_cpu2.json'))),
+    'cpu-devices-before-after': ('BENCHMARKS.md', lambda: render_against(
+        _bench('cpu_devices_against_previous_cpu2.json'))),
     'speed-configs': ('BENCHMARKS.md', lambda: render_suite(
         _bench('benchmark_cpu2.json')[0], 'configs', ('config', 'optimizer', 'laplacian'))),
     'speed-nscaling': ('BENCHMARKS.md', lambda: render_suite(

@@ -4,6 +4,11 @@ command line for each system, and its per-step log line. FermiNet comes from
 
 import os
 import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ferminet_fast.environment import cpu_devices  # noqa: E402
 
 # Networks compared: 'small' is our CPU comparison size; 'standard' is FermiNet's default
 # ((256, 32) x 4 layers, 16 determinants), the size its papers use.
@@ -35,12 +40,26 @@ SYSTEMS = {
 }
 # FermiNet's settings in a comparison. 'best': its fastest on a CPU machine, as ours runs —
 # its folx forward Laplacian and the BLAS libraries held to one thread each (ours holds
-# OpenBLAS to one thread itself, environment/blas_threads.py); 'default': its defaults.
+# OpenBLAS to one thread itself, environment/blas_threads.py); 'split': 'best' with the
+# cores split into JAX devices, one thread each, over which FermiNet's pmap splits the
+# walkers (what ours does by default, environment/cpu_devices.py; FermiNet users get it
+# from XLA_FLAGS); 'default': its defaults.
 BLAS_ONE_THREAD = {'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1'}
+_CORES = cpu_devices.count('auto', 256, cpu_devices.cores(), {}, False)
 PEER_SETTINGS = {
     'best': {'keys': {'optim.laplacian': 'folx'}, 'env': BLAS_ONE_THREAD},
+    'split': {'keys': {'optim.laplacian': 'folx'}, 'env': {
+        **BLAS_ONE_THREAD,
+        'XLA_FLAGS': f'{cpu_devices.FORCE_COUNT}={_CORES} {cpu_devices.ONE_THREAD_EACH}'}},
     'default': {'keys': {}, 'env': {}},
 }
+
+
+def describe(settings: str) -> str:
+  """A setting of PEER_SETTINGS in words, for the tables."""
+  return {'best': 'folx, one BLAS thread',
+          'split': f'folx, one BLAS thread, the cores split into {_CORES} devices',
+          'default': 'its defaults'}[settings]
 
 
 def peer_env(settings: str, base=None) -> dict:

@@ -1,6 +1,7 @@
 """scripts/standing.py: the per-step standing quotes FermiNet at its best settings, or at
-its defaults where both ran in one sitting and the defaults gave the faster FermiNet step;
-a later sitting at its defaults alone does not replace a figure against its best."""
+another of its settings where several ran in one sitting with its best among them and that
+one gave the faster FermiNet step; a later sitting at its defaults alone does not replace a
+figure against its best, nor does a sitting without its best make a figure like for like."""
 
 import os
 import sys
@@ -35,3 +36,20 @@ def test_fastest_ferminet_setting_of_one_sitting(tmp_path):
   he, ne = rows[('He', 'kfac', ())][1], rows[('Ne', 'kfac', ())][1]
   assert (he['peer_settings'], he['baseline'], he['fastest']) == ('default', 16.0, True)
   assert (ne['peer_settings'], ne['baseline'], ne['fastest']) == ('best', 100.0, True)
+
+
+def test_fastest_of_three_ferminet_settings(tmp_path):
+  path = str(tmp_path / 'against.json')
+  # Ne: the cores split into devices is FermiNet's fastest of three; N2: its best is.
+  _sitting(path, [_row('Ne', 'best', 100.0, 40.0), _row('Ne', 'split', 80.0, 40.0),
+                  _row('Ne', 'default', 130.0, 40.0), _row('N2', 'split', 210.0, 60.0),
+                  _row('N2', 'best', 200.0, 60.0)])
+  # Be: two settings, but not its best: quoted, not marked fastest (not like for like).
+  _sitting(path, [_row('Be', 'default', 30.0, 10.0), _row('Be', 'split', 25.0, 10.0)])
+  rows = standing._latest_step_rows('small', [path])
+  ne, n2, be = (rows[(s, 'kfac', ())][1] for s in ('Ne', 'N2', 'Be'))
+  assert (ne['peer_settings'], ne['baseline'], ne['fastest']) == ('split', 80.0, True)
+  assert (n2['peer_settings'], n2['baseline'], n2['fastest']) == ('best', 200.0, True)
+  assert (be['peer_settings'], be['baseline'], be['fastest']) == ('split', 25.0, False)
+  assert 'its fastest here' in standing._fastest_note(ne)
+  assert standing._fastest_note(n2) == standing._fastest_note(be) == ''
