@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 from ferminet_fast import config
+from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
 from ferminet_fast.run import build, checkpoint, cli, evaluation, rundir, twists, watchdog
@@ -50,12 +51,12 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     raise InputError(f'--parameters {parameters!r} is not one of {", ".join(PARAMETERS)}')
   if steps < 2 or burn_in < 0:
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
-  config.validate(cfg)
-  cfg = config.freeze(cfg)  # 'best' resolved; each module gets its own block.
+  cfg = build.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
+  ctx = distributed.context(cfg.batch_size)  # The walkers split over them, as in training.
   # The Laplacian and chunks training resolved (resolved.json); in a run from before they
   # were recorded, 'auto' takes 'best' (the method does not change the energy).
   system = build.system_of(cfg)
-  built = build.build(cfg, jax.random.PRNGKey(0), recorded=build.recorded_of(run_dir),
+  built = build.build(cfg, jax.random.PRNGKey(0), ctx, recorded=build.recorded_of(run_dir),
                       system=system, time_auto=False)
   chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
   trained_step, state, averaged = evaluation.restore(run_dir, built.state, cfg.optim.optimizer)

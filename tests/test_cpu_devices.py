@@ -3,16 +3,19 @@ count the user gave JAX wins, the split trains to the one-device result, and a c
 can no longer take effect is one clear error."""
 
 import json
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, config, train
+from ferminet_fast import InputError, config, evaluate, train
 from ferminet_fast.environment import cpu_devices
 from ferminet_fast.run import build
-from test_distributed import assert_close, overrides, params_of, run_worker
+from test_distributed import REPO, assert_close, overrides, params_of, run_worker
 
 NO_COUNT = '--xla_backend_optimization_level=0'  # The suite's flags without a device count.
 
@@ -38,10 +41,11 @@ def test_a_bad_count_is_one_clear_error(value):
     config.validate(tiny_config('He', **{'distributed.cpu_devices': value}))
 
 
-def test_auto_trains_on_one_device_per_core_to_the_one_device_result(tmp_path):
-  """A fresh process with no count given: 'auto' splits the 2-core CI machine into two
+def test_auto_trains_and_evaluates_on_one_device_per_core_to_the_one_device_result(tmp_path):
+  """Fresh processes with no count given: 'auto' splits the 2-core CI machine into two
   devices, one thread each, records the count, and trains to the parameters of one device
-  (the sums over walkers are split differently: equal to float32 rounding)."""
+  and evaluates to its energy (the sums over walkers are split differently: equal to float32
+  rounding)."""
   reference = tmp_path / 'one'
   result = train.train(tiny_config('He', **overrides(reference)), quiet=True)
   expected = cpu_devices.count('auto', 64, cpu_devices.cores(), {}, False)
@@ -54,6 +58,14 @@ def test_auto_trains_on_one_device_per_core_to_the_one_device_result(tmp_path):
   assert resolved['distributed.cpu_devices'] == expected
   assert_close(params_of(tmp_path / 'run'),
                [np.asarray(p) for p in jax.tree.leaves(result.state.params)])
+  # Evaluation splits the same way, and gives the one-device evaluation's energy.
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={tmp_path}/run',
+                         '--steps=4', '--burn_in=1'], env=dict(os.environ, XLA_FLAGS=NO_COUNT),
+                        cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  split = json.loads((tmp_path / 'run' / 'eval.json').read_text())['energy']
+  one = evaluate.evaluate(str(tmp_path / 'run'), steps=4, burn_in=1, quiet=True).mean
+  np.testing.assert_allclose(split, one, rtol=1e-5)
 
 
 def test_a_count_that_does_not_split_the_batch_is_one_clear_error(tmp_path):
@@ -65,11 +77,14 @@ def test_a_count_that_does_not_split_the_batch_is_one_clear_error(tmp_path):
 
 
 def test_a_count_after_jax_started_is_kept_or_refused():
-  """This process's JAX has started with one CPU device: 'auto' and 1 keep it, 2 cannot
-  take effect any more and says so."""
+  """This process's JAX has started with one CPU device: 'auto' and 1 keep it; 2 cannot
+  take effect any more and says so when training asks for it."""
   jax.numpy.ones(1).block_until_ready()
   assert len(jax.devices('cpu')) == 1
   for value in ('auto', 1):
     build.settings(tiny_config('He', **{'distributed.cpu_devices': value}))
   with pytest.raises(InputError, match='cpu_devices = 2: JAX has already started'):
     build.settings(tiny_config('He', **{'distributed.cpu_devices': 2}))
+  # A trained run's count, read by evaluation or DMC, is kept as it is.
+  build.settings(tiny_config('He', **{'distributed.cpu_devices': 2}), later_stage=True)
+  assert len(jax.devices('cpu')) == 1

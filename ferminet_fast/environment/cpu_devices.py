@@ -9,8 +9,8 @@ own, the reductions over walkers (energy mean, gradient, curvature statistics) i
 XLA as on GPUs; each device then keeps its products on its own thread, so XLA's thread
 pool is not asked to split them again (BENCHMARKS.md, "The CPU split into devices").
 
-The count is read by JAX once, when its backend starts: it is set here before that (the
-training and DMC entry points call `split` first). A count the user gave JAX
+The count is read by JAX once, when its backend starts: it is set here before that (every
+entry point, training, evaluation and DMC, calls `split` first, through build.settings). A count the user gave JAX
 (JAX_NUM_CPU_DEVICES, or --xla_force_host_platform_device_count in XLA_FLAGS) wins over
 'auto'; a process whose backend already started (a notebook that ran JAX) keeps its
 devices. GPUs are not affected: the count applies to JAX's CPU platform only.
@@ -50,15 +50,18 @@ def count(setting, batch_size: int, n_cores: int, environ, multi_process: bool) 
   return max(n for n in range(1, max(n_cores, 1) + 1) if batch_size % n == 0)
 
 
-def split(setting, batch_size: int, multi_process: bool = False) -> Optional[int]:
+def split(setting, batch_size: int, multi_process: bool = False,
+          strict: bool = True) -> Optional[int]:
   """Sets JAX's CPU device count from `setting` before its backend starts (module
   docstring); returns the count set, or None where JAX's own count stands. An integer that
-  can no longer take effect (the backend has started with another count) is an InputError."""
+  can no longer take effect (the backend has started with another count) is an InputError
+  if `strict` (the count was asked for now), else left (a later stage reading the count
+  its run was trained with)."""
   n = count(setting, batch_size, cores(), os.environ, multi_process)
   if n is None:
     return None
   if xla_flags.backend_started():
-    if setting == 'auto' or len(jax.devices('cpu')) == n:
+    if setting == 'auto' or not strict or len(jax.devices('cpu')) == n:
       return None
     raise InputError(f'config.distributed.cpu_devices = {n}: JAX has already started in this '
                      f'process with {len(jax.devices("cpu"))} CPU device(s), and the count is '

@@ -35,14 +35,15 @@ class Built(NamedTuple):
   laplacian_ms: Optional[dict] = None  # Method -> ms per local energy, when 'auto' timed them.
 
 
-def settings(user_cfg):
+def settings(user_cfg, later_stage: bool = False):
   """The validated settings, 'best' resolved, frozen (each module gets its own block from
   them); the CPU's devices and the XLA flag that debug.deterministic needs set before JAX
-  starts."""
+  starts. `later_stage`: the settings are a trained run's (evaluation, DMC), whose CPU device
+  count is kept where it can no longer take effect, instead of refused."""
   config.validate(user_cfg)
   cfg = config.freeze(user_cfg)
   cpu_devices.split(cfg.distributed.cpu_devices, cfg.batch_size,
-                    distributed.wants_initialize(cfg.distributed))
+                    distributed.wants_initialize(cfg.distributed), strict=not later_stage)
   if cfg.debug.deterministic and not xla_flags.request(xla_flags.GPU_DETERMINISTIC):
     raise InputError('config.debug.deterministic needs XLA_FLAGS to hold '
                      f'{xla_flags.GPU_DETERMINISTIC} before JAX starts, and JAX has already '

@@ -66,7 +66,7 @@ def settings(run_dir: str, overrides: dict):
   for key, value in overrides.items():
     if value is not None:
       setattr(cfg.dmc, key, tuple(value) if key == 'tau' else value)
-  return build.settings(cfg)
+  return build.settings(cfg, later_stage=True)
 
 
 def prepare(cfg, run_dir: str) -> Setup:
