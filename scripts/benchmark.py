@@ -34,7 +34,8 @@ short x (time of one step): process start to the first step, plus the exit.
 FermiNet runs at its best settings on a CPU machine by default (its folx Laplacian, its BLAS
 held to one thread as ours is: ferminet_reference.PEER_SETTINGS); `--peer-settings
 best,split,default` measures each (split: its best with the cores split into devices, as
-ours runs), alternated within each repeat, and gives the ratio per setting. Each invocation is appended to an artifact (scripts/artifacts.py; default
+ours runs), alternated within each repeat, and gives the ratio per setting. Each
+invocation is appended to an artifact (scripts/artifacts.py; default
 benchmarks/against_ferminet.json) with the machine, both codes' versions and the settings.
 `--measure loop` times each code instead by the period of its own training loop between
 steps SHORT and LONG of one process of LONG steps (FermiNet's per-step log times, our

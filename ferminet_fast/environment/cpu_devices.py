@@ -2,18 +2,19 @@
 
 On one CPU device XLA runs the step's operations one after another and spreads each over
 the cores with its own threads; our networks' matrices are small (tens of rows per walker
-chunk), so on two cores that keeps about one and a half busy. Split into one device per
-core, the walkers are sharded over the devices exactly as over GPUs
-(environment/distributed.py) and every core runs its share of walkers on a thread of its
-own, the reductions over walkers (energy mean, gradient, curvature statistics) inserted by
-XLA as on GPUs; each device then keeps its products on its own thread, so XLA's thread
-pool is not asked to split them again (BENCHMARKS.md, "The CPU split into devices").
+chunk), so that leaves the cores partly idle. Split into one device per core, the walkers
+are sharded over the devices exactly as over GPUs (environment/distributed.py) and every
+core runs its share of walkers on a thread of its own, the reductions over walkers (energy
+mean, gradient, curvature statistics) inserted by XLA as on GPUs; each device then keeps
+its products on its own thread, so XLA's thread pool is not asked to split them again
+(BENCHMARKS.md, "The CPU split into devices").
 
 The count is read by JAX once, when its backend starts: it is set here before that (every
-entry point, training, evaluation and DMC, calls `split` first, through build.settings). A count the user gave JAX
-(JAX_NUM_CPU_DEVICES, or --xla_force_host_platform_device_count in XLA_FLAGS) wins over
-'auto'; a process whose backend already started (a notebook that ran JAX) keeps its
-devices. GPUs are not affected: the count applies to JAX's CPU platform only.
+entry point, training, evaluation and DMC, calls `split` first, through build.settings). A
+count the user gave JAX (JAX_NUM_CPU_DEVICES, or --xla_force_host_platform_device_count in
+XLA_FLAGS) wins over 'auto'; a process whose backend already started (a notebook that ran
+JAX) keeps its devices. GPUs are not affected: the count applies to JAX's CPU platform
+only.
 """
 
 import os
