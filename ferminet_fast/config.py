@@ -67,14 +67,12 @@ def _non_negative(v):
   return None if v is None or v >= 0 else 'must be >= 0'
 
 
-def _chunk_size(v):
-  ok = v == 'auto' or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
-  return None if ok else "must be 'auto' or an integer >= 0"
-
-
-def _cpu_devices(v):
-  ok = v == 'auto' or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
-  return None if ok else "must be 'auto' or an integer >= 1"
+def auto_or_int(minimum: int) -> Callable:
+  """'auto' or an integer >= `minimum` (not a bool)."""
+  def check(v):
+    ok = v == 'auto' or (isinstance(v, int) and not isinstance(v, bool) and v >= minimum)
+    return None if ok else f"must be 'auto' or an integer >= {minimum}"
+  return check
 
 
 def _positive(v):
@@ -263,7 +261,7 @@ SETTINGS = {
                                  "halved until the compiled step fits the device's free "
                                  'memory), 0 (all at '
                                  'once) or a number of walkers (also bounds the memory of '
-                                 'the Laplacian). Exact either way.', _chunk_size,
+                                 'the Laplacian). Exact either way.', auto_or_int(0),
                                  kind=object),
     'optim.clip_local_energy': S(5.0, 'Local energies used in the gradient are clipped to '
                                  'centre +- k * scale; this is k. 0 disables clipping. The '
@@ -421,7 +419,7 @@ SETTINGS = {
                                  'set in JAX_NUM_CPU_DEVICES or XLA_FLAGS wins, and '
                                  'multi-process runs keep one per process) or a number >= 1. '
                                  'Read when JAX starts: a notebook that has run JAX keeps its '
-                                 'devices. No effect on GPUs.', _cpu_devices, kind=object),
+                                 'devices. No effect on GPUs.', auto_or_int(1), kind=object),
 
     # A step that stops completing (a deadlock in the runtime, a device or peer that stopped
     # answering) ends the process with a report and exit status 4 instead of waiting

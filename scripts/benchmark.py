@@ -10,6 +10,10 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python scripts/benchmark.py --against-ferminet /tmp/fn --systems Ne --network standard --batch 4096
   python scripts/benchmark.py --against-ferminet DIR --systems Ne --network standard --batch 4096 \
       --measure loop --steps 20 170 --set matmul_precision=default   # on a GPU
+  python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Li Be C N O Ne N2 C2H4 C4H4 \
+      --optimizers adam --measure loop --steps 20 70 \
+      --json benchmarks/scaling_against_ferminet_cpu2.json \
+      --plot-scaling benchmarks/scaling_against_ferminet_cpu2.png   # the size sweep
   python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
   python scripts/benchmark.py --alone --systems Ne --network standard --batch 4096  # ours only
   python scripts/benchmark.py --timers --systems Ne --network standard --batch 4096 \
@@ -64,6 +68,8 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -82,8 +88,8 @@ TIMERS_JSON = os.path.join(REPO, 'benchmarks', 'stage_timers_gpu.json')
 STEP_GOALS = {'small': {'He': 0.6, 'Li': 0.6, 'Be': 0.6, 'Ne': 0.35, 'N2': 0.35, 'C2H4': 0.35,
                         'HEG': 0.4},
               'standard': {'Ne': 0.35}}
-ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'Ne': 10, 'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16,
-             'HEG': 14}
+ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'B': 5, 'C': 6, 'N': 7, 'O': 8, 'F': 9, 'Ne': 10,
+             'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16, 'HEG': 14, 'C4H4': 28}
 
 
 def step_goal(system: str, network: str):
@@ -147,7 +153,8 @@ def _training(baseline, name, who, setting, keys, steps, ours_baseline, run):
   timers, progress bar and printing off)."""
   if who == 'baseline' and not ours_baseline:
     return (reference.command(baseline, name, run, {**keys, 'optim.iterations': str(steps)},
-                              setting), reference.peer_env(setting), REPO)
+                              setting),
+            reference.peer_env(setting, batch=int(keys.get('batch_size', 256))), REPO)
   ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
   cmd = [sys.executable, '-m', 'ferminet_fast.train', *reference.ours(
       name, run, {**keys, 'optim.iterations': str(steps), **ours_keys})]
@@ -318,6 +325,92 @@ def _device(run) -> str:
   """The device a run timed: its GPUs, or its CPU and cores."""
   m = run.meta.get('machine') or {}
   return ', '.join(m.get('gpus') or []) or f'{m.get("cpu", "?")}, {m.get("cpu_count")} cores'
+
+
+# The size sweep against FermiNet: atoms, molecules and one of 20-30 electrons, each code's
+# ms per step against the number of electrons N, and the exponent p of ms ~ N^p fitted to
+# every size and to the larger ones (where per-step overheads of a few ms no longer count).
+SCALING_JSON = os.path.join(REPO, 'benchmarks', 'scaling_against_ferminet_cpu2.json')
+SCALING_LARGER = 10  # Electrons from which the second fit starts.
+
+
+def scaling_fit(electrons, ms) -> tuple:
+  """(p, its standard error) of the least-squares line log(ms) = a + p log(N); the error is
+  None with fewer than four sizes."""
+  x, y = np.log(np.asarray(electrons, float)), np.log(np.asarray(ms, float))
+  if len(x) < 4:
+    return float(np.polyfit(x, y, 1)[0]), None
+  coef, cov = np.polyfit(x, y, 1, cov=True)
+  return float(coef[0]), float(np.sqrt(cov[0, 0]))
+
+
+def _scaling_rows(path: str) -> dict:
+  """{(optimizer, FermiNet settings): {system: row}}: each system's newest row."""
+  out = {}
+  for run, r in _against_rows(path):
+    out.setdefault((r['optimizer'], r['peer_settings']), {})[r['system']] = (run, r)
+  return out
+
+
+def render_scaling(path: str) -> str:
+  """The size sweep's table (ms per step of both codes by system, sorted by electrons) and
+  each code's fitted exponents, per optimizer and FermiNet setting."""
+  if not artifacts.read(path):
+    return artifacts.provenance(path)
+  lines, used = [], []
+  for (opt, setting), by_system in _scaling_rows(path).items():
+    rows = sorted(by_system.values(), key=lambda t: ELECTRONS[t[1]['system']])
+    used += [run for run, _ in rows]
+    lines += [f'{opt}, FermiNet {setting} ({reference.describe(setting)}):', '',
+              '| system (electrons) | FermiNet (ms/step) | ours (ms/step) | ours / FermiNet | '
+              'per repeat |', '|---|---|---|---|---|']
+    for _, r in rows:
+      per = r['ratio_per_repeat']
+      lines.append(f'| {r["system"]} ({ELECTRONS[r["system"]]}) | {r["baseline"]:.1f} | '
+                   f'{r["ours"]:.1f} | {r["ratio"]:.2f} | {min(per):.2f}–{max(per):.2f} '
+                   f'(n = {len(per)}) |')
+    lines += ['', '| fitted to | FermiNet p | ours p | ours grows |', '|---|---|---|---|']
+    for label, keep in ((f'all {len(rows)} sizes', lambda n: True),
+                        (f'N ≥ {SCALING_LARGER}', lambda n: n >= SCALING_LARGER)):
+      chosen = [r for _, r in rows if keep(ELECTRONS[r['system']])]
+      if len(chosen) < 3:
+        continue
+      n = [ELECTRONS[r['system']] for r in chosen]
+      fits = [scaling_fit(n, [r[who] for r in chosen]) for who in ('baseline', 'ours')]
+      cells = [f'{p:.2f}' + (f' ± {e:.2f}' if e is not None else '') for p, e in fits]
+      verdict = 'no faster' if fits[1][0] <= fits[0][0] else '**faster**'
+      lines.append(f'| {label} ({", ".join(map(str, n))} electrons) | {cells[0]} | '
+                   f'{cells[1]} | {verdict} |')
+    lines.append('')
+  return '\n'.join(lines + [artifacts.provenance(path, used)])
+
+
+def plot_scaling(path: str, png: str) -> None:
+  """Both codes' ms per step against N on log-log axes, with the fitted lines, into `png`."""
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(6, 4.5))
+  for (opt, setting), by_system in _scaling_rows(path).items():
+    rows = sorted((r for _, r in by_system.values()), key=lambda r: ELECTRONS[r['system']])
+    n = np.array([ELECTRONS[r['system']] for r in rows])
+    for who, label, marker in (('baseline', f'FermiNet ({setting})', 's'),
+                               ('ours', 'ferminet_fast', 'o')):
+      ms = np.array([r[who] for r in rows])
+      p, _ = scaling_fit(n, ms)
+      line = ax.loglog(n, ms, marker, label=f'{label}, {opt}: p = {p:.2f}')[0]
+      a = np.polyfit(np.log(n), np.log(ms), 1)
+      ax.loglog(n, np.exp(np.polyval(a, np.log(n))), '-', color=line.get_color(), alpha=0.5)
+    for r, x in zip(rows, n):
+      ax.annotate(r['system'], (x, r['baseline']), fontsize=7, xytext=(3, 3),
+                  textcoords='offset points')
+  ax.set_xlabel('electrons N')
+  ax.set_ylabel('ms per training step')
+  ax.set_title('Step time against size (batch 256, small network, 2-core CPU)', fontsize=9)
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(png, dpi=120, metadata={'Software': None})
+  plt.close(fig)
 
 
 def render_alone(path: str) -> str:
@@ -526,6 +619,7 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         _bench('blas_threads_against_previous_cpu2.json'))),
     'cpu-devices-before-after': ('BENCHMARKS.md', lambda: render_against(
         _bench('cpu_devices_against_previous_cpu2.json'))),
+    'scaling-against-ferminet': ('BENCHMARKS.md', lambda: render_scaling(SCALING_JSON)),
     'speed-configs': ('BENCHMARKS.md', lambda: render_suite(
         _bench('benchmark_cpu2.json')[0], 'configs', ('config', 'optimizer', 'laplacian'))),
     'speed-nscaling': ('BENCHMARKS.md', lambda: render_suite(
@@ -589,7 +683,7 @@ def against(args) -> None:
   baseline = args.against_ferminet or os.path.abspath(args.against_ours)
   label = 'FermiNet' if args.against_ferminet else 'baseline checkout'
   peer = ({**reference.peer_versions(baseline), 'settings': [
-      reference.peer_settings_record(s) for s in args.peer_settings]}
+      reference.peer_settings_record(s, args.batch) for s in args.peer_settings]}
           if args.against_ferminet else {'name': 'ferminet_fast checkout', 'dir': baseline})
   if args.peer_note:
     peer['note'] = args.peer_note
@@ -718,9 +812,19 @@ def main():
   parser.add_argument('--peer-settings', default='best', type=peer_settings,
                       help="with --against-ferminet: FermiNet's settings, comma-separated "
                       f"names of {', '.join(reference.PEER_SETTINGS)} (default best)")
+  parser.add_argument('--plot-scaling', metavar='PNG',
+                      help='draw the size sweep (ms per step against electrons, log-log, '
+                      'fitted exponents) of the --json artifact (default '
+                      'benchmarks/scaling_against_ferminet_cpu2.json) into PNG; with '
+                      '--against-ferminet, after measuring')
   args = parser.parse_args()
   if args.against_ferminet or args.against_ours:
-    return against(args)
+    against(args)
+    if args.plot_scaling:
+      plot_scaling(args.json or AGAINST_JSON, args.plot_scaling)
+    return None
+  if args.plot_scaling:
+    return plot_scaling(args.json or SCALING_JSON, args.plot_scaling)
   if args.alone:
     return alone(args)
   if args.timers:

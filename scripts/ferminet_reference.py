@@ -37,7 +37,13 @@ SYSTEMS = {
     # The 14-electron gas at r_s = 1, Gamma point, in both codes' own heg.py (full
     # determinant, plane-wave envelopes of the filled shells, no pretraining).
     'HEG': ('configs/heg.py', 'heg.py', {}),
+    # Cyclobutadiene at its ground-state geometry (28 electrons), as in FermiNet's paper.
+    'C4H4': ('configs/c4h4.py', 'organic.py', {'system.molecule_name': 'cycbut-ground'}),
+    # Atoms of the size sweep (configs/he.py with the atom replaced in ours, OUR_KEYS).
+    **{a: ('configs/he.py', 'atom.py', {'system.atom': a}) for a in ('B', 'C', 'N', 'O', 'F')},
 }
+# Our keys for a system whose config file is another system's (the atoms of the sweep).
+OUR_KEYS = {a: {'system.atom': a} for a in ('B', 'C', 'N', 'O', 'F')}
 # FermiNet's settings in a comparison. 'best': its fastest on a CPU machine, as ours runs —
 # its folx forward Laplacian and the BLAS libraries held to one thread each (ours holds
 # OpenBLAS to one thread itself, environment/blas_threads.py); 'split': 'best' with the
@@ -45,31 +51,39 @@ SYSTEMS = {
 # walkers (what ours does by default, environment/cpu_devices.py; FermiNet users get it
 # from XLA_FLAGS); 'default': its defaults.
 BLAS_ONE_THREAD = {'OPENBLAS_NUM_THREADS': '1', 'MKL_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1'}
-_CORES = cpu_devices.count('auto', 256, cpu_devices.cores(), {}, False)
 PEER_SETTINGS = {
     'best': {'keys': {'optim.laplacian': 'folx'}, 'env': BLAS_ONE_THREAD},
-    'split': {'keys': {'optim.laplacian': 'folx'}, 'env': {
-        **BLAS_ONE_THREAD,
-        'XLA_FLAGS': f'{cpu_devices.FORCE_COUNT}={_CORES} {cpu_devices.ONE_THREAD_EACH}'}},
+    'split': {'keys': {'optim.laplacian': 'folx'}, 'env': BLAS_ONE_THREAD, 'split': True},
     'default': {'keys': {}, 'env': {}},
 }
+
+
+def split_devices(batch: int) -> int:
+  """The CPU devices FermiNet's 'split' setting makes for `batch` walkers: as ours would."""
+  return cpu_devices.count('auto', batch, cpu_devices.cores(), {}, False)
 
 
 def describe(settings: str) -> str:
   """A setting of PEER_SETTINGS in words, for the tables."""
   return {'best': 'folx, one BLAS thread',
-          'split': f'folx, one BLAS thread, the cores split into {_CORES} devices',
+          'split': 'folx, one BLAS thread, the cores split into one-thread devices',
           'default': 'its defaults'}[settings]
 
 
-def peer_env(settings: str, base=None) -> dict:
-  """The environment FermiNet runs in under `settings` (a name in PEER_SETTINGS)."""
-  return {**(os.environ if base is None else base), **PEER_SETTINGS[settings]['env']}
+def peer_env(settings: str, base=None, batch: int = int(SHARED['batch_size'])) -> dict:
+  """The environment FermiNet runs in under `settings` (a name in PEER_SETTINGS) with
+  `batch` walkers (which fixes the device count of 'split')."""
+  env = {**(os.environ if base is None else base), **PEER_SETTINGS[settings]['env']}
+  if PEER_SETTINGS[settings].get('split'):
+    env['XLA_FLAGS'] = (f'{cpu_devices.FORCE_COUNT}={split_devices(batch)} '
+                        f'{cpu_devices.ONE_THREAD_EACH}')
+  return env
 
 
-def peer_settings_record(settings: str) -> dict:
+def peer_settings_record(settings: str, batch: int = int(SHARED['batch_size'])) -> dict:
   """What an artifact records of the peer's settings."""
-  return {'name': settings, **PEER_SETTINGS[settings]}
+  return {'name': settings, 'keys': PEER_SETTINGS[settings]['keys'],
+          'env': peer_env(settings, {}, batch)}
 
 
 # FermiNet's log line per step (its "exp. variance" is an exponentially weighted variance of
@@ -118,5 +132,6 @@ def peer_versions(fn_dir: str) -> dict:
 def ours(name: str, run_dir: str, keys: dict) -> list:
   """Our command-line arguments (after `python -m ferminet_fast.train`) for the same run."""
   return ['--config', SYSTEMS[name][0],
-          *[f'--config.{k}={v}' for k, v in {**SHARED, **keys}.items()],
+          *[f'--config.{k}={v}' for k, v in {**OUR_KEYS.get(name, {}), **SHARED,
+                                               **keys}.items()],
           f'--config.log.save_path={run_dir}']

@@ -47,3 +47,56 @@ def test_device_put_replicated_replacement():
   assert out['a'].shape == (n, 2, 3) and out['b'].shape == (n,)
   np.testing.assert_array_equal(np.asarray(out['a'])[0], x['a'])
   assert {d for s in out['a'].addressable_shards for d in [s.device]} == set(devices)
+
+
+def test_scaling_fit_recovers_a_power_law():
+  n = [2, 4, 10, 14, 28]
+  p, err = benchmark.scaling_fit(n, [0.3 * k ** 2.7 for k in n])
+  assert p == pytest.approx(2.7, abs=1e-9) and err == pytest.approx(0.0, abs=1e-6)
+  # Noise gives a standard error; three sizes give none.
+  rng = np.random.default_rng(0)
+  p, err = benchmark.scaling_fit(n, [k ** 3 * np.exp(rng.normal(0, 0.1)) for k in n])
+  assert abs(p - 3) < 0.3 and 0 < err < 0.3
+  assert benchmark.scaling_fit(n[:3], [k ** 2 for k in n[:3]])[1] is None
+
+
+def _sweep_row(system, peer_ms, ours_ms):
+  return {'system': system, 'optimizer': 'adam', 'peer_settings': 'best', 'baseline': peer_ms,
+          'ours': ours_ms, 'ratio': ours_ms / peer_ms, 'ratio_per_repeat': [ours_ms / peer_ms],
+          'startup_s': {'baseline': 10.0, 'ours': 10.0},
+          'runs_ms': {'baseline': [peer_ms], 'ours': [ours_ms]}}
+
+
+def test_scaling_table_fits_each_code_and_says_which_grows_faster(tmp_path):
+  import artifacts
+  path = str(tmp_path / 'sweep.json')
+  systems = ('He', 'Be', 'Ne', 'N2', 'C2H4', 'C4H4')
+  rows = [_sweep_row(s, 0.5 * benchmark.ELECTRONS[s] ** 3, 0.2 * benchmark.ELECTRONS[s] ** 2)
+          for s in systems]
+  artifacts.append(path, {'rows': rows, 'measure': 'loop', 'label': 'FermiNet'},
+                   {'date': '2026-01-01', 'machine': {}})
+  text = benchmark.render_scaling(path)
+  assert '| all 6 sizes (2, 4, 10, 14, 16, 28 electrons) | 3.00 ± 0.00 | 2.00 ± 0.00 | no ' \
+         'faster |' in text
+  assert '| N ≥ 10 (10, 14, 16, 28 electrons) | 3.00 ± 0.00 | 2.00 ± 0.00 |' in text
+  # Ours growing faster is said so.
+  rows = [_sweep_row(s, 0.5 * benchmark.ELECTRONS[s] ** 2, 0.2 * benchmark.ELECTRONS[s] ** 3)
+          for s in systems]
+  artifacts.append(path, {'rows': rows, 'measure': 'loop', 'label': 'FermiNet'},
+                   {'date': '2026-01-02', 'machine': {}})
+  assert '**faster**' in benchmark.render_scaling(path)
+  png = tmp_path / 'sweep.png'
+  benchmark.plot_scaling(path, str(png))
+  assert png.stat().st_size > 1000
+
+
+def test_ferminet_split_devices_follow_the_batch(monkeypatch):
+  import ferminet_reference as reference
+  from ferminet_fast.environment import cpu_devices
+  monkeypatch.setattr(cpu_devices, 'cores', lambda: 4)
+  flags = reference.peer_env('split', {}, batch=6)['XLA_FLAGS']
+  assert f'{cpu_devices.FORCE_COUNT}=3 ' in flags  # 4 cores, but 6 walkers split into 3.
+  assert f'{cpu_devices.FORCE_COUNT}=4 ' in reference.peer_env('split', {}, batch=256)[
+      'XLA_FLAGS']
+  assert 'XLA_FLAGS' not in reference.peer_env('best', {}, batch=6)
+  assert reference.peer_settings_record('split', 6)['env']['XLA_FLAGS'] == flags

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -119,6 +120,12 @@ def test_cli_dry_run_prints_the_resolved_config():
   proc = run_cli('--config', 'configs/li.py', '--config.optim.iterations=7', '--dry-run')
   assert proc.returncode == 0, proc.stderr
   assert 'iterations: 7' in proc.stdout and 'atom: Li' in proc.stdout
+  # What the settings and the machine decide is shown decided; what the built network
+  # decides is named as such.
+  assert re.search(r'laplacian: (folx|jacfwd)\n', proc.stdout), proc.stdout
+  assert 'envelope: isotropic' in proc.stdout and "initialize: 'no'" in proc.stdout
+  assert re.search(r'cpu_devices: \d+\n', proc.stdout)
+  assert "optim.energy_chunk_size = 'auto'" in proc.stdout.splitlines()[-1]
 
 
 def test_cli_keys_whose_default_is_none_take_none_again(tmp_path):

@@ -62,10 +62,11 @@ def split(setting, batch_size: int, multi_process: bool = False,
   if n is None:
     return None
   if xla_flags.backend_started():
-    if setting == 'auto' or not strict or len(jax.devices('cpu')) == n:
+    started = None if setting == 'auto' or not strict else len(jax.devices('cpu'))
+    if started in (None, n):
       return None
     raise InputError(f'config.distributed.cpu_devices = {n}: JAX has already started in this '
-                     f'process with {len(jax.devices("cpu"))} CPU device(s), and the count is '
+                     f'process with {started} CPU device(s), and the count is '
                      'read only when it starts; set it in a fresh process (or the environment '
                      'variable JAX_NUM_CPU_DEVICES before importing jax)')
   jax.config.update('jax_num_cpu_devices', n)

@@ -52,6 +52,32 @@ def settings(user_cfg, later_stage: bool = False):
   return cfg
 
 
+def dry_run(user_cfg) -> str:
+  """The settings as a run resolves them before it builds anything (what --dry-run prints):
+  'best' and the 'auto's that the settings and this machine decide (the envelope, the
+  multi-process start, the CPU device count), and a closing comment naming the 'auto's that
+  only the built network decides (recorded in the run directory's resolved.json)."""
+  config.validate(user_cfg)
+  d = user_cfg.to_dict()
+  d['optim']['laplacian'] = config.resolve_laplacian(d['optim']['laplacian'])
+  d['network']['envelope'] = config.resolve_envelope(
+      d['network']['envelope'], config.is_periodic(user_cfg.system), user_cfg.system.rs is None)
+  multi = distributed.wants_initialize(user_cfg.distributed)
+  d['distributed']['initialize'] = 'yes' if multi else 'no'
+  n = cpu_devices.count(d['distributed']['cpu_devices'], user_cfg.batch_size,
+                        cpu_devices.cores(), os.environ, multi)
+  if n is not None:
+    d['distributed']['cpu_devices'] = n
+  pending = [f'{key} = {value!r} ({why})' for key, value, why in (
+      ('optim.laplacian', d['optim']['laplacian'], 'by timing the methods on the network'),
+      ('optim.energy_chunk_size', d['optim']['energy_chunk_size'],
+       "by the device and the compiled step's memory")) if value == 'auto']
+  text = str(config_dict.ConfigDict(d))
+  if pending:
+    text += '\n# Resolved when the run builds: ' + '; '.join(pending) + '\n'
+  return text
+
+
 def system_of(cfg) -> systems.System:
   """The system of `cfg`, with JAX first set to the settings' precision: float64 where they
   ask for it, and the precision of float32 matrix products (JAX's default on NVIDIA GPUs

@@ -247,8 +247,8 @@ def _main(argv, train: Callable, wrap_step: Optional[Callable], values=None) -> 
   set_values(cfg, values or {})
   with exit_on_error():
     if flags.FLAGS.dry_run:
-      config.validate(cfg)
-      print(cfg)
+      from ferminet_fast.run import build  # Here: the command line parses without JAX.
+      print(build.dry_run(cfg))
       return
     result = train(cfg, handle_signals=True, wrap_step=wrap_step)
   if result.stopped_by:

@@ -1,0 +1,158 @@
+"""The step's arithmetic by stage, counted by XLA, in forward passes of the network, beside
+the floor of each stage: where a step's work goes, independently of the machine's timing
+noise.
+
+  python scripts/step_cost.py --systems Ne C2H4 --networks small standard
+  python scripts/step_cost.py --systems Ne --optimizers adam kfac --json out.json
+
+For each system, network and optimizer, our step is built through the entry points' build
+path (the comparison settings of scripts/ferminet_reference.py: batch 256, 10 MCMC moves)
+on one CPU device, and each stage is compiled on its own and asked for XLA's count of
+floating-point operations (`Compiled.cost_analysis()`):
+
+  forward      log|psi| of every walker: the unit of cost
+  MCMC         one Metropolis move (a proposal's forward pass and the accept step) times
+               the moves per step (XLA counts a loop's body once, so one move is counted)
+  energy       the local energies of every walker (kinetic energy through the Laplacian
+               method, potential) with the clipped-energy bookkeeping
+  gradient     energy + gradient, less energy: the VMC gradient (a forward and a backward
+               pass of log|psi|, or KFAC's fused pass with its curvature statistics)
+  optimizer    the update (matrix inversions in LAPACK calls are not counted by XLA)
+  step         the whole compiled step (with one MCMC move, plus the other moves)
+
+The floors are those of a step that wastes nothing: one forward pass per MCMC move; 3N + 2
+forward passes for the local energy of N electrons (the forward Laplacian carries the value,
+3N first derivatives and the Laplacian through every dense layer); 3 for the gradient (a
+forward and a backward pass); 1 to refresh log|psi| after the update. The energies are
+evaluated all at once (`optim.energy_chunk_size=0`, same arithmetic as in chunks). Results
+are appended to benchmarks/step_cost.json and rendered into BENCHMARKS.md.
+"""
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)
+sys.path.insert(0, HERE)
+
+import artifacts  # noqa: E402
+import ferminet_reference as reference  # noqa: E402
+
+COST_JSON = os.path.join(REPO, 'benchmarks', 'step_cost.json')
+STAGES = ('mcmc', 'energy', 'gradient', 'optimizer', 'refresh')
+
+
+def floors(n_electrons: int, mcmc_steps: int) -> dict:
+  """Each stage's floor in forward passes (module docstring)."""
+  return {'mcmc': mcmc_steps, 'energy': 3 * n_electrons + 2, 'gradient': 3, 'optimizer': 0,
+          'refresh': 1}
+
+
+def flops(compiled) -> float:
+  """XLA's count of floating-point operations of a compiled function."""
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float(cost['flops'])
+
+
+def _config(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int):
+  from ferminet_fast.run import cli
+  keys = {**reference.OUR_KEYS.get(name, {}), **reference.SHARED, **reference.NETWORKS[network],
+          'batch_size': str(batch), 'mcmc.steps': str(mcmc_steps),
+          'optim.optimizer': optimizer, 'optim.energy_chunk_size': '0',
+          'distributed.cpu_devices': '1', 'pretrain.iterations': '0'}
+  return cli.resolve(['step_cost', '--config', os.path.join(REPO, reference.SYSTEMS[name][0]),
+                      *[f'--config.{k}={v}' for k, v in keys.items()]])
+
+
+def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) -> dict:
+  """Floating-point operations of each stage of our step for one system, network and
+  optimizer, in forward passes, with the floors."""
+  import jax
+  from ferminet_fast.optimizers import optim
+  from ferminet_fast.run import build
+
+  # Built once with one MCMC move per step (XLA counts a loop's body once), and its
+  # settings as they are otherwise.
+  cfg = build.settings(_config(name, network, optimizer, batch, 1))
+  built = build.build(cfg, jax.random.PRNGKey(0))
+  parts, state = built.parts, built.state
+  params, x = state.params, state.walkers.x
+
+  def compiled(fn, *args):
+    return flops(jax.jit(fn).lower(*args).compile())
+
+  (_, aux), grads, curvature = jax.eval_shape(parts.energy_grad, params, x)
+  forward = compiled(parts.batch_log_psi, params, x)
+  one_move = compiled(lambda s: parts.mcmc_step(s)[0].walkers.x, state)
+  energy = compiled(lambda p, y: parts.energy(p, y)[0], params, x)
+  energy_grad = compiled(parts.energy_grad, params, x)
+  samples = optim.Samples(x, state.key, aux.centred, curvature)
+  update = compiled(parts.update, params, state.opt_state, grads, samples)
+  step = compiled(parts.train_step, state)
+  n = built.system.n_electrons
+  stages = {'mcmc': mcmc_steps * one_move, 'energy': energy, 'gradient': energy_grad - energy,
+            'optimizer': update, 'refresh': forward}
+  return {'system': name, 'electrons': n, 'network': network, 'optimizer': optimizer,
+          'batch': batch, 'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian,
+          'forward_flops': forward, 'stage_flops': stages,
+          'step_flops': step + (mcmc_steps - 1) * one_move,
+          'floors': floors(n, mcmc_steps)}
+
+
+def render(path: str = COST_JSON) -> str:
+  """The newest count of each system, network and optimizer, in forward passes."""
+  runs = artifacts.read(path)
+  if not runs:
+    return artifacts.provenance(path)
+  newest = {}
+  for run in runs:
+    for r in run.data['rows']:
+      newest[(r['system'], r['network'], r['optimizer'])] = (run, r)
+  lines = ['| system (N) | network | optimizer | GFLOP per forward | MCMC | energy | gradient '
+           '| optimizer | refresh | step | floor | step / floor |', '|' + '---|' * 12]
+  for run, r in newest.values():
+    f, fl = r['forward_flops'], r['floors']
+    cell = {k: f'{r["stage_flops"][k] / f:.1f} ({fl[k]})' for k in STAGES}
+    floor = sum(fl.values())
+    lines.append(f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | {r["optimizer"]} | '
+                 f'{f / 1e9:.3f} | ' + ' | '.join(cell[k] for k in STAGES)
+                 + f' | {r["step_flops"] / f:.1f} | {floor} | {r["step_flops"] / f / floor:.2f} |')
+  return '\n'.join(lines + ['', 'Each stage in forward passes of the network (its floor in '
+                            'brackets), batch 256, counted by XLA. '
+                            + artifacts.provenance(path, [run for run, _ in newest.values()])])
+
+
+TABLES = {'step-cost-flops': ('BENCHMARKS.md', render)}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--systems', nargs='*', default=['Ne', 'C2H4'],
+                      choices=list(reference.SYSTEMS))
+  parser.add_argument('--networks', nargs='*', default=['small', 'standard'],
+                      choices=list(reference.NETWORKS))
+  parser.add_argument('--optimizers', nargs='*', default=['adam', 'kfac'])
+  parser.add_argument('--batch', type=int, default=int(reference.SHARED['batch_size']))
+  parser.add_argument('--mcmc-steps', type=int, default=int(reference.SHARED['mcmc.steps']))
+  parser.add_argument('--json', default=COST_JSON)
+  args = parser.parse_args()
+  os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+  rows = []
+  for name in args.systems:
+    for network in args.networks:
+      for optimizer in args.optimizers:
+        r = count(name, network, optimizer, args.batch, args.mcmc_steps)
+        rows.append(r)
+        f = r['forward_flops']
+        print(f'{name} {network} {optimizer}: forward {f / 1e9:.3f} GFLOP; '
+              + ', '.join(f'{k} {v / f:.1f}' for k, v in r['stage_flops'].items())
+              + f'; step {r["step_flops"] / f:.1f} forward passes', flush=True)
+  artifacts.append(args.json, {'rows': rows})
+  print(render(args.json))
+
+
+if __name__ == '__main__':
+  main()
