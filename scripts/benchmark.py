@@ -390,6 +390,7 @@ def plot_scaling(path: str, png: str) -> None:
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
+  import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
   fig, ax = plt.subplots(figsize=(6, 4.5))
   for (opt, setting), by_system in _scaling_rows(path).items():
     rows = sorted((r for _, r in by_system.values()), key=lambda r: ELECTRONS[r['system']])
@@ -404,6 +405,9 @@ def plot_scaling(path: str, png: str) -> None:
     for r, x in zip(rows, n):
       ax.annotate(r['system'], (x, r['baseline']), fontsize=7, xytext=(3, 3),
                   textcoords='offset points')
+  ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+  ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+  ax.set_xticks([2, 3, 4, 6, 8, 10, 14, 20, 28])
   ax.set_xlabel('electrons N')
   ax.set_ylabel('ms per training step')
   ax.set_title('Step time against size (batch 256, small network, 2-core CPU)', fontsize=9)

@@ -124,8 +124,15 @@ def test_cli_dry_run_prints_the_resolved_config():
   # decides is named as such.
   assert re.search(r'laplacian: (folx|jacfwd)\n', proc.stdout), proc.stdout
   assert 'envelope: isotropic' in proc.stdout and "initialize: 'no'" in proc.stdout
-  assert re.search(r'cpu_devices: \d+\n', proc.stdout)
   assert "optim.energy_chunk_size = 'auto'" in proc.stdout.splitlines()[-1]
+  # The tests set the CPU device count in XLA_FLAGS, which 'auto' keeps; without it 'auto'
+  # becomes a count.
+  assert "cpu_devices = 'auto' keeps JAX's own count" in proc.stdout
+  env = {k: v for k, v in os.environ.items() if k not in ('XLA_FLAGS', 'JAX_NUM_CPU_DEVICES')}
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', '--config',
+                         'configs/li.py', '--dry-run'], cwd=REPO, env=env, capture_output=True,
+                        text=True, timeout=300)
+  assert re.search(r'cpu_devices: \d+\n', proc.stdout), proc.stdout + proc.stderr
 
 
 def test_cli_keys_whose_default_is_none_take_none_again(tmp_path):

@@ -68,13 +68,16 @@ def dry_run(user_cfg) -> str:
                         cpu_devices.cores(), os.environ, multi)
   if n is not None:
     d['distributed']['cpu_devices'] = n
+  kept = ('' if n is not None else "\n# distributed.cpu_devices = 'auto' keeps JAX's own count: "
+          + ('one device per process' if multi else
+             'the one set in JAX_NUM_CPU_DEVICES or XLA_FLAGS'))
   pending = [f'{key} = {value!r} ({why})' for key, value, why in (
       ('optim.laplacian', d['optim']['laplacian'], 'by timing the methods on the network'),
       ('optim.energy_chunk_size', d['optim']['energy_chunk_size'],
        "by the device and the compiled step's memory")) if value == 'auto']
-  text = str(config_dict.ConfigDict(d))
+  text = str(config_dict.ConfigDict(d)) + kept
   if pending:
-    text += '\n# Resolved when the run builds: ' + '; '.join(pending) + '\n'
+    text += '\n# Resolved when the run builds: ' + '; '.join(pending)
   return text
 
 

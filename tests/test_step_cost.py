@@ -1,0 +1,42 @@
+"""scripts/step_cost.py: XLA's count of each stage's arithmetic, in forward passes. The
+MCMC moves must cost one forward pass each (a loop's body is counted once, so the script
+counts one move and multiplies), the refresh exactly one, and the local energy at least
+its floor of 3N + 2 forward passes (the forward Laplacian cannot be cheaper than carrying
+3N tangents and the Laplacian through the network)."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
+import step_cost  # noqa: E402
+
+
+@pytest.fixture(scope='module')
+def li_adam():
+  return step_cost.count('Li', 'small', 'adam', batch=8, mcmc_steps=4)
+
+
+def test_stages_against_their_floors(li_adam):
+  r = li_adam
+  f, stages = r['forward_flops'], r['stage_flops']
+  assert r['electrons'] == 3 and r['floors'] == {'mcmc': 4, 'energy': 11, 'gradient': 3,
+                                                 'optimizer': 0, 'refresh': 1}
+  assert stages['refresh'] == f
+  assert stages['mcmc'] / f == pytest.approx(4, rel=0.1)  # One forward pass per move.
+  assert stages['energy'] / f >= r['floors']['energy']
+  # The whole step is its stages (the optimizer's arithmetic included), to within the
+  # bookkeeping between them.
+  assert r['step_flops'] == pytest.approx(sum(stages.values()), rel=0.05)
+
+
+def test_table_names_the_floor(li_adam, tmp_path):
+  import artifacts
+  path = str(tmp_path / 'cost.json')
+  artifacts.append(path, {'rows': [li_adam]})
+  text = step_cost.render(path)
+  row = next(line for line in text.splitlines() if line.startswith('| Li (3) | small | adam |'))
+  cells = [c.strip() for c in row.strip('|').split('|')]
+  assert cells[4].endswith('(4)') and cells[5].endswith('(11)')  # MCMC and energy floors.
+  assert cells[10] == str(sum(li_adam['floors'].values()))
