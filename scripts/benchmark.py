@@ -747,7 +747,8 @@ def timers(args) -> None:
     for opt in args.optimizers:
       run_meta = artifacts.meta()
       t = run_one(reference.SYSTEMS[name][0], [f'--config.{k}={v}' for k, v in {
-          **keys, 'optim.optimizer': opt}.items()], args.iterations)
+          **reference.OUR_KEYS.get(name, {}), **keys, 'optim.optimizer': opt}.items()],
+                  args.iterations)
       if 'error' in t:
         sys.exit(f'{name} {opt}: {t["error"]}')
       steady = t.pop('steady_ms')
