@@ -344,6 +344,21 @@ def scaling_fit(electrons, ms) -> tuple:
   return float(coef[0]), float(np.sqrt(cov[0, 0]))
 
 
+def scaling_fits(rows: list) -> list:
+  """[(label, electrons, [(p, error) of FermiNet, of ours])] of the size sweep's rows (sorted
+  by electrons): fitted to every size and to those of SCALING_LARGER electrons and more,
+  each where it has at least three sizes."""
+  out = []
+  for label, keep in ((f'all {len(rows)} sizes', lambda n: True),
+                      (f'N ≥ {SCALING_LARGER}', lambda n: n >= SCALING_LARGER)):
+    chosen = [r for r in rows if keep(ELECTRONS[r['system']])]
+    if len(chosen) >= 3:
+      n = [ELECTRONS[r['system']] for r in chosen]
+      out.append((label, n, [scaling_fit(n, [r[who] for r in chosen])
+                             for who in ('baseline', 'ours')]))
+  return out
+
+
 def _scaling_rows(path: str) -> dict:
   """{(optimizer, FermiNet settings): {system: row}}: each system's newest row."""
   out = {}
@@ -370,13 +385,7 @@ def render_scaling(path: str) -> str:
                    f'{r["ours"]:.1f} | {r["ratio"]:.2f} | {min(per):.2f}–{max(per):.2f} '
                    f'(n = {len(per)}) |')
     lines += ['', '| fitted to | FermiNet p | ours p | ours grows |', '|---|---|---|---|']
-    for label, keep in ((f'all {len(rows)} sizes', lambda n: True),
-                        (f'N ≥ {SCALING_LARGER}', lambda n: n >= SCALING_LARGER)):
-      chosen = [r for _, r in rows if keep(ELECTRONS[r['system']])]
-      if len(chosen) < 3:
-        continue
-      n = [ELECTRONS[r['system']] for r in chosen]
-      fits = [scaling_fit(n, [r[who] for r in chosen]) for who in ('baseline', 'ours')]
+    for label, n, fits in scaling_fits([r for _, r in rows]):
       cells = [f'{p:.2f}' + (f' ± {e:.2f}' if e is not None else '') for p, e in fits]
       verdict = 'no faster' if fits[1][0] <= fits[0][0] else '**faster**'
       lines.append(f'| {label} ({", ".join(map(str, n))} electrons) | {cells[0]} | '
@@ -398,9 +407,8 @@ def plot_scaling(path: str, png: str) -> None:
     for who, label, marker in (('baseline', f'FermiNet ({setting})', 's'),
                                ('ours', 'ferminet_fast', 'o')):
       ms = np.array([r[who] for r in rows])
-      p, _ = scaling_fit(n, ms)
-      line = ax.loglog(n, ms, marker, label=f'{label}, {opt}: p = {p:.2f}')[0]
-      a = np.polyfit(np.log(n), np.log(ms), 1)
+      a = np.polyfit(np.log(n), np.log(ms), 1)  # The slope is scaling_fit's p.
+      line = ax.loglog(n, ms, marker, label=f'{label}, {opt}: p = {a[0]:.2f}')[0]
       ax.loglog(n, np.exp(np.polyval(a, np.log(n))), '-', color=line.get_color(), alpha=0.5)
     for r, x in zip(rows, n):
       ax.annotate(r['system'], (x, r['baseline']), fontsize=7, xytext=(3, 3),

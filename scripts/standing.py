@@ -268,12 +268,8 @@ def scaling_rows() -> list:
     found = sorted((r for _, r in by_system.values()),
                    key=lambda r: benchmark.ELECTRONS[r['system']])
     run = max((run for run, _ in by_system.values()), key=_date)
-    fits, n_all = [], [benchmark.ELECTRONS[r['system']] for r in found]
-    for keep in (lambda n: True, lambda n: n >= benchmark.SCALING_LARGER):
-      chosen = [r for r in found if keep(benchmark.ELECTRONS[r['system']])]
-      n = [benchmark.ELECTRONS[r['system']] for r in chosen]
-      fits.append([benchmark.scaling_fit(n, [r[who] for r in chosen])[0]
-                   for who in ('baseline', 'ours')])
+    n_all = [benchmark.ELECTRONS[r['system']] for r in found]
+    fits = [[p for p, _ in pair] for _, _, pair in benchmark.scaling_fits(found)]
     rows.append((f'growth of the step time with size (N = {min(n_all)}–{max(n_all)}, {opt}), '
                  'ms ∝ N^p', "ours' p ≤ FermiNet's",
                  f'ours {fits[0][1]:.2f}, FermiNet {fits[0][0]:.2f} (all {len(found)} sizes); '
