@@ -1,24 +1,21 @@
 """A chain of hydrogen atoms 1.8 bohr apart along x, 10 atoms (5 up and 5 down electrons) to
-the repeat, at the Gamma point: the system of Motta et al., Phys. Rev. X 7, 031059 (2017),
-as far as 3-D periodicity allows.
+the repeat, at the Gamma point: the system of Motta et al., Phys. Rev. X 7, 031059 (2017).
 
-The cell is periodic in all three directions (the trainer has 3-D periodicity only), so this
-is an array of parallel chains 16 bohr apart along y and z, not one isolated chain. The
-chains are neutral, but each electron and its exchange-correlation hole still interact with
-their images in the other chains: the energy per cell differs from the isolated chain's by
-terms that fall off as the inverse cell volume (as for a molecule in a box, Makov and Payne,
-Phys. Rev. B 51, 4014 (1995)). Raise VACUUM to converge them. Energies are per simulation
-cell (10 H), in Ha.
+The chain is periodic along x only (config.system.periodic_dims = 1) and open across it: its
+Coulomb energy is the one-dimensional Ewald sum of a neutral chain (physics/ewald.py), so
+there are no images along y and z to converge away. The other two lattice vectors only set
+the cell's extent across the chain (for fractional coordinates and for pyscf.pbc, which takes
+the open directions as infinite vacuum). Energies are per simulation cell (10 H), in Ha.
 
 The primitive cell is an H2 unit (3.6 bohr, two electrons), the simulation cell its 5-fold
-supercell: Hartree-Fock pretraining is then pyscf.pbc's k-point RHF of the unit on the 5
-k-points that fold onto the cell's Gamma point (periodic_hartree_fock.py), STO-3G.
+supercell (5, 1, 1); Hartree-Fock pretraining is pyscf.pbc's ROHF of that cell in one
+periodic dimension (periodic_hartree_fock.py), STO-3G.
 """
 
 from ferminet_fast import config
 
 SPACING = 1.8  # bohr, between neighbouring atoms.
-VACUUM = 16.0  # bohr, between a chain and its periodic images along y and z.
+EXTENT = 16.0  # bohr, the cell's extent along y and z (not a period).
 
 
 def get_config():
@@ -26,7 +23,8 @@ def get_config():
   cfg.system.atom = ''
   cfg.system.units = 'bohr'
   cfg.system.molecule = f'H 0 0 0; H {SPACING} 0 0'
-  cfg.system.lattice = ((2 * SPACING, 0.0, 0.0), (0.0, VACUUM, 0.0), (0.0, 0.0, VACUUM))
+  cfg.system.lattice = ((2 * SPACING, 0.0, 0.0), (0.0, EXTENT, 0.0), (0.0, 0.0, EXTENT))
+  cfg.system.periodic_dims = 1
   cfg.system.supercell = (5, 1, 1)
   cfg.system.name = 'H10_chain'
   cfg.network.envelope = 'isotropic'

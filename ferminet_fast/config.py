@@ -199,11 +199,13 @@ SETTINGS = {
                       "orbitals at that k-point). Several twists: one run each, averaged by "
                       'python -m ferminet_fast.evaluate --twist_average.', _twist,
                       structural=True),
-    'system.periodic_dims': S(3, 'Number of periodic dimensions of a crystal: 3 (bulk), or 2 '
-                              '(a slab: periodic along a1 and a2, which lie in the xy plane, '
+    'system.periodic_dims': S(3, 'Number of periodic dimensions of a crystal: 3 (bulk); 2 (a '
+                              'slab: periodic along a1 and a2, which lie in the xy plane, '
                               'open along z, where a3 must point; a neutral cell, twist (t1, '
-                              't2, 0)). 1 (chains) is not supported yet.', one_of(1, 2, 3),
-                              structural=True),
+                              't2, 0)); or 1 (a chain: periodic along a1, which must point '
+                              'along x, open in the yz plane, where a2 and a3 lie and only '
+                              'set the cell\'s extent; a neutral cell, supercell (n, 1, 1), '
+                              'twist (t1, 0, 0)).', one_of(1, 2, 3), structural=True),
     'system.exact_energy': S(None, 'Reference (exact) energy in Ha for reporting the error; '
                              'None looks neutral atoms H-Ne up. A config file\'s value is '
                              'cleared when the command line gives another system (atom, '
@@ -573,19 +575,19 @@ def _validate_periodic(cfg) -> None:
       raise InputError(f'config.system.periodic_dims = {sys_cfg.periodic_dims} needs a crystal '
                        '(config.system.lattice); a molecule has no periodic dimensions')
     return
-  if sys_cfg.periodic_dims == 1:
-    raise InputError('config.system.periodic_dims = 1: periodicity in one dimension (chains) '
-                     'is not supported yet (3: bulk, 2: slabs)')
-  if sys_cfg.periodic_dims == 2:
+  dims = sys_cfg.periodic_dims
+  if dims < 3:
+    kind, open_axes = {2: ('slab', 'third lattice vector'),
+                       1: ('chain', 'second and third lattice vectors')}[dims]
     if sys_cfg.rs is not None:
-      raise InputError('config.system.periodic_dims = 2 is for crystals (a slab of nuclei and '
-                       'electrons); the electron gas is periodic in 3 dimensions')
-    if float(sys_cfg.twist[2]) % 1.0:
-      raise InputError(f'config.system.twist = {tuple(sys_cfg.twist)}: a slab is open along its '
-                       'third lattice vector, so the twist\'s third component must be 0')
+      raise InputError(f'config.system.periodic_dims = {dims} is for crystals (a {kind} of '
+                       'nuclei and electrons); the electron gas is periodic in 3 dimensions')
+    if any(float(t) % 1.0 for t in tuple(sys_cfg.twist)[dims:]):
+      raise InputError(f'config.system.twist = {tuple(sys_cfg.twist)}: a {kind} is open along '
+                       f'its {open_axes}, so the twist is 0 along them')
     if envelope in PERIODIC_ENVELOPES:
       raise InputError(f'config.network.envelope = {envelope!r} is periodic in 3 dimensions; a '
-                       "slab needs 'isotropic' (or 'auto')")
+                       f"{kind} needs 'isotropic' (or 'auto')")
   if not is_gamma(sys_cfg.twist):
     if cfg.optim.optimizer not in COMPLEX_OPTIMIZERS:
       raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} does not support the '

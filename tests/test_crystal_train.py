@@ -1,7 +1,7 @@
 """configs/lih_crystal.py end to end through the command line, at a tiny size: the LiH cube is
 pretrained from pyscf.pbc's k-point HF (the route and its energy per cell in the log), trains
-a few steps with finite energies, and its run evaluates; the hydrogen chain likewise, at the
-Gamma point and at a twist (complex Bloch orbitals: FermiNet with KFAC, Psiformer with Adam);
+a few steps with finite energies, and its run evaluates; the hydrogen chain (periodic in one
+dimension) likewise, at the Gamma point and at a twist (complex Bloch orbitals: FermiNet with KFAC, Psiformer with Adam);
 and the slab (a layer of H2, periodic in two dimensions) with each network and optimizer."""
 
 import json
@@ -58,13 +58,14 @@ def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
 
 
 def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
-  """configs/h_chain.py: KRHF of the H2 unit on the 5 k-points of the chain's repeat (the
-  route and pyscf's energy per cell in the log, below the 10 free atoms' -4.6658 Ha in
-  STO-3G: the chain binds), then a few finite training steps."""
+  """configs/h_chain.py, periodic in one dimension: pyscf.pbc's HF of the 10-atom cell with
+  dimension 1 (the route and pyscf's energy per cell in the log, below the 10 free atoms'
+  -4.6658 Ha in STO-3G: the chain binds), then a few finite training steps."""
   pytest.importorskip('pyscf')
   run = tmp_path / 'chain'
   proc = _train('configs/h_chain.py', run, *TINY[:-3])
-  line = next(l for l in proc.stdout.splitlines() if 'Pretrain KRHF/sto-3g energy' in l)
+  assert 'chain (periodic along a1)' in proc.stdout, proc.stdout[-3000:]
+  line = next(l for l in proc.stdout.splitlines() if 'Pretrain UHF/sto-3g energy' in l)
   assert float(line.split('energy')[1].split()[0]) < 10 * -0.46658, line
   _trained_three_finite_steps(run)
 
@@ -74,15 +75,15 @@ def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
 def test_hydrogen_chain_at_a_twist_pretrains_trains_and_evaluates(tmp_path, network_type,
                                                                    optimizer):
   """configs/h_chain.py at the twist (0.25, 0, 0): a complex wavefunction (said in the log),
-  pretrained on pyscf.pbc's KRHF Bloch orbitals at the k-points that fold onto that twist,
-  then a few finite training steps; its run evaluates to a finite energy."""
+  pretrained on pyscf.pbc's Bloch orbitals of the cell at that twist, then a few finite
+  training steps; its run evaluates to a finite energy."""
   pytest.importorskip('pyscf')
   run = tmp_path / 'chain'
   proc = _train('configs/h_chain.py', run, *TINY, '--config.system.twist=(0.25, 0, 0)',
                 f'--config.network.network_type={network_type}',
                 f'--config.optim.optimizer={optimizer}')
   assert 'twist (0.25, 0, 0), complex wavefunction' in proc.stdout, proc.stdout[-3000:]
-  assert 'Pretrain KRHF/sto-3g energy' in proc.stdout, proc.stdout[-3000:]
+  assert 'Pretrain UHF/sto-3g energy' in proc.stdout, proc.stdout[-3000:]
   _trained_three_finite_steps(run)
   _evaluates(run)
 

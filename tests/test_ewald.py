@@ -250,3 +250,105 @@ def test_slab_sum_of_nuclei_equals_pyscf():
 def test_a_slab_lies_in_the_xy_plane():
   with pytest.raises(InputError, match='along z'):
     lattice.make_lattice([[3.0, 0, 0], [0, 3.0, 0], [0.5, 0, 10.0]], dims=2)
+
+
+# Chains: periodic along a1 only (lattice.dims = 1), the one-dimensional Ewald sum.
+def _chain(a, extent=10.0):
+  return lattice.make_lattice(np.diag([a, extent, extent]), dims=1)
+
+
+@pytest.mark.parametrize('ions', [2, 4])
+def test_madelung_constant_of_the_alternating_ionic_line(ions):
+  """Alternating charges +-1 spaced s on a line have the one-dimensional Madelung constant
+  2 ln 2 (the energy per ion pair -2 ln 2 / s, from 1 - 1/2 + 1/3 - ... = ln 2). The cell
+  of two ions and that of four give the same energy per pair, and where the line lies
+  across the cell changes nothing."""
+  s = 1.7
+  positions = np.array([(i * s, 0.4, -1.3) for i in range(ions)])
+  charges = np.array([(-1.0) ** i for i in range(ions)])
+  energy = ewald.madelung(_chain(ions * s), positions, charges)
+  assert -energy * s / (ions / 2) == pytest.approx(2 * np.log(2), abs=1e-10)
+
+
+def _neutral_cell(seed: int) -> tuple:
+  """Charges of zero sum at random positions, spread across the chain too."""
+  rng = np.random.default_rng(seed)
+  q = np.array([1.0, 2.0, -1.0, -1.5, -0.5])
+  return rng.normal(size=(5, 3)) * np.array([1.5, 1.0, 1.0]), q
+
+
+def test_chain_sum_is_the_limit_of_the_direct_sum_over_images():
+  """The energy per cell as the plain sum of each pair's interaction over the images
+  n = -N .. N along the chain (no Ewald splitting): a neutral cell's interaction with a
+  far image falls as 1 / n^3, so the sum converges, its tail as 1 / N^2. At N = 2000 and
+  8000 it approaches ours, the tail shrinking sixteenfold, within 1e-8 Ha."""
+  a = 3.0
+  r, q = _neutral_cell(0)
+
+  def direct(n_max):
+    n = np.arange(-n_max, n_max + 1)
+    d = r[:, None, None] - r[None, :, None] + n[None, None, :, None] * np.array([a, 0, 0])
+    dist = np.linalg.norm(d, axis=-1)
+    dist[np.arange(len(q)), np.arange(len(q)), n_max] = np.inf  # Not a charge with itself.
+    return 0.5 * np.sum(q[:, None, None] * q[None, :, None] / dist)
+
+  ours = ewald.madelung(_chain(a), r, q)
+  coarse, fine = abs(direct(2000) - ours), abs(direct(8000) - ours)
+  assert fine < 1e-8 and 10 < coarse / fine < 25, (coarse, fine)
+
+
+def test_chain_sum_does_not_depend_on_alpha_or_rigid_motions():
+  """The chain's energy is independent of the splitting parameter (from sums with no
+  reciprocal terms to ones with many), of lattice translations of single particles, of a
+  rigid shift of all of them in any direction, of a rotation of all of them about the axis,
+  and of their order; electrons (x) and nuclei (atoms) enter alike."""
+  a = 3.0
+  chain = _chain(a)
+  r, q = _neutral_cell(1)
+  reference = ewald.madelung(chain, r, q)
+  terms = [len(ewald.chain_setup_at(chain, alpha, 1e-12).wavenumbers)
+           for alpha in (0.1, 0.6, 2.0, 6.0)]
+  assert terms[0] == 0 and terms[-1] > 20, terms  # From none to many reciprocal terms.
+  for alpha in (0.1, 0.6, 2.0, 6.0):
+    assert ewald.madelung(chain, r, q, alpha=alpha) == pytest.approx(reference, abs=1e-10)
+  angle = 0.7
+  rotation = np.array([[1, 0, 0], [0, np.cos(angle), -np.sin(angle)],
+                       [0, np.sin(angle), np.cos(angle)]])
+  moved = r @ rotation.T + np.array([0.3, -1.1, 7.0])
+  moved[1, 0] -= 2 * a
+  order = np.random.default_rng(0).permutation(len(q))
+  assert ewald.madelung(chain, moved[order], q[order]) == pytest.approx(reference, abs=1e-10)
+  electrons = np.array([False, False, True, False, False])
+  energy = ewald.make_ewald(chain, 1, 4)
+  value = energy(jnp.asarray(r[electrons].ravel()), jnp.asarray(r[~electrons]),
+                 jnp.asarray(q[~electrons]))
+  assert float(value) == pytest.approx(reference, abs=1e-10)
+
+
+def test_chain_reciprocal_terms_equal_their_integral():
+  """Each reciprocal term's K(k, rho) = int_0^alpha (2 / t) exp(-rho^2 t^2 - k^2 / 4 t^2) dt,
+  by our fixed Gauss-Legendre nodes, against scipy's adaptive quadrature, from on the axis
+  to far across it; and float32's whole sum within its tolerance of float64's."""
+  from scipy import integrate
+  a = 3.0
+  setup = ewald.chain_setup_at(_chain(a), 2.0, 1e-12)
+  ours = np.exp(-np.outer(np.array([0.0, 0.3, 1.0, 3.0, 10.0, 25.0]) ** 2, setup.nodes_t2)
+                ) @ setup.node_weights * a / 2
+  for i, rho in enumerate((0.0, 0.3, 1.0, 3.0, 10.0, 25.0)):
+    for m, k in enumerate(setup.wavenumbers):
+      exact, _ = integrate.quad(lambda t: 2 / t * np.exp(-rho**2 * t**2 - k**2 / (4 * t**2)),
+                                0, setup.alpha, limit=500, epsabs=1e-16, epsrel=1e-13)
+      assert ours[i, m] == pytest.approx(exact, abs=1e-13)
+  r, q = _neutral_cell(2)
+  chain = _chain(a)
+  double = ewald.madelung(chain, r, q)
+  single = ewald.make_ewald(chain, 0, 5, 'float32')(
+      jnp.zeros((0,), jnp.float32), jnp.asarray(r, jnp.float32), jnp.asarray(q, jnp.float32))
+  assert float(single) == pytest.approx(double, abs=1e-5)
+
+
+def test_a_chain_lies_along_x():
+  with pytest.raises(InputError, match='a1 along x'):
+    lattice.make_lattice([[3.0, 0.2, 0], [0, 3.0, 0], [0, 0, 10.0]], dims=1)
+  with pytest.raises(InputError, match='a1 along x'):
+    lattice.make_lattice([[3.0, 0, 0], [0.5, 3.0, 0], [0, 0, 10.0]], dims=1)

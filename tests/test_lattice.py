@@ -138,7 +138,7 @@ def test_a_crystal_system_from_its_primitive_cell_and_supercell():
     ({'system.twist': (0.5, 0.0, 0.0), 'optim.optimizer': 'spring'},
      'does not support the complex wavefunction'),
     ({'system.periodic_dims': 2}, 'for crystals'),
-    ({'system.periodic_dims': 1}, 'not supported yet'),
+    ({'system.periodic_dims': 1}, 'for crystals'),
     ({'network.envelope': 'isotropic'}, 'not for the electron gas'),
     ({'pretrain.iterations': 10}, 'needs none'),
     ({'system.states': 2}, 'not supported yet'),
@@ -205,7 +205,7 @@ def test_a_slab_system_is_periodic_in_its_plane():
 
 
 @pytest.mark.parametrize('overrides,message', [
-    ({'system.twist': (0.0, 0.0, 0.5)}, "twist's third component must be 0"),
+    ({'system.twist': (0.0, 0.0, 0.5)}, 'open along its third lattice vector, so the twist is 0'),
     ({'system.charge': 1}, 'a slab must be neutral'),
     ({'system.lattice': ((3.6, 0, 0), (0, 3.6, 0), (0.5, 0, 12.0))}, 'a3 along z'),
     ({'system.supercell': (1, 1, 2)}, 'repeats only along a1 and a2'),
@@ -214,6 +214,35 @@ def test_a_slab_system_is_periodic_in_its_plane():
 ])
 def test_bad_slabs_are_one_clear_error(overrides, message):
   cfg = tiny_config('', **{**SLAB, **overrides})
+  with pytest.raises(InputError, match=message):
+    config.validate(cfg)
+    systems.make_system(cfg.system)
+
+
+CHAIN = {'system.molecule': 'H 0 0 0; H 1.8 0 0', 'system.units': 'bohr',
+         'system.lattice': ((3.6, 0, 0), (0, 12.0, 0), (0, 0, 12.0)), 'system.periodic_dims': 1,
+         'network.envelope': 'auto'}
+
+
+def test_a_chain_system_is_periodic_along_its_axis():
+  cfg = tiny_config('', **{**CHAIN, 'system.supercell': (3, 1, 1)})
+  config.validate(cfg)
+  system = systems.make_system(cfg.system)
+  assert system.lattice.dims == 1 and system.electrons == (3, 3)
+  assert len(system.symbols) == 6 and 'chain' in systems.describe(system)
+  wrapped = lattice.wrap(system.lattice, np.array([[-1.0, 30.0, -20.0]]))
+  np.testing.assert_allclose(wrapped, [[9.8, 30.0, -20.0]])  # y and z are not wrapped.
+
+
+@pytest.mark.parametrize('overrides,message', [
+    ({'system.twist': (0.0, 0.5, 0.0)}, 'open along its second and third lattice vectors'),
+    ({'system.charge': 1}, 'a chain must be neutral'),
+    ({'system.lattice': ((3.6, 0, 0), (0.3, 12.0, 0), (0, 0, 12.0))}, 'a1 along x'),
+    ({'system.supercell': (2, 2, 1)}, 'repeats only along a1'),
+    ({'network.envelope': 'planewave'}, 'chain needs'),
+])
+def test_bad_chains_are_one_clear_error(overrides, message):
+  cfg = tiny_config('', **{**CHAIN, **overrides})
   with pytest.raises(InputError, match=message):
     config.validate(cfg)
     systems.make_system(cfg.system)

@@ -247,20 +247,23 @@ def test_slab_network_is_periodic_in_its_plane_only(network_type):
              - float(coulomb(x, atoms, charges))) > 0.1
 
 
-def test_slab_features_are_periodic_in_the_plane_and_plain_along_the_normal():
-  """A slab's offsets: [sin(2 pi s), 1 - cos(2 pi s)] . vectors / (2 pi) for the in-plane
-  fractional components, the plain separation along the normal (z) with no cosine part."""
+@pytest.mark.parametrize('dims', [2, 1])
+def test_slab_and_chain_features_are_periodic_only_along_their_periods(dims):
+  """A slab's (dims = 2) or a chain's (dims = 1) offsets: [sin(2 pi s), 1 - cos(2 pi s)] .
+  vectors / (2 pi) for the periodic fractional components, the plain separation along the
+  open directions (a slab's z; a chain's y and z) with no cosine part."""
   from ferminet_fast.physics import lattice
   from ferminet_fast.wavefunction import features
-  vectors = np.array([[4.0, 0.3, 0.0], [0.8, 3.6, 0.0], [0.0, 0.0, 10.0]])
-  cell = lattice.make_lattice(vectors, dims=2)
+  vectors = (np.array([[4.0, 0.3, 0.0], [0.8, 3.6, 0.0], [0.0, 0.0, 10.0]]) if dims == 2 else
+             np.array([[4.0, 0.0, 0.0], [0.0, 9.0, 0.5], [0.0, -0.4, 10.0]]))
+  cell = lattice.make_lattice(vectors, dims=dims)
   rng = np.random.default_rng(4)
   r, atoms = rng.uniform(-6, 10, (5, 3)), rng.uniform(0, 4, (2, 3))
 
   def definition(d):
     s = 2 * np.pi * d @ np.linalg.inv(vectors)
     sin, one_minus_cos = np.sin(s), 1 - np.cos(s)
-    sin[..., 2], one_minus_cos[..., 2] = s[..., 2], 0.0
+    sin[..., dims:], one_minus_cos[..., dims:] = s[..., dims:], 0.0
     return np.concatenate([sin @ vectors, one_minus_cos @ vectors], -1) / (2 * np.pi)
 
   with jax.enable_x64(True):
@@ -268,3 +271,38 @@ def test_slab_features_are_periodic_in_the_plane_and_plain_along_the_normal():
     np.testing.assert_allclose(g.ae, definition(r[:, None] - atoms[None]), atol=1e-12)
     np.testing.assert_allclose(g.ee, definition(r[:, None] - r[None]), atol=1e-12)
     np.testing.assert_allclose(g.ae[..., 2], (r[:, None] - atoms[None])[..., 2], atol=1e-12)
+    if dims == 1:
+      np.testing.assert_allclose(g.ae[..., 1], (r[:, None] - atoms[None])[..., 1], atol=1e-12)
+
+
+CHAIN = {'system.molecule': 'H 0 0 0; H 1.4 0.3 0.2', 'system.units': 'bohr',
+         'system.lattice': ((3.6, 0.0, 0.0), (0.0, 9.0, 0.0), (0.0, 0.4, 9.0)),
+         'system.periodic_dims': 1}
+
+
+@pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
+def test_chain_network_is_periodic_along_its_axis_only(network_type):
+  """A chain (periodic along a1, open across it): moving an electron by a multiple of a1
+  leaves log|psi| and its sign unchanged; moving it by a2 does not (the electron is then
+  far from the chain), and neither does the Ewald energy."""
+  from ferminet_fast.physics import ewald, systems as systems_lib
+  cfg = tiny_config('', **{**CHAIN, 'network.envelope': 'auto',
+                           'network.network_type': network_type})
+  config.validate(cfg)
+  system = systems_lib.make_system(cfg.system)
+  assert system.lattice.dims == 1
+  network = networks.make_network(cfg.network, system)
+  params = network.init(jax.random.PRNGKey(0))
+  x = jax.random.uniform(jax.random.PRNGKey(1), (6,), minval=0.0, maxval=3.0)
+  sign, log = network.apply(params, x)
+  a = jnp.asarray(system.lattice.vectors, jnp.float32)
+  s2, l2 = network.apply(params, x.at[3:6].add(-2 * a[0]))
+  assert s2 == sign and l2 == pytest.approx(float(log), abs=2e-4)
+  _, l3 = network.apply(params, x.at[3:6].add(a[1]))
+  assert abs(float(l3) - float(log)) > 1.0
+  coulomb = ewald.make_ewald(system.lattice, 2, 2, 'float32')
+  atoms, charges = jnp.asarray(system.positions, jnp.float32), jnp.asarray(system.charges)
+  energy = float(coulomb(x, atoms, charges))
+  assert float(coulomb(x.at[3:6].add(-2 * a[0]), atoms, charges)) == pytest.approx(energy,
+                                                                                   abs=1e-4)
+  assert abs(float(coulomb(x.at[3:6].add(a[1]), atoms, charges)) - energy) > 0.1

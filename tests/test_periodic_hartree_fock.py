@@ -253,9 +253,10 @@ def sampled_hf_energy(hf, n_up, n_down, batch, steps, sweeps, burn_in=10):
     local_energy = jax.jit(jax.vmap(local_energy))
     key = jax.random.PRNGKey(0)
     x = jax.random.uniform(key, (batch, n, 3), jnp.float64) @ jnp.asarray(hf.lattice)
-    if hf.dims == 2:  # A slab's electrons start near its nuclei along z, not in the vacuum.
-      height = jax.random.normal(jax.random.fold_in(key, 10**6), (batch, n), jnp.float64)
-      x = x.at[..., 2].set(float(np.mean(hf.cell.atom_coords()[:, 2])) + height)
+    if hf.dims < 3:  # A slab's or chain's electrons start near its nuclei, not in the vacuum.
+      spread = jax.random.normal(jax.random.fold_in(key, 10**6), (batch, n, 3 - hf.dims),
+                                 jnp.float64)
+      x = x.at[..., hf.dims:].set(np.mean(hf.cell.atom_coords()[:, hf.dims:], axis=0) + spread)
     x = x.reshape(batch, -1)
     walkers = mcmc.Walkers(x, batch_log_psi(None, x), jnp.asarray(0.3))
     means = []
@@ -325,6 +326,25 @@ def test_sampled_energy_of_an_h2_layer_is_pyscfs():
   with jax.enable_x64(True):
     ours = phf.atomic_orbitals(hf, jnp.asarray(points))
   np.testing.assert_allclose(ours, hf.cell.pbc_eval_gto('GTOval', points), atol=1e-8)
+  est = sampled_hf_energy(hf, 1, 1, batch=1024, steps=5, sweeps=60, burn_in=20)
+  assert abs(est.mean - hf.energy) < 4 * est.error, (est.mean, est.error, hf.energy)
+  assert est.error < 0.01
+
+
+def test_sampled_energy_of_an_h2_chain_is_pyscfs():
+  """A chain at the HF level: H2 molecules (STO-3G, bonds across the chain) 3.6 bohr apart
+  along x, periodic along x only (lattice dims = 1). pyscf.pbc's ROHF of the cell with
+  dimension 1 (open directions as infinite vacuum) against our MCMC sample of its
+  determinant, with our one-dimensional Ewald sum (physics/ewald.py) and basis functions
+  summed over images along the chain only, within 4 reblocked standard errors; pyscf's
+  energy does not depend on the cell's extent across the chain (20 or 30 bohr)."""
+  hf = phf.hartree_fock(np.diag([3.6, 20.0, 20.0]), H2['symbols'], H2['positions'], 'sto-3g',
+                        n_up=1, n_down=1, dims=1)
+  wider = phf.hartree_fock(np.diag([3.6, 30.0, 30.0]), H2['symbols'], H2['positions'],
+                           'sto-3g', n_up=1, n_down=1, dims=1)
+  assert hf.dims == 1 and hf.cell.dimension == 1
+  assert all(np.all(t[:, 1:] == 0) for t in hf.images)
+  assert wider.energy == pytest.approx(hf.energy, abs=1e-6)
   est = sampled_hf_energy(hf, 1, 1, batch=1024, steps=5, sweeps=60, burn_in=20)
   assert abs(est.mean - hf.energy) < 4 * est.error, (est.mean, est.error, hf.energy)
   assert est.error < 0.01

@@ -19,8 +19,9 @@ needs only the lattice vectors within the cut-off plus the cell's half-diagonal 
 cube); the reciprocal sum is one structure factor per G over a half-sphere of G (G and -G
 give equal terms), O((N + M) n_G) rather than O((N + M)^2 n_G).
 
-A slab (a lattice periodic in two dimensions) has its own sum, `make_slab_ewald`, below;
-`make_ewald` and `madelung` choose it from the lattice.
+A slab (a lattice periodic in two dimensions) and a chain (periodic in one) have their own
+sums, `make_slab_ewald` and `make_chain_ewald`, below; `make_ewald` and `madelung` choose
+them from the lattice.
 """
 
 from typing import NamedTuple
@@ -129,9 +130,12 @@ def make_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
   """The Ewald `coulomb.Coulomb` (x (3N,), atoms (M, 3), charges (M,)) -> E (), Ha, of
   n_electrons electrons and n_nuclei nuclei in the cell `lat`, converged to
   TOLERANCE[precision] per pair of unit charges (or with a given `setup`); a slab's
-  (lat.dims = 2) by the two-dimensional sum, `make_slab_ewald`."""
+  (lat.dims = 2) by the two-dimensional sum, `make_slab_ewald`, a chain's (lat.dims = 1) by
+  the one-dimensional sum, `make_chain_ewald`."""
   if lat.dims == 2:
     return make_slab_ewald(lat, n_electrons, n_nuclei, precision, setup)
+  if lat.dims == 1:
+    return make_chain_ewald(lat, n_electrons, n_nuclei, precision, setup)
   setup = setup or choose(lat, n_electrons + n_nuclei, TOLERANCE[precision])
   inverse = np.linalg.inv(lat.vectors)
   n = n_electrons + n_nuclei
@@ -163,7 +167,8 @@ def madelung(lat: lattice_lib.Lattice, positions: np.ndarray, charges: np.ndarra
   """The Ewald energy (Ha, float64; needs jax_enable_x64) of point charges (no electrons) at
   `positions` (M, 3) bohr in the cell; `alpha` (1/bohr) overrides the chosen splitting."""
   tolerance = TOLERANCE['float64']
-  pick, at = (choose_slab, slab_setup_at) if lat.dims == 2 else (choose, setup_at)
+  pick, at = {3: (choose, setup_at), 2: (choose_slab, slab_setup_at),
+               1: (choose_chain, chain_setup_at)}[lat.dims]
   setup = pick(lat, len(charges), tolerance) if alpha is None else at(lat, alpha, tolerance)
   energy = make_ewald(lat, 0, len(charges), setup=setup)
   return float(energy(jnp.zeros((0,), jnp.float64), jnp.asarray(positions, jnp.float64),
@@ -285,6 +290,147 @@ def make_slab_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
     flat = -(2 * np.pi / area) * (z * jax.scipy.special.erf(alpha * z)
                                   + jnp.exp(-(alpha * z) ** 2) / (alpha * np.sqrt(np.pi)))
     pairs = jnp.sum(q[i] * q[j] * (real + recip + flat))
+    return pairs + 0.5 * setup.self_potential * jnp.sum(q * q)
+
+  return energy
+
+
+# Chains (lat.dims = 1): periodic along a_1 (period a = |a_1|, unit vector e), open across it.
+# For charges of zero sum, with d = r_ij reduced to its minimum image along e, z = d . e,
+# rho = |d - z e| (the distance across the chain) and k_m = 2 pi m / a,
+#
+#   E = sum_{i<j} q_i q_j phi(r_ij) + 1/2 phi_0 sum_i q_i^2,
+#   phi(d) = sum_n erfc(alpha |d + n a_1|) / |d + n a_1|
+#          + (2 / a) sum_{m >= 1} cos(k_m z) K(k_m, rho) - (1 / a) Ein(alpha^2 rho^2),
+#   K(k, rho) = int_0^alpha (2 / t) exp(-rho^2 t^2 - k^2 / (4 t^2)) dt,
+#   Ein(x) = int_0^x (1 - exp(-u)) / u du = E_1(x) + log x + gamma (Euler's),
+#   phi_0 = lim_{d -> 0} [phi(d) - 1 / |d|]
+#         = sum_{n != 0} erfc(alpha |n| a) / (|n| a) + (2 / a) sum_m E_1(k_m^2 / 4 alpha^2)
+#           - 2 alpha / sqrt(pi).
+#
+# (the one-dimensional Ewald sum, e.g. Porto, J. Phys. A 33, 6211 (2000)). It follows from
+# erf(alpha r) / r = (2 / sqrt(pi)) int_0^alpha exp(-r^2 t^2) dt, whose sum over the images
+# along e is a Fourier series in z. Its k = 0 term diverges as a constant times
+# (sum_i q_i)^2, which vanishes for a neutral cell and leaves -(1 / a) Ein: the logarithmic
+# potential of a line of charge, finite at rho = 0. K (an incomplete Bessel function,
+# 2 K_0(k rho) when alpha -> infinity) has no closed form: it is integrated by Gauss-Legendre
+# nodes in log t on [t_0, alpha], below t_0 = k / (2 sqrt(CHAIN_EXPONENT)) the integrand is
+# below exp(-CHAIN_EXPONENT). Like a slab's, the sum is for neutral cells.
+
+CHAIN_NODES = 48  # Gauss-Legendre nodes per K(k_m, rho).
+CHAIN_EXPONENT = 50.0  # k^2 / (4 t^2) at the lower end of K's integral.
+EULER_GAMMA = 0.5772156649015329
+
+
+class ChainSetup(NamedTuple):
+  """The constants of one chain's sum: alpha (1/bohr); the lattice vectors n a_1 within the
+  cut-off (n_L, 3); the k_m (n_G,) 1/bohr; K's quadrature as t^2 (n_G n_Q,) and weights
+  (n_G n_Q, n_G) (each column m sums k_m's nodes, 2 / a and exp(-k_m^2 / 4 t^2) included);
+  and phi_0, Ha per unit charge^2."""
+  alpha: float
+  real_vectors: np.ndarray
+  wavenumbers: np.ndarray
+  nodes_t2: np.ndarray
+  node_weights: np.ndarray
+  self_potential: float
+
+
+def chain_real_tail(alpha: float, cutoff: float, length: float) -> float:
+  """Bound of the real-space terms left out for a pair of unit charges when the images
+  within cutoff + a / 2 of the pair's minimum image are summed: each left-out image on either
+  side is at least cutoff, cutoff + a, ... away, 2 sum_j erfc(alpha r_j) / r_j, Ha."""
+  r = cutoff + length * np.arange(200)
+  return float(2 * np.sum(special.erfc(alpha * r) / r))
+
+
+def chain_recip_tail(alpha: float, cutoff: float, length: float) -> float:
+  """The reciprocal terms beyond k = cutoff for a pair of unit charges, at their largest (rho
+  = 0, where K = E_1(k^2 / 4 alpha^2)): (2 / a) sum_{k_m > cutoff} E_1(k_m^2 / 4 alpha^2), Ha."""
+  k = 2 * np.pi / length * np.arange(np.floor(cutoff * length / (2 * np.pi)) + 1,
+                                      np.floor(cutoff * length / (2 * np.pi)) + 200)
+  return float(2 / length * np.sum(special.exp1(k * k / (4 * alpha**2))))
+
+
+def _chain_cutoffs(lat: lattice_lib.Lattice, alpha: float, tolerance: float) -> tuple:
+  return (_cutoff(lambda r: chain_real_tail(alpha, r, lat.length), tolerance, lat.length),
+          _cutoff(lambda k: chain_recip_tail(alpha, k, lat.length), tolerance,
+                  2 * np.pi / lat.length))
+
+
+def choose_chain(lat: lattice_lib.Lattice, n_particles: int, tolerance: float) -> ChainSetup:
+  """alpha and the cut-offs of a chain's sum: among alphas on a logarithmic grid, the one of
+  least estimated cost n_pairs (n_L + n_G CHAIN_NODES) (both sums run over pairs), each
+  tail below `tolerance`."""
+  costs = []
+  for alpha in np.geomspace(0.5, 20.0, 40) / lat.length:
+    r_cut, k_cut = _chain_cutoffs(lat, alpha, tolerance)
+    n_l = 2 * np.floor((r_cut + lat.length / 2) / lat.length) + 1
+    n_g = np.floor(k_cut * lat.length / (2 * np.pi))
+    costs.append((n_l + n_g * CHAIN_NODES, alpha))
+  return chain_setup_at(lat, min(costs)[1], tolerance)
+
+
+def chain_setup_at(lat: lattice_lib.Lattice, alpha: float, tolerance: float) -> ChainSetup:
+  """A chain's constants for a given alpha (1/bohr), the cut-offs for `tolerance`."""
+  r_cut, k_cut = _chain_cutoffs(lat, alpha, tolerance)
+  a = lat.length
+  real = lattice_lib.line_points(lat, r_cut + a / 2)
+  k = 2 * np.pi / a * np.arange(1, max(int(np.floor(k_cut * a / (2 * np.pi))), 0) + 1)
+  k = k[k / (2 * np.sqrt(CHAIN_EXPONENT)) < alpha]  # Others have K below exp(-CHAIN_EXPONENT).
+  x, w = np.polynomial.legendre.leggauss(CHAIN_NODES)
+  t2 = np.zeros((len(k), CHAIN_NODES))
+  weights = np.zeros((len(k), CHAIN_NODES, len(k)))
+  for m, k_m in enumerate(k):
+    lo, hi = np.log(k_m / (2 * np.sqrt(CHAIN_EXPONENT))), np.log(alpha)
+    t = np.exp(lo + (hi - lo) * (x + 1) / 2)  # dt / t = du, du = (hi - lo) / 2 dx.
+    t2[m] = t * t
+    weights[m, :, m] = (2 / a) * 2 * w * (hi - lo) / 2 * np.exp(-k_m**2 / (4 * t * t))
+  images = np.linalg.norm(real[1:], axis=1)
+  phi_0 = (np.sum(special.erfc(alpha * images) / images)
+           + 2 / a * np.sum(special.exp1(k * k / (4 * alpha**2))) - 2 * alpha / np.sqrt(np.pi))
+  return ChainSetup(float(alpha), real, k, t2.reshape(-1), weights.reshape(t2.size, len(k)),
+                    float(phi_0))
+
+
+def _ein(x):
+  """Ein(x) = int_0^x (1 - exp(-u)) / u du for x >= 0 (jax): its power series below 1, where
+  E_1(x) + log x + gamma would cancel, and that sum above."""
+  small = x < 1.0
+  xs, xl = jnp.where(small, x, 0.0), jnp.where(small, 1.0, x)
+  series, term = jnp.zeros_like(x), jnp.ones_like(x)
+  for n in range(1, 21):  # The 21st term is below 1e-20 for x < 1.
+    term = -term * xs / n  # (-x)^n / n!
+    series = series - term / n
+  return jnp.where(small, series, jax.scipy.special.exp1(xl) + jnp.log(xl) + EULER_GAMMA)
+
+
+def make_chain_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
+                     precision: str = 'float64', setup: ChainSetup = None):
+  """The chain's `coulomb.Coulomb` (x (3N,), atoms (M, 3), charges (M,)) -> E (), Ha, by the
+  one-dimensional Ewald sum above; the charges must sum to zero."""
+  setup = setup or choose_chain(lat, n_electrons + n_nuclei, TOLERANCE[precision])
+  n = n_electrons + n_nuclei
+  i, j = np.triu_indices(n, k=1)
+  a, alpha = lat.length, setup.alpha
+
+  def energy(x, atoms, charges):
+    dtype = x.dtype
+    r = jnp.concatenate([x.reshape(-1, 3), atoms.astype(dtype).reshape(-1, 3)])  # (n, 3)
+    q = jnp.concatenate([-jnp.ones((n_electrons,), dtype), charges.astype(dtype)])
+    d = r[i] - r[j]
+    z = d @ jnp.asarray(lat.axis, dtype)  # (n_pairs,)
+    shift = jnp.round(z / a)  # To the minimum image along the chain.
+    d = d - shift[:, None] * jnp.asarray(lat.vectors[0], dtype)
+    z = z - shift * a
+    rho2 = jnp.maximum(jnp.sum(d * d, -1) - z * z, 0.0)
+    dist = jnp.linalg.norm(d[:, None, :] + jnp.asarray(setup.real_vectors, dtype)[None], axis=-1)
+    real = jnp.sum(jax.scipy.special.erfc(alpha * dist) / dist, -1)
+    bessel = jnp.exp(-rho2[:, None] * jnp.asarray(setup.nodes_t2, dtype)[None]) @ jnp.asarray(
+        setup.node_weights, dtype)  # (n_pairs, n_G): (2 / a) K(k_m, rho)
+    recip = jnp.sum(jnp.cos(z[:, None] * jnp.asarray(setup.wavenumbers, dtype)[None]) * bessel,
+                    -1)
+    line = -_ein(alpha**2 * rho2) / a
+    pairs = jnp.sum(q[i] * q[j] * (real + recip + line))
     return pairs + 0.5 * setup.self_potential * jnp.sum(q * q)
 
   return energy

@@ -23,7 +23,9 @@ class Lattice(NamedTuple):
   """A periodic cell: lattice vectors (3, 3) as rows, bohr; reciprocal vectors (3, 3) as rows,
   1/bohr (a_i . b_j = 2 pi delta_ij); volume (), bohr^3. `dims` = 2 is a slab: periodic
   along a_1 and a_2 (in the xy plane) only, open along a_3 (along z, as pyscf.pbc takes a
-  slab; its length only sets the cell's extent for the fractional coordinates)."""
+  slab; its length only sets the cell's extent for the fractional coordinates). `dims` = 1
+  is a chain: periodic along a_1 (along x) only, open along a_2 and a_3 (in the yz plane,
+  where they only set the cell's extent)."""
   vectors: np.ndarray
   reciprocal: np.ndarray
   volume: float
@@ -35,16 +37,27 @@ class Lattice(NamedTuple):
     return self.vectors[2] / np.linalg.norm(self.vectors[2])
 
   @property
+  def axis(self) -> np.ndarray:
+    """The unit vector along a_1 (3,): a chain's periodic direction."""
+    return self.vectors[0] / np.linalg.norm(self.vectors[0])
+
+  @property
+  def length(self) -> float:
+    """|a_1|, bohr: a chain's period."""
+    return float(np.linalg.norm(self.vectors[0]))
+
+  @property
   def area(self) -> float:
     """The area of the cell's face spanned by a_1 and a_2, bohr^2."""
     return float(np.linalg.norm(np.cross(self.vectors[0], self.vectors[1])))
 
 
 def make_lattice(vectors, where: str = 'config.system.lattice', dims: int = 3) -> Lattice:
-  """A Lattice from three vectors (rows, bohr), periodic along the first `dims` (3, or 2 for
-  a slab), refused with one clear message if they are not three finite 3-vectors, are
-  (nearly) linearly dependent or left-handed, or if a slab's a_1, a_2 are not in the xy
-  plane with a_3 along z."""
+  """A Lattice from three vectors (rows, bohr), periodic along the first `dims` (3, 2 for a
+  slab or 1 for a chain), refused with one clear message if they are not three finite
+  3-vectors, are (nearly) linearly dependent or left-handed, if a slab's a_1, a_2 are not in
+  the xy plane with a_3 along z, or if a chain's a_1 is not along x with a_2, a_3 in the yz
+  plane."""
   try:
     a = np.asarray(vectors, dtype=np.float64)
   except (TypeError, ValueError):
@@ -65,9 +78,14 @@ def make_lattice(vectors, where: str = 'config.system.lattice', dims: int = 3) -
     if np.any(np.abs(a[:2, 2]) > tol) or np.any(np.abs(a[2, :2]) > tol):
       raise InputError(f'{where}: a slab (periodic along a1 and a2) needs a1 and a2 in the xy '
                        f'plane and a3 along z (normal to the slab), got {a.tolist()}')
+  elif dims == 1:
+    tol = 1e-9 * np.abs(a).max()
+    if np.any(np.abs(a[0, 1:]) > tol) or np.any(np.abs(a[1:, 0]) > tol):
+      raise InputError(f'{where}: a chain (periodic along a1) needs a1 along x and a2, a3 in '
+                       f'the yz plane (normal to the chain), got {a.tolist()}')
   elif dims != 3:
-    raise InputError(f'{where}: {dims} periodic dimensions; 3 (bulk) and 2 (slabs) are '
-                     'supported')
+    raise InputError(f'{where}: {dims} periodic dimensions; 3 (bulk), 2 (slabs) and 1 '
+                     '(chains) are supported')
   return Lattice(a, 2 * np.pi * np.linalg.inv(a).T, volume, dims)
 
 
@@ -91,6 +109,10 @@ def supercell(primitive: Lattice, matrix) -> tuple:
   if primitive.dims == 2 and (list(s[2]) != [0, 0, 1] or s[0, 2] or s[1, 2]):
     raise InputError(f'{where} = {matrix!r}: a slab repeats only along a1 and a2 (the third '
                      'row and column must be those of the identity)')
+  if primitive.dims == 1 and (s[1:, 1:].tolist() != [[1, 0], [0, 1]] or np.any(s[0, 1:])
+                              or np.any(s[1:, 0])):
+    raise InputError(f'{where} = {matrix!r}: a chain repeats only along a1 (n, 1, 1): the '
+                     'second and third rows and columns must be those of the identity')
   return make_lattice(s @ primitive.vectors, where, primitive.dims), s
 
 
@@ -123,7 +145,8 @@ def fractional(lattice: Lattice, r):
 
 
 def periodic_mask(dims: int) -> np.ndarray:
-  """(3,) 1.0 for each of the `dims` periodic lattice directions, 0.0 for a slab's open a_3."""
+  """(3,) 1.0 for each of the `dims` periodic lattice directions, 0.0 for the open ones (a
+  slab's a_3, a chain's a_2 and a_3)."""
   return (np.arange(3) < dims).astype(np.float64)
 
 
@@ -153,6 +176,14 @@ def minimum_image_distance(lattice: Lattice, d: np.ndarray) -> float:
   s = s - mask * np.round(s)
   images = np.array(list(itertools.product((-1, 0, 1), repeat=3))) * mask + s
   return float(np.min(np.linalg.norm(images @ lattice.vectors, axis=1)))
+
+
+def line_points(lattice: Lattice, radius: float) -> np.ndarray:
+  """The points n a_1 (n integer) within `radius`, (P, 3), sorted by length, n = 0 first and
+  then -n before n: a chain's lattice."""
+  n_max = int(np.floor(radius / lattice.length + 1e-9))
+  n = np.array([0] + [s * m for m in range(1, n_max + 1) for s in (-1, 1)], np.float64)
+  return n[:, None] * lattice.vectors[0][None]
 
 
 def plane_points(lattice: Lattice, basis: np.ndarray, radius: float) -> np.ndarray:

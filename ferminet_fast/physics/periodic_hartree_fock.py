@@ -48,7 +48,7 @@ class PeriodicHartreeFock(NamedTuple):
   energy: float  # Ha per simulation cell, pyscf's HF total energy (exxdiv 'ewald').
   cell: object  # The pyscf.pbc.gto.Cell (bohr), for checks against pyscf itself.
   kpt: np.ndarray = np.zeros(3)  # (3,) 1/bohr, the twist k_s of the simulation cell.
-  dims: int = 3  # Periodic dimensions: 3, or 2 for a slab (images in the xy plane only).
+  dims: int = 3  # Periodic dimensions: 3, 2 for a slab (images in the xy plane), 1 for a chain.
 
   @property
   def twisted(self) -> bool:
@@ -60,7 +60,8 @@ def make_cell(lattice, symbols: Sequence[str], positions, basis, *, ecp=None, ps
   """A built pyscf.pbc.gto.Cell: lattice (3, 3) rows in bohr, positions (n_atom, 3) bohr,
   basis (name or {symbol: name}), optional ECP (semi-local, as ecp.py evaluates) or GTH
   pseudopotential, spin = n_up - n_down, periodic in `dims` dimensions (2: a slab in the xy
-  plane). InputError for a bad lattice or unknown basis."""
+  plane; 1: a chain along x, whose open directions pyscf.pbc takes as infinite vacuum, the
+  only treatment it has for one dimension). InputError for a bad lattice or unknown basis."""
   from pyscf.pbc import gto
   lattice = np.asarray(lattice, np.float64)
   positions = np.asarray(positions, np.float64).reshape(-1, 3)
@@ -71,9 +72,12 @@ def make_cell(lattice, symbols: Sequence[str], positions, basis, *, ecp=None, ps
   if len(symbols) != len(positions):
     raise InputError(f'{len(symbols)} atom symbols for {len(positions)} positions')
   try:
-    return gto.Cell(a=lattice, atom=[(s, tuple(p)) for s, p in zip(symbols, positions)],
+    cell = gto.Cell(a=lattice, atom=[(s, tuple(p)) for s, p in zip(symbols, positions)],
                     unit='bohr', basis=basis, ecp=ecp or {}, pseudo=pseudo, spin=spin,
-                    charge=charge, precision=precision, dimension=dims, verbose=0).build()
+                    charge=charge, precision=precision, dimension=dims, verbose=0)
+    if dims == 1:
+      cell.low_dim_ft_type = 'inf_vacuum'
+    return cell.build()
   except (RuntimeError, KeyError, ValueError) as e:  # pyscf's errors for unknown names.
     raise InputError(f'pyscf cannot build the cell with basis {basis!r}, ecp {ecp!r}, pseudo '
                      f'{pseudo!r}: {type(e).__name__}: {e}') from None
@@ -95,7 +99,8 @@ def cutoff_radius(shell: molecular.Shell, tol: float) -> float:
 def lattice_images(lattice: np.ndarray, radius: float, dims: int = 3) -> np.ndarray:
   """(n_img, 3) lattice vectors T (bohr) that a Gaussian of cut-off `radius`, centred within
   half a cell (fractional [-1/2, 1/2) along each periodic direction) of a point, can reach:
-  |T| < radius + the largest such displacement; a slab's (dims = 2) in its plane only.
+  |T| < radius + the largest such displacement; a slab's (dims = 2) in its plane only, a
+  chain's (dims = 1) along its axis only.
   Sorted by length, the origin first."""
   mask = lattice_lib.periodic_mask(dims)
   corners = np.array([(i, j, k) for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
@@ -139,7 +144,7 @@ def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int
   """ROHF (UHF unless `restricted`) of the simulation cell with n_up, n_down electrons at the
   Gamma point, or at the twist `kpt` (3,) 1/bohr (complex orbitals); Gaussian density
   fitting, exchange divergence by 'ewald'; periodic in `dims` dimensions (2: a slab in the
-  xy plane). `tol` sets the image sums of the on-device orbitals, `precision` pyscf's
+  xy plane, 1: a chain along x). `tol` sets the image sums of the on-device orbitals, `precision` pyscf's
   integral screening."""
   from pyscf.pbc import scf
   cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
@@ -177,7 +182,7 @@ def atomic_orbitals(hf: PeriodicHartreeFock, r: jnp.ndarray) -> jnp.ndarray:
   lattice = jnp.asarray(hf.lattice, r.dtype)
   inverse = jnp.asarray(np.linalg.inv(hf.lattice), r.dtype)
   kpt = jnp.asarray(hf.kpt, r.dtype)
-  mask = jnp.asarray(lattice_lib.periodic_mask(hf.dims), r.dtype)  # A slab's: in-plane.
+  mask = jnp.asarray(lattice_lib.periodic_mask(hf.dims), r.dtype)  # A slab's: in-plane; a chain's: along it.
   out = []
   for s, t in zip(hf.shells, hf.images):
     f = (r - jnp.asarray(s.center, r.dtype)) @ inverse

@@ -218,9 +218,10 @@ def make_system(sys_cfg) -> System:
     raise InputError(f'config.system: n_up = {n_up} < n_down = {n_down}; by convention the '
                      'majority spin is up (use a positive spin)')
 
-  if lattice is not None and lattice.dims == 2 and n_up + n_down != int(charges.sum()):
-    raise InputError(f'config.system.charge = {sys_cfg.charge}: a slab must be neutral (a '
-                     'charged layer has an infinite energy per cell)')
+  if lattice is not None and lattice.dims < 3 and n_up + n_down != int(charges.sum()):
+    kind = 'slab' if lattice.dims == 2 else 'chain'
+    raise InputError(f'config.system.charge = {sys_cfg.charge}: a {kind} must be neutral (a '
+                     f'charged {kind} has an infinite energy per cell)')
   exact = sys_cfg.exact_energy
   neutral_ground = (lattice is None and len(symbols) == 1 and not n_core and n_up + n_down == charges[0] and
                     n_up - n_down == GROUND_STATE_SPIN[int(charges[0]) - 1])
@@ -348,7 +349,8 @@ def describe(system: System) -> str:
     cell = '; open boundaries'
   else:
     kind = ('electron gas' if not system.symbols else
-            'slab (periodic along a1, a2)' if system.lattice.dims == 2 else 'periodic')
+            {2: 'slab (periodic along a1, a2)', 1: 'chain (periodic along a1)'}.get(
+                system.lattice.dims, 'periodic'))
     twist = ('Gamma point' if not system.complex else
              'twist ({:g}, {:g}, {:g}), complex wavefunction'.format(*system.twist))
     cell = f'; {kind}, {lattice_lib.describe(system.lattice)}, {twist}'

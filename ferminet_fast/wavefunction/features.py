@@ -78,27 +78,29 @@ def periodic(lattice: lattice_lib.Lattice) -> Features:
   3 (n + m) transcendental functions instead of 6 n (n + m), the most expensive operations
   of the features and of their Laplacian.
 
-  A slab (lattice.dims = 2) is open along a_3 (normal to a_1 and a_2): there the offset's
-  component is the plain difference, s_3 a_3, in the sine half, and nothing in the cosine
-  half, so the features are periodic in the plane only."""
+  A slab (lattice.dims = 2) is open along a_3 (normal to a_1 and a_2), a chain
+  (lattice.dims = 1) along a_2 and a_3 (normal to a_1): along an open direction the
+  offset's component is the plain difference, s_i a_i, in the sine half, and nothing in the
+  cosine half, so the features are periodic along the lattice's periodic directions only."""
   vectors = np.asarray(lattice.vectors) / (2 * np.pi)
   to_phase = np.asarray(lattice.reciprocal).T  # r . B^T = 2 pi s.
-  slab = lattice.dims == 2
+  dims = lattice.dims  # Periodic along a_1 .. a_dims, open along the others.
 
   def waves(p):
-    """sin and cos of the phases p (k, 3) of k positions (and p itself for a slab, whose
-    open direction takes the plain difference); the barrier keeps XLA from fusing them into
-    each pair's product, which would compute them again per pair."""
-    return jax.lax.optimization_barrier((jnp.sin(p), jnp.cos(p)) + ((p,) if slab else ()))
+    """sin and cos of the phases p (k, 3) of k positions (and p itself for a slab or chain,
+    whose open directions take the plain difference); the barrier keeps XLA from fusing them
+    into each pair's product, which would compute them again per pair."""
+    return jax.lax.optimization_barrier((jnp.sin(p), jnp.cos(p)) + ((p,) if dims < 3 else ()))
 
   def offsets(a, b):
     """The periodic offsets (k, l, 6) of positions with waves a (k, 3) from those with b."""
     (sin_a, cos_a), (sin_b, cos_b) = a[:2], b[:2]
     sin = sin_a[:, None] * cos_b[None] - cos_a[:, None] * sin_b[None]  # sin(p_a - p_b)
     cos = cos_a[:, None] * cos_b[None] + sin_a[:, None] * sin_b[None]  # cos(p_a - p_b)
-    if slab:  # Along a_3: the phase difference itself, and no cosine term.
-      sin = jnp.concatenate([sin[..., :2], a[2][:, None, 2:] - b[2][None, :, 2:]], axis=-1)
-      cos = jnp.concatenate([cos[..., :2], jnp.ones_like(cos[..., 2:])], axis=-1)
+    if dims < 3:  # Along an open direction: the phase difference itself, no cosine term.
+      sin = jnp.concatenate([sin[..., :dims], a[2][:, None, dims:] - b[2][None, :, dims:]],
+                            axis=-1)
+      cos = jnp.concatenate([cos[..., :dims], jnp.ones_like(cos[..., dims:])], axis=-1)
     m = jnp.asarray(vectors, sin.dtype)
     return jnp.concatenate([sin @ m, (1.0 - cos) @ m], axis=-1)
 

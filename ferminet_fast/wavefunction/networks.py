@@ -148,7 +148,7 @@ class _Slater(nn.Module):
   param_dtype: Any = jnp.float32
   states: int = 1
   lattice: tuple = ()  # Periodic systems: the cell's vectors (3 rows, bohr); () open.
-  periodic_dims: int = 3  # Of `lattice`: 3, or 2 for a slab (open along its third vector).
+  periodic_dims: int = 3  # Of `lattice`: 3, 2 for a slab (open along a_3), 1 for a chain.
   kpoints: tuple = ()  # Periodic systems: the filled k-shells (K rows, 1/bohr), envelopes.
   # A periodic system at a twist: complex orbitals (the network's outputs taken in pairs as
   # real and imaginary parts, times complex envelopes); the sign is then a phase exp(i theta).
