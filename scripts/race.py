@@ -14,9 +14,10 @@ best settings on a CPU machine unless `--peer-settings default` (ferminet_refere
 its folx Laplacian, its BLAS held to one thread as ours is). When the budget is spent the
 process gets SIGTERM.
 
-Each (system, budget) pair is raced `--repeats` times (default 3) with different seeds
+Each (system, budget) pair is raced `--repeats` more times (default 3) with different seeds
 (ours: debug.seed = --seed + repeat; FermiNet seeds itself from the clock), alternating
-which code goes first. After each race both codes' LAST parameters are evaluated the same
+which code goes first; the repeats continue the numbering of the races the artifact already
+holds for that system, budget and FermiNet settings, so races added later keep alternating. After each race both codes' LAST parameters are evaluated the same
 way, not timed (the same sweeps after the same burn-in: ours by python -m
 ferminet_fast.evaluate --parameters last, FermiNet's by its own inference mode restored
 from its last checkpoint, which it is asked to write every 15 s); ours averaged over the
@@ -449,6 +450,15 @@ def one_race(args, name: str, repeat: int, extra: list, tmp: str) -> dict:
           'png': f'benchmarks/race_{name}_{args.seconds:.0f}s.png'}
 
 
+def races_held(path: str, name: str, seconds: float, settings: str) -> int:
+  """How many races of (system, budget, FermiNet settings) the artifact at `path` holds: the
+  next race continues their numbering (which code goes first, our seed), so that races
+  added in later sittings keep alternating."""
+  if not os.path.exists(path):
+    return 0
+  return len(groups(path).get((name, float(seconds), settings), []))
+
+
 def main():
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument('--ferminet', help='directory made by ../shared/anchors/setup-ferminet.sh')
@@ -471,7 +481,8 @@ def main():
   peer = {**reference.peer_versions(args.ferminet),
           'settings': reference.peer_settings_record(args.peer_settings)}
   for name in args.system:
-    for repeat in range(args.repeats):
+    held = races_held(args.json, name, args.seconds, args.peer_settings)
+    for repeat in range(held, held + args.repeats):
       run_meta = artifacts.meta(peer=peer)
       with tempfile.TemporaryDirectory() as tmp:
         entry = one_race(args, name, repeat, extra, tmp)

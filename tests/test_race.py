@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
+import artifacts  # noqa: E402
 import race  # noqa: E402
 
 
@@ -135,6 +136,21 @@ def test_races_alternate_order_change_seed_and_record_peer_settings(tmp_path, mo
     assert e['ours_evaluated_last']['parameters'] == 'last'
     assert abs(race.like_for_like_ratio(e) - 20.0 / e['ferminet_evaluated']['error_mha']) < 1e-12
     assert abs(e['ferminet_evaluated']['error_mha'] - fn_error) < 1e-3
+
+
+def test_races_added_later_continue_the_numbering(tmp_path):
+  """A later sitting's races continue the order and seeds of the races the artifact holds
+  for the same system, budget and FermiNet settings; other budgets and settings and the
+  races before the artifact format do not count."""
+  path = str(tmp_path / 'race.json')
+  assert race.races_held(path, 'Ne', 1800, 'best') == 0
+  for repeat, (seconds, settings) in enumerate([(1800, 'best'), (600, 'best'), (1800, 'best'),
+                                                (1800, 'default')]):
+    artifacts.append(path, {'system': 'Ne', 'seconds': float(seconds), 'repeat': repeat,
+                            'peer_settings': settings}, artifacts.meta())
+  assert race.races_held(path, 'Ne', 1800, 'best') == 2
+  assert race.races_held(path, 'N2', 1800, 'best') == 0
+  assert race.first_code(2) == 'ferminet' and race.seed_of(0, 2) == 2
 
 
 def test_ratio_statistics_and_goal_over_races(tmp_path, monkeypatch):
