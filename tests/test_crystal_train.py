@@ -57,13 +57,16 @@ def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
   _evaluates(run)
 
 
-def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
+@pytest.mark.parametrize('network_type,optimizer', [('ferminet', 'kfac'), ('psiformer', 'spring')])
+def test_hydrogen_chain_config_pretrains_and_trains(tmp_path, network_type, optimizer):
   """configs/h_chain.py, periodic in one dimension: pyscf.pbc's HF of the 10-atom cell with
   dimension 1 (the route and pyscf's energy per cell in the log, below the 10 free atoms'
   -4.6658 Ha in STO-3G: the chain binds), then a few finite training steps."""
   pytest.importorskip('pyscf')
   run = tmp_path / 'chain'
-  proc = _train('configs/h_chain.py', run, *TINY[:-3])
+  proc = _train('configs/h_chain.py', run, *TINY[:-3],
+                f'--config.network.network_type={network_type}',
+                f'--config.optim.optimizer={optimizer}')
   assert 'chain (periodic along a1)' in proc.stdout, proc.stdout[-3000:]
   line = next(l for l in proc.stdout.splitlines() if 'Pretrain UHF/sto-3g energy' in l)
   assert float(line.split('energy')[1].split()[0]) < 10 * -0.46658, line

@@ -153,6 +153,20 @@ def test_races_added_later_continue_the_numbering(tmp_path):
   assert race.first_code(2) == 'ferminet' and race.seed_of(0, 2) == 2
 
 
+def test_a_race_where_ours_stopped_before_its_budget_is_marked():
+  """A race in which our run ended at its step limit well before the budget (a handicap
+  for ours) is named in the verdict; one that ran to the budget is not."""
+  def entry(last_step_s):
+    return {'system': 'Ne', 'seconds': 1800.0, 'ours': {'t': [20.0, last_step_s]},
+            'exact_source': 'Chakravorty et al. 1993',
+            'ours_evaluated_last': {'error_mha': 30.0, 'parameters': 'last'},
+            'ferminet_evaluated': {'error_mha': 45.0}}
+  assert race.stopped_early(entry(1037.0)) and not race.stopped_early(entry(1799.0))
+  assert 'stopped at its config\'s step limit before the budget in 1 of 2' in race.verdict(
+      'Ne', 1800, [entry(1037.0), entry(1799.0)])
+  assert 'stopped' not in race.verdict('Ne', 1800, [entry(1799.0)])
+
+
 def test_ratio_statistics_and_goal_over_races(tmp_path, monkeypatch):
   sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
   import artifacts
