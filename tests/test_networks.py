@@ -216,35 +216,47 @@ def test_periodic_features_are_their_definition_at_any_separation(dtype, toleran
     assert np.all(np.diagonal(np.asarray(g.r_ee)[..., 0]) == 0)
 
 
-SLAB = {'system.molecule': 'H 0 0 0; H 1.4 0.3 0.2', 'system.units': 'bohr',
-        'system.lattice': ((3.6, 0.0, 0.0), (0.4, 3.3, 0.0), (0.0, 0.0, 9.0)),
-        'system.periodic_dims': 2}
+# A slab (periodic along a1 and a2, open along a3) and a chain (periodic along a1, open
+# across it), each with a move by a lattice vector and one along an open direction.
+PERIODIC_CELLS = {
+    'slab': ({'system.molecule': 'H 0 0 0; H 1.4 0.3 0.2', 'system.units': 'bohr',
+              'system.lattice': ((3.6, 0.0, 0.0), (0.4, 3.3, 0.0), (0.0, 0.0, 9.0)),
+              'system.periodic_dims': 2}, (2, -1, 0), 2),
+    'chain': ({'system.molecule': 'H 0 0 0; H 1.4 0.3 0.2', 'system.units': 'bohr',
+               'system.lattice': ((3.6, 0.0, 0.0), (0.0, 9.0, 0.0), (0.0, 0.4, 9.0)),
+               'system.periodic_dims': 1}, (-2, 0, 0), 1),
+}
 
 
+@pytest.mark.parametrize('cell', ['slab', 'chain'])
 @pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
-def test_slab_network_is_periodic_in_its_plane_only(network_type):
-  """A slab (periodic along a1 and a2, open along a3): moving an electron by an in-plane
-  lattice vector leaves log|psi| and its sign unchanged; moving it by a3 does not (the
-  electron is then far from the layer), and neither does the Ewald energy."""
+def test_slab_and_chain_networks_are_periodic_only_along_their_periods(network_type, cell):
+  """Moving an electron by a lattice vector (in a slab's plane, along a chain) leaves
+  log|psi|, its sign and the Ewald energy unchanged; moving it along an open direction
+  (a slab's a3, a chain's a2) does not: the electron is then far from the nuclei."""
   from ferminet_fast.physics import ewald, systems as systems_lib
-  cfg = tiny_config('', **{**SLAB, 'network.envelope': 'auto',
+  settings, period, open_axis = PERIODIC_CELLS[cell]
+  cfg = tiny_config('', **{**settings, 'network.envelope': 'auto',
                            'network.network_type': network_type})
   config.validate(cfg)
   system = systems_lib.make_system(cfg.system)
-  assert system.lattice.dims == 2
+  assert system.lattice.dims == settings['system.periodic_dims']
   network = networks.make_network(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = jax.random.uniform(jax.random.PRNGKey(1), (6,), minval=0.0, maxval=3.0)
   sign, log = network.apply(params, x)
   a = jnp.asarray(system.lattice.vectors, jnp.float32)
-  s2, l2 = network.apply(params, x.at[3:6].add(2 * a[0] - a[1]))
+  shift = jnp.asarray(period, jnp.float32) @ a
+  s2, l2 = network.apply(params, x.at[3:6].add(shift))
   assert s2 == sign and l2 == pytest.approx(float(log), abs=2e-4)
-  _, l3 = network.apply(params, x.at[3:6].add(a[2]))
+  _, l3 = network.apply(params, x.at[3:6].add(a[open_axis]))
   assert abs(float(l3) - float(log)) > 1.0
   coulomb = ewald.make_ewald(system.lattice, 2, 2, 'float32')
   atoms, charges = jnp.asarray(system.positions, jnp.float32), jnp.asarray(system.charges)
-  assert abs(float(coulomb(x.at[3:6].add(a[2]), atoms, charges))
-             - float(coulomb(x, atoms, charges))) > 0.1
+  energy = float(coulomb(x, atoms, charges))
+  assert float(coulomb(x.at[3:6].add(shift), atoms, charges)) == pytest.approx(energy,
+                                                                               abs=1e-4)
+  assert abs(float(coulomb(x.at[3:6].add(a[open_axis]), atoms, charges)) - energy) > 0.1
 
 
 @pytest.mark.parametrize('dims', [2, 1])
@@ -275,34 +287,3 @@ def test_slab_and_chain_features_are_periodic_only_along_their_periods(dims):
       np.testing.assert_allclose(g.ae[..., 1], (r[:, None] - atoms[None])[..., 1], atol=1e-12)
 
 
-CHAIN = {'system.molecule': 'H 0 0 0; H 1.4 0.3 0.2', 'system.units': 'bohr',
-         'system.lattice': ((3.6, 0.0, 0.0), (0.0, 9.0, 0.0), (0.0, 0.4, 9.0)),
-         'system.periodic_dims': 1}
-
-
-@pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
-def test_chain_network_is_periodic_along_its_axis_only(network_type):
-  """A chain (periodic along a1, open across it): moving an electron by a multiple of a1
-  leaves log|psi| and its sign unchanged; moving it by a2 does not (the electron is then
-  far from the chain), and neither does the Ewald energy."""
-  from ferminet_fast.physics import ewald, systems as systems_lib
-  cfg = tiny_config('', **{**CHAIN, 'network.envelope': 'auto',
-                           'network.network_type': network_type})
-  config.validate(cfg)
-  system = systems_lib.make_system(cfg.system)
-  assert system.lattice.dims == 1
-  network = networks.make_network(cfg.network, system)
-  params = network.init(jax.random.PRNGKey(0))
-  x = jax.random.uniform(jax.random.PRNGKey(1), (6,), minval=0.0, maxval=3.0)
-  sign, log = network.apply(params, x)
-  a = jnp.asarray(system.lattice.vectors, jnp.float32)
-  s2, l2 = network.apply(params, x.at[3:6].add(-2 * a[0]))
-  assert s2 == sign and l2 == pytest.approx(float(log), abs=2e-4)
-  _, l3 = network.apply(params, x.at[3:6].add(a[1]))
-  assert abs(float(l3) - float(log)) > 1.0
-  coulomb = ewald.make_ewald(system.lattice, 2, 2, 'float32')
-  atoms, charges = jnp.asarray(system.positions, jnp.float32), jnp.asarray(system.charges)
-  energy = float(coulomb(x, atoms, charges))
-  assert float(coulomb(x.at[3:6].add(-2 * a[0]), atoms, charges)) == pytest.approx(energy,
-                                                                                   abs=1e-4)
-  assert abs(float(coulomb(x.at[3:6].add(a[1]), atoms, charges)) - energy) > 0.1
