@@ -10,17 +10,18 @@ Both are whole processes started cold (imports, HF pretraining, compilation and 
 count against the budget) with the settings of configs/ne.py and configs/n2.py: KFAC,
 batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves per step; each code's
 other settings are its defaults (FermiNet pretrains for 1000 steps); both codes' step
-limits are raised (RACE_ITERATIONS) so that the budget, not the config, ends each run. FermiNet runs at its
-best settings on a CPU machine unless `--peer-settings default` (ferminet_reference.py:
-its folx Laplacian, its BLAS held to one thread as ours is). When the budget is spent the
-process gets SIGTERM.
+limits are raised (RACE_ITERATIONS) so that the budget, not the config, ends each run.
+FermiNet runs at its best settings on a CPU machine unless `--peer-settings default`
+(ferminet_reference.py: its folx Laplacian, its BLAS held to one thread as ours is). When
+the budget is spent the process gets SIGTERM.
 
 Each (system, budget) pair is raced `--repeats` more times (default 3) with different seeds
 (ours: debug.seed = --seed + repeat; FermiNet seeds itself from the clock), alternating
 which code goes first; the repeats continue the numbering of the races the artifact already
-holds for that system, budget and FermiNet settings, so races added later keep alternating. After each race both codes' LAST parameters are evaluated the same
-way, not timed (the same sweeps after the same burn-in: ours by python -m
-ferminet_fast.evaluate --parameters last, FermiNet's by its own inference mode restored
+holds for that system, budget and FermiNet settings, so races added later keep alternating.
+After each race both codes' LAST parameters are evaluated the same way, not timed (the
+same sweeps after the same burn-in: ours by python -m ferminet_fast.evaluate --parameters
+last, FermiNet's by its own inference mode restored
 from its last checkpoint, which it is asked to write every 15 s); ours averaged over the
 last updates (what `evaluate` takes by default) is evaluated beside it and labelled, never
 compared with FermiNet's last parameters. The training mean (the last 20% of steps, as
@@ -343,11 +344,15 @@ def difference(entry: dict) -> Optional[tuple]:
           float(np.hypot(ours['stat_mha'], theirs['stat_mha'])))
 
 
-def stopped_early(entry: dict) -> bool:
-  """Whether our run ended at its step limit well before the budget (races before the limit
-  was raised to RACE_ITERATIONS ran with the config's): a handicap for ours."""
-  t = entry.get('ours', {}).get('t')
-  return bool(t) and t[-1] < 0.9 * float(entry['seconds'])
+def ended_early(entry: dict) -> Optional[str]:
+  """Why our run ended well before the budget, None if it ran to it: 'limit' when it reached
+  its step limit (in races before both codes' limits were raised to RACE_ITERATIONS, which
+  record no 'step_limit', ours ran with its config's: a handicap for ours), 'failed' when it
+  stopped short of it."""
+  t, limit = entry.get('ours', {}).get('t') or [], entry.get('step_limit')
+  if t and t[-1] >= 0.9 * float(entry['seconds']) or not t and limit is None:
+    return None  # It ran to the budget, or an early race recorded no steps to judge by.
+  return 'limit' if limit is None or len(t) >= limit else 'failed'
 
 
 def verdict(system: str, seconds: float, entries: list) -> str:
@@ -375,10 +380,12 @@ def verdict(system: str, seconds: float, entries: list) -> str:
       ours = [last_evaluated(e)['error_mha'] for e in entries if last_evaluated(e)]
       met = met and spread(ours)['mean'] <= ABSOLUTE_GOAL_MHA[key]
     word, n = ('met' if met else 'missed'), len(ratios)
-  early = sum(map(stopped_early, entries))
-  if early:
-    word += (f'; ours stopped at its config\'s step limit before the budget in {early} of '
-             f'{len(entries)}')
+  why = [ended_early(e) for e in entries]
+  if why.count('limit'):
+    word += (f'; ours stopped at its config\'s step limit before the budget in '
+             f'{why.count("limit")} of {len(entries)}')
+  if why.count('failed'):
+    word += (f'; ours failed before the budget in {why.count("failed")} of {len(entries)}')
   return word if n >= 3 else f'{word}, {n} race{"s" if n > 1 else ""} of the 3 needed'
 
 
@@ -458,7 +465,8 @@ def one_race(args, name: str, repeat: int, extra: list, tmp: str) -> dict:
           'seed_ferminet': 'from its clock (its default)', 'first': first,
           'peer_settings': args.peer_settings,
           'peer_settings_detail': reference.peer_settings_record(args.peer_settings),
-          'overrides': extra, 'ferminet': runs['ferminet'], 'ours': runs['ours'],
+          'overrides': extra, 'step_limit': int(RACE_ITERATIONS),
+          'ferminet': runs['ferminet'], 'ours': runs['ours'],
           'ferminet_summary': summary(runs['ferminet'], exact),
           'ours_summary': summary(runs['ours'], exact), 'ours_evaluated': averaged,
           'ours_evaluated_last': last, 'ferminet_evaluated': fn_evaluated,

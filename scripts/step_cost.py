@@ -20,6 +20,12 @@ floating-point operations (`Compiled.cost_analysis()`):
   optimizer    the update (matrix inversions in LAPACK calls are not counted by XLA)
   step         the whole compiled step (with one MCMC move, plus the other moves)
 
+and, inside the energy, the part of the Laplacian that the determinants take: the Laplacian
+(by the same method) of log|psi| less that of the network stopped at its orbitals (the sum
+of the orbital matrices' entries: the same layers and envelopes, no determinant), both of
+every walker. What is left after the orbitals (the determinants, their signed log-sum and a
+Jastrow factor if any) is counted there.
+
 The floors are those of a step that wastes nothing: one forward pass per MCMC move; 3N + 2
 forward passes for the local energy of N electrons (the forward Laplacian carries the value,
 3N first derivatives and the Laplacian through every dense layer); 3 for the gradient (a
@@ -67,6 +73,26 @@ def _config(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int
                       *[f'--config.{k}={v}' for k, v in keys.items()]])
 
 
+def laplacian_after_orbitals(built, compiled) -> float:
+  """Floating-point operations of the Laplacian (the step's method) of every walker's
+  log|psi| less those of the network stopped at its orbitals (module docstring)."""
+  import jax
+  import jax.numpy as jnp
+  from ferminet_fast.physics import hamiltonian
+
+  laplacian = hamiltonian.LAPLACIANS[built.parts.laplacian]
+  x = built.state.walkers.x.reshape(-1, 3 * built.system.n_electrons)
+
+  def orbitals_summed(params, y):
+    return sum(jnp.sum(block) for block in built.network.orbitals(params, y))
+
+  def of_every_walker(f):
+    return compiled(lambda p, y: jax.vmap(lambda z: laplacian(lambda w: f(p, w))(z)[0])(y),
+                    built.state.params, x)
+
+  return of_every_walker(built.network.log_psi) - of_every_walker(orbitals_summed)
+
+
 def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) -> dict:
   """Floating-point operations of each stage of our step for one system, network and
   optimizer, in forward passes, with the floors."""
@@ -98,6 +124,7 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) 
   return {'system': name, 'electrons': n, 'network': network, 'optimizer': optimizer,
           'batch': batch, 'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian,
           'forward_flops': forward, 'stage_flops': stages,
+          'after_orbitals_flops': laplacian_after_orbitals(built, compiled),
           'step_flops': step + (mcmc_steps - 1) * one_move,
           'floors': floors(n, mcmc_steps)}
 
@@ -111,17 +138,21 @@ def render(path: str = COST_JSON) -> str:
   for run in runs:
     for r in run.data['rows']:
       newest[(r['system'], r['network'], r['optimizer'])] = (run, r)
-  lines = ['| system (N) | network | optimizer | GFLOP per forward | MCMC | energy | gradient '
-           '| optimizer | refresh | step | floor | step / floor |', '|' + '---|' * 12]
+  lines = ['| system (N) | network | optimizer | GFLOP per forward | MCMC | energy | of which '
+           'determinants | gradient | optimizer | refresh | step | floor | step / floor |',
+           '|' + '---|' * 13]
   for run, r in newest.values():
     f, fl = r['forward_flops'], r['floors']
     cell = {k: f'{r["stage_flops"][k] / f:.1f} ({fl[k]})' for k in STAGES}
+    det = r.get('after_orbitals_flops')  # Absent from rows counted before it was.
+    cell['energy'] += ' | ' + ('–' if det is None else f'{det / f:.1f}')
     floor = sum(fl.values())
     lines.append(f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | {r["optimizer"]} | '
                  f'{f / 1e9:.3f} | ' + ' | '.join(cell[k] for k in STAGES)
                  + f' | {r["step_flops"] / f:.1f} | {floor} | {r["step_flops"] / f / floor:.2f} |')
   return '\n'.join(lines + ['', 'Each stage in forward passes of the network (its floor in '
-                            'brackets), batch 256, counted by XLA. '
+                            'brackets), batch 256, counted by XLA; "of which determinants": '
+                            'the Laplacian after the orbitals (– where not counted). '
                             + artifacts.provenance(path, [run for run, _ in newest.values()])])
 
 

@@ -1,8 +1,9 @@
 """configs/lih_crystal.py end to end through the command line, at a tiny size: the LiH cube is
 pretrained from pyscf.pbc's k-point HF (the route and its energy per cell in the log), trains
 a few steps with finite energies, and its run evaluates; the hydrogen chain (periodic in one
-dimension) likewise, at the Gamma point and at a twist (complex Bloch orbitals: FermiNet with KFAC, Psiformer with Adam);
-and the slab (a layer of H2, periodic in two dimensions) with each network and optimizer."""
+dimension) likewise, at the Gamma point and at twists (complex Bloch orbitals), whose runs
+the command line averages; and the slab (a layer of H2, periodic in two dimensions) with
+each network and optimizer."""
 
 import json
 import os
@@ -42,6 +43,12 @@ def _evaluates(run) -> None:
   assert np.isfinite(json.loads((run / 'eval.json').read_text())['energy'])
 
 
+def _pretrain_energy(proc) -> float:
+  """pyscf.pbc's HF energy per cell that pretraining logged, Ha."""
+  line = next(l for l in proc.stdout.splitlines() if 'Pretrain UHF/sto-3g energy' in l)
+  return float(line.split('energy')[1].split()[0])
+
+
 @pytest.mark.slow
 def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
   pytest.importorskip('pyscf')
@@ -68,27 +75,53 @@ def test_hydrogen_chain_config_pretrains_and_trains(tmp_path, network_type, opti
                 f'--config.network.network_type={network_type}',
                 f'--config.optim.optimizer={optimizer}')
   assert 'chain (periodic along a1)' in proc.stdout, proc.stdout[-3000:]
-  line = next(l for l in proc.stdout.splitlines() if 'Pretrain UHF/sto-3g energy' in l)
-  assert float(line.split('energy')[1].split()[0]) < 10 * -0.46658, line
+  assert _pretrain_energy(proc) < 10 * -0.46658
   _trained_three_finite_steps(run)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('network_type,optimizer', [('ferminet', 'kfac'), ('psiformer', 'adam')])
-def test_hydrogen_chain_at_a_twist_pretrains_trains_and_evaluates(tmp_path, network_type,
-                                                                   optimizer):
-  """configs/h_chain.py at the twist (0.25, 0, 0): a complex wavefunction (said in the log),
-  pretrained on pyscf.pbc's Bloch orbitals of the cell at that twist, then a few finite
-  training steps; its run evaluates to a finite energy."""
+def test_hydrogen_chain_at_a_twist_with_psiformer_and_adam_trains_and_evaluates(tmp_path):
+  """configs/h_chain.py at the twist (0.25, 0, 0) with Psiformer and Adam: a complex
+  wavefunction (said in the log), pretrained on pyscf.pbc's Bloch orbitals of the cell at that
+  twist, then a few finite training steps; its run evaluates to a finite energy."""
   pytest.importorskip('pyscf')
   run = tmp_path / 'chain'
   proc = _train('configs/h_chain.py', run, *TINY, '--config.system.twist=(0.25, 0, 0)',
-                f'--config.network.network_type={network_type}',
-                f'--config.optim.optimizer={optimizer}')
+                '--config.network.network_type=psiformer', '--config.optim.optimizer=adam')
   assert 'twist (0.25, 0, 0), complex wavefunction' in proc.stdout, proc.stdout[-3000:]
-  assert 'Pretrain UHF/sto-3g energy' in proc.stdout, proc.stdout[-3000:]
+  assert np.isfinite(_pretrain_energy(proc))
   _trained_three_finite_steps(run)
   _evaluates(run)
+
+
+@pytest.mark.slow
+def test_hydrogen_chain_twist_average_through_the_command_line(tmp_path):
+  """configs/h_chain.py (FermiNet, KFAC) at the two twists of the half-shifted two-point grid
+  along the chain, +-(0.25, 0, 0): pyscf.pbc's HF energy per cell is the same at both (time
+  reversal: E(k) = E(-k)); each run trains and evaluates through the command line, and
+  `python -m ferminet_fast.evaluate --twist_average` writes the mean of their evaluated
+  energies, the combined error and the energy per electron (10 per cell)."""
+  pytest.importorskip('pyscf')
+  runs, pretrained = [tmp_path / 'plus', tmp_path / 'minus'], []
+  for run, twist in zip(runs, ('0.25', '-0.25')):
+    proc = _train('configs/h_chain.py', run, *TINY, f'--config.system.twist=({twist}, 0, 0)')
+    assert 'complex wavefunction' in proc.stdout, proc.stdout[-3000:]
+    pretrained.append(_pretrain_energy(proc))
+    _trained_three_finite_steps(run)
+    _evaluates(run)
+  assert pretrained[0] == pytest.approx(pretrained[1], abs=1e-6)
+  target = tmp_path / 'twist_average.json'
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate',
+                         f'--twist_average={runs[0]},{runs[1]}', f'--out={target}'],
+                        cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads(target.read_text())
+  evaluated = [json.loads((run / 'eval.json').read_text()) for run in runs]
+  assert result['n_twists'] == 2
+  assert result['energy'] == pytest.approx(np.mean([e['energy'] for e in evaluated]))
+  assert result['error'] == pytest.approx(np.hypot(*[e['error'] for e in evaluated]) / 2)
+  assert result['energy_per_electron'] == pytest.approx(result['energy'] / 10)
+  assert [t['twist'] for t in result['twists']] == [[0.25, 0.0, 0.0], [0.75, 0.0, 0.0]]
 
 
 @pytest.mark.parametrize('network_type,optimizer', [('ferminet', 'kfac'), ('psiformer', 'adam'),

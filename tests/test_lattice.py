@@ -192,6 +192,9 @@ def test_bad_periodic_settings_are_refused():
 SLAB = {'system.molecule': 'H 0 0 -0.7; H 0 0 0.7', 'system.units': 'bohr',
         'system.lattice': ((3.6, 0, 0), (0, 3.6, 0), (0, 0, 12.0)), 'system.periodic_dims': 2,
         'network.envelope': 'auto'}
+CHAIN = {'system.molecule': 'H 0 0 0; H 1.8 0 0', 'system.units': 'bohr',
+         'system.lattice': ((3.6, 0, 0), (0, 12.0, 0), (0, 0, 12.0)), 'system.periodic_dims': 1,
+         'network.envelope': 'auto'}
 
 
 def test_a_slab_system_is_periodic_in_its_plane():
@@ -204,26 +207,6 @@ def test_a_slab_system_is_periodic_in_its_plane():
   np.testing.assert_allclose(wrapped, [[6.2, 0.8, 30.0]])  # z is not wrapped.
 
 
-@pytest.mark.parametrize('overrides,message', [
-    ({'system.twist': (0.0, 0.0, 0.5)}, 'open along its third lattice vector, so the twist is 0'),
-    ({'system.charge': 1}, 'a slab must be neutral'),
-    ({'system.lattice': ((3.6, 0, 0), (0, 3.6, 0), (0.5, 0, 12.0))}, 'a3 along z'),
-    ({'system.supercell': (1, 1, 2)}, 'repeats only along a1 and a2'),
-    ({'system.lattice': ()}, 'needs a crystal'),
-    ({'network.envelope': 'planewave'}, 'slab needs'),
-])
-def test_bad_slabs_are_one_clear_error(overrides, message):
-  cfg = tiny_config('', **{**SLAB, **overrides})
-  with pytest.raises(InputError, match=message):
-    config.validate(cfg)
-    systems.make_system(cfg.system)
-
-
-CHAIN = {'system.molecule': 'H 0 0 0; H 1.8 0 0', 'system.units': 'bohr',
-         'system.lattice': ((3.6, 0, 0), (0, 12.0, 0), (0, 0, 12.0)), 'system.periodic_dims': 1,
-         'network.envelope': 'auto'}
-
-
 def test_a_chain_system_is_periodic_along_its_axis():
   cfg = tiny_config('', **{**CHAIN, 'system.supercell': (3, 1, 1)})
   config.validate(cfg)
@@ -234,15 +217,23 @@ def test_a_chain_system_is_periodic_along_its_axis():
   np.testing.assert_allclose(wrapped, [[9.8, 30.0, -20.0]])  # y and z are not wrapped.
 
 
-@pytest.mark.parametrize('overrides,message', [
-    ({'system.twist': (0.0, 0.5, 0.0)}, 'open along its second and third lattice vectors'),
-    ({'system.charge': 1}, 'a chain must be neutral'),
-    ({'system.lattice': ((3.6, 0, 0), (0.3, 12.0, 0), (0, 0, 12.0))}, 'a1 along x'),
-    ({'system.supercell': (2, 2, 1)}, 'repeats only along a1'),
-    ({'network.envelope': 'planewave'}, 'chain needs'),
+@pytest.mark.parametrize('cell,overrides,message', [
+    (SLAB, {'system.twist': (0.0, 0.0, 0.5)},
+     'open along its third lattice vector, so the twist is 0'),
+    (SLAB, {'system.charge': 1}, 'a slab must be neutral'),
+    (SLAB, {'system.lattice': ((3.6, 0, 0), (0, 3.6, 0), (0.5, 0, 12.0))}, 'a3 along z'),
+    (SLAB, {'system.supercell': (1, 1, 2)}, 'repeats only along a1 and a2'),
+    (SLAB, {'system.lattice': ()}, 'needs a crystal'),
+    (SLAB, {'network.envelope': 'planewave'}, 'slab needs'),
+    (CHAIN, {'system.twist': (0.0, 0.5, 0.0)},
+     'open along its second and third lattice vectors'),
+    (CHAIN, {'system.charge': 1}, 'a chain must be neutral'),
+    (CHAIN, {'system.lattice': ((3.6, 0, 0), (0.3, 12.0, 0), (0, 0, 12.0))}, 'a1 along x'),
+    (CHAIN, {'system.supercell': (2, 2, 1)}, 'repeats only along a1'),
+    (CHAIN, {'network.envelope': 'planewave'}, 'chain needs'),
 ])
-def test_bad_chains_are_one_clear_error(overrides, message):
-  cfg = tiny_config('', **{**CHAIN, **overrides})
+def test_bad_slabs_and_chains_are_one_clear_error(cell, overrides, message):
+  cfg = tiny_config('', **{**cell, **overrides})
   with pytest.raises(InputError, match=message):
     config.validate(cfg)
     systems.make_system(cfg.system)

@@ -153,17 +153,25 @@ def test_races_added_later_continue_the_numbering(tmp_path):
   assert race.first_code(2) == 'ferminet' and race.seed_of(0, 2) == 2
 
 
-def test_a_race_where_ours_stopped_before_its_budget_is_marked():
-  """A race in which our run ended at its step limit well before the budget (a handicap
-  for ours) is named in the verdict; one that ran to the budget is not."""
-  def entry(last_step_s):
+def test_a_race_where_ours_ended_before_its_budget_is_marked():
+  """A race in which our run ended at its step limit well before the budget (a handicap for
+  ours, in races before the limits were raised) is named in the verdict, and so is one that
+  ended short of the raised limit (a failure); one that ran to the budget is not."""
+  def entry(last_step_s, **more):
     return {'system': 'Ne', 'seconds': 1800.0, 'ours': {'t': [20.0, last_step_s]},
             'exact_source': 'Chakravorty et al. 1993',
             'ours_evaluated_last': {'error_mha': 30.0, 'parameters': 'last'},
-            'ferminet_evaluated': {'error_mha': 45.0}}
-  assert race.stopped_early(entry(1037.0)) and not race.stopped_early(entry(1799.0))
+            'ferminet_evaluated': {'error_mha': 45.0}, **more}
+  raised = {'step_limit': int(race.RACE_ITERATIONS)}
+  assert race.ended_early(entry(1037.0)) == 'limit'
+  assert race.ended_early(entry(1037.0, **raised)) == 'failed'
+  assert race.ended_early({**entry(0.0, **raised), 'ours': {'t': []}}) == 'failed'
+  assert race.ended_early(entry(1799.0)) is None
+  assert race.ended_early(entry(1799.0, **raised)) is None
   assert 'stopped at its config\'s step limit before the budget in 1 of 2' in race.verdict(
       'Ne', 1800, [entry(1037.0), entry(1799.0)])
+  assert 'ours failed before the budget in 1 of 2' in race.verdict(
+      'Ne', 1800, [entry(1037.0, **raised), entry(1799.0, **raised)])
   assert 'stopped' not in race.verdict('Ne', 1800, [entry(1799.0)])
 
 

@@ -2,7 +2,7 @@
 MCMC moves must cost one forward pass each (a loop's body is counted once, so the script
 counts one move and multiplies), the refresh exactly one, and the local energy at least
 its floor of 3N + 2 forward passes (the forward Laplacian cannot be cheaper than carrying
-3N tangents and the Laplacian through the network)."""
+3N tangents and the Laplacian through the network), of which the determinants take a part."""
 
 import os
 import sys
@@ -29,6 +29,8 @@ def test_stages_against_their_floors(li_adam):
   # The whole step is its stages (the optimizer's arithmetic included), to within the
   # bookkeeping between them.
   assert r['step_flops'] == pytest.approx(sum(stages.values()), rel=0.05)
+  # The determinants' share of the Laplacian is a part of the energy's arithmetic.
+  assert 0 < r['after_orbitals_flops'] < stages['energy']
 
 
 def test_table_names_the_floor(li_adam, tmp_path):
@@ -39,4 +41,6 @@ def test_table_names_the_floor(li_adam, tmp_path):
   row = next(line for line in text.splitlines() if line.startswith('| Li (3) | small | adam |'))
   cells = [c.strip() for c in row.strip('|').split('|')]
   assert cells[4].endswith('(4)') and cells[5].endswith('(11)')  # MCMC and energy floors.
-  assert cells[10] == str(sum(li_adam['floors'].values()))
+  after = li_adam['after_orbitals_flops'] / li_adam['forward_flops']
+  assert float(cells[6]) == pytest.approx(after, abs=0.05)  # The determinants' share.
+  assert cells[11] == str(sum(li_adam['floors'].values()))

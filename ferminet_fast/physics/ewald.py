@@ -24,7 +24,7 @@ sums, `make_slab_ewald` and `make_chain_ewald`, below; `make_ewald` and `madelun
 them from the lattice.
 """
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -129,13 +129,27 @@ def make_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
                precision: str = 'float64', setup=None):
   """The Ewald `coulomb.Coulomb` (x (3N,), atoms (M, 3), charges (M,)) -> E (), Ha, of
   n_electrons electrons and n_nuclei nuclei in the cell `lat`, converged to
-  TOLERANCE[precision] per pair of unit charges (or with a given `setup`); a slab's
-  (lat.dims = 2) by the two-dimensional sum, `make_slab_ewald`, a chain's (lat.dims = 1) by
-  the one-dimensional sum, `make_chain_ewald`."""
-  if lat.dims == 2:
-    return make_slab_ewald(lat, n_electrons, n_nuclei, precision, setup)
-  if lat.dims == 1:
-    return make_chain_ewald(lat, n_electrons, n_nuclei, precision, setup)
+  TOLERANCE[precision] per pair of unit charges (or with a given `setup`), by the sum of the
+  cell's periodicity (SUMS[lat.dims]: bulk, slab or chain)."""
+  return SUMS[lat.dims].make(lat, n_electrons, n_nuclei, precision, setup)
+
+
+def madelung(lat: lattice_lib.Lattice, positions: np.ndarray, charges: np.ndarray,
+             alpha: float = None) -> float:
+  """The Ewald energy (Ha, float64; needs jax_enable_x64) of point charges (no electrons) at
+  `positions` (M, 3) bohr in the cell; `alpha` (1/bohr) overrides the chosen splitting."""
+  tolerance, ewald_sum = TOLERANCE['float64'], SUMS[lat.dims]
+  setup = (ewald_sum.choose(lat, len(charges), tolerance) if alpha is None
+           else ewald_sum.setup_at(lat, alpha, tolerance))
+  energy = make_ewald(lat, 0, len(charges), setup=setup)
+  return float(energy(jnp.zeros((0,), jnp.float64), jnp.asarray(positions, jnp.float64),
+                      jnp.asarray(charges, jnp.float64)))
+
+
+def make_bulk_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
+                    precision: str = 'float64', setup: EwaldSetup = None):
+  """The three-dimensional Ewald `coulomb.Coulomb` of a bulk cell (lat.dims = 3), with the
+  neutralising background of a charged cell (the electron gas)."""
   setup = setup or choose(lat, n_electrons + n_nuclei, TOLERANCE[precision])
   inverse = np.linalg.inv(lat.vectors)
   n = n_electrons + n_nuclei
@@ -160,19 +174,6 @@ def make_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
     return real + recip + constant
 
   return energy
-
-
-def madelung(lat: lattice_lib.Lattice, positions: np.ndarray, charges: np.ndarray,
-             alpha: float = None) -> float:
-  """The Ewald energy (Ha, float64; needs jax_enable_x64) of point charges (no electrons) at
-  `positions` (M, 3) bohr in the cell; `alpha` (1/bohr) overrides the chosen splitting."""
-  tolerance = TOLERANCE['float64']
-  pick, at = {3: (choose, setup_at), 2: (choose_slab, slab_setup_at),
-               1: (choose_chain, chain_setup_at)}[lat.dims]
-  setup = pick(lat, len(charges), tolerance) if alpha is None else at(lat, alpha, tolerance)
-  energy = make_ewald(lat, 0, len(charges), setup=setup)
-  return float(energy(jnp.zeros((0,), jnp.float64), jnp.asarray(positions, jnp.float64),
-                      jnp.asarray(charges, jnp.float64)))
 
 
 # Slabs (lat.dims = 2): periodic along a_1 and a_2, open along the unit normal n = a_3 / |a_3|.
@@ -434,3 +435,18 @@ def make_chain_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
     return pairs + 0.5 * setup.self_potential * jnp.sum(q * q)
 
   return energy
+
+
+class EwaldSum(NamedTuple):
+  """The Ewald sum of one periodicity: choose(lat, n_particles, tolerance) and
+  setup_at(lat, alpha, tolerance) give its setup, make(lat, n_electrons, n_nuclei, precision,
+  setup) its energy."""
+  choose: Callable
+  setup_at: Callable
+  make: Callable
+
+
+# The sum of each periodicity, by lat.dims.
+SUMS = {3: EwaldSum(choose, setup_at, make_bulk_ewald),
+        2: EwaldSum(choose_slab, slab_setup_at, make_slab_ewald),
+        1: EwaldSum(choose_chain, chain_setup_at, make_chain_ewald)}
