@@ -21,11 +21,11 @@ which code goes first; the repeats continue the numbering of the races the artif
 holds for that system, budget and FermiNet settings, so races added later keep alternating.
 After each race both codes' LAST parameters are evaluated the same way, not timed (the
 same sweeps after the same burn-in: ours by python -m ferminet_fast.evaluate --parameters
-last, FermiNet's by its own inference mode restored
-from its last checkpoint, which it is asked to write every 15 s); ours averaged over the
-last updates (what `evaluate` takes by default) is evaluated beside it and labelled, never
-compared with FermiNet's last parameters. The training mean (the last 20% of steps, as
-FermiNet reports it) is kept too; it is biased low at these sizes (BENCHMARKS.md).
+last, FermiNet's by its own inference mode restored from its last checkpoint, which it is
+asked to write every 15 s); ours averaged over the last updates (what `evaluate` takes by
+default) is evaluated beside it and labelled, never compared with FermiNet's last
+parameters. The training mean (the last 20% of steps, as FermiNet reports it) is kept too;
+it is biased low at these sizes (BENCHMARKS.md).
 
 Every race is appended to benchmarks/race.json (scripts/artifacts.py: all runs kept, with
 the machine, versions of both codes, commit, command and FermiNet's settings); the table
@@ -385,7 +385,7 @@ def verdict(system: str, seconds: float, entries: list) -> str:
     word += (f'; ours stopped at its config\'s step limit before the budget in '
              f'{why.count("limit")} of {len(entries)}')
   if why.count('failed'):
-    word += (f'; ours failed before the budget in {why.count("failed")} of {len(entries)}')
+    word += f'; ours failed before the budget in {why.count("failed")} of {len(entries)}'
   return word if n >= 3 else f'{word}, {n} race{"s" if n > 1 else ""} of the 3 needed'
 
 

@@ -180,6 +180,7 @@ def main():
         f = r['forward_flops']
         print(f'{name} {network} {optimizer}: forward {f / 1e9:.3f} GFLOP; '
               + ', '.join(f'{k} {v / f:.1f}' for k, v in r['stage_flops'].items())
+              + f'; of the energy, determinants {r["after_orbitals_flops"] / f:.1f}'
               + f'; step {r["step_flops"] / f:.1f} forward passes', flush=True)
   artifacts.append(args.json, {'rows': rows})
   print(render(args.json))
