@@ -5,6 +5,7 @@ other on the same machine, and the energy each has when its time is up; repeated
   python scripts/race.py --ferminet /tmp/fn --system Ne --seconds 600
   python scripts/race.py --ferminet /tmp/fn --system Ne N2 --seconds 1800 --repeats 3
   python scripts/render_docs.py                           # the table in ACCURACY.md
+  python scripts/race.py --replot      # each group's latest curves again, from the artifact
 
 Both are whole processes started cold (imports, HF pretraining, compilation and burn-in
 count against the budget) with the settings of configs/ne.py and configs/n2.py: KFAC,
@@ -334,6 +335,17 @@ def groups(path: str = JSON) -> dict:
   return {k: out[k] for k in sorted(out, key=order)}
 
 
+def replot(path: str = JSON) -> list:
+  """Draws the latest race of each (system, budget, FermiNet settings) in the artifact at
+  `path` to its curves file (png_name); returns the files written."""
+  written = []
+  for (name, seconds, settings), held in groups(path).items():
+    png = png_name(name, seconds, settings)
+    plot(held[-1][1], os.path.join(REPO, png))
+    written.append(png)
+  return written
+
+
 def difference(entry: dict) -> Optional[tuple]:
   """Our evaluated energy (last parameters) minus FermiNet's and their combined standard
   error, mHa (None if either evaluation is missing)."""
@@ -350,8 +362,10 @@ def ended_early(entry: dict) -> Optional[str]:
   record no 'step_limit', ours ran with its config's: a handicap for ours), 'failed' when it
   stopped short of it."""
   t, limit = entry.get('ours', {}).get('t') or [], entry.get('step_limit')
-  if t and t[-1] >= 0.9 * float(entry['seconds']) or not t and limit is None:
-    return None  # It ran to the budget, or an early race recorded no steps to judge by.
+  if t and t[-1] >= 0.9 * float(entry['seconds']):
+    return None  # It ran to the budget.
+  if not t and limit is None:
+    return None  # An early race that recorded no steps to judge by.
   return 'limit' if limit is None or len(t) >= limit else 'failed'
 
 
@@ -471,7 +485,14 @@ def one_race(args, name: str, repeat: int, extra: list, tmp: str) -> dict:
           'ours_summary': summary(runs['ours'], exact), 'ours_evaluated': averaged,
           'ours_evaluated_last': last, 'ferminet_evaluated': fn_evaluated,
           'eval_sweeps': args.eval_sweeps, 'eval_burn_in': EVAL_BURN_IN,
-          'png': f'benchmarks/race_{name}_{args.seconds:.0f}s.png'}
+          'png': png_name(name, args.seconds, args.peer_settings)}
+
+
+def png_name(name: str, seconds: float, settings: str) -> str:
+  """The curves' file of a race: by system and budget, and by FermiNet's settings where they
+  are not its best, so that races of other settings do not overwrite each other."""
+  suffix = '' if settings == 'best' else f'_{settings}'
+  return f'benchmarks/race_{name}_{seconds:.0f}s{suffix}.png'
 
 
 def races_held(path: str, name: str, seconds: float, settings: str) -> int:
@@ -495,9 +516,14 @@ def main():
   p.add_argument('--eval-sweeps', type=int, default=2000, help='sweeps of each evaluation')
   p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR')
   p.add_argument('--json', default=JSON)
+  p.add_argument('--replot', action='store_true',
+                 help="draw each group's latest race from --json again, and race nothing")
   args, extra = p.parse_known_args()  # --config.KEY=VALUE: passed to our training only.
   if any(not o.startswith('--config.') for o in extra):
     p.error(f'unrecognized arguments: {" ".join(extra)}')
+  if args.replot:
+    print('\n'.join(replot(args.json)))
+    return
   if not args.ferminet:
     p.error('--ferminet DIR is needed (bash ../shared/anchors/setup-ferminet.sh DIR)')
   if args.repeats < 1:

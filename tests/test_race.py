@@ -124,6 +124,9 @@ def test_races_alternate_order_change_seed_and_record_peer_settings(tmp_path, mo
   assert [e['first'] for e in entries] == ['ferminet', 'ours', 'ferminet']
   assert seeds == [7, 8, 9] and [e['seed_ours'] for e in entries] == [7, 8, 9]
   assert all(e['peer_settings'] == settings for e in entries)
+  # Each FermiNet setting has its own curves file: races of one do not overwrite another's.
+  pngs = {race.png_name('Ne', entries[0]['seconds'], s) for s in race.reference.PEER_SETTINGS}
+  assert len(pngs) == len(race.reference.PEER_SETTINGS) and entries[0]['png'] in pngs
   calls = [json.loads(line) for line in (tmp_path / 'calls.jsonl').read_text().splitlines()]
   assert len(calls) == 6  # Three races, three evaluations.
   for call in calls:
@@ -151,6 +154,26 @@ def test_races_added_later_continue_the_numbering(tmp_path):
   assert race.races_held(path, 'Ne', 1800, 'best') == 2
   assert race.races_held(path, 'N2', 1800, 'best') == 0
   assert race.first_code(2) == 'ferminet' and race.seed_of(0, 2) == 2
+
+
+def test_replot_draws_the_latest_race_of_each_group_to_its_own_file(tmp_path, monkeypatch):
+  """The curves are drawn again from the artifact alone: one file per (system, budget,
+  FermiNet settings), from that group's latest race."""
+  path = str(tmp_path / 'race.json')
+  run = {'t': [1.0, 2.0, 3.0], 'energy': [-128.0, -128.5, -128.8]}
+  for order, (seconds, settings) in enumerate([(600, 'best'), (600, 'default'), (600, 'best'),
+                                               (1800, 'best')]):
+    artifacts.append(path, {'system': 'Ne', 'seconds': float(seconds), 'exact': -128.9376,
+                            'peer_settings': settings, 'ours': run, 'ferminet': run,
+                            'order': order}, artifacts.meta())
+  drawn = []
+  monkeypatch.setattr(race, 'REPO', str(tmp_path))
+  monkeypatch.setattr(race, 'plot', lambda entry, png: drawn.append((entry['order'], png)))
+  written = race.replot(path)
+  assert written == [race.png_name('Ne', 600, 'best'), race.png_name('Ne', 600, 'default'),
+                     race.png_name('Ne', 1800, 'best')]
+  assert drawn == [(order, os.path.join(str(tmp_path), png))
+                   for order, png in zip((2, 1, 3), written)]
 
 
 def test_a_race_where_ours_ended_before_its_budget_is_marked():
