@@ -111,6 +111,31 @@ def test_complex_local_kinetic_energy_is_that_of_psi_by_finite_differences(elect
     assert abs(expected.imag) > 1e-3  # The imaginary part is tested, not zero.
 
 
+@pytest.mark.skipif('folx' not in METHODS, reason='needs folx')
+def test_folx_takes_the_periodic_features_without_their_full_hessian(capfd):
+  """The periodic features keep each particle's sines and cosines behind an optimization
+  barrier; folx carries them through it as the identity (no warning that it falls back to
+  the full Hessian of an unknown operation), and its Laplacian and gradient of the gas's
+  network equal jacfwd's."""
+  cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': (4, 3),
+                           'network.envelope': 'auto',
+                           'network.ferminet.hidden_dims': ((8, 4), (8, 4))})
+  config.validate(cfg)
+  system = systems.make_system(cfg.system)
+  with jax.enable_x64(True):
+    from ferminet_fast.wavefunction import networks
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    params = network.init(jax.random.PRNGKey(0))
+    x = jax.random.uniform(jax.random.PRNGKey(1), (21,), jnp.float64, 0, 2)
+    f = lambda y: network.log_psi(params, y)
+    lap, grad = jax.jit(hamiltonian.LAPLACIANS['folx'](f))(x)
+    reference_lap, reference_grad = jax.jit(hamiltonian.LAPLACIANS['jacfwd'](f))(x)
+  # folx logs through a handler of its own on standard error, not through pytest's.
+  assert 'not in registry' not in capfd.readouterr().err
+  np.testing.assert_allclose(lap, reference_lap, rtol=1e-9)
+  np.testing.assert_allclose(grad, reference_grad, rtol=1e-9, atol=1e-12)
+
+
 def test_potential_energy_of_a_known_configuration():
   system = systems.make_system(tiny_config('Li').system)
   x = jnp.array([1.0, 0, 0, 0, 2.0, 0, 0, 0, -4.0])

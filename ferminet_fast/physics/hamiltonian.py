@@ -73,6 +73,7 @@ def _folx(sparsity_threshold: int) -> Laplacian:
 
   def make(f: LogPsi) -> Callable[[jax.Array], tuple]:
     import folx  # Optional dependency: pip install 'ferminet_fast[folx]'.
+    _register_folx_barrier(folx)
     forward = folx.forward_laplacian(f, sparsity_threshold)
 
     def fn(x):
@@ -90,6 +91,27 @@ def _folx(sparsity_threshold: int) -> Laplacian:
     return fn
 
   return make
+
+
+def _folx_barrier(args, kwargs, sparsity_threshold):
+  """folx's rule for jax.lax.optimization_barrier (the identity): each operand's value,
+  Jacobian entries and Laplacian pass through one barrier, the Jacobian's sparsity pattern
+  unchanged. Without it folx falls back to its rule for a general function, through the
+  function's Hessian, and warns on every periodic network that the call may be slow."""
+  from folx.api import FwdJacobian, FwdLaplArray
+  carried = [(a.x, a.jacobian.data, a.laplacian) if isinstance(a, FwdLaplArray) else a
+             for a in args]
+  out = jax.lax.optimization_barrier(carried)
+  return [FwdLaplArray(o[0], FwdJacobian(o[1], a.jacobian.x0_idx), o[2])
+          if isinstance(a, FwdLaplArray) else o for a, o in zip(args, out)]
+
+
+def _register_folx_barrier(folx) -> None:
+  """Registers _folx_barrier for the barrier's primitive, found from its jaxpr (JAX does
+  not export it), once."""
+  barrier = jax.make_jaxpr(jax.lax.optimization_barrier)((0.0,)).eqns[0].primitive
+  if not folx.wrapped_functions.is_registered(barrier):
+    folx.register_function(barrier, _folx_barrier)
 
 
 def _gradient(f: LogPsi, x: jax.Array) -> Callable:
