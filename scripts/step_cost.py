@@ -37,6 +37,7 @@ are appended to benchmarks/step_cost.json and rendered into BENCHMARKS.md.
 import argparse
 import os
 import sys
+from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -93,9 +94,12 @@ def laplacian_after_orbitals(built, compiled) -> float:
   return of_every_walker(built.network.log_psi) - of_every_walker(orbitals_summed)
 
 
-def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) -> dict:
+def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int,
+          determinants: Optional[dict] = None) -> dict:
   """Floating-point operations of each stage of our step for one system, network and
-  optimizer, in forward passes, with the floors."""
+  optimizer, in forward passes, with the floors. `determinants` keeps the determinants' count
+  by (system, network, Laplacian), which does not depend on the optimizer, so that it is
+  compiled once."""
   import jax
   from ferminet_fast.optimizers import optim
   from ferminet_fast.run import build
@@ -119,12 +123,16 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) 
   update = compiled(parts.update, params, state.opt_state, grads, samples)
   step = compiled(parts.train_step, state)
   n = built.system.n_electrons
+  determinants = {} if determinants is None else determinants
+  key = (name, network, parts.laplacian)
+  if key not in determinants:
+    determinants[key] = laplacian_after_orbitals(built, compiled)
   stages = {'mcmc': mcmc_steps * one_move, 'energy': energy, 'gradient': energy_grad - energy,
             'optimizer': update, 'refresh': forward}
   return {'system': name, 'electrons': n, 'network': network, 'optimizer': optimizer,
           'batch': batch, 'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian,
           'forward_flops': forward, 'stage_flops': stages,
-          'after_orbitals_flops': laplacian_after_orbitals(built, compiled),
+          'after_orbitals_flops': determinants[key],
           'step_flops': step + (mcmc_steps - 1) * one_move,
           'floors': floors(n, mcmc_steps)}
 
@@ -143,12 +151,12 @@ def render(path: str = COST_JSON) -> str:
            '|' + '---|' * 13]
   for run, r in newest.values():
     f, fl = r['forward_flops'], r['floors']
-    cell = {k: f'{r["stage_flops"][k] / f:.1f} ({fl[k]})' for k in STAGES}
+    cells = [f'{r["stage_flops"][k] / f:.1f} ({fl[k]})' for k in STAGES]
     det = r.get('after_orbitals_flops')  # Absent from rows counted before it was.
-    cell['energy'] += ' | ' + ('–' if det is None else f'{det / f:.1f}')
+    cells.insert(STAGES.index('energy') + 1, '–' if det is None else f'{det / f:.1f}')
     floor = sum(fl.values())
     lines.append(f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | {r["optimizer"]} | '
-                 f'{f / 1e9:.3f} | ' + ' | '.join(cell[k] for k in STAGES)
+                 f'{f / 1e9:.3f} | ' + ' | '.join(cells)
                  + f' | {r["step_flops"] / f:.1f} | {floor} | {r["step_flops"] / f / floor:.2f} |')
   return '\n'.join(lines + ['', 'Each stage in forward passes of the network (its floor in '
                             'brackets), batch 256, counted by XLA; "of which determinants": '
@@ -171,11 +179,11 @@ def main():
   parser.add_argument('--json', default=COST_JSON)
   args = parser.parse_args()
   os.environ.setdefault('JAX_PLATFORMS', 'cpu')
-  rows = []
+  rows, determinants = [], {}
   for name in args.systems:
     for network in args.networks:
       for optimizer in args.optimizers:
-        r = count(name, network, optimizer, args.batch, args.mcmc_steps)
+        r = count(name, network, optimizer, args.batch, args.mcmc_steps, determinants)
         rows.append(r)
         f = r['forward_flops']
         print(f'{name} {network} {optimizer}: forward {f / 1e9:.3f} GFLOP; '

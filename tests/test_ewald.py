@@ -352,3 +352,18 @@ def test_a_chain_lies_along_x():
     lattice.make_lattice([[3.0, 0.2, 0], [0, 3.0, 0], [0, 0, 10.0]], dims=1)
   with pytest.raises(InputError, match='a1 along x'):
     lattice.make_lattice([[3.0, 0, 0], [0.5, 3.0, 0], [0, 0, 10.0]], dims=1)
+
+
+@pytest.mark.parametrize('periodic', ['slab', 'chain'])
+def test_a_charged_slab_or_chain_is_refused(periodic):
+  """A charged layer or line has no finite energy per cell (its potential grows without
+  bound away from it), so a non-neutral set is refused rather than given a value that
+  depends on the splitting parameter; the same charges in a bulk cell take the uniform
+  background and have one."""
+  cell = _slab((3.0, 0.0, 0.0), (0.0, 3.0, 0.0)) if periodic == 'slab' else _chain(3.0)
+  r, q = np.array([(0.0, 0.0, 0.0), (1.5, 0.0, 0.0)]), np.array([1.0, 2.0])
+  with pytest.raises(ValueError, match='must be neutral'):
+    ewald.madelung(cell, r, q)
+  bulk = lattice.make_lattice(np.diag([3.0, 3.0, 10.0]))
+  assert ewald.madelung(bulk, r, q, alpha=0.7) == pytest.approx(ewald.madelung(bulk, r, q),
+                                                                abs=1e-9)

@@ -422,11 +422,18 @@ def test_unknown_basis_is_one_clear_error():
 def test_electron_gas_energy_is_the_plane_wave_determinants(twist):
   """The gas's Hartree-Fock energy (7 + 7 electrons at r_s = 1, simple cubic) equals the
   direct sums of kinetic, exchange and the cube's published Madelung constant (conftest):
-  8.49148 Ha per cell (0.60653 per electron) at the Gamma point."""
+  8.49148 Ha per cell (0.60653 per electron) at the Gamma point. There it also equals the
+  published data of this cell (cc4s test resources for Shepherd et al., J. Chem. Phys. 140,
+  124102 (2014), github.com/cc4s/test-resources, ueg/rs1.0_7occ_26virt): volume
+  58.6430628670 bohr^3, Madelung constant v_M = 0.7302966760 Ha (each electron's self-energy
+  in its background is -v_M / 2) and Hartree-Fock energy 8.4914806035 Ha."""
   cell = lattice_lib.electron_gas(1.0, 'sc', 14)
   with jax.enable_x64(True):
     energy = phf.electron_gas_energy(cell, 7, 7, twist)
+    self_energy = ewald.madelung(cell, np.zeros((1, 3)), np.ones(1))
   kinetic, exchange, madelung, _ = electron_gas_hartree_fock_terms(cell.vectors[0, 0], 7, twist)
   assert energy == pytest.approx(kinetic + exchange + madelung, abs=1e-5)
   if not any(twist):
-    assert energy == pytest.approx(8.49148, abs=1e-5)
+    assert cell.volume == pytest.approx(58.6430628670, abs=1e-9)
+    assert self_energy == pytest.approx(-0.7302966760 / 2, abs=1e-9)
+    assert energy == pytest.approx(8.4914806035, abs=1e-8)

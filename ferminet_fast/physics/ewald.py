@@ -137,7 +137,11 @@ def make_ewald(lat: lattice_lib.Lattice, n_electrons: int, n_nuclei: int,
 def madelung(lat: lattice_lib.Lattice, positions: np.ndarray, charges: np.ndarray,
              alpha: float = None) -> float:
   """The Ewald energy (Ha, float64; needs jax_enable_x64) of point charges (no electrons) at
-  `positions` (M, 3) bohr in the cell; `alpha` (1/bohr) overrides the chosen splitting."""
+  `positions` (M, 3) bohr in the cell; `alpha` (1/bohr) overrides the chosen splitting. A slab
+  or chain must be neutral: its charged sum has no finite energy per cell (ValueError)."""
+  if lat.dims < 3 and abs(float(np.sum(charges))) > 1e-9:
+    raise ValueError(f'a {lat.dims}-D periodic set of charges must be neutral (their sum is '
+                     f'{float(np.sum(charges)):g}): its energy per cell diverges')
   tolerance, ewald_sum = TOLERANCE['float64'], SUMS[lat.dims]
   setup = (ewald_sum.choose(lat, len(charges), tolerance) if alpha is None
            else ewald_sum.setup_at(lat, alpha, tolerance))
