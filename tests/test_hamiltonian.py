@@ -75,22 +75,27 @@ def test_laplacian_methods_agree_with_finite_differences(atom, overrides, method
     np.testing.assert_allclose(laps, laps[0], rtol=1e-10)
 
 
+def _electron_gas_network(electrons: tuple, twist: tuple) -> tuple:
+  """A small FermiNet of the electron gas at r_s = 1 and `twist`, in float64 (call under
+  jax.enable_x64), its parameters and one configuration in the cell."""
+  from ferminet_fast.wavefunction import networks
+  cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': electrons,
+                           'system.twist': twist, 'network.envelope': 'auto',
+                           'network.ferminet.hidden_dims': ((8, 4), (8, 4))})
+  config.validate(cfg)
+  network = networks.make_network(cfg.network, systems.make_system(cfg.system), jnp.float64)
+  x = jax.random.uniform(jax.random.PRNGKey(1), (3 * sum(electrons),), jnp.float64, 0, 2)
+  return network, network.init(jax.random.PRNGKey(0)), x
+
+
 @pytest.mark.parametrize('electrons', [(2, 1), (4, 3)])  # Closed-form and LU determinants.
 def test_complex_local_kinetic_energy_is_that_of_psi_by_finite_differences(electrons):
   """A complex wavefunction (the electron gas at a twist): the kinetic local energy that
   each Laplacian method gives from log|psi| and the phase, -1/2 (lap log psi + (grad log
   psi)^2), equals -1/2 (lap psi) / psi of psi = exp(log|psi| + i theta) itself by central
   finite differences, real and imaginary parts."""
-  cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': electrons,
-                           'system.twist': (0.1, 0.2, 0.3), 'network.envelope': 'auto',
-                           'network.ferminet.hidden_dims': ((8, 4), (8, 4))})
-  config.validate(cfg)
-  system = systems.make_system(cfg.system)
   with jax.enable_x64(True):
-    from ferminet_fast.wavefunction import networks
-    network = networks.make_network(cfg.network, system, jnp.float64)
-    params = network.init(jax.random.PRNGKey(0))
-    x = jax.random.uniform(jax.random.PRNGKey(1), (3 * sum(electrons),), jnp.float64, 0, 2)
+    network, params, x = _electron_gas_network(electrons, (0.1, 0.2, 0.3))
     f = lambda y: network.log_psi_phase(params, y)
     kinetic = {m: complex(hamiltonian.complex_kinetic(*jax.jit(hamiltonian.LAPLACIANS[m](f))(x)))
                for m in DENSE_METHODS}
@@ -117,16 +122,8 @@ def test_folx_takes_the_periodic_features_without_their_full_hessian(capfd):
   barrier; folx carries them through it as the identity (no warning that it falls back to
   the full Hessian of an unknown operation), and its Laplacian and gradient of the gas's
   network equal jacfwd's."""
-  cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': (4, 3),
-                           'network.envelope': 'auto',
-                           'network.ferminet.hidden_dims': ((8, 4), (8, 4))})
-  config.validate(cfg)
-  system = systems.make_system(cfg.system)
   with jax.enable_x64(True):
-    from ferminet_fast.wavefunction import networks
-    network = networks.make_network(cfg.network, system, jnp.float64)
-    params = network.init(jax.random.PRNGKey(0))
-    x = jax.random.uniform(jax.random.PRNGKey(1), (21,), jnp.float64, 0, 2)
+    network, params, x = _electron_gas_network((4, 3), (0.0, 0.0, 0.0))
     f = lambda y: network.log_psi(params, y)
     lap, grad = jax.jit(hamiltonian.LAPLACIANS['folx'](f))(x)
     reference_lap, reference_grad = jax.jit(hamiltonian.LAPLACIANS['jacfwd'](f))(x)
