@@ -424,7 +424,8 @@ def test_electron_gas_energy_is_the_plane_wave_determinants(twist):
   direct sums of kinetic, exchange and the cube's published Madelung constant (conftest):
   8.49148 Ha per cell (0.60653 per electron) at the Gamma point. There it also equals the
   published data of this cell (cc4s test resources for Shepherd et al., J. Chem. Phys. 140,
-  124102 (2014), github.com/cc4s/test-resources, ueg/rs1.0_7occ_26virt): volume
+  124102 (2014), doi:10.1063/1.4867783; github.com/cc4s/test-resources,
+  ueg/rs1.0_7occ_26virt): volume
   58.6430628670 bohr^3, Madelung constant v_M = 0.7302966760 Ha (each electron's self-energy
   in its background is -v_M / 2) and Hartree-Fock energy 8.4914806035 Ha."""
   cell = lattice_lib.electron_gas(1.0, 'sc', 14)
