@@ -484,8 +484,7 @@ def one_race(args, name: str, repeat: int, extra: list, tmp: str) -> dict:
           'ferminet_summary': summary(runs['ferminet'], exact),
           'ours_summary': summary(runs['ours'], exact), 'ours_evaluated': averaged,
           'ours_evaluated_last': last, 'ferminet_evaluated': fn_evaluated,
-          'eval_sweeps': args.eval_sweeps, 'eval_burn_in': EVAL_BURN_IN,
-          'png': png_name(name, args.seconds, args.peer_settings)}
+          'eval_sweeps': args.eval_sweeps, 'eval_burn_in': EVAL_BURN_IN}
 
 
 def png_name(name: str, seconds: float, settings: str) -> str:
@@ -540,7 +539,7 @@ def main():
           shutil.copytree(tmp, os.path.join(args.keep, f'{name}_{args.seconds:.0f}s_{repeat}'),
                           dirs_exist_ok=True)
       artifacts.append(args.json, entry, run_meta)
-      plot(entry, os.path.join(REPO, entry['png']))
+      plot(entry, os.path.join(REPO, png_name(name, args.seconds, args.peer_settings)))
       print(f'{name} {args.seconds:.0f} s race {repeat + 1}: ratio like for like '
             f'{like_for_like_ratio(entry)}', flush=True)
   print(render_table(args.json))

@@ -19,6 +19,7 @@ import accuracy_states  # noqa: E402
 import artifacts  # noqa: E402
 import benchmark  # noqa: E402
 import ferminet_reference as reference  # noqa: E402
+import peak_memory  # noqa: E402
 import race  # noqa: E402
 import step_cost  # noqa: E402
 
@@ -281,6 +282,32 @@ def scaling_rows() -> list:
   return rows
 
 
+def memory_rows() -> list:
+  """Whether ours trains a system at least as large as FermiNet's largest in the machine's
+  memory at the comparison batch (peak_memory.py's newest ladder): judged only where a
+  ladder reached a limit."""
+  run = artifacts.latest(peak_memory.JSON)
+  if run is None:
+    return []
+  rows = run.data['rows']
+  top = {c: peak_memory.largest(rows, c) for c in peak_memory.CODES}
+  reached = {c: any(r[c] and r[c]['exit'] for r in rows) for c in peak_memory.CODES}
+  electrons = {c: top[c]['electrons'] if top[c] else 0 for c in peak_memory.CODES}
+  if reached['ferminet']:
+    standing = _status(electrons['ours'] >= electrons['ferminet'], True, '')
+  elif reached['ours']:
+    standing = '**missed**'
+  else:
+    biggest = max(rows, key=lambda r: r['electrons'])
+    standing = (f'not reached: both trained every system tried (at {biggest["system"]}, '
+                f'ours {biggest["ours"]["peak_gib"]:.2f} GiB, FermiNet '
+                f'{biggest["ferminet"]["peak_gib"]:.2f} GiB)')
+  return [(f'largest system that trains at batch {run.data["keys"]["batch_size"]} in the '
+           f'machine\'s memory ({run.meta["machine"].get("memory_gib", 0):.0f} GiB), '
+           f'{run.data["network"]} network', "ours ≥ FermiNet's",
+           peak_memory.limit_text(run), standing, f'`{_rel(peak_memory.JSON)}`, {_date(run)}')]
+
+
 def _table(rows: list) -> str:
   lines = ['| goal | target | latest figure | standing | from |', '|---|---|---|---|---|']
   lines += ['| ' + ' | '.join(r) + ' |' for r in rows]
@@ -288,8 +315,8 @@ def _table(rows: list) -> str:
 
 
 def render_benchmarks() -> str:
-  return _table(step_rows() + step_cost_rows() + scaling_rows() + startup_rows()
-                + race_rows()) + (
+  return _table(step_rows() + step_cost_rows() + scaling_rows() + memory_rows()
+                + startup_rows() + race_rows()) + (
       '\n\nEach figure is rendered from the artifact named beside it; '
       'python scripts/render_docs.py rewrites this table.')
 

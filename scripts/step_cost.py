@@ -37,7 +37,6 @@ are appended to benchmarks/step_cost.json and rendered into BENCHMARKS.md.
 import argparse
 import os
 import sys
-from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -94,12 +93,14 @@ def laplacian_after_orbitals(built, compiled) -> float:
   return of_every_walker(built.network.log_psi) - of_every_walker(orbitals_summed)
 
 
-def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int,
-          determinants: Optional[dict] = None) -> dict:
+# The determinants' count by (system, network, Laplacian, batch): it does not depend on the
+# optimizer, so it is compiled once per process.
+_DETERMINANTS: dict = {}
+
+
+def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) -> dict:
   """Floating-point operations of each stage of our step for one system, network and
-  optimizer, in forward passes, with the floors. `determinants` keeps the determinants' count
-  by (system, network, Laplacian), which does not depend on the optimizer, so that it is
-  compiled once."""
+  optimizer, in forward passes, with the floors."""
   import jax
   from ferminet_fast.optimizers import optim
   from ferminet_fast.run import build
@@ -123,16 +124,15 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int,
   update = compiled(parts.update, params, state.opt_state, grads, samples)
   step = compiled(parts.train_step, state)
   n = built.system.n_electrons
-  determinants = {} if determinants is None else determinants
-  key = (name, network, parts.laplacian)
-  if key not in determinants:
-    determinants[key] = laplacian_after_orbitals(built, compiled)
+  key = (name, network, parts.laplacian, batch)
+  if key not in _DETERMINANTS:
+    _DETERMINANTS[key] = laplacian_after_orbitals(built, compiled)
   stages = {'mcmc': mcmc_steps * one_move, 'energy': energy, 'gradient': energy_grad - energy,
             'optimizer': update, 'refresh': forward}
   return {'system': name, 'electrons': n, 'network': network, 'optimizer': optimizer,
           'batch': batch, 'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian,
           'forward_flops': forward, 'stage_flops': stages,
-          'after_orbitals_flops': determinants[key],
+          'after_orbitals_flops': _DETERMINANTS[key],
           'step_flops': step + (mcmc_steps - 1) * one_move,
           'floors': floors(n, mcmc_steps)}
 
@@ -179,11 +179,11 @@ def main():
   parser.add_argument('--json', default=COST_JSON)
   args = parser.parse_args()
   os.environ.setdefault('JAX_PLATFORMS', 'cpu')
-  rows, determinants = [], {}
+  rows = []
   for name in args.systems:
     for network in args.networks:
       for optimizer in args.optimizers:
-        r = count(name, network, optimizer, args.batch, args.mcmc_steps, determinants)
+        r = count(name, network, optimizer, args.batch, args.mcmc_steps)
         rows.append(r)
         f = r['forward_flops']
         print(f'{name} {network} {optimizer}: forward {f / 1e9:.3f} GFLOP; '

@@ -117,11 +117,11 @@ def test_complex_local_kinetic_energy_is_that_of_psi_by_finite_differences(elect
 
 
 @pytest.mark.skipif('folx' not in METHODS, reason='needs folx')
-def test_folx_takes_the_periodic_features_without_their_full_hessian(capfd):
+def test_folx_carries_the_periodic_features_through_their_barrier_as_the_identity(capfd):
   """The periodic features keep each particle's sines and cosines behind an optimization
-  barrier; folx carries them through it as the identity (no warning that it falls back to
-  the full Hessian of an unknown operation), and its Laplacian and gradient of the gas's
-  network equal jacfwd's."""
+  barrier; folx carries them through it by a rule of ours (no warning that the operation is
+  not in its registry), and its Laplacian and gradient of the gas's network equal
+  jacfwd's."""
   with jax.enable_x64(True):
     network, params, x = _electron_gas_network((4, 3), (0.0, 0.0, 0.0))
     f = lambda y: network.log_psi(params, y)

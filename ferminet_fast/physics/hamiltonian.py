@@ -9,6 +9,7 @@ Everything here acts on ONE configuration x (3N,); callers vmap over walkers.
 The Laplacian method is chosen by name from `LAPLACIANS`.
 """
 
+import functools
 from typing import Callable, Optional, Protocol
 
 import jax
@@ -106,10 +107,16 @@ def _folx_barrier(args, kwargs, sparsity_threshold):
           if isinstance(a, FwdLaplArray) else o for a, o in zip(args, out)]
 
 
+@functools.cache
+def _barrier_primitive():
+  """jax.lax.optimization_barrier's primitive, found once from its jaxpr (JAX does not
+  export it)."""
+  return jax.make_jaxpr(jax.lax.optimization_barrier)((0.0,)).eqns[0].primitive
+
+
 def _register_folx_barrier(folx) -> None:
-  """Registers _folx_barrier for the barrier's primitive, found from its jaxpr (JAX does
-  not export it), once."""
-  barrier = jax.make_jaxpr(jax.lax.optimization_barrier)((0.0,)).eqns[0].primitive
+  """Registers _folx_barrier for the barrier's primitive, once."""
+  barrier = _barrier_primitive()
   if not folx.wrapped_functions.is_registered(barrier):
     folx.register_function(barrier, _folx_barrier)
 
