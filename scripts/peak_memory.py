@@ -124,7 +124,7 @@ def limit_text(run) -> str:
     top, ended = largest(rows, code), any(r[code] and r[code]['exit'] for r in rows)
     trained = f'{top["system"]} ({top["electrons"]} electrons)' if top else 'nothing'
     words.append(f'{label} {trained}' + ('' if ended else ', its limit not reached'))
-  return f'largest trained in {memory:.0f} GiB: ' + '; '.join(words)
+  return f'largest trained in {memory:.1f} GiB: ' + '; '.join(words)
 
 
 def render(path: str = JSON) -> str:
@@ -142,8 +142,9 @@ def render(path: str = JSON) -> str:
                  f'{_cell(r["ferminet"])} | {ratio} |')
   keys = d['keys']
   return '\n'.join(lines) + (
-      f'\n\nBatch {keys["batch_size"]}, network {d["network"]}, {keys["pretrain.iterations"]} '
-      f'pretraining and {keys["optim.iterations"]} training steps, FermiNet at its best '
+      f'\n\nBatch {keys["batch_size"]}, the {d["network"]} network, '
+      f'{keys["pretrain.iterations"]} pretraining and {keys["optim.iterations"]} training '
+      f'steps, FermiNet at its best '
       f'settings; {limit_text(run)}. Peak resident memory of each whole process. '
       f'From `{os.path.relpath(path, REPO)}`, {run.meta["date"][:10]}, '
       f'{run.meta["machine"].get("cpu_count")} cores.')

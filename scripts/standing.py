@@ -303,7 +303,7 @@ def memory_rows() -> list:
                 f'ours {biggest["ours"]["peak_gib"]:.2f} GiB, FermiNet '
                 f'{biggest["ferminet"]["peak_gib"]:.2f} GiB)')
   return [(f'largest system that trains at batch {run.data["keys"]["batch_size"]} in the '
-           f'machine\'s memory ({run.meta["machine"].get("memory_gib", 0):.0f} GiB), '
+           f'machine\'s memory ({run.meta["machine"].get("memory_gib", 0):.1f} GiB), '
            f'{run.data["network"]} network', "ours ≥ FermiNet's",
            peak_memory.limit_text(run), standing, f'`{_rel(peak_memory.JSON)}`, {_date(run)}')]
 
