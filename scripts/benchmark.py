@@ -147,7 +147,7 @@ def order_of(repeat: int, settings: list) -> list:
   return runs if repeat % 2 == 0 else runs[::-1]
 
 
-def _training(baseline, name, who, setting, keys, steps, ours_baseline, run):
+def training(baseline, name, who, setting, keys, steps, ours_baseline, run):
   """(command, environment, working directory) of one training of `steps` steps into the
   directory `run`: FermiNet's at `setting`, another checkout of ours, or ours (stage
   timers, progress bar and printing off)."""
@@ -166,7 +166,7 @@ def _process_ms(baseline, name, who, setting, keys, short, long, ours_baseline):
   walls = []
   for n in (short, long):
     with tempfile.TemporaryDirectory() as tmp:
-      cmd, env, cwd = _training(baseline, name, who, setting, keys, n, ours_baseline,
+      cmd, env, cwd = training(baseline, name, who, setting, keys, n, ours_baseline,
                                 os.path.join(tmp, 'run'))
       walls.append(accuracy.timed(cmd, cwd=cwd, env=env))
   step_s = (walls[1] - walls[0]) / (long - short)
@@ -207,7 +207,7 @@ def _loop_ms(baseline, name, who, setting, keys, short, long, ours_baseline):
   peer = who == 'baseline' and not ours_baseline
   with tempfile.TemporaryDirectory() as tmp:
     run = os.path.join(tmp, 'run')
-    cmd, env, cwd = _training(baseline, name, who, setting, keys, long, ours_baseline, run)
+    cmd, env, cwd = training(baseline, name, who, setting, keys, long, ours_baseline, run)
     wall, proc = accuracy.run_timed(cmd, cwd=cwd, env=env)
     if peer:
       times = step_times(proc.stderr + proc.stdout)

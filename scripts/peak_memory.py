@@ -76,12 +76,13 @@ def high_water_kib(pid: int) -> int:
 
 
 def commands(fn_dir: str, name: str, run_dir: str, keys: dict) -> dict:
-  """{code: (command, environment, working directory)} of one short training of `name`."""
-  ours_keys = {'log.timers': 'false', 'log.progress': 'false', 'log.print_every': '0'}
-  return {'ours': ([sys.executable, '-m', 'ferminet_fast.train',
-                    *reference.ours(name, run_dir + '_ours', {**keys, **ours_keys})], None, REPO),
-          'ferminet': (reference.command(fn_dir, name, run_dir + '_ferminet', keys, 'best'),
-                       reference.peer_env('best', batch=int(keys['batch_size'])), REPO)}
+  """{code: (command, environment, working directory)} of one short training of `name`
+  (benchmark.training's, FermiNet at its best settings)."""
+  steps = int(keys['optim.iterations'])
+  return {'ours': benchmark.training(fn_dir, name, 'ours', None, keys, steps, False,
+                                     run_dir + '_ours'),
+          'ferminet': benchmark.training(fn_dir, name, 'baseline', 'best', keys, steps, False,
+                                         run_dir + '_ferminet')}
 
 
 def ladder(fn_dir: str, systems: list, keys: dict) -> list:
@@ -115,13 +116,18 @@ def largest(rows: list, code: str):
   return max(trained, key=lambda r: r['electrons']) if trained else None
 
 
+def limit_reached(rows: list, code: str) -> bool:
+  """Whether `code` failed on a system of the ladder, i.e. its memory limit was found."""
+  return any(r[code] and r[code]['exit'] for r in rows)
+
+
 def limit_text(run) -> str:
   """The largest system each code trained in the run's machine memory, in words."""
   memory = run.meta['machine'].get('memory_gib')
   rows = run.data['rows']
   words = []
   for code, label in (('ours', 'ours'), ('ferminet', 'FermiNet')):
-    top, ended = largest(rows, code), any(r[code] and r[code]['exit'] for r in rows)
+    top, ended = largest(rows, code), limit_reached(rows, code)
     trained = f'{top["system"]} ({top["electrons"]} electrons)' if top else 'nothing'
     words.append(f'{label} {trained}' + ('' if ended else ', its limit not reached'))
   return f'largest trained in {memory:.1f} GiB: ' + '; '.join(words)
