@@ -27,7 +27,8 @@ REPO = os.path.dirname(HERE)
 MIN_RACES = 3
 PRETRAIN_STARTUP = os.path.join(REPO, 'benchmarks',
                                 'against_ferminet_ne_n2_pretrain_cpu2_run2.json')
-STARTUP_GOAL = 0.7  # Ours / FermiNet, process start to first step (molecules: 1000 pretraining steps).
+# Ours / FermiNet, process start to the first step (molecules: with 1000 pretraining steps).
+STARTUP_GOAL = 0.7
 # A step's cost in forward passes of the network at Ne and ethene (small network, batch 256):
 # by XLA's count of its arithmetic (scripts/step_cost.py) and by the stage timers' times.
 STEP_COST_GOAL, STEP_COST_SYSTEMS = 50, ('Ne', 'C2H4')
@@ -131,17 +132,17 @@ def _latest_startup_rows(paths: list) -> dict:
                  lambda r: r['startup_s']['baseline'])
 
 
-def _startup_elsewhere(paths: list, system: str, held_run) -> list:
-  """(run, row) of the newest start-up row of `system` per FermiNet setting that ran in
-  another sitting than `held_run` (reported beside the quoted row: one of FermiNet's
-  settings may start faster than its best)."""
+def _startup_elsewhere(paths: list, held_run, held) -> list:
+  """(run, row) of the newest start-up row of the held row's system per other FermiNet
+  setting, measured in another sitting than `held_run` (reported beside the quoted row:
+  one of FermiNet's settings may start faster than its best)."""
   out = {}
-  for path in paths:
-    if os.path.exists(path):
-      for run, r in benchmark._against_rows(path):
-        if (r['label'] == 'FermiNet' and _startup_kept(r) and r['system'] == system
-            and (run.meta, run.data) != (held_run.meta, held_run.data)):
-          out[r['peer_settings']] = (run, r)
+  for path in filter(os.path.exists, paths):
+    for run, r in benchmark._against_rows(path):
+      if (r['label'] == 'FermiNet' and _startup_kept(r) and r['system'] == held['system']
+          and r['peer_settings'] != held['peer_settings']
+          and (run.meta, run.data) != (held_run.meta, held_run.data)):
+        out[r['peer_settings']] = (run, r)
   return list(out.values())
 
 
@@ -152,9 +153,7 @@ def startup_rows() -> list:
     st = r['startup_s']
     ratio = st['ours'] / st['baseline']
     beside, worst = '', ratio
-    for other_run, o in _startup_elsewhere(paths, system, run):
-      if o['peer_settings'] == r['peer_settings']:
-        continue
+    for other_run, o in _startup_elsewhere(paths, run, r):
       o_ratio = o['startup_s']['ours'] / o['startup_s']['baseline']
       worst = max(worst, o_ratio)
       beside += (f'; FermiNet at its {o["peer_settings"]} settings, {_date(other_run)}: '

@@ -78,5 +78,6 @@ def test_startup_reports_ferminets_other_setting_and_is_judged_on_the_worse(
   assert 'FermiNet at its default settings, 2026-01-01: 0.75 (30.0 / 40.0 s)' in heg[2]
   assert heg[3] == '**missed**'
   ne = rows['start-up Ne with 1000 pretraining steps, ours / FermiNet']
-  assert ne[2] == '0.72 (18.0 / 25.0 s, FermiNet at its defaults, faster here than folx and one thread)'
+  assert ne[2] == ('0.72 (18.0 / 25.0 s, FermiNet at its defaults, faster here than folx and '
+                   'one thread)')
   assert ne[3] == '**missed**'
