@@ -53,8 +53,10 @@ def test_without_pyscf_the_run_says_so_and_goes_on(monkeypatch):
   monkeypatch.setattr(pretrain, 'available', lambda: False)
   cfg = tiny_config('He', **{'pretrain.iterations': 10})
   said, state = [], object()
-  assert pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, None, None, None, state,
-                                 said.append) is state  # Left as it was.
+  left, finish = pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, None, None, None, state,
+                                        said.append)
+  assert left is state  # Left as it was.
+  finish()
   assert said == ["Pretrain skipped: config.pretrain.iterations = 10 needs the optional "
                   "package pyscf (pip install 'ferminet_fast[pyscf]')"]
 

@@ -123,10 +123,24 @@ def reference_orbitals(pretrain_cfg, system: systems.System) -> tuple:
   return periodic_hartree_fock.make_orbitals(hf, *system.electrons), method, hf.energy
 
 
-def pretrain(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Network, params,
-             x: jax.Array, key: jax.Array, say: Callable = print) -> tuple:
-  """Runs `pretrain_cfg.iterations` steps from (params, walkers x (B, 3N)); returns
-  (params, x, mismatch per step (iterations,))."""
+class Pretraining(NamedTuple):
+  """Pretraining dispatched to the devices and maybe still running (JAX dispatches
+  asynchronously): its final parameters and walkers (B, 3N), and the orbital mismatch of
+  each chunk of steps. Reading a value waits for it."""
+  params: object
+  x: jax.Array
+  chunks: list  # [(mismatch array (CHUNK,), steps of it that ran)]
+
+  def mismatch(self) -> np.ndarray:
+    """The mismatch per step (iterations,), once every step has run."""
+    done = jax.device_get([m for m, _ in self.chunks])
+    return np.concatenate([np.zeros((0,))] + [m[:n] for m, (_, n) in zip(done, self.chunks)])
+
+
+def start(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Network, params,
+          x: jax.Array, key: jax.Array, say: Callable = print) -> Pretraining:
+  """Dispatches `pretrain_cfg.iterations` steps from (params, walkers x (B, 3N)) without
+  waiting for them: the caller can compile the training step meanwhile."""
   p = pretrain_cfg
   hf_orbitals, method, energy = reference_orbitals(p, system)
   say(f'Pretrain {method}/{p.basis} energy {energy:.6f} Ha; fitting the orbitals for '
@@ -145,33 +159,53 @@ def pretrain(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.N
 
   state = jax.jit(init)(params, x, key)
   run = jax.jit(run)
-  losses = []
-  for start in range(0, p.iterations, CHUNK):
-    n = min(CHUNK, p.iterations - start)
+  chunks = []
+  for first in range(0, p.iterations, CHUNK):
+    n = min(CHUNK, p.iterations - first)
     state, chunk = run(state, n)
-    losses.append(chunk[:n])
-  losses = np.concatenate([np.zeros((0,))] + jax.device_get(losses))
+    chunks.append((chunk, n))
+  return Pretraining(state.params, state.walkers.x, chunks)
+
+
+def _say_mismatch(losses: np.ndarray, say: Callable):
   if len(losses):
     say(f'Pretrain orbital mismatch {losses[0]:.4g} -> {losses[-1]:.4g}')
-  return state.params, state.walkers.x, losses
+
+
+def pretrain(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Network, params,
+             x: jax.Array, key: jax.Array, say: Callable = print) -> tuple:
+  """Runs `pretrain_cfg.iterations` steps from (params, walkers x (B, 3N)) to the end;
+  returns (params, x, mismatch per step (iterations,))."""
+  done = start(pretrain_cfg, mcmc_cfg, system, network, params, x, key, say)
+  losses = done.mismatch()
+  _say_mismatch(losses, say)
+  return done.params, done.x, losses
 
 
 def pretrain_state(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Network,
-                   batch_log_psi: Callable, state, say: Callable = print):
-  """`state` (a fresh TrainState) with its parameters pretrained and its walkers moved to
-  where the pretraining left them; its layout over devices is kept. Without pyscf, says
-  so and returns `state` unchanged."""
+                   batch_log_psi: Callable, state, say: Callable = print) -> tuple:
+  """(`state` (a fresh TrainState) with its parameters pretrained and its walkers moved to
+  where the pretraining left them, its layout over devices kept; `finish`). The steps are
+  dispatched, not awaited, so that the training step compiles while they run (a start-up
+  cost of its own otherwise, BENCHMARKS.md); `finish()` waits for them and says how the
+  fit went. Without pyscf, says so and returns `state` unchanged."""
   if not available():
     say(f'Pretrain skipped: config.pretrain.iterations = {pretrain_cfg.iterations} needs the '
         "optional package pyscf (pip install 'ferminet_fast[pyscf]')")
-    return state
+    return state, lambda: None
   t0 = time.perf_counter()
   key, k_pre = jax.random.split(state.key)
-  params, x, _ = pretrain(pretrain_cfg, mcmc_cfg, system, network, state.params,
-                          state.walkers.x, k_pre, say)
+  running = start(pretrain_cfg, mcmc_cfg, system, network, state.params, state.walkers.x,
+                  k_pre, say)
   # Jitted: op by op, each operation is dispatched and compiled on its own, a noticeable
   # part of start-up (BENCHMARKS.md, "Start-up at Ne and N2 with pretraining").
-  walkers = state.walkers._replace(x=x, log_psi=jax.jit(batch_log_psi)(params, x))
+  walkers = state.walkers._replace(
+      x=running.x, log_psi=jax.jit(batch_log_psi)(running.params, running.x))
   shardings = jax.tree.map(lambda a: a.sharding, state)
-  say(f'Pretrain done in {time.perf_counter() - t0:.1f} s')
-  return jax.device_put(state._replace(params=params, walkers=walkers, key=key), shardings)
+
+  def finish():
+    _say_mismatch(running.mismatch(), say)
+    say(f'Pretrain finished {time.perf_counter() - t0:.1f} s after it began')
+
+  return jax.device_put(state._replace(params=running.params, walkers=walkers, key=key),
+                        shardings), finish
