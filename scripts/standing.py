@@ -133,16 +133,18 @@ def _latest_startup_rows(paths: list) -> dict:
 
 
 def _startup_elsewhere(paths: list, held_run, held) -> list:
-  """(run, row) of the newest start-up row of the held row's system per other FermiNet
-  setting, measured in another sitting than `held_run` (reported beside the quoted row:
-  one of FermiNet's settings may start faster than its best)."""
+  """(run, row) of the newest start-up row of the held row's system per FermiNet setting
+  that the held row's sitting (`held_run`) did not measure, from another sitting (reported
+  beside the quoted row: one of FermiNet's settings may start faster than its best)."""
+  rows = [(run, r) for path in filter(os.path.exists, paths)
+          for run, r in benchmark._against_rows(path)
+          if r['label'] == 'FermiNet' and _startup_kept(r) and r['system'] == held['system']]
+  same = lambda run: (run.meta, run.data) == (held_run.meta, held_run.data)  # noqa: E731
+  measured = {r['peer_settings'] for run, r in rows if same(run)} | {held['peer_settings']}
   out = {}
-  for path in filter(os.path.exists, paths):
-    for run, r in benchmark._against_rows(path):
-      if (r['label'] == 'FermiNet' and _startup_kept(r) and r['system'] == held['system']
-          and r['peer_settings'] != held['peer_settings']
-          and (run.meta, run.data) != (held_run.meta, held_run.data)):
-        out[r['peer_settings']] = (run, r)
+  for run, r in rows:
+    if r['peer_settings'] not in measured:
+      out[r['peer_settings']] = (run, r)
   return list(out.values())
 
 
