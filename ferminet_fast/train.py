@@ -64,19 +64,19 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
     run.say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
                                            built.laplacian_ms.items())
             + f' -> {built.parts.laplacian}')
-  start, state, pretrained = 0, built.state, lambda: None
+  start, state, finish_pretraining = 0, built.state, lambda: None
   if source.restore_from:  # Also from an earlier optimizer-state layout.
     start, state = build.restore(source.restore_from, state, cfg.optim.optimizer)
     run.say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
   elif cfg.pretrain.iterations:  # Dispatched; it runs while the step compiles.
-    state, pretrained = pretrain.pretrain_state(cfg.pretrain, cfg.mcmc, system, built.network,
-                                                built.parts.batch_log_psi, state, run.say)
+    state, finish_pretraining = pretrain.pretrain_state(
+        cfg.pretrain, cfg.mcmc, system, built.network, built.parts.batch_log_psi, state, run.say)
   # Compiled before anything is written: a step that cannot fit the device's memory stops
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
   parts, compiled, free_mb = memory.compile_to_fit(
       build.parts_maker(cfg, built), built.parts.chunk_size,
       cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
-  pretrained()
+  finish_pretraining()
   run.write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run.
   run.write(build.RESOLVED, build.resolved_of(parts, ctx))
 

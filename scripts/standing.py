@@ -140,7 +140,7 @@ def _startup_elsewhere(paths: list, held_run, held) -> list:
           for run, r in benchmark._against_rows(path)
           if r['label'] == 'FermiNet' and _startup_kept(r) and r['system'] == held['system']]
   same = lambda run: (run.meta, run.data) == (held_run.meta, held_run.data)  # noqa: E731
-  measured = {r['peer_settings'] for run, r in rows if same(run)} | {held['peer_settings']}
+  measured = {r['peer_settings'] for run, r in rows if same(run)}  # The held row's too.
   out = {}
   for run, r in rows:
     if r['peer_settings'] not in measured:

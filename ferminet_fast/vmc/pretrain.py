@@ -129,12 +129,11 @@ class Pretraining(NamedTuple):
   each chunk of steps. Reading a value waits for it."""
   params: object
   x: jax.Array
-  chunks: list  # [(mismatch array (CHUNK,), steps of it that ran)]
+  chunks: list  # The mismatch of each chunk's steps, (steps of the chunk,) each.
 
   def mismatch(self) -> np.ndarray:
     """The mismatch per step (iterations,), once every step has run."""
-    done = jax.device_get([m for m, _ in self.chunks])
-    return np.concatenate([np.zeros((0,))] + [m[:n] for m, (_, n) in zip(done, self.chunks)])
+    return np.concatenate([np.zeros((0,))] + jax.device_get(self.chunks))
 
 
 def start(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Network, params,
@@ -163,7 +162,7 @@ def start(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Netw
   for first in range(0, p.iterations, CHUNK):
     n = min(CHUNK, p.iterations - first)
     state, chunk = run(state, n)
-    chunks.append((chunk, n))
+    chunks.append(chunk[:n])
   return Pretraining(state.params, state.walkers.x, chunks)
 
 
