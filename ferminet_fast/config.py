@@ -130,7 +130,8 @@ def _layer_widths(dims):
       all(isinstance(d, (tuple, list)) and len(d) == 2 and
           all(isinstance(w, int) and w > 0 for w in d) for d in dims)):
     return None
-  return 'must be a non-empty tuple of (one_electron_width, two_electron_width) positive integer pairs'
+  return ('must be a non-empty tuple of (one_electron_width, two_electron_width) positive '
+          'integer pairs')
 
 
 MAX_STATES = 16  # system.states: each step costs about K times the ground state's.

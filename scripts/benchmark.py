@@ -622,6 +622,10 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS, newest_only=True)),
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),
     'per-step-alone': ('BENCHMARKS.md', lambda: render_alone(ALONE_JSON)),
+    'laplacian-sparsity-processes': ('BENCHMARKS.md', lambda: render_alone(
+        _bench('laplacian_sparsity_cpu2.json')[0])),
+    'laplacian-sparsity-timers': ('BENCHMARKS.md', lambda: render_timers(
+        _bench('laplacian_sparsity_timers_cpu2.json')[0])),
     'per-step-gpu': ('BENCHMARKS.md', lambda: render_against([AGAINST_GPU_JSON])),
     'stage-timers-gpu': ('BENCHMARKS.md', lambda: render_timers(
         _bench('stage_timers_gpu.json')[0])),

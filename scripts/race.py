@@ -435,6 +435,7 @@ def render_table(path: str = JSON) -> str:
         GOAL_TEXT.get((system, int(seconds)), '–'), verdict(system, seconds, es)]) + ' |')
   legacy = [e for m, group in groups(path).items() for meta, e in group
             if not meta.get('recorded', True)]
+  metas.sort(key=lambda m: m.get('date') or '')  # Oldest first: the note names the latest.
   lines += ['', 'Means ± sample standard deviations over the races (n). ' +
             artifacts.provenance(path, [artifacts.Run(m, None) for m in metas])]
   if legacy:

@@ -144,8 +144,8 @@ def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int
   """ROHF (UHF unless `restricted`) of the simulation cell with n_up, n_down electrons at the
   Gamma point, or at the twist `kpt` (3,) 1/bohr (complex orbitals); Gaussian density
   fitting, exchange divergence by 'ewald'; periodic in `dims` dimensions (2: a slab in the
-  xy plane, 1: a chain along x). `tol` sets the image sums of the on-device orbitals, `precision` pyscf's
-  integral screening."""
+  xy plane, 1: a chain along x). `tol` sets the image sums of the on-device orbitals,
+  `precision` pyscf's integral screening."""
   from pyscf.pbc import scf
   cell = make_cell(lattice, symbols, positions, basis, ecp=ecp, pseudo=pseudo,
                    spin=n_up - n_down, charge=0, precision=precision, dims=dims)
@@ -182,7 +182,8 @@ def atomic_orbitals(hf: PeriodicHartreeFock, r: jnp.ndarray) -> jnp.ndarray:
   lattice = jnp.asarray(hf.lattice, r.dtype)
   inverse = jnp.asarray(np.linalg.inv(hf.lattice), r.dtype)
   kpt = jnp.asarray(hf.kpt, r.dtype)
-  mask = jnp.asarray(lattice_lib.periodic_mask(hf.dims), r.dtype)  # A slab's: in-plane; a chain's: along it.
+  # A slab's periodic directions are in its plane; a chain's, along it.
+  mask = jnp.asarray(lattice_lib.periodic_mask(hf.dims), r.dtype)
   out = []
   for s, t in zip(hf.shells, hf.images):
     f = (r - jnp.asarray(s.center, r.dtype)) @ inverse

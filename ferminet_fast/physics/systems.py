@@ -91,7 +91,8 @@ class System:
     e = 0.0
     for a in range(len(self.charges)):
       for b in range(a):
-        e += self.charges[a] * self.charges[b] / np.linalg.norm(self.positions[a] - self.positions[b])
+        distance = np.linalg.norm(self.positions[a] - self.positions[b])
+        e += self.charges[a] * self.charges[b] / distance
     return float(e)
 
 
@@ -115,7 +116,8 @@ def parse_molecule(text: str, units: str) -> tuple:
     try:
       xyz = [float(v) for v in fields[1:]]
     except ValueError:
-      raise InputError(f'config.system.molecule: coordinates of {entry!r} are not numbers') from None
+      raise InputError(
+          f'config.system.molecule: coordinates of {entry!r} are not numbers') from None
     if not np.all(np.isfinite(xyz)):
       raise InputError(f'config.system.molecule: coordinates of {entry!r} are not finite')
     symbols.append(fields[0])
@@ -223,8 +225,9 @@ def make_system(sys_cfg) -> System:
     raise InputError(f'config.system.charge = {sys_cfg.charge}: a {kind} must be neutral (a '
                      f'charged {kind} has an infinite energy per cell)')
   exact = sys_cfg.exact_energy
-  neutral_ground = (lattice is None and len(symbols) == 1 and not n_core and n_up + n_down == charges[0] and
-                    n_up - n_down == GROUND_STATE_SPIN[int(charges[0]) - 1])
+  neutral_ground = (lattice is None and len(symbols) == 1 and not n_core
+                    and n_up + n_down == charges[0]
+                    and n_up - n_down == GROUND_STATE_SPIN[int(charges[0]) - 1])
   if exact is None and neutral_ground:
     exact = EXACT_ATOM_ENERGY.get(symbols[0])
   name = sys_cfg.name or ''.join(
@@ -281,7 +284,8 @@ def ecp_names(setting, symbols: tuple) -> tuple:
     try:
       setting = dict(entry.split(':') for entry in setting.replace(' ', '').split(',') if entry)
     except ValueError:
-      raise InputError(f"config.system.ecp = {setting!r}: write 'SYMBOL:NAME,SYMBOL:NAME'") from None
+      raise InputError(
+          f"config.system.ecp = {setting!r}: write 'SYMBOL:NAME,SYMBOL:NAME'") from None
   if isinstance(setting, str):
     return tuple(setting if setting and atomic_number(s, 'config.system') > 2 else ''
                  for s in symbols)
