@@ -24,6 +24,12 @@ from ferminet_fast.errors import InputError
 # the tests). They are declared here because config sits below those modules.
 LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
 LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
+# 'best' keeps folx's per-electron sparsity from this many electrons on, for molecules on a
+# CPU: there each step was measured markedly cheaper (BENCHMARKS.md, "The forward Laplacian
+# with per-electron sparsity"); below it the saving is a few per cent, not worth the seconds
+# that tracing the sparsity adds to compilation in a short run. Periodic systems, several
+# states and GPUs keep the dense 'folx', the setting measured there.
+SPARSE_LAPLACIAN_FROM = 16
 OPTIMIZERS = ('kfac', 'adam', 'spring', 'sgd')
 ENVELOPES = ('isotropic', 'full', 'planewave')
 # Optimizers that train a complex wavefunction (a periodic system at a twist): KFAC's
@@ -255,8 +261,11 @@ SETTINGS = {
                          "gradient), 'folx' / 'folx_sparse' (forward Laplacian, dense or with "
                          "per-electron sparsity; needs the folx extra), 'auto' (times jacfwd, "
                          'jvp_loop and folx before training and uses the fastest), or '
-                         "'best' ('folx' when installed, the fastest in our benchmarks, else "
-                         "'jacfwd'). All are exact.", one_of(*LAPLACIANS, 'auto', 'best')),
+                         "'best' (the fastest in our benchmarks: with folx installed, "
+                         f"'folx_sparse' for molecules of {SPARSE_LAPLACIAN_FROM} electrons or "
+                         "more in one state on a CPU, else 'folx'; without it 'jacfwd'). All "
+                         "are exact.",
+                         one_of(*LAPLACIANS, 'auto', 'best')),
     'optim.energy_chunk_size': S('auto', "Walkers per chunk (summed over devices) when "
                                  "evaluating local energies: 'auto' (on CPU, chunks whose "
                                  'Laplacian intermediates stay in cache, markedly faster '
@@ -604,20 +613,25 @@ def _validate_periodic(cfg) -> None:
                      'determinant; set it to 0')
 
 
-def resolve_laplacian(method: str) -> str:
-  """'best' -> 'folx' if installed, else 'jacfwd'; other names (and 'auto', which needs the
-  built network to decide) unchanged."""
-  if method == 'best':
-    return 'folx' if packages.installed(LAPLACIAN_PACKAGES['folx']) else 'jacfwd'
-  return method
+def resolve_laplacian(method: str, n_electrons: int, ground_state_molecule: bool = True,
+                      platform: str = 'cpu') -> str:
+  """'best' for a system of `n_electrons` on `platform` (JAX's backend name): 'folx_sparse'
+  for the ground state of a molecule (one state, not periodic) of SPARSE_LAPLACIAN_FROM
+  electrons or more on a CPU, else 'folx' when folx is installed, else 'jacfwd'. Other names
+  (and 'auto', which needs the built network to decide) unchanged."""
+  if method != 'best':
+    return method
+  if not packages.installed(LAPLACIAN_PACKAGES['folx']):
+    return 'jacfwd'
+  sparse = (n_electrons >= SPARSE_LAPLACIAN_FROM and ground_state_molecule
+            and platform == 'cpu')
+  return 'folx_sparse' if sparse else 'folx'
 
 
 def freeze(cfg: config_dict.ConfigDict) -> config_dict.FrozenConfigDict:
-  """The validated settings, with 'best' resolved, frozen: what the modules receive (each
-  its own block)."""
-  cfg = config_dict.ConfigDict(cfg.to_dict())
-  cfg.optim.laplacian = resolve_laplacian(cfg.optim.laplacian)
-  return config_dict.FrozenConfigDict(cfg)
+  """The validated settings, frozen: what the modules receive (each its own block). A
+  'best' Laplacian stays for the build to resolve, which knows the system and the device."""
+  return config_dict.FrozenConfigDict(config_dict.ConfigDict(cfg.to_dict()))
 
 
 def from_json(d: dict) -> config_dict.ConfigDict:

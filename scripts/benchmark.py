@@ -776,7 +776,6 @@ def timers(args) -> None:
 
 
 def main():
-  from ferminet_fast import config as settings
   from ferminet_fast.physics import hamiltonian  # Table of Laplacian methods.
 
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -861,9 +860,9 @@ def main():
         continue
       for opt in args.optimizers:
         for method in (args.kfac_methods if opt == 'kfac' else args.methods):
-          method = settings.resolve_laplacian(method)
           r = run_one(config, overrides + [f'--config.optim.laplacian={method}',
                                            f'--config.optim.optimizer={opt}'], args.iterations)
+          method = r.get('laplacian', method)  # What 'best' became for this system.
           results['configs'].append(((label, opt, method), r))
           print(f'{label} {opt} {method}: ' + ('  '.join(f'{k}={r[k]:.2f}' for k in FIELDS)
                                                if 'error' not in r else r['error']),

@@ -86,7 +86,7 @@ def main():
   cfg = cli.load_config_file(args.config)
   system = build.system_of(cfg)  # With the settings' float32 matmul precision, as training.
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
-  parts = build.make_parts(cfg, system, network, config.resolve_laplacian(cfg.optim.laplacian))
+  parts = build.make_parts(cfg, system, network, build.best_laplacian(cfg.optim.laplacian, system))
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)

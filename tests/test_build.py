@@ -2,13 +2,17 @@
 from there by the stages after training (evaluation does not choose again)."""
 
 import json
+import os
 
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import evaluate, train
-from ferminet_fast.physics import hamiltonian
-from ferminet_fast.run import build, profiling
+from ferminet_fast import config, evaluate, train
+from ferminet_fast.environment import packages
+from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.run import build, cli, profiling
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_auto_is_resolved_once_recorded_and_reused(tmp_path, monkeypatch):
@@ -32,11 +36,35 @@ def test_auto_is_resolved_once_recorded_and_reused(tmp_path, monkeypatch):
   evaluate.evaluate(str(run), steps=3, burn_in=1, quiet=True)
 
 
-def test_settings_resolve_best_and_keep_the_rest():
+def test_settings_keep_best_for_the_build_and_are_frozen():
   cfg = build.settings(tiny_config('He', **{'optim.laplacian': 'best'}))
-  assert cfg.optim.laplacian in hamiltonian.available_laplacians()
+  assert cfg.optim.laplacian == 'best'  # The build resolves it, knowing system and device.
   with pytest.raises(AttributeError):  # Frozen: each module gets its block, unchanged.
     cfg.optim.laplacian = 'jacfwd'
+
+
+def _config(name):
+  return cli.load_config_file(os.path.join(REPO, 'configs', name))
+
+
+def _system(name):
+  return systems.make_system(_config(name).system)
+
+
+@pytest.mark.skipif(not packages.installed('folx'), reason='needs the folx extra')
+def test_best_keeps_the_sparse_forward_laplacian_for_large_molecules_on_a_cpu():
+  """'best' is the method measured fastest for the kind of run: folx with per-electron
+  sparsity for a molecule of 16 electrons or more on a CPU, the dense folx otherwise
+  (smaller molecules, periodic systems, several states, GPUs)."""
+  assert config.SPARSE_LAPLACIAN_FROM == 16
+  assert build.best_laplacian('best', _system('c2h4.py')) == 'folx_sparse'  # 16 e
+  assert build.best_laplacian('best', _system('n2.py')) == 'folx'  # 14 e
+  assert build.best_laplacian('best', _system('lih_crystal.py')) == 'folx'  # periodic
+  assert config.resolve_laplacian('best', 28, True, 'gpu') == 'folx'
+  assert config.resolve_laplacian('best', 28, False, 'cpu') == 'folx'  # e.g. several states
+  assert build.best_laplacian('jvp_loop', _system('c4h4.py')) == 'jvp_loop'
+  dry = build.dry_run(_config('c2h4.py'))
+  assert 'laplacian: folx_sparse' in dry
 
 
 @pytest.mark.parametrize('matmul, marked', [('highest', True), ('default', False)])

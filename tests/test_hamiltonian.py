@@ -213,7 +213,8 @@ def _sample_hartree_fock(system, log_psi, kinetic, expected, log_psi_phase=None)
   from ferminet_fast.vmc import mcmc, stats
   batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
   sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 20, mcmc.wrapper(system)))
-  e_l = hamiltonian.make_local_energy(log_psi, system, config.resolve_laplacian('best'),
+  laplacian = config.resolve_laplacian('best', system.n_electrons, not system.periodic)
+  e_l = hamiltonian.make_local_energy(log_psi, system, laplacian,
                                      dtype=jnp.float64, log_psi_phase=log_psi_phase)
   potential = hamiltonian.coulomb_of(system, jnp.float64)
   energies = jax.jit(jax.vmap(lambda x: (e_l(None, x), potential(x, jnp.zeros((0, 3)),

@@ -19,7 +19,7 @@ def setup():
   cfg = tiny_config('He', batch_size=16)
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system)
-  laplacian = config.resolve_laplacian(cfg.optim.laplacian)
+  laplacian = build.best_laplacian(cfg.optim.laplacian, system)
 
   def make_parts(chunk):
     return build.make_parts(cfg, system, network, laplacian, chunk)

@@ -19,7 +19,7 @@ def run():
   cfg = tiny_config('Li')
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system)
-  parts = build.make_parts(cfg, system, network, config.resolve_laplacian(cfg.optim.laplacian))
+  parts = build.make_parts(cfg, system, network, build.best_laplacian(cfg.optim.laplacian, system))
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, 20, cfg.mcmc.steps)

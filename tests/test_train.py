@@ -11,6 +11,7 @@ import pytest
 
 from conftest import combinations, tiny_config
 from ferminet_fast import InputError, train
+from ferminet_fast.environment import packages
 from ferminet_fast.run import cli, rundir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -207,6 +208,23 @@ def test_auto_laplacian_and_the_other_pieces_run_through_train(tmp_path):
   times = result.timings['laplacian_auto_ms']
   assert result.timings['laplacian'] == min(times, key=times.get)
   assert np.all(np.isfinite(result.history['energy']))
+
+
+@pytest.mark.skipif(not packages.installed('folx'), reason='needs the folx extra')
+def test_the_sparse_forward_laplacian_trains_as_the_dense_one(tmp_path):
+  """optim.laplacian = 'folx_sparse' (what 'best' takes for large molecules on a CPU) through
+  train with KFAC: the same energies, step by step, as the dense folx from the same seed;
+  the two differ only in how folx stores the Jacobian."""
+  energies = {}
+  for method in ('folx', 'folx_sparse'):
+    cfg = tiny_config('Li', **{'optim.laplacian': method, 'optim.optimizer': 'kfac',
+                               'batch_size': 16, 'optim.iterations': 4, 'mcmc.burn_in': 2,
+                               'log.save_path': str(tmp_path / method)})
+    result = train.train(cfg, quiet=True)
+    assert result.timings['laplacian'] == method
+    energies[method] = result.history['energy']
+  assert np.all(np.isfinite(energies['folx']))
+  np.testing.assert_allclose(energies['folx_sparse'], energies['folx'], rtol=1e-4)
 
 
 @pytest.mark.parametrize('args', [

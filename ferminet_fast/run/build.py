@@ -3,7 +3,8 @@ settings -> system -> network -> the step's parts -> the state, and a state rest
 run directory.
 
 Every 'auto' and 'best' setting is resolved here, once: the Laplacian method ('best' by
-what is installed, 'auto' by timing the candidates on the built network) and the chunk of
+what is installed, the system's size and the device; 'auto' by timing the candidates on the
+built network) and the chunk of
 walkers per local-energy evaluation (by the compiled step's memory, in train). Training
 records what they became in the run directory's resolved.json; the later stages take them
 from there, so that they evaluate the same functions training used.
@@ -36,9 +37,8 @@ class Built(NamedTuple):
 
 
 def settings(user_cfg, later_stage: bool = False):
-  """The validated settings, 'best' resolved, frozen (each module gets its own block from
-  them); the CPU's devices and the XLA flag that debug.deterministic needs set before JAX
-  starts. `later_stage`: the settings are a trained run's (evaluation, DMC), whose CPU device
+  """The validated settings, frozen (each module gets its own block from them); the CPU's
+  devices and the XLA flag that debug.deterministic needs set before JAX starts. `later_stage`: the settings are a trained run's (evaluation, DMC), whose CPU device
   count is kept where it can no longer take effect, instead of refused."""
   config.validate(user_cfg)
   cfg = config.freeze(user_cfg)
@@ -59,7 +59,8 @@ def dry_run(user_cfg) -> str:
   only the built network decides (recorded in the run directory's resolved.json)."""
   config.validate(user_cfg)
   d = user_cfg.to_dict()
-  d['optim']['laplacian'] = config.resolve_laplacian(d['optim']['laplacian'])
+  d['optim']['laplacian'] = best_laplacian(d['optim']['laplacian'],
+                                           systems.make_system(user_cfg.system))
   d['network']['envelope'] = config.resolve_envelope(
       d['network']['envelope'], config.is_periodic(user_cfg.system), user_cfg.system.rs is None)
   multi = distributed.wants_initialize(user_cfg.distributed)
@@ -92,14 +93,21 @@ def system_of(cfg) -> systems.System:
   return systems.make_system(cfg.system)
 
 
+def best_laplacian(method: str, system: systems.System) -> str:
+  """`method` with 'best' resolved for `system` on this process's devices."""
+  return config.resolve_laplacian(method, system.n_electrons,
+                                  not system.periodic and system.states == 1,
+                                  jax.default_backend())
+
+
 def laplacian_of(cfg, network: networks.Network, system: systems.System,
                  key: jax.Array, time_auto: bool = True) -> tuple:
-  """(method, ms per method or None): 'best' by what is installed; 'auto' by timing the
+  """(method, ms per method or None): 'best' as best_laplacian says; 'auto' by timing the
   candidates on `network` at the initial walkers (run/profiling.py), or without
   `time_auto` as 'best' (the method does not change the energy)."""
-  method = config.resolve_laplacian(cfg.optim.laplacian)
+  method = best_laplacian(cfg.optim.laplacian, system)
   if method == 'auto' and not time_auto:
-    method = config.resolve_laplacian('best')
+    method = best_laplacian('best', system)
   if method != 'auto':
     return method, None
   params = network.init(key)
