@@ -23,7 +23,6 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from ferminet_fast import config  # noqa: E402
 from ferminet_fast.physics import hamiltonian  # noqa: E402
 from ferminet_fast.run import build, cli, profiling  # noqa: E402
 from ferminet_fast.vmc import step  # noqa: E402
@@ -86,7 +85,8 @@ def main():
   cfg = cli.load_config_file(args.config)
   system = build.system_of(cfg)  # With the settings' float32 matmul precision, as training.
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
-  parts = build.make_parts(cfg, system, network, build.best_laplacian(cfg.optim.laplacian, system))
+  laplacian = build.best_laplacian(cfg.optim.laplacian, system)
+  parts = build.make_parts(cfg, system, network, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)

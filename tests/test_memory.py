@@ -7,7 +7,7 @@ import jax
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, config, train
+from ferminet_fast import InputError, train
 from ferminet_fast.physics import systems
 from ferminet_fast.run import build, memory
 from ferminet_fast.vmc import step

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import config, train
+from ferminet_fast import train
 from ferminet_fast.physics import hamiltonian, systems
 from ferminet_fast.run import build, profiling, recovery
 from ferminet_fast.vmc import loss, step

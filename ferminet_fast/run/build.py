@@ -4,10 +4,10 @@ run directory.
 
 Every 'auto' and 'best' setting is resolved here, once: the Laplacian method ('best' by
 what is installed, the system's size and the device; 'auto' by timing the candidates on the
-built network) and the chunk of
-walkers per local-energy evaluation (by the compiled step's memory, in train). Training
-records what they became in the run directory's resolved.json; the later stages take them
-from there, so that they evaluate the same functions training used.
+built network) and the chunk of walkers per local-energy evaluation (by the compiled step's
+memory, in train). Training records what they became in the run directory's resolved.json;
+the later stages take them from there, so that they evaluate the same functions training
+used.
 """
 
 import os
@@ -38,8 +38,9 @@ class Built(NamedTuple):
 
 def settings(user_cfg, later_stage: bool = False):
   """The validated settings, frozen (each module gets its own block from them); the CPU's
-  devices and the XLA flag that debug.deterministic needs set before JAX starts. `later_stage`: the settings are a trained run's (evaluation, DMC), whose CPU device
-  count is kept where it can no longer take effect, instead of refused."""
+  devices and the XLA flag that debug.deterministic needs set before JAX starts.
+  `later_stage`: the settings are a trained run's (evaluation, DMC), whose CPU device count
+  is kept where it can no longer take effect, instead of refused."""
   config.validate(user_cfg)
   cfg = config.freeze(user_cfg)
   cpu_devices.split(cfg.distributed.cpu_devices, cfg.batch_size,
