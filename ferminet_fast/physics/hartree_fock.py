@@ -76,6 +76,19 @@ def shells_of(mol) -> tuple:
   return tuple(shells)
 
 
+def scf_energy(mf) -> float:
+  """Runs the pyscf SCF `mf` (molecular or periodic) and returns its energy (Ha), on one
+  OpenMP thread: pyscf's threaded integral and Fock builds add in an order that varies
+  from run to run, and where occupied orbitals are degenerate (N2's pi orbitals) that last-
+  bit noise picks a different basis of the degenerate space each time, so the pretraining
+  targets, and with them the whole run, would differ between runs with the same seed. A
+  periodic cell's density fit is built inside too, as its threaded build varies as well
+  (its price: BENCHMARKS.md, "The Hartree-Fock SCF on one thread")."""
+  from pyscf import lib
+  with lib.with_omp_threads(1):
+    return float(mf.kernel())
+
+
 def hartree_fock(system: systems.System, basis: str, restricted: bool,
                  ecp_basis: str = '') -> HartreeFock:
   """UHF (ROHF if `restricted`) of `system` in `basis`, occupied orbitals per spin; atoms
@@ -89,7 +102,7 @@ def hartree_fock(system: systems.System, basis: str, restricted: bool,
               charge=int(round(float(np.sum(system.charges)))) - system.n_electrons,
               verbose=0)
   mf = (scf.ROHF if restricted else scf.UHF)(mol)
-  energy = float(mf.kernel())
+  energy = scf_energy(mf)
   coeff = mf.mo_coeff if mf.mo_coeff.ndim == 3 else (mf.mo_coeff, mf.mo_coeff)
   occ = mf.mo_occ if mf.mo_occ.ndim == 2 else (mf.mo_occ > 0, mf.mo_occ > 1)
   coeffs = tuple(np.asarray(c[:, np.asarray(o) > 0][:, :n]) for c, o, n in

@@ -158,7 +158,7 @@ def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int
   mf = (scf.ROHF if restricted else scf.UHF)(cell, kpt=kpt).density_fit(
       auxbasis=_auxbasis(cell))
   mf.exxdiv = 'ewald'
-  energy = float(mf.kernel())
+  energy = molecular.scf_energy(mf)
   if not mf.converged:
     raise RuntimeError(f'pyscf.pbc SCF did not converge (last energy {energy} Ha)')
   coeff = mf.mo_coeff if np.ndim(mf.mo_coeff) == 3 else (mf.mo_coeff, mf.mo_coeff)
@@ -326,7 +326,7 @@ def hartree_fock_kpoints(lattice, symbols: Sequence[str], positions, basis, *,
   kpts = folded_kpoints(kmesh) @ prim.reciprocal_vectors() + kpt
   mf = scf.KRHF(prim, kpts).density_fit(auxbasis=_auxbasis(prim))
   mf.exxdiv = 'ewald'
-  energy = float(mf.kernel())
+  energy = molecular.scf_energy(mf)
   if not mf.converged:
     raise RuntimeError(f'pyscf.pbc KRHF did not converge (last energy {energy} Ha)')
   big = make_cell(*supercell(prim.lattice_vectors(), symbols, positions, kmesh), basis,
