@@ -273,7 +273,8 @@ def step_cost_rows() -> list:
     cost = r['step_flops'] / r['forward_flops']
     rows.append((f'step cost {system} {opt}, arithmetic (XLA\'s count), forward passes',
                  f'≤ {STEP_COST_GOAL}',
-                 f'{cost:.1f} (floor {sum(r["floors"].values())}; batch {r["batch"]})',
+                 f'{cost:.1f} (floor {sum(r["floors"].values())}; batch {r["batch"]}, '
+                 f'Laplacian {r["laplacian"]})',
                  _status(cost <= STEP_COST_GOAL, True, ''),
                  f'`{_rel(step_cost.COST_JSON)}`, {_date(run)}'))
   for run in artifacts.read(STAGE_TIMERS_CPU):

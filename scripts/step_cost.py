@@ -146,9 +146,9 @@ def render(path: str = COST_JSON) -> str:
   for run in runs:
     for r in run.data['rows']:
       newest[(r['system'], r['network'], r['optimizer'])] = (run, r)
-  lines = ['| system (N) | network | optimizer | GFLOP per forward | MCMC | energy | of which '
-           'determinants | gradient | optimizer | refresh | step | floor | step / floor |',
-           '|' + '---|' * 13]
+  lines = ['| system (N) | network | optimizer | Laplacian | GFLOP per forward | MCMC | energy | '
+           'of which determinants | gradient | optimizer | refresh | step | floor | step / floor |',
+           '|' + '---|' * 14]
   for run, r in newest.values():
     f, fl = r['forward_flops'], r['floors']
     cells = [f'{r["stage_flops"][k] / f:.1f} ({fl[k]})' for k in STAGES]
@@ -156,7 +156,7 @@ def render(path: str = COST_JSON) -> str:
     cells.insert(STAGES.index('energy') + 1, '–' if det is None else f'{det / f:.1f}')
     floor = sum(fl.values())
     lines.append(f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | {r["optimizer"]} | '
-                 f'{f / 1e9:.3f} | ' + ' | '.join(cells)
+                 f'{r["laplacian"]} | {f / 1e9:.3f} | ' + ' | '.join(cells)
                  + f' | {r["step_flops"] / f:.1f} | {floor} | {r["step_flops"] / f / floor:.2f} |')
   return '\n'.join(lines + ['', 'Each stage in forward passes of the network (its floor in '
                             'brackets), batch 256, counted by XLA; "of which determinants": '

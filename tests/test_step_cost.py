@@ -40,7 +40,8 @@ def test_table_names_the_floor(li_adam, tmp_path):
   text = step_cost.render(path)
   row = next(line for line in text.splitlines() if line.startswith('| Li (3) | small | adam |'))
   cells = [c.strip() for c in row.strip('|').split('|')]
-  assert cells[4].endswith('(4)') and cells[5].endswith('(11)')  # MCMC and energy floors.
+  assert cells[3] == li_adam['laplacian'] == 'folx'  # What 'best' takes for 3 electrons.
+  assert cells[5].endswith('(4)') and cells[6].endswith('(11)')  # MCMC and energy floors.
   after = li_adam['after_orbitals_flops'] / li_adam['forward_flops']
-  assert float(cells[6]) == pytest.approx(after, abs=0.05)  # The determinants' share.
-  assert cells[11] == str(sum(li_adam['floors'].values()))
+  assert float(cells[7]) == pytest.approx(after, abs=0.05)  # The determinants' share.
+  assert cells[12] == str(sum(li_adam['floors'].values()))
