@@ -305,9 +305,18 @@ SETTINGS = {
     # (kept in device memory every `snapshot_every` steps) with a new random stream, at
     # most `max_rewinds` times, then stops with an error (the last good state checkpointed).
     'optim.rewind_after': S(5, 'Bad steps in a row before a rewind.', _positive_int),
-    'optim.snapshot_every': S(100, 'Steps between in-memory snapshots of the last all-finite '
-                              'state.', _positive_int),
+    'optim.snapshot_every': S(100, 'Steps between in-memory snapshots of the last good '
+                              '(all-finite, not blown-up) state.', _positive_int),
     'optim.max_rewinds': S(5, 'Rewinds before the run stops with an error.', _non_negative),
+    # A finite blow-up counts as a bad step too: a step whose batch variance of the local
+    # energy is more than `blowup_factor` times the median over the `blowup_window` steps
+    # before it. Single outlying steps (a walker near a nucleus or a node) pass after one or
+    # two such steps; parameters damaged by a run of bad updates keep the variance up, and
+    # after `rewind_after` such steps in a row the run rewinds as above.
+    'optim.blowup_factor': S(20.0, 'Variance, in multiples of its recent median, above which '
+                             'a step counts as bad (0: never).', _non_negative),
+    'optim.blowup_window': S(500, 'Steps whose median variance a step is compared with; no '
+                             'step is judged before this many are recorded.', _positive_int),
     'optim.adam.b1': S(0.9, 'First-moment decay.'),
     'optim.adam.b2': S(0.999, 'Second-moment decay.'),
     'optim.adam.eps': S(1e-8, 'Denominator offset.'),

@@ -72,3 +72,23 @@ def test_progress_lines_every_print_every_steps(tmp_path):
   rec.finish()
   assert [s.split()[1] for s in said] == ['2', '4', '6']
   assert len(rec.history['energy']) == 6
+
+
+def test_a_sustained_blowup_counts_in_a_row_and_single_outliers_do_not():
+  """The variances of our N2 race that collapsed (benchmarks/race.json, 2026-11-28), in
+  shape: a median near 2 Ha^2 with single steps far above it, then a run of steps far above
+  it. Single outliers end their count at once; the run counts step by step; nothing is
+  judged before `blowup_window` steps are recorded."""
+  rec = recorder.Recorder(None, 0, lambda *a: None, resume_from=None, blowup_factor=20.0,
+                          blowup_window=50)
+  variances = np.full(200, 2.0)
+  variances[[10, 60, 61, 120]] = [5000.0, 6594.0, 100.0, 1049.0]  # Outliers, as recovered from.
+  variances[150:170] = np.linspace(100.0, 790.0, 20)  # Damaged parameters.
+  counts = []
+  for t, v in enumerate(variances):
+    rec.push(t, ok(-109.5)._replace(variance=float(v)))
+    counts.append(rec.consecutive_bad)
+  counts = np.array(counts[1:] + [0])  # Each step is recorded when the next is pushed.
+  assert counts[10] == 0  # Before the window is full.
+  assert counts[:150].max() == 2 and counts[60:62].tolist() == [1, 2]
+  assert counts[150:169].tolist() == list(range(1, 20))

@@ -1,5 +1,5 @@
 """The training loop: one compiled step per iteration, and around it what keeps a long run
-safe: per-step records, checkpoints by steps and minutes, rewinds after non-finite steps,
+safe: per-step records, checkpoints by steps and minutes, rewinds after bad steps,
 stage timers re-measured on request, and stop signals agreed across processes."""
 
 import os
@@ -38,7 +38,8 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
       run.say, resume_from=start if source.resume else None, total=optim_cfg.iterations,
       progress=log_cfg.progress and not run.quiet,
       tensorboard_dir=(os.path.join(source.run_dir, 'tensorboard') if log_cfg.tensorboard
-                       else None))
+                       else None),
+      blowup_factor=optim_cfg.blowup_factor, blowup_window=optim_cfg.blowup_window)
   saver = checkpoint.Checkpointer(source.run_dir, log_cfg.keep_checkpoints, log_cfg.save_every,
                                   log_cfg.save_frequency)
   rewinder = recovery.Rewinder(state, optim_cfg.snapshot_every, optim_cfg.rewind_after,
@@ -59,13 +60,16 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
       if back is None:
         failed = record.consecutive_bad  # Read now: finishing the records resets it.
         break
-      record.say(f'step {t}: {record.consecutive_bad} bad steps in a row; rewinding to step '
-                 f'{back[0]}, the last all-finite state (rewind {rewinder.rewinds} of '
+      record.say(f'step {t}: {record.consecutive_bad} bad steps in a row (rejected updates, '
+                 'non-finite local energies or a variance over optim.blowup_factor times its '
+                 f'recent median); rewinding to step '
+                 f'{back[0]}, the last good state (rewind {rewinder.rewinds} of '
                  f'{rewinder.max_rewinds})')
       t, state = back
       record.rewind(t)
       continue
-    rewinder.offer(t, state)
+    if record.consecutive_bad == 0:  # No snapshot of a state that is going wrong.
+      rewinder.offer(t, state)
     if remeasure and log_cfg.timers_every and t % log_cfg.timers_every == 0:
       result = remeasure(state)
       record.say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
@@ -86,8 +90,9 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
   saver.close()
   if failed:
     raise TrainingError(
-        f'training could not recover: {failed} bad steps in a row (rejected '
-        f'updates or non-finite local energies) at step {t} after {rewinder.rewinds} rewinds; '
+        f'training could not recover: {failed} bad steps in a row (rejected updates, '
+        f'non-finite local energies or a blown-up variance) at step {t} after '
+        f'{rewinder.rewinds} rewinds; '
         f'the last good state is checkpointed in {checkpoint.directory(source.run_dir)} (step '
         f'{saver.last_saved}). Lower optim.lr.rate (or clip harder: a smaller '
         'optim.clip_local_energy) and resume.')

@@ -5,6 +5,7 @@ import time
 from typing import Callable, Optional
 
 import jax
+import numpy as np
 
 from ferminet_fast.run import rundir
 
@@ -16,17 +17,23 @@ class Recorder:
   `print_every` steps, plus TensorBoard scalars into `tensorboard_dir` if given.
 
   `path` None (processes other than 0) keeps the history in memory and writes nothing.
+
+  A step is bad when its update was rejected, a local energy was non-finite, or (with
+  `blowup_factor` > 0) its variance exceeds `blowup_factor` times the median variance of
+  the `blowup_window` steps recorded before it; `consecutive_bad` counts them in a row.
   """
 
   def __init__(self, path: Optional[str], print_every: int, say: Callable,
                resume_from: Optional[int], total: int = 0, progress: bool = False,
-               tensorboard_dir: Optional[str] = None):
+               tensorboard_dir: Optional[str] = None, blowup_factor: float = 0.0,
+               blowup_window: int = 500):
+    self._blowup_factor, self._blowup_window = blowup_factor, blowup_window
     self._writer = rundir.StatsWriter(path, resume_from) if path else None
     rows = self._writer.kept_rows if self._writer else []
     self.history = {c: [float(r[c]) for r in rows] for c in rundir.STATS_COLUMNS}
     self._print_every, self._say = print_every, say
     self._pending = None
-    self.consecutive_bad = 0  # Steps in a row with a rejected update or non-finite E_L.
+    self.consecutive_bad = 0  # Bad steps in a row (class docstring).
     self._t0 = self.last = time.perf_counter()
     self._first = None
     self._bar = None
@@ -85,6 +92,14 @@ class Recorder:
     self.consecutive_bad = 0
     self.last = time.perf_counter()
 
+  def _blown_up(self, variance: float) -> bool:
+    """Whether `variance` (Ha^2) exceeds blowup_factor times the median of the recorded
+    variances of the last blowup_window steps (False until that many are recorded)."""
+    past = self.history['variance']
+    if self._blowup_factor <= 0 or len(past) < self._blowup_window:
+      return False
+    return variance > self._blowup_factor * float(np.median(past[-self._blowup_window:]))
+
   def _record(self, t, device_stats):
     s = jax.device_get(device_stats)
     now = time.perf_counter()
@@ -92,7 +107,8 @@ class Recorder:
            'pmove': float(s.pmove), 'move_width': float(s.width), 'lr': float(s.lr),
            'nonfinite': int(s.nonfinite), 'rejected': int(s.rejected),
            'step_time_ms': 1e3 * (now - self.last)}
-    bad = row['rejected'] or row['nonfinite']
+    blowup = self._blown_up(row['variance'])
+    bad = row['rejected'] or row['nonfinite'] or blowup
     self.consecutive_bad = self.consecutive_bad + 1 if bad else 0
     if row['rejected']:
       self._say(f'step {t + 1}: update rejected (it would make parameters non-finite); '

@@ -1,12 +1,15 @@
-"""Recovery from non-finite numbers: rewind to the last good state.
+"""Recovery from non-finite numbers and blow-ups: rewind to the last good state.
 
 Inside the step, non-finite local energies are left out of the energy and gradient
 (loss.py) and an update that would make a parameter non-finite is not applied (step.py).
 What the step cannot repair itself (walkers stuck at NaN positions, parameters corrupted
 from outside, an optimizer state that keeps producing non-finite updates) shows as
-consecutive bad steps; after `optim.rewind_after` of them the run goes back to the last
-state that was entirely finite, kept in device memory every `optim.snapshot_every`
-steps, with a different random stream so that it does not walk into the same trouble.
+consecutive bad steps, and so does a finite blow-up (parameters damaged by a run of bad
+updates keep the local energy's variance far above its recent median; run/recorder.py);
+after `optim.rewind_after` of them the run goes back to the last state that was entirely
+finite and taken outside such a run of bad steps, kept in device memory every
+`optim.snapshot_every` steps, with a different random stream so that it does not walk
+into the same trouble.
 After `optim.max_rewinds` rewinds it stops with an error.
 """
 
@@ -78,21 +81,42 @@ def inject_nan(state: step_lib.TrainState, into: str) -> step_lib.TrainState:
   return jax.jit(corrupt, out_shardings=shardings)(state)
 
 
-def nan_injector(at_step: int, into: str):
-  """A `wrap_step` for train.train: the first time the step counter reaches `at_step`, NaN
-  goes into the state (see inject_nan) before the step runs. For reliability tests."""
+def damage_params(state: step_lib.TrainState, scale: float, seed: int = 0):
+  """Fault injection for reliability tests: every parameter p becomes p (1 + scale z), z
+  standard normal, finite (a wavefunction damaged as by a run of bad updates)."""
+  shardings, _ = step_lib.shardings_of(state)
+
+  def damage(s):
+    leaves, tree = jax.tree.flatten(s.params)
+    keys = jax.random.split(jax.random.PRNGKey(seed), len(leaves))
+    noisy = [p * (1 + scale * jax.random.normal(k, p.shape, p.dtype))
+             for p, k in zip(leaves, keys)]
+    return s._replace(params=jax.tree.unflatten(tree, noisy))
+
+  return jax.jit(damage, out_shardings=shardings)(state)
+
+
+def fault_injector(at_step: int, fault):
+  """A `wrap_step` for train.train: the first time the step counter reaches `at_step`,
+  `fault(state) -> state` (inject_nan, damage_params) is applied before the step runs. For
+  reliability tests."""
 
   def wrap(train_step):
     pending = [True]
 
     def wrapped(state):
       if pending[0] and int(state.step) == at_step:
-        state, pending[0] = inject_nan(state, into), False
+        state, pending[0] = fault(state), False
       return train_step(state)
 
     return wrapped
 
   return wrap
+
+
+def nan_injector(at_step: int, into: str):
+  """fault_injector with NaN into the state (see inject_nan)."""
+  return fault_injector(at_step, lambda state: inject_nan(state, into))
 
 
 def stall_injector(at_step: int):
