@@ -191,8 +191,10 @@ def race_rows() -> list:
       ratios = [x for x in map(race.like_for_like_ratio, es) if x is not None]
       ours = [race.last_evaluated(e)['error_mha'] for e in es if race.last_evaluated(e)]
       s = race.spread(ratios)
+      each = (' (per race: ' + ', '.join(f'{x:.2f}' for x in ratios) + ')'
+              if s['n'] > 1 else '')
       figure = (f'ratio {s["mean"]:.2f}' + (f' ± {s["sd"]:.2f}' if s['n'] > 1 else '')
-                + f', ours {race.spread(ours)["mean"]:+.1f} mHa (n = {s["n"]})')
+                + f'{each}, ours {race.spread(ours)["mean"]:+.1f} mHa (n = {s["n"]})')
     verdict = race.verdict(system, seconds, es)
     settings = es[0]['peer_settings']
     missing = ', '.join(m for m in (

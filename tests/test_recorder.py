@@ -57,7 +57,7 @@ def test_bad_steps_are_counted_in_a_row_and_a_rejection_is_said(tmp_path):
   rec.push(0, Stats(np.nan, np.nan, 0.5, 0.2, 0.0, 3, 0))
   rec.push(1, Stats(-1.0, 0.1, 0.5, 0.2, 0.0, 0, 1))
   rec.push(2, ok(-1.0))  # Records step 1 (one step behind).
-  assert rec.consecutive_bad == 2
+  assert rec.consecutive_bad == 2 and rec.bad_reason == 'update rejected'
   assert any('update rejected' in s for s in said)
   rec.push(3, ok(-1.0))  # Records step 2, a good one.
   assert rec.consecutive_bad == 0
@@ -92,3 +92,4 @@ def test_a_sustained_blowup_counts_in_a_row_and_single_outliers_do_not():
   assert counts[10] == 0  # Before the window is full.
   assert counts[:150].max() == 2 and counts[60:62].tolist() == [1, 2]
   assert counts[150:169].tolist() == list(range(1, 20))
+  assert rec.bad_reason.startswith('variance 7') and 'blowup_factor' in rec.bad_reason

@@ -60,11 +60,9 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
       if back is None:
         failed = record.consecutive_bad  # Read now: finishing the records resets it.
         break
-      record.say(f'step {t}: {record.consecutive_bad} bad steps in a row (rejected updates, '
-                 'non-finite local energies or a variance over optim.blowup_factor times its '
-                 f'recent median); rewinding to step '
-                 f'{back[0]}, the last good state (rewind {rewinder.rewinds} of '
-                 f'{rewinder.max_rewinds})')
+      record.say(f'step {t}: {record.consecutive_bad} bad steps in a row (the last: '
+                 f'{record.bad_reason}); rewinding to step {back[0]} (rewind '
+                 f'{rewinder.rewinds} of {rewinder.max_rewinds})')
       t, state = back
       record.rewind(t)
       continue

@@ -34,6 +34,7 @@ class Recorder:
     self._print_every, self._say = print_every, say
     self._pending = None
     self.consecutive_bad = 0  # Bad steps in a row (class docstring).
+    self.bad_reason = ''  # What made the last bad step bad.
     self._t0 = self.last = time.perf_counter()
     self._first = None
     self._bar = None
@@ -110,6 +111,11 @@ class Recorder:
     blowup = self._blown_up(row['variance'])
     bad = row['rejected'] or row['nonfinite'] or blowup
     self.consecutive_bad = self.consecutive_bad + 1 if bad else 0
+    if bad:
+      self.bad_reason = ('update rejected' if row['rejected'] else
+                         'non-finite local energies' if row['nonfinite'] else
+                         f"variance {row['variance']:.3g} Ha^2, over optim.blowup_factor "
+                         'times its recent median')
     if row['rejected']:
       self._say(f'step {t + 1}: update rejected (it would make parameters non-finite); '
                 f'{self.consecutive_bad} bad steps in a row')
