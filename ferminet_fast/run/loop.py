@@ -88,8 +88,8 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
   saver.close()
   if failed:
     raise TrainingError(
-        f'training could not recover: {failed} bad steps in a row (rejected updates, '
-        f'non-finite local energies or a blown-up variance) at step {t} after '
+        f'training could not recover: {failed} bad steps in a row (the last: '
+        f'{record.bad_reason}) at step {t} after '
         f'{rewinder.rewinds} rewinds; '
         f'the last good state is checkpointed in {checkpoint.directory(source.run_dir)} (step '
         f'{saver.last_saved}). Lower optim.lr.rate (or clip harder: a smaller '

@@ -108,14 +108,12 @@ class Recorder:
            'pmove': float(s.pmove), 'move_width': float(s.width), 'lr': float(s.lr),
            'nonfinite': int(s.nonfinite), 'rejected': int(s.rejected),
            'step_time_ms': 1e3 * (now - self.last)}
-    blowup = self._blown_up(row['variance'])
-    bad = row['rejected'] or row['nonfinite'] or blowup
-    self.consecutive_bad = self.consecutive_bad + 1 if bad else 0
-    if bad:
-      self.bad_reason = ('update rejected' if row['rejected'] else
-                         'non-finite local energies' if row['nonfinite'] else
-                         f"variance {row['variance']:.3g} Ha^2, over optim.blowup_factor "
-                         'times its recent median')
+    reason = ('update rejected' if row['rejected'] else
+              'non-finite local energies' if row['nonfinite'] else
+              f"variance {row['variance']:.3g} Ha^2, over optim.blowup_factor times its "
+              'recent median' if self._blown_up(row['variance']) else '')
+    self.consecutive_bad = self.consecutive_bad + 1 if reason else 0
+    self.bad_reason = reason or self.bad_reason
     if row['rejected']:
       self._say(f'step {t + 1}: update rejected (it would make parameters non-finite); '
                 f'{self.consecutive_bad} bad steps in a row')
