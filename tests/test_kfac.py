@@ -22,6 +22,16 @@ NETWORKS = {
 }
 
 
+def _rows(blocks):
+  """A layer's sown column blocks as the rows its kernel multiplies (rows, n_in): the
+  blocks shared by a configuration's rows repeated in each of them, all concatenated."""
+  depth = max(x.ndim for x in blocks)
+  r = next(x for x in blocks if x.ndim == depth).shape[-2]
+  full = [x if x.ndim == depth else jnp.repeat(x[..., None, :], r, axis=-2) for x in blocks]
+  full = jnp.concatenate(full, axis=-1)
+  return full.reshape(-1, full.shape[-1])
+
+
 @pytest.mark.parametrize('name', list(NETWORKS))
 def test_taps_give_every_layers_parameter_gradient(name):
   """For each dense layer, sum over rows of input (x) d log|psi| / d output is the kernel's
@@ -43,8 +53,7 @@ def test_taps_give_every_layers_parameter_gradient(name):
       layers = sorted(k[:-1] for k in d_taps)
       assert len(layers) == (13 if name == 'psiformer' else 5)
       for path in layers:
-        (a,) = inputs[path + ('inputs',)]
-        a = a.reshape(-1, a.shape[-1])
+        a = _rows(inputs[path + ('inputs',)][0])
         kernel = grad[path + ('kernel',)]
         d = d_taps[path + ('outputs',)].reshape(a.shape[0], -1)
         np.testing.assert_allclose((a.T @ d).reshape(kernel.shape), kernel, atol=1e-10,
@@ -84,6 +93,52 @@ def test_gradient_from_the_curvature_pass_is_the_vmc_gradient(name):
     statistics, _ = kfac.make_statistics(network, params, network.n_coords)
     for got, want in zip(jax.tree.leaves(curvature), jax.tree.leaves(statistics(params, x))):
       np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)  # Roundoff only.
+
+
+@pytest.mark.parametrize('name', list(NETWORKS))
+def test_statistics_are_the_kronecker_factors_of_the_concatenated_rows(name):
+  """Each dense layer's factors as defined in kfac.py, formed here from the concatenated
+  rows the kernel multiplies (the spin-wise means repeated in every electron's row):
+  A = (1/B) sum [a, 1] [a, 1]^T over rows that reach log|psi|, G = (2/B) sum d d^T, and the
+  weighted gradient sum_rows [a, 1] (w d)^T; the statistics get the shared columns' part
+  from sums over each configuration's rows instead. float64."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64, **NETWORKS[name])
+    b = 5
+    kx, kw = jax.random.split(jax.random.PRNGKey(4))
+    x = jax.random.normal(kx, (b, network.n_coords), jnp.float64)
+    weights = jax.random.normal(kw, (b,), jnp.float64)
+    statistics, layers = kfac.make_statistics(network, params, network.n_coords)
+    (factors, _), grads = jax.jit(statistics)(params, x, weights)
+    grads = traverse_util.flatten_dict(grads['params'])
+    tapped = jax.jit(jax.vmap(jax.grad(
+        lambda taps, xi: kfac.tapped_log_psi(network, params, taps, xi), has_aux=True),
+        in_axes=(None, 0)))
+    d_taps, inputs = tapped(kfac.zero_taps(network, params, x[0]), x)
+    d_taps, inputs = traverse_util.flatten_dict(d_taps), traverse_util.flatten_dict(inputs)
+    flat = traverse_util.flatten_dict(params['params'])
+    for path in layers:
+      a = _rows(inputs[path + ('inputs',)][0])
+      d = d_taps[path + ('outputs',)].reshape(a.shape[0], -1)
+      mask = np.any(d != 0, axis=-1, keepdims=True)
+      a = a * mask
+      w = np.repeat(weights, a.shape[0] // b)[:, None]
+      if path + ('bias',) in flat:
+        a = np.concatenate([a, np.ones_like(a[:, :1])], axis=1)
+      got_a, got_g, repeats = factors['/'.join(path)]
+      scale = lambda m: 1e-12 * np.abs(m).max()
+      np.testing.assert_allclose(got_a, a.T @ a / b, rtol=0, atol=scale(a.T @ a / b),
+                                 err_msg=str(path))
+      np.testing.assert_allclose(got_g, 2 * d.T @ d / b, rtol=0, atol=scale(d.T @ d),
+                                 err_msg=str(path))
+      assert float(repeats) == pytest.approx(mask.sum() / b)
+      g = a.T @ (w * d)
+      if path + ('bias',) in flat:
+        np.testing.assert_allclose(grads[path + ('bias',)].ravel(), g[-1], rtol=0,
+                                   atol=scale(g))
+        g = g[:-1]
+      np.testing.assert_allclose(grads[path + ('kernel',)].reshape(g.shape), g, rtol=0,
+                                 atol=scale(g), err_msg=str(path))
 
 
 def test_damped_inverse_is_the_pi_adjusted_kronecker_inverse():

@@ -17,7 +17,11 @@ over), approximated block-diagonally:
 The inputs and output derivatives come from taps put on the layers here, from outside the
 network (a flax method interceptor on every layer that defines `dense_rows`, through
 `Network.instrumented`): each such layer sows its input rows and has a zero perturbation
-added to its output, whose derivative is d log|psi| / d (output). One batched forward and
+added to its output, whose derivative is d log|psi| / d (output). Columns that every row of
+one configuration shares (SymmetricDense's spin-wise means, most of a FermiNet layer's
+inputs) are sown once per configuration, and their parts of A and of the gradient are
+formed from sums over the rows: the same factors, without the R-fold repeated outer
+products of those columns. One batched forward and
 backward pass of log|psi|, inside the same jitted step as everything else; the same pass
 gives the VMC gradient (a kernel's is the sum over rows of a (w d)^T with each walker's
 weight w = dE / d log|psi|: `make_gradient`), so in the train step it replaces the
@@ -35,6 +39,7 @@ from typing import NamedTuple
 from flax import traverse_util
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 FISHER_SCALE = 2.0  # 1 / variance of the normal likelihood on log|psi|.
@@ -85,6 +90,34 @@ def _layers(taps) -> list:
   return sorted(path[:-1] for path in traverse_util.flatten_dict(taps))
 
 
+def _columns(blocks: tuple, bias: bool) -> tuple:
+  """A layer's input columns from its `dense_rows` blocks (kernel input order, each with
+  the leading axes (B, [K,]) of the configurations): per-row blocks (..., R, n) and blocks
+  shared by every row of a configuration (..., n). Returns (a (C, R, n_a): the per-row
+  columns, then a column of ones when the layer has a bias; s (C, n_s): the shared columns,
+  or None; order: for each column of the kernel's input (then the bias), its index among
+  [a, s]), so that a factor over [a, s] reordered by `order` is the factor over the
+  concatenated rows [input, 1] that the kernel and bias multiply."""
+  depth = max(x.ndim for x in blocks)
+  r = next(x for x in blocks if x.ndim == depth).shape[-2]
+  per_row, shared, row_index, shared_index, start = [], [], [], [], 0
+  for x in blocks:
+    index = list(range(start, start + x.shape[-1]))
+    start += x.shape[-1]
+    if x.ndim == depth:
+      per_row.append(x.reshape(-1, r, x.shape[-1]))
+      row_index += index
+    else:
+      shared.append(x.reshape(-1, x.shape[-1]))
+      shared_index += index
+  a = jnp.concatenate(per_row, axis=-1) if len(per_row) > 1 else per_row[0]
+  if bias:
+    a = jnp.concatenate([a, jnp.ones_like(a[..., :1])], axis=-1)
+    row_index.append(start)  # The bias after the kernel's input columns.
+  s = jnp.concatenate(shared, axis=-1) if shared else None
+  return a, s, np.argsort(row_index + shared_index)
+
+
 def make_statistics(network, params, n_coords: int) -> tuple:
   """(statistics(params, x (B, 3N), weights=None), layers): per-layer (A, G, repeats) and
   per-parameter diagonal of F of this batch, as defined above, and with `weights` (B,) also
@@ -114,19 +147,32 @@ def make_statistics(network, params, n_coords: int) -> tuple:
     flat = traverse_util.flatten_dict(params['params'])
     factors, grads = {}, {}
     for path in layers:
-      (a,) = inputs[path + ('inputs',)]  # (B, [K,] R, n_in), a tuple as sown.
-      rows = a.size // a.shape[-1]  # B R rows, each of K configurations' with K states.
-      d = g_taps[path + ('outputs',)].reshape(rows, -1)  # (B R, n_out)
-      a = a.reshape(rows, -1)
-      # Rows whose output does not reach log|psi| are not counted (kfac-jax's masking).
-      mask = jnp.any(d != 0, axis=-1, keepdims=True).astype(a.dtype)
-      a = a * mask
+      (blocks,) = inputs[path + ('inputs',)]  # The layer's column blocks, a tuple as sown.
       bias = path + ('bias',) in flat
+      a, s, order = _columns(blocks, bias)  # (C, R, n_a), (C, n_s) or None.
+      c, r = a.shape[:2]  # C = B configurations (B K with K states), R rows each.
+      d = g_taps[path + ('outputs',)].reshape(c, r, -1)  # (C, R, n_out)
+      # Rows whose output does not reach log|psi| are not counted (kfac-jax's masking);
+      # the bias's column of ones is counted in every row.
+      mask = jnp.any(d != 0, axis=-1, keepdims=True).astype(a.dtype)  # (C, R, 1)
       if bias:
-        a = jnp.concatenate([a, jnp.ones_like(a[:, :1])], axis=1)
-      factors[_name(path)] = (a.T @ a / b, FISHER_SCALE * (d.T @ d) / b, jnp.sum(mask) / b)
+        a = jnp.concatenate([a[..., :-1] * mask, a[..., -1:]], axis=-1)
+      else:
+        a = a * mask
+      rows = a.reshape(c * r, -1)
+      factor = rows.T @ rows
+      if s is not None:  # Shared columns: sums over a configuration's rows first.
+        cross = jnp.sum(a * mask, axis=1).T @ s  # (n_a, n_s)
+        shared = (s * jnp.sum(mask, axis=1)).T @ s  # (n_s, n_s)
+        factor = jnp.block([[factor, cross], [cross.T, shared]])[np.ix_(order, order)]
+      d_rows = d.reshape(c * r, -1)
+      factors[_name(path)] = (factor / b, FISHER_SCALE * (d_rows.T @ d_rows) / b,
+                              jnp.sum(mask) / b)
       if weights is not None:  # d log|psi| / d kernel = sum over rows of a d^T.
-        g = a.T @ (jnp.repeat(weights, rows // b)[:, None] * d)  # (n_in [+ 1], n_out)
+        wd = jnp.repeat(weights, c // b)[:, None, None] * d  # (C, R, n_out)
+        g = rows.T @ wd.reshape(c * r, -1)  # (n_a, n_out)
+        if s is not None:
+          g = jnp.concatenate([g, s.T @ jnp.sum(wd, axis=1)])[order]
         kernel = flat[path + ('kernel',)]
         if bias:
           grads[path + ('bias',)] = g[-1].reshape(flat[path + ('bias',)].shape)

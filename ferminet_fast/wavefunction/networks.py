@@ -61,9 +61,10 @@ class Dense(nn.Module):
 
   @nn.nowrap
   def dense_rows(self, x):
-    """The inputs as rows (R, n_in), one per application of the kernel (R = the leading
-    axes' size): y = rows . kernel (n_in, n_out) + bias, row by row."""
-    return x.reshape(-1, int(np.prod(x.shape[x.ndim - self.in_dims:])))
+    """The inputs as column blocks in the kernel's input order (kfac.py): here one block of
+    rows (R, n_in), one per application of the kernel (R = the leading axes' size):
+    y = rows . kernel (n_in, n_out) + bias, row by row."""
+    return (x.reshape(-1, int(np.prod(x.shape[x.ndim - self.in_dims:]))),)
 
 
 class SymmetricDense(nn.Module):
@@ -73,7 +74,8 @@ class SymmetricDense(nn.Module):
   Same parameters and values as nn.Dense on the concatenation, but the product with the
   spin-wise means of the one-electron stream, which every electron shares, is computed
   once rather than once per electron. To a curvature estimate (kfac.py) it is the dense
-  layer on the concatenation, one row per electron (`dense_rows`).
+  layer on the concatenation, one row per electron, whose shared columns are given once
+  (`dense_rows`).
   """
   width: int
   n_up: int
@@ -90,10 +92,11 @@ class SymmetricDense(nn.Module):
 
   @nn.nowrap
   def dense_rows(self, h1, h2):
-    """The concatenated features (n, n_in) the kernel multiplies, one row per electron."""
+    """The features the kernel multiplies as column blocks in its input order: h1 (n, d1)
+    and the pair means (n, s d2), one row per electron, and between them the spin-wise
+    means of h1 (s d1,), the same in every row."""
     shared, pair = self._means(h1, h2)
-    return jnp.concatenate(
-        [h1, jnp.broadcast_to(shared, (h1.shape[0], shared.shape[0])), pair], axis=-1)
+    return h1, shared, pair
 
   @nn.compact
   def __call__(self, h1, h2):
