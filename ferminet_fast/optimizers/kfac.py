@@ -162,6 +162,7 @@ def make_statistics(network, params, n_coords: int) -> tuple:
       rows = a.reshape(c * r, -1)
       factor = rows.T @ rows
       if s is not None:  # Shared columns: sums over a configuration's rows first.
+        # The shared columns are masked with the rows; so is, here, the bias's column.
         cross = jnp.sum(a * mask, axis=1).T @ s  # (n_a, n_s)
         shared = (s * jnp.sum(mask, axis=1)).T @ s  # (n_s, n_s)
         factor = jnp.block([[factor, cross], [cross.T, shared]])[np.ix_(order, order)]
