@@ -1,5 +1,6 @@
 """Shared fixtures: tiny systems and networks so the suite fits a 2-core CPU budget."""
 
+import itertools
 import os
 import sys
 
@@ -48,19 +49,32 @@ from ferminet_fast import config  # noqa: E402
 from ferminet_fast.run import cli  # noqa: E402
 
 
-# FERMINET_FAST_TESTS_COMBINATIONS=covering: the combination matrices of the training tests
-# run the subset that covers every pair of their values (CI's second JAX version, where what
-# is checked is that each piece works with that JAX; the full matrices run in README's test
-# command). Unset or 'all': every combination.
+# FERMINET_FAST_TESTS_COMBINATIONS: how much of each combination matrix of the training tests
+# runs. Unset or 'all': every combination (README's test command); 'covering': the subset
+# that covers every pair of values; 'each': the fewest combinations that hold every value
+# once (CI's newest and oldest JAX, where what is checked is that each piece works with that
+# JAX).
 COMBINATIONS = os.environ.get('FERMINET_FAST_TESTS_COMBINATIONS', 'all')
-if COMBINATIONS not in ('all', 'covering'):
-  raise ValueError(f'FERMINET_FAST_TESTS_COMBINATIONS={COMBINATIONS!r}: all or covering')
+if COMBINATIONS not in ('all', 'covering', 'each'):
+  raise ValueError(f'FERMINET_FAST_TESTS_COMBINATIONS={COMBINATIONS!r}: all, covering or each')
+
+
+def _fewest_holding_every_value(sets):
+  """The smallest subset of `sets` (the first such in their order) in which every value of
+  every position of `sets` appears."""
+  values = {(i, v) for s in sets for i, v in enumerate(s)}
+  for size in range(1, len(sets) + 1):
+    for subset in itertools.combinations(sets, size):
+      if {(i, v) for s in subset for i, v in enumerate(s)} == values:
+        return list(subset)
+  return list(sets)
 
 
 def combinations(every, covering):
   """The parameter sets of a combination matrix: `every` one, or with
   FERMINET_FAST_TESTS_COMBINATIONS=covering the subset `covering`, which must hold every
-  pair of values of `every`'s sets (checked here, so the subset cannot drift)."""
+  pair of values of `every`'s sets (checked here, so the subset cannot drift), or with
+  =each the fewest of `every`'s sets that hold each value."""
   every, covering = list(every), list(covering)
 
   def pairs(sets):
@@ -69,7 +83,8 @@ def combinations(every, covering):
   missing = pairs(every) - pairs(covering)
   if missing or not set(covering) <= set(every):
     raise ValueError(f'the covering subset misses the value pairs {sorted(missing)}')
-  return covering if COMBINATIONS == 'covering' else every
+  return {'all': every, 'covering': covering,
+          'each': _fewest_holding_every_value(every)}[COMBINATIONS]
 
 
 def tiny_config(atom='He', **overrides):

@@ -22,6 +22,7 @@ def no_user_setting(monkeypatch):
     monkeypatch.delenv(name, raising=False)
 
 
+@pytest.mark.jax_range
 def test_one_thread_inside_and_the_count_restored_after(no_user_setting):
   with threadpoolctl.threadpool_limits(limits=2, user_api='blas'):
     before = blas_threads_now()
@@ -31,6 +32,7 @@ def test_one_thread_inside_and_the_count_restored_after(no_user_setting):
   assert inside and set(inside.values()) == {1}
 
 
+@pytest.mark.jax_range
 def test_a_count_set_in_the_environment_is_kept(monkeypatch):
   monkeypatch.setenv('OPENBLAS_NUM_THREADS', '2')
   with threadpoolctl.threadpool_limits(limits=2, user_api='blas'):

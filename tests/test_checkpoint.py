@@ -36,6 +36,7 @@ def straight(tmp_path_factory):
   return train.train(cfg_for(tmp_path_factory.mktemp('a') / 'run', 30), quiet=True)
 
 
+@pytest.mark.jax_range
 def test_resumed_run_is_bitwise_the_uninterrupted_run(tmp_path, straight):
   path = tmp_path / 'run'
   train.train(cfg_for(path, 20), quiet=True)
@@ -126,6 +127,7 @@ def test_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     train.train(cfg_for(other, 10), quiet=True)
 
 
+@pytest.mark.jax_range
 def test_checkpoint_written_under_the_oldest_jax_resumes_and_evaluates(tmp_path):
   """tests/data/run_jax0.8.3_kfac: 3 KFAC steps of a tiny Li run saved under jax 0.8.3 (the
   oldest supported). Whatever JAX runs this test restores all of it (optimizer state

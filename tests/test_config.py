@@ -14,6 +14,8 @@ from ferminet_fast.environment import packages
 from ferminet_fast.physics import systems
 from ferminet_fast.run import cli
 
+pytestmark = pytest.mark.jax_range
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = sorted(glob.glob(os.path.join(REPO, 'configs', '*.py')))
 

@@ -22,6 +22,7 @@ NO_COUNT = '--xla_backend_optimization_level=0'  # The suite's flags without a d
 
 @pytest.mark.parametrize('batch, cores, expected', [
     (256, 2, 2), (256, 16, 16), (64, 6, 4), (63, 2, 1), (7, 16, 7), (4096, 1, 1)])
+@pytest.mark.jax_range
 def test_auto_takes_the_most_devices_that_split_the_batch(batch, cores, expected):
   assert cpu_devices.count('auto', batch, cores, {}, False) == expected
 
@@ -30,12 +31,14 @@ def test_auto_takes_the_most_devices_that_split_the_batch(batch, cores, expected
     ({'XLA_FLAGS': '--xla_force_host_platform_device_count=3'}, False),
     ({'JAX_NUM_CPU_DEVICES': '1'}, False),
     ({}, True)])
+@pytest.mark.jax_range
 def test_auto_leaves_a_users_count_and_multi_process_runs_alone(environ, multi_process):
   assert cpu_devices.count('auto', 256, 2, environ, multi_process) is None
   assert cpu_devices.count(3, 256, 2, environ, multi_process) == 3  # A number is taken.
 
 
 @pytest.mark.parametrize('value', [0, -1, 'two', 1.5, True])
+@pytest.mark.jax_range
 def test_a_bad_count_is_one_clear_error(value):
   with pytest.raises(InputError, match='distributed.cpu_devices'):
     config.validate(tiny_config('He', **{'distributed.cpu_devices': value}))
@@ -68,6 +71,7 @@ def test_auto_trains_and_evaluates_on_one_device_per_core_to_the_one_device_resu
   np.testing.assert_allclose(split, one, rtol=1e-5)
 
 
+@pytest.mark.jax_range
 def test_a_count_that_does_not_split_the_batch_is_one_clear_error(tmp_path):
   [r] = run_worker(overrides(tmp_path / 'run', **{'distributed.cpu_devices': 3}),
                    flags=NO_COUNT)
@@ -76,6 +80,7 @@ def test_a_count_that_does_not_split_the_batch_is_one_clear_error(tmp_path):
   assert not (tmp_path / 'run').exists()
 
 
+@pytest.mark.jax_range
 def test_a_count_after_jax_started_is_kept_or_refused():
   """This process's JAX has started with one CPU device: 'auto' and 1 keep it; 2 cannot
   take effect any more and says so when training asks for it."""

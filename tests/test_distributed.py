@@ -99,6 +99,7 @@ def test_two_devices_equal_one_device(tmp_path, single):
   assert timings['devices'] == 2 and timings['walkers_per_device'] == 32
 
 
+@pytest.mark.jax_range
 def test_two_processes_on_localhost_equal_one_device(tmp_path, single):
   results = run_worker(overrides(tmp_path / 'run'), devices=1, processes=2)
   for r in results:
@@ -121,6 +122,7 @@ def test_checkpoint_restores_onto_another_device_count(tmp_path, single):
   assert_close(params_of(path), single[1])
 
 
+@pytest.mark.jax_range
 def test_batch_not_divisible_by_devices_is_a_clear_error(tmp_path):
   [r] = run_worker(overrides(tmp_path / 'run', **{'batch_size': 63}))
   assert r.returncode == 2

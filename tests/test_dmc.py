@@ -56,6 +56,7 @@ def hydrogen_1s():
   return analytic_network(lambda p, x: (jnp.ones((), x.dtype), -jnp.linalg.norm(x)), 3)
 
 
+@pytest.mark.jax_range
 def test_limit_drift_formula():
   tau = 0.1
   v = jnp.asarray([3.0, 0.0, 4.0, 1e-5, 0.0, 0.0])  # two electrons: |v| = 5 and tiny
@@ -67,11 +68,13 @@ def test_limit_drift_formula():
   np.testing.assert_allclose(huge[0], np.sqrt(2 / tau), rtol=1e-3)  # The bound sqrt(2/tau).
 
 
+@pytest.mark.jax_range
 def test_limit_energy_is_symmetric_cutoff():
   e = jnp.asarray([-10.0, -2.1, -1.0, 5.0])
   np.testing.assert_allclose(dmc.limit_energy(e, -2.0, 0.5), [-2.5, -2.1, -1.5, -1.5])
 
 
+@pytest.mark.jax_range
 def test_comb_keeps_shape_and_weighted_mean():
   key = jax.random.PRNGKey(3)
   w = jax.random.exponential(key, (64,))
@@ -89,6 +92,7 @@ def test_comb_keeps_shape_and_weighted_mean():
   assert abs(mean - exact) < 4 * err + 1e-12
 
 
+@pytest.mark.jax_range
 def test_hydrogen_ground_state_is_exact_and_sampled_exactly():
   """psi = exp(-r) is H's ground state: E_L = -1/2 everywhere, so every step gives -1/2 with
   zero variance at any tau, and the walk (uniform weights) samples |psi|^2 exactly:
@@ -128,6 +132,7 @@ def test_acceptance_falls_with_the_time_step_and_large_ones_are_named():
   assert len(warnings) == 1 and warnings[0].startswith('tau 0.5:'), warnings
 
 
+@pytest.mark.jax_range
 def test_no_walker_crosses_the_node():
   """psi = z exp(-r/2), H's 2p_z state: E_L = -1/8 exactly, and each walker keeps the sign of
   z it started with (moves across the nodal plane z = 0 are rejected)."""
@@ -209,6 +214,7 @@ def test_time_step_error_is_linear_and_extrapolates_to_exact():
   assert abs(fit['energy'] - HE_EXACT) < 4 * fit['error'], fit
 
 
+@pytest.mark.jax_range
 def test_nonfinite_walkers_are_dropped_and_moves_there_rejected():
   """H's 1s trial made NaN for x > 1 bohr: walkers starting there get weight 0 and are
   replaced at the resampling, moves into it are rejected and counted, and the energy stays

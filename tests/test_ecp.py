@@ -23,6 +23,7 @@ def ecp_system(atom, setting='ccecp', **overrides):
 
 
 @pytest.mark.parametrize('l,l2', [(l, l2) for l in range(4) for l2 in range(4)])
+@pytest.mark.jax_range
 def test_quadrature_projects_onto_each_angular_momentum(l, l2):
   """(2l + 1) <P_l(u . q) f(q)> over the rotated icosahedron is the projection of f onto
   degree l at u. For f = P_l2(a . q), a harmonic of degree l2, the addition theorem gives
@@ -45,6 +46,7 @@ def test_quadrature_projects_onto_each_angular_momentum(l, l2):
     assert max(errors) > 1e-6, errors
 
 
+@pytest.mark.jax_range
 def test_rotations_are_rotations():
   with jax.enable_x64(True):
     r = np.asarray(ecp.rotations(jax.random.PRNGKey(0), 10, jnp.float64))
@@ -53,6 +55,7 @@ def test_rotations_are_rotations():
   np.testing.assert_allclose(np.linalg.det(r), 1.0, atol=1e-12)
 
 
+@pytest.mark.jax_range
 def test_valence_electrons_and_effective_charges():
   """S with ccECP keeps 6 of its 16 electrons (a triplet, as the atom), charge 6; the same
   from a {symbol: name} mapping and its command-line form; H is left all-electron by one
@@ -76,6 +79,7 @@ def test_valence_electrons_and_effective_charges():
     ({'O': 'ccecp'}, 'names O, which is not in the system'),
     ('S:ccecp:x', "'SYMBOL:NAME,SYMBOL:NAME'"),
 ])
+@pytest.mark.jax_range
 def test_bad_ecp_settings_are_one_clear_error(setting, message):
   with pytest.raises(InputError, match=message):
     ecp_system('S', setting)

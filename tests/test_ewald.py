@@ -29,6 +29,7 @@ PAIR = np.array([1.0, -1.0])
     ('CsCl', np.eye(3), (0.5, 0.5, 0.5), np.sqrt(3) / 2, 1.762675),
     ('zinc blende', FCC, (0.25, 0.25, 0.25), np.sqrt(3) / 4, 1.638055),
 ])
+@pytest.mark.jax_range
 def test_madelung_constants_of_ionic_crystals(name, vectors, second, d, constant):
   side = 5.0  # bohr; the constant does not depend on it.
   cell = lattice.make_lattice(side * vectors)
@@ -43,6 +44,7 @@ def test_madelung_constants_of_ionic_crystals(name, vectors, second, d, constant
 # Rev. B 53, 1814 (1996)).
 @pytest.mark.parametrize('cell,constant', [('sc', 0.880059), ('bcc', 0.895929),
                                            ('fcc', 0.895873)])
+@pytest.mark.jax_range
 def test_one_electron_in_a_cell_gives_the_wigner_crystal_constant(cell, constant):
   rs = 2.0
   box = lattice.electron_gas(rs, cell, 1)
@@ -99,6 +101,7 @@ def test_a_supercell_of_two_cells_has_twice_the_energy():
   assert e_double == pytest.approx(2 * e_cell, abs=1e-9)
 
 
+@pytest.mark.jax_range
 def test_float32_agrees_with_float64_to_its_tolerance():
   cell = lattice.electron_gas(1.0, 'sc', 14)
   x = _configuration(3, 14, cell)
@@ -226,6 +229,7 @@ def test_slab_sum_does_not_depend_on_alpha_or_rigid_moves():
   assert float(value) == pytest.approx(reference, abs=1e-10)
 
 
+@pytest.mark.jax_range
 def test_slab_sum_of_nuclei_equals_pyscf():
   """pyscf.pbc's own two-dimensional Ewald sum (cell.dimension = 2) of a cell's nuclei, at
   our splitting parameter (their charges do not cancel, so the sum depends on it), equals
@@ -258,6 +262,7 @@ def _chain(a, extent=10.0):
 
 
 @pytest.mark.parametrize('ions', [2, 4])
+@pytest.mark.jax_range
 def test_madelung_constant_of_the_alternating_ionic_line(ions):
   """Alternating charges +-1 spaced s on a line have the one-dimensional Madelung constant
   2 ln 2 (the energy per ion pair -2 ln 2 / s, from 1 - 1/2 + 1/3 - ... = ln 2). The cell

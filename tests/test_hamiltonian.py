@@ -15,6 +15,7 @@ DENSE_METHODS = [m for m in METHODS if m != 'folx_sparse']
 
 
 @pytest.mark.parametrize('method', METHODS)
+@pytest.mark.jax_range
 def test_hydrogen_1s_local_energy_is_exact(method):
   """psi = exp(-r) is the hydrogen ground state: E_L = -0.5 Ha at every point."""
   cfg = config.default()
@@ -28,6 +29,7 @@ def test_hydrogen_1s_local_energy_is_exact(method):
 
 
 @pytest.mark.parametrize('method', METHODS)
+@pytest.mark.jax_range
 def test_helium_product_of_1s_orbitals(method):
   """psi = exp(-Z r1 - Z r2): E_L = -Z^2 + (Z - 2)(1/r1 + 1/r2) + 1/r12, analytically."""
   cfg = config.default()
@@ -118,6 +120,7 @@ def test_complex_local_kinetic_energy_is_that_of_psi_by_finite_differences(elect
 
 
 @pytest.mark.skipif('folx' not in METHODS, reason='needs folx')
+@pytest.mark.jax_range
 def test_folx_carries_the_periodic_features_through_their_barrier_as_the_identity(capfd):
   """The periodic features keep each particle's sines and cosines behind an optimization
   barrier; folx carries them through it by a rule of ours (no warning that the operation is
@@ -134,6 +137,7 @@ def test_folx_carries_the_periodic_features_through_their_barrier_as_the_identit
   np.testing.assert_allclose(grad, reference_grad, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.jax_range
 def test_potential_energy_of_a_known_configuration():
   system = systems.make_system(tiny_config('Li').system)
   x = jnp.array([1.0, 0, 0, 0, 2.0, 0, 0, 0, -4.0])
@@ -144,6 +148,7 @@ def test_potential_energy_of_a_known_configuration():
   np.testing.assert_allclose(v, expected, rtol=1e-6)
 
 
+@pytest.mark.jax_range
 def test_nuclear_repulsion_of_lih():
   cfg = tiny_config()
   cfg.system.atom = ''
@@ -162,6 +167,7 @@ def test_electron_gas_plane_wave_determinant_gives_the_hartree_fock_energy():
     _sample_the_electron_gas_hartree_fock_determinant()
 
 
+@pytest.mark.jax_range
 def test_electron_gas_at_a_twist_gives_the_hartree_fock_energy():
   """The same at a general twist, where the determinant is of complex plane waves exp(i k .
   r), k = (2 pi / L)(n + t), the 5 lowest per spin (5 + 5 electrons): its complex local

@@ -10,6 +10,8 @@ import pytest
 from conftest import tiny_config
 from ferminet_fast.physics import hartree_fock, systems
 
+pytestmark = pytest.mark.jax_range
+
 pytest.importorskip('pyscf')
 
 

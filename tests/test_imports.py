@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.jax_range
+
 pytest.importorskip('importlinter')
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

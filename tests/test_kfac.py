@@ -33,6 +33,7 @@ def _rows(blocks):
 
 
 @pytest.mark.parametrize('name', list(NETWORKS))
+@pytest.mark.jax_range
 def test_taps_give_every_layers_parameter_gradient(name):
   """For each dense layer, sum over rows of input (x) d log|psi| / d output is the kernel's
   gradient (and the output derivative summed over rows the bias's), per walker; so A and
@@ -141,6 +142,7 @@ def test_statistics_are_the_kronecker_factors_of_the_concatenated_rows(name):
                                  atol=scale(g), err_msg=str(path))
 
 
+@pytest.mark.jax_range
 def test_damped_inverse_is_the_pi_adjusted_kronecker_inverse():
   """(A^-1 kron G^-1) inverts (pi A + sqrt(l) I) kron (G / pi + sqrt(l) I), pi^2 the ratio of
   the factors' mean eigenvalues (Martens & Grosse 2015, section 6.3)."""
@@ -170,6 +172,7 @@ def x64():
     yield
 
 
+@pytest.mark.jax_range
 def test_first_update_equals_kfac_jax(x64):
   """Same dense blocks registered in kfac-jax (repeated dense, exact Fisher of the normal
   likelihood on log|psi|): equal factors and equal first preconditioned update for every
@@ -280,6 +283,7 @@ def _bilinear_network(n_p, n_out):
 
 
 @pytest.mark.parametrize('fused', [False, True])
+@pytest.mark.jax_range
 def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fused):
   """KFAC's direction against a natural-gradient solve in numpy, on a model whose Fisher
   matrix is exactly one Kronecker product: log|psi| = z . (p W + b) on a batch of every

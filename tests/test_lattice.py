@@ -11,6 +11,8 @@ from conftest import tiny_config
 from ferminet_fast import InputError, config
 from ferminet_fast.physics import lattice, systems
 
+pytestmark = pytest.mark.jax_range
+
 TRICLINIC = [[4.0, 0.3, -0.2], [0.8, 3.6, 0.4], [-0.5, 0.7, 4.4]]
 
 

@@ -11,6 +11,7 @@ from ferminet_fast.vmc import loss
 
 
 @pytest.mark.parametrize('clip_k', [0.0, 1.0])
+@pytest.mark.jax_range
 def test_gradient_is_covariance_of_energy_and_log_psi_gradient(clip_k):
   with jax.enable_x64(True):
     _check_gradient(clip_k)
@@ -126,6 +127,7 @@ def test_a_penalty_enters_the_gradient_but_not_the_energy():
 
 
 @pytest.mark.parametrize('method', sorted(loss.CLIPPING))
+@pytest.mark.jax_range
 def test_clipping_keeps_the_bulk_and_bounds_outliers(method):
   e = jnp.concatenate([jnp.linspace(-1.0, 1.0, 99), jnp.array([1000.0])])
   clipped = loss.CLIPPING[method](e, 5.0)
@@ -158,6 +160,7 @@ def test_non_finite_local_energies_are_left_out():
       np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.jax_range
 def test_largest_intermediate_counts_only_what_depends_on_the_walker():
   """A (5,) parameter vector broadcast against x (3,) makes a (3, 5) array; the (7, 7)
   array made from the parameters alone is not counted."""
@@ -174,6 +177,7 @@ class _Device:
     self.platform = platform
 
 
+@pytest.mark.jax_range
 def test_auto_chunks_keep_a_chunks_tangents_near_the_cache_budget():
   """On CPU a chunk's largest tangent array (3N x largest intermediate x bytes per walker)
   is about CPU_CHUNK_BYTES, rounded to a power of two, per device; on GPU, no chunks."""

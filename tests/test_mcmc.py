@@ -3,10 +3,13 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from conftest import tiny_config
 from ferminet_fast.physics import systems
 from ferminet_fast.vmc import mcmc, stats
+
+pytestmark = pytest.mark.jax_range
 
 
 def hydrogen_log_psi(params, x):

@@ -30,6 +30,7 @@ def setup():
   return make_parts, state, memory.planned_bytes(compiled.train_step), compiled
 
 
+@pytest.mark.jax_range
 def test_plan_and_free_memory_are_known_on_cpu(setup):
   _, state, whole, compiled = setup
   assert whole['arguments'] > 0 and whole['temporaries'] > 0 and whole['new'] > 0
@@ -50,6 +51,7 @@ def test_auto_chunks_shrink_until_the_step_fits(setup):
   assert free_mb == budget / 2 ** 20
 
 
+@pytest.mark.jax_range
 def test_a_fixed_chunk_that_does_not_fit_is_an_error_with_the_numbers(setup):
   make_parts, state, whole, _ = setup
   with pytest.raises(InputError, match=r'needs \d+ MiB .* 16 walkers per device.*all walkers '

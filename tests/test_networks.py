@@ -13,6 +13,7 @@ from ferminet_fast.wavefunction import networks
 
 
 @pytest.mark.parametrize('n', [1, 2, 3, 4])
+@pytest.mark.jax_range
 def test_slogdet_matches_lapack(n):
   a = jax.random.normal(jax.random.PRNGKey(n), (5, n, n)) * 1e-12  # Tiny: tests the scaling.
   sign, logdet = networks.slogdet(a)
@@ -21,12 +22,14 @@ def test_slogdet_matches_lapack(n):
   np.testing.assert_allclose(logdet, ref_logdet, rtol=1e-5)
 
 
+@pytest.mark.jax_range
 def test_slogdet_derivatives_match_lapack():
   a = jax.random.normal(jax.random.PRNGKey(0), (3, 3), jnp.float32)
   g = jax.grad(lambda m: networks.slogdet(m)[1])(a)
   np.testing.assert_allclose(g, jnp.linalg.inv(a).T, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.jax_range
 def test_signed_logsumexp():
   signs = jnp.array([1.0, -1.0, 1.0])
   logs = jnp.array([100.0, 99.0, 50.0])
@@ -46,6 +49,7 @@ CASES = [
 
 
 @pytest.mark.parametrize('atom,overrides', CASES)
+@pytest.mark.jax_range
 def test_antisymmetric_under_same_spin_exchange(atom, overrides):
   system, network, params = tiny_network(atom, **overrides)
   n = system.n_electrons
@@ -72,6 +76,7 @@ def test_opposite_spin_exchange_is_not_a_symmetry():
   assert abs(float(log_abs - log_swapped)) > 1e-4
 
 
+@pytest.mark.jax_range
 def test_psi_decays_far_from_the_nucleus():
   _, network, params = tiny_network('He')
   near = network.log_psi(params, jnp.array([0.5, 0, 0, 0, -0.5, 0]))
@@ -79,6 +84,7 @@ def test_psi_decays_far_from_the_nucleus():
   assert far < near - 10
 
 
+@pytest.mark.jax_range
 def test_float64_parameters():
   with jax.enable_x64(True):
     _, _, params = tiny_network('He', jnp.float64)
@@ -86,6 +92,7 @@ def test_float64_parameters():
 
 
 @pytest.mark.parametrize('pair,cusp', [((0, 1), 0.25), ((0, 2), 0.5)])
+@pytest.mark.jax_range
 def test_jastrow_gives_the_electron_electron_cusp(pair, cusp):
   """Kato's cusp: d log|psi| / d r_ij -> 1/2 for opposite spins and 1/4 for same spins as
   r_ij -> 0. The Jastrow factor supplies it: the slope of log|psi| with it minus log|psi|
@@ -146,6 +153,7 @@ TWISTED = {  # A system at a twist: the electron gas (plane waves of k = G + k_s
 
 @pytest.mark.parametrize('system_name', list(TWISTED))
 @pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
+@pytest.mark.jax_range
 def test_twisted_network_obeys_the_twisted_boundary_conditions(network_type, system_name):
   """At twist k_s: moving one electron by a lattice vector L multiplies psi by
   exp(i k_s . L), so |psi| is unchanged and the phase moves by k_s . L (mod 2 pi), for each

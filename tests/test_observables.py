@@ -45,6 +45,7 @@ def orbital_pair(za, zb, combine):
 
 
 @pytest.mark.parametrize('combine,s2', [(1.0, 0.0), (-1.0, 2.0)])
+@pytest.mark.jax_range
 def test_spin_eigenstates_give_s_s_plus_one_at_every_configuration(combine, s2):
   """Spatially symmetric: a singlet (0); antisymmetric: the M = 0 triplet (2). Exact at
   every configuration, not only on average."""
@@ -54,6 +55,7 @@ def test_spin_eigenstates_give_s_s_plus_one_at_every_configuration(combine, s2):
   np.testing.assert_allclose(f(None, x)[:, 0], s2, atol=1e-5)
 
 
+@pytest.mark.jax_range
 def test_product_state_has_the_known_spin_contamination():
   """phi_a(r1) phi_b(r2) (one up, one down) is not a spin eigenstate: <S^2> = 1 - <a|b>^2,
   and for 1s orbitals <a|b> = (2 sqrt(za zb) / (za + zb))^3."""
@@ -69,6 +71,7 @@ def test_product_state_has_the_known_spin_contamination():
   assert abs(values.mean() - exact) < 5 * error, (values.mean(), exact, error)
 
 
+@pytest.mark.jax_range
 def test_dipole_of_a_displaced_electron():
   """A hydrogen nucleus at the origin and its electron in a 1s orbital centred at c: the
   dipole is -c (e bohr); the estimator needs no wavefunction values."""
@@ -81,6 +84,7 @@ def test_dipole_of_a_displaced_electron():
   assert np.all(np.abs(d.mean(axis=0) + centre) < 5 * error), (d.mean(axis=0), error)
 
 
+@pytest.mark.jax_range
 def test_radial_density_of_a_hydrogenic_1s_electron():
   """Exact samples of a 1s electron of a Z = 2 ion: the shell-averaged density equals the
   exact one, rho(r) = Z^3 / pi exp(-2 Z r) integrated over each shell (the electrons in a
@@ -192,6 +196,7 @@ def sample_h2_plus(rng, n):
 
 
 @pytest.mark.parametrize('name', ['forces', 'forces_warp'])
+@pytest.mark.jax_range
 def test_forces_of_lcao_h2_plus_are_the_derivative_of_its_energy(name):
   """The LCAO wavefunction is not an eigenstate and moves with its nuclei, so the
   Hellmann-Feynman force alone is wrong; both estimators must give -dE/dR of the closed
@@ -295,6 +300,7 @@ def test_evaluation_reports_observables_of_a_trained_helium(tmp_path):
   assert 'Traceback' not in bad.stderr
 
 
+@pytest.mark.jax_range
 def test_density_summary_of_a_hydrogenic_profile_has_kato_cusp_and_its_electrons(tmp_path):
   """scripts/observables.py reads density.csv: for the exact shell averages of a 1s
   density of charge Z (two electrons), the electrons inside the profile and the slope of

@@ -24,6 +24,7 @@ def test_optimizer_lowers_helium_energy(tmp_path, optimizer):
   assert e[-50:].mean() > -2.9037 - 0.02  # Variational: not far below the exact energy.
 
 
+@pytest.mark.jax_range
 def test_learning_rate_defaults_follow_the_optimizer():
   cfg = config.default().optim
   cfg.optimizer = 'kfac'
@@ -34,6 +35,7 @@ def test_learning_rate_defaults_follow_the_optimizer():
   assert optim.lr_schedule(cfg)(1000.0) == pytest.approx(0.0015)
 
 
+@pytest.mark.jax_range
 def test_spring_direction_is_the_damped_natural_gradient():
   """With momentum 0 (MinSR) the B x B solve must equal the P x P one,
   d = (O^T O + damping I)^-1 O^T eps, with O the centred per-walker d log|psi| / sqrt(B)
@@ -64,6 +66,7 @@ def test_spring_direction_is_the_damped_natural_gradient():
     assert jnp.vdot(-2 * o.T @ eps, flat) < 0
 
 
+@pytest.mark.jax_range
 def test_adam_is_optax_adam_with_our_schedule():
   """The composition (direction, schedule, rejection) is optax's own Adam step for step."""
   cfg = config.default().optim
@@ -83,6 +86,7 @@ def test_adam_is_optax_adam_with_our_schedule():
   assert int(optim.applied_updates(s_ours)) == 5
 
 
+@pytest.mark.jax_range
 def test_rejected_update_keeps_the_state_and_the_schedule():
   """An update that would make a parameter non-finite changes nothing: zero update, the
   inner state and the counter kept, applied rate 0; the next update then applies the rate
@@ -107,6 +111,7 @@ def test_rejected_update_keeps_the_state_and_the_schedule():
   np.testing.assert_allclose(updates['w'], [-0.5, -0.5])
 
 
+@pytest.mark.jax_range
 def test_average_spans_a_fraction_of_the_updates():
   """The parameters evaluation uses: after update t, mean += (params_t - mean) / max(1, f t)
   over the parameters after each applied update, checked against the explicit weights
@@ -143,6 +148,7 @@ def test_average_spans_a_fraction_of_the_updates():
     assert optim.average_horizon(state, fraction) == max(1.0, fraction * len(seen))
 
 
+@pytest.mark.jax_range
 def test_norm_constraint_bounds_the_step():
   """KFAC's trust region: lr^2 <d, g> <= norm_constraint, the rate recorded the one applied."""
   direction = optax.identity()  # d = g: <d, g> = |g|^2.

@@ -14,6 +14,8 @@ import pytest
 
 from ferminet_fast.vmc import ordering
 
+pytestmark = pytest.mark.jax_range
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPRO = os.path.join(HERE, 'data', 'lapack_deadlock.py')
 # jaxlib builds whose CPU LAPACK kernels split a batch over the runtime's threads and wait.

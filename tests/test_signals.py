@@ -8,6 +8,8 @@ import pytest
 
 from ferminet_fast.environment import signals
 
+pytestmark = pytest.mark.jax_range
+
 
 @pytest.mark.parametrize('name', signals.STOP_SIGNALS)
 def test_a_signal_sets_the_flag_and_handlers_are_restored(name):

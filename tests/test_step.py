@@ -42,6 +42,7 @@ class _Compilations:
 _compilations = _Compilations()
 
 
+@pytest.mark.jax_range
 def test_training_loop_never_compiles_after_its_first_step(tmp_path):
   """The real loop of train.train, 40 steps with per-step records, printed lines,
   checkpoints every 4 steps, snapshots every 5 and two rewinds (NaN put into the parameters

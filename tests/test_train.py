@@ -48,6 +48,7 @@ def run_cli(*args, cwd=REPO, command='train'):
                         capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.jax_range
 def test_cli_quick_config_end_to_end(tmp_path):
   out = tmp_path / 'quick'
   proc = run_cli('--config', 'configs/h2_quick.py', '--config.optim.iterations=30',
@@ -107,6 +108,7 @@ def test_cli_never_overwrites_an_earlier_run(tmp_path):
   assert sorted(os.listdir(run)) == ['config.json', 'stats.csv']
 
 
+@pytest.mark.jax_range
 def test_cli_config_file_with_unknown_key(tmp_path):
   bad = tmp_path / 'bad.py'
   bad.write_text('from ferminet_fast import config\n\n'
@@ -117,6 +119,7 @@ def test_cli_config_file_with_unknown_key(tmp_path):
   assert 'learning_rate' in proc.stderr and 'Traceback' not in proc.stderr
 
 
+@pytest.mark.jax_range
 def test_cli_dry_run_prints_the_resolved_config():
   proc = run_cli('--config', 'configs/li.py', '--config.optim.iterations=7', '--dry-run')
   assert proc.returncode == 0, proc.stderr
@@ -180,6 +183,7 @@ MOLECULE_RUNS = combinations(
 
 
 @pytest.mark.parametrize('network,optimizer,precision', MOLECULE_RUNS)
+@pytest.mark.jax_range
 def test_every_network_optimizer_and_precision_trains(tmp_path, network, optimizer, precision):
   """Each combination a user may pick runs through train() and gives finite energies."""
   cfg = tiny_config('Li', **{
@@ -255,17 +259,19 @@ def _heg_config(tmp_path, **more):
 
 
 GAMMA, TWIST = (0.0, 0.0, 0.0), (0.1, 0.27, -0.31)
-# At a twist (the complex wavefunction) every network x optimizer x precision (conftest's
-# covering subset where asked); at the Gamma point, whose real network, optimizers and
-# precisions the molecular matrix above also runs, every pair of values once.
+# At a twist (the complex wavefunction) every network x optimizer x precision; at the Gamma
+# point, whose real network, optimizers and precisions the molecular matrix above also runs,
+# every pair of values once (both cut where conftest's combinations are asked to).
 HEG_PAIRS = [('ferminet', 'adam', 'float32'), ('ferminet', 'kfac', 'float64'),
              ('psiformer', 'adam', 'float64'), ('psiformer', 'kfac', 'float32')]
-HEG_RUNS = [r + (TWIST,) for r in combinations(
-    [(n, o, p) for n in ('ferminet', 'psiformer') for o in ('adam', 'kfac')
-     for p in ('float32', 'float64')], HEG_PAIRS)] + [r + (GAMMA,) for r in HEG_PAIRS]
+HEG_RUNS = combinations(
+    [(n, o, p, TWIST) for n in ('ferminet', 'psiformer') for o in ('adam', 'kfac')
+     for p in ('float32', 'float64')] + [r + (GAMMA,) for r in HEG_PAIRS],
+    [r + (t,) for t in (TWIST, GAMMA) for r in HEG_PAIRS])
 
 
 @pytest.mark.parametrize('network,optimizer,precision,twist', HEG_RUNS)
+@pytest.mark.jax_range
 def test_the_electron_gas_trains_with_each_network_optimizer_and_precision(
     tmp_path, network, optimizer, precision, twist):
   """configs/heg.py through train(), at the Gamma point and at a twist (a complex

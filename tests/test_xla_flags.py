@@ -6,11 +6,14 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from conftest import tiny_config
 from ferminet_fast.physics import systems
 from ferminet_fast.environment import xla_flags
 from ferminet_fast.wavefunction import networks
+
+pytestmark = pytest.mark.jax_range
 
 
 def test_defaults_added_only_where_the_user_set_nothing():
