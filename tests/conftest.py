@@ -62,12 +62,11 @@ if COMBINATIONS not in ('all', 'covering', 'each'):
 def _fewest_holding_every_value(sets):
   """The smallest subset of `sets` (the first such in their order) in which every value of
   every position of `sets` appears."""
-  values = {(i, v) for s in sets for i, v in enumerate(s)}
-  for size in range(1, len(sets) + 1):
-    for subset in itertools.combinations(sets, size):
-      if {(i, v) for s in subset for i, v in enumerate(s)} == values:
-        return list(subset)
-  return list(sets)
+  def values(subset):
+    return {(i, v) for s in subset for i, v in enumerate(s)}
+
+  return next(list(subset) for size in range(1, len(sets) + 1)
+              for subset in itertools.combinations(sets, size) if values(subset) == values(sets))
 
 
 def combinations(every, covering):
@@ -83,8 +82,9 @@ def combinations(every, covering):
   missing = pairs(every) - pairs(covering)
   if missing or not set(covering) <= set(every):
     raise ValueError(f'the covering subset misses the value pairs {sorted(missing)}')
-  return {'all': every, 'covering': covering,
-          'each': _fewest_holding_every_value(every)}[COMBINATIONS]
+  if COMBINATIONS == 'each':
+    return _fewest_holding_every_value(every)
+  return covering if COMBINATIONS == 'covering' else every
 
 
 def tiny_config(atom='He', **overrides):
