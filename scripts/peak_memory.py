@@ -133,11 +133,15 @@ def limit_text(run) -> str:
   return f'largest trained in {memory:.1f} GiB: ' + '; '.join(words)
 
 
-def render(path: str = JSON) -> str:
-  """The newest run's table: peak memory per system and code."""
-  run = artifacts.latest(path)
-  if run is None:
-    return 'Not measured yet: python scripts/peak_memory.py --ferminet DIR'
+def newest_per_network(path: str = JSON) -> list:
+  """The newest run of each network, in the order the networks were first measured."""
+  out = {}
+  for run in artifacts.read(path):
+    out[run.data['network']] = run
+  return list(out.values())
+
+
+def _render_run(run, path: str) -> str:
   d = run.data
   lines = ['| system | electrons | ours peak (GiB) | FermiNet peak (GiB) | ours / FermiNet |',
            '|---|---|---|---|---|']
@@ -154,6 +158,14 @@ def render(path: str = JSON) -> str:
       f'settings; {limit_text(run)}. Peak resident memory of each whole process. '
       f'From `{os.path.relpath(path, REPO)}`, {run.meta["date"][:10]}, '
       f'{run.meta["machine"].get("cpu_count")} cores.')
+
+
+def render(path: str = JSON) -> str:
+  """The newest run of each network: peak memory per system and code."""
+  runs = newest_per_network(path)
+  if not runs:
+    return 'Not measured yet: python scripts/peak_memory.py --ferminet DIR'
+  return '\n\n'.join(_render_run(run, path) for run in runs)
 
 
 TABLES = {'peak-memory': ('BENCHMARKS.md', render)}  # Rendered by scripts/render_docs.py.

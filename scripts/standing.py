@@ -262,6 +262,14 @@ def states_rows() -> list:
   return out
 
 
+def _cost_goal(r) -> tuple:
+  """(goal, target, figure, standing) of one count of step_cost.py in forward passes."""
+  cost = r['step_flops'] / r['forward_flops']
+  return (f'step cost {r["system"]} {r["optimizer"]}, arithmetic (XLA\'s count), forward passes',
+          f'≤ {STEP_COST_GOAL}', f'{cost:.1f} (floor {sum(r["floors"].values())}; batch '
+          f'{r["batch"]}, Laplacian {r["laplacian"]})', _status(cost <= STEP_COST_GOAL, True, ''))
+
+
 def step_cost_rows() -> list:
   """The step's cost in forward passes at Ne and ethene with the small network: XLA's count
   of the arithmetic (newest per system and optimizer) and the stage timers' time ratio
@@ -271,14 +279,8 @@ def step_cost_rows() -> list:
     for r in run.data['rows']:
       if r['system'] in STEP_COST_SYSTEMS and r['network'] == 'small':
         counted[(r['system'], r['optimizer'])] = (run, r)
-  for (system, opt), (run, r) in sorted(counted.items()):
-    cost = r['step_flops'] / r['forward_flops']
-    rows.append((f'step cost {system} {opt}, arithmetic (XLA\'s count), forward passes',
-                 f'≤ {STEP_COST_GOAL}',
-                 f'{cost:.1f} (floor {sum(r["floors"].values())}; batch {r["batch"]}, '
-                 f'Laplacian {r["laplacian"]})',
-                 _status(cost <= STEP_COST_GOAL, True, ''),
-                 f'`{_rel(step_cost.COST_JSON)}`, {_date(run)}'))
+  for _, (run, r) in sorted(counted.items()):
+    rows.append(_cost_goal(r) + (f'`{_rel(step_cost.COST_JSON)}`, {_date(run)}',))
   for run in artifacts.read(STAGE_TIMERS_CPU):
     d, t = run.data, run.data['timings']
     if d['system'] in STEP_COST_SYSTEMS and d['network'] == 'small':
@@ -317,13 +319,10 @@ def scaling_rows() -> list:
   return rows
 
 
-def memory_rows() -> list:
+def _memory_row(run) -> tuple:
   """Whether ours trains a system at least as large as FermiNet's largest in the machine's
-  memory at the comparison batch (peak_memory.py's newest ladder): judged only where a
-  ladder reached a limit."""
-  run = artifacts.latest(peak_memory.JSON)
-  if run is None:
-    return []
+  memory at the comparison batch (one run of peak_memory.py, one network's ladder): judged
+  only where a ladder reached a limit."""
   rows = run.data['rows']
   top = {c: peak_memory.largest(rows, c) for c in peak_memory.CODES}
   reached = {c: peak_memory.limit_reached(rows, c) for c in peak_memory.CODES}
@@ -337,10 +336,99 @@ def memory_rows() -> list:
     standing = (f'not reached: both trained every system tried (at {biggest["system"]}, '
                 f'ours {biggest["ours"]["peak_gib"]:.2f} GiB, FermiNet '
                 f'{biggest["ferminet"]["peak_gib"]:.2f} GiB)')
-  return [(f'largest system that trains at batch {run.data["keys"]["batch_size"]} in the '
-           f'machine\'s memory ({run.meta["machine"].get("memory_gib", 0):.1f} GiB), '
-           f'{run.data["network"]} network', "ours ≥ FermiNet's",
-           peak_memory.limit_text(run), standing, f'`{_rel(peak_memory.JSON)}`, {_date(run)}')]
+  return (f'largest system that trains at batch {run.data["keys"]["batch_size"]} in the '
+          f'machine\'s memory ({run.meta["machine"].get("memory_gib", 0):.1f} GiB), '
+          f'{run.data["network"]} network', "ours ≥ FermiNet's",
+          peak_memory.limit_text(run), standing, f'`{_rel(peak_memory.JSON)}`, {_date(run)}')
+
+
+def memory_rows() -> list:
+  """The memory goal from peak_memory.py's newest ladder of each network."""
+  return [_memory_row(run) for run in peak_memory.newest_per_network(peak_memory.JSON)]
+
+
+# The speed goals measured together, in one sitting (same machine, commit and day): ours
+# against FermiNet per step at these (network, system) pairs with each optimizer there, the
+# step cost (STEP_COST_SYSTEMS) and the memory ladders.
+SITTING_STEPS = (('small', 'Ne'), ('small', 'N2'), ('small', 'C2H4'), ('standard', 'Ne'))
+
+
+def _sitting_of(run) -> tuple:
+  """What makes runs of several scripts one sitting: the commit, the machine and the day."""
+  m = run.meta
+  return (m.get('commit'), bool(m.get('dirty')), artifacts.machine_text(m.get('machine')),
+          _date(run))
+
+
+def _sitting_step_rows(path: str) -> tuple:
+  """(sitting, {(network, system, optimizer): {FermiNet setting: (run, row)}}) of the newest
+  sitting in the against-FermiNet artifact `path` that timed a SITTING_STEPS pair (CPU, no
+  pretraining, ours with no further settings); (None, {}) when there is none."""
+  kept = [(run, r) for run, r in benchmark._against_rows(path)
+          if r['label'] == 'FermiNet' and (r['network'], r['system']) in SITTING_STEPS
+          and not r['pretrain'] and not r['set'] and not (run.meta.get('machine') or {}).get(
+              'gpus')] if os.path.exists(path) else []
+  if not kept:
+    return None, {}
+  sitting = _sitting_of(kept[-1][0])
+  out = {}
+  for run, r in kept:
+    if _sitting_of(run) == sitting:
+      out.setdefault((r['network'], r['system'], r['optimizer']), {})[r['peer_settings']] = (
+          run, r)
+  return sitting, out
+
+
+def _sitting_step_row(network: str, system: str, optimizer: str, by_setting: dict) -> tuple:
+  """One per-step goal of a sitting, quoted against FermiNet's fastest setting there, with
+  each setting's step and the ratio against its defaults beside."""
+  goal = benchmark.step_goal(system, network)
+  rows = {s: r for s, (_, r) in by_setting.items()}
+  name, quoted = min(rows.items(), key=lambda kv: kv[1]['baseline'])
+  per = quoted['ratio_per_repeat']
+  each = ', '.join(f'{s} {r["baseline"]:.1f}' for s, r in rows.items())
+  beside = (f'; against its defaults {rows["default"]["ratio"]:.2f}'
+            if 'default' in rows and name != 'default' else '')
+  figure = (f'{quoted["ratio"]:.2f} (ours {quoted["ours"]:.1f} ms; FermiNet {each} ms, quoted '
+            f'against its {name} settings, its fastest; per repeat {min(per):.2f}–'
+            f'{max(per):.2f}, n = {len(per)}){beside}')
+  where = ', standard network' if network == 'standard' else ''
+  return (f'step time {system} {optimizer}{where}, ours / FermiNet', f'≤ {goal}', figure,
+          _status(quoted['ratio'] <= goal, 'best' in rows, 'FermiNet\'s best settings not run'))
+
+
+def _sitting_cost_rows(sitting: tuple) -> list:
+  """The step-cost goals from the sitting's newest count of each system and optimizer."""
+  counted = {}
+  for run in artifacts.read(step_cost.COST_JSON):
+    if _sitting_of(run) == sitting:
+      for r in run.data['rows']:
+        if r['system'] in STEP_COST_SYSTEMS and r['network'] == 'small':
+          counted[(r['system'], r['optimizer'])] = r
+  return [_cost_goal(r) for _, r in sorted(counted.items())]
+
+
+def render_sitting(path: str = None) -> str:
+  """The speed goals of the newest sitting, with the commands that measured them."""
+  path = path or benchmark.AGAINST_JSON
+  sitting, steps = _sitting_step_rows(path)
+  if sitting is None:
+    return f'No sitting in `{_rel(path)}` yet.'
+  order = lambda k: (SITTING_STEPS.index(k[:2]), k[2])  # noqa: E731
+  rows = [_sitting_step_row(*k, steps[k]) for k in sorted(steps, key=order)]
+  rows += _sitting_cost_rows(sitting)
+  memory = [run for run in artifacts.read(peak_memory.JSON) if _sitting_of(run) == sitting]
+  rows += [_memory_row(run)[:4] for run in memory]
+  runs = [run for by in steps.values() for run, _ in by.values()]
+  runs += [run for run in artifacts.read(step_cost.COST_JSON) if _sitting_of(run) == sitting]
+  commands = list(dict.fromkeys(run.meta.get('command', '?') for run in runs + memory))
+  commit, dirty, machine, date = sitting
+  lines = ['| goal | target | figure | standing |', '|---|---|---|---|']
+  lines += ['| ' + ' | '.join(r) + ' |' for r in rows]
+  return '\n'.join(lines) + (
+      f'\n\nOne sitting: {date}, {machine}, commit {(commit or "not recorded")[:7]}'
+      + (' with uncommitted changes' if dirty else '') + '; measured by\n\n'
+      + '\n'.join(f'    {c}' for c in commands))
 
 
 def _table(rows: list) -> str:
@@ -363,6 +451,7 @@ def render_accuracy() -> str:
 
 
 TABLES = {
+    'speed-goals-sitting': ('BENCHMARKS.md', render_sitting),
     'standing-benchmarks': ('BENCHMARKS.md', render_benchmarks),
     'standing-accuracy': ('ACCURACY.md', render_accuracy),
 }

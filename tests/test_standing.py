@@ -1,7 +1,8 @@
 """scripts/standing.py: the per-step standing quotes FermiNet at its best settings, or at
 another of its settings where several ran in one sitting with its best among them and that
 one gave the faster FermiNet step; a later sitting at its defaults alone does not replace a
-figure against its best, nor does a sitting without its best make a figure like for like."""
+figure against its best, nor does a sitting without its best make a figure like for like. The table of the speed goals
+holds the newest sitting (commit, machine, day) of each artifact and nothing older."""
 
 import os
 import sys
@@ -83,3 +84,64 @@ def test_startup_reports_ferminets_other_setting_and_is_judged_on_the_worse(
   assert ne[2] == ('0.72 (18.0 / 25.0 s, FermiNet at its defaults, faster here than folx and '
                    'one thread)')
   assert ne[3] == '**missed**'
+
+
+def _meta(commit, day):
+  return {**META, 'machine': {**META['machine'], 'memory_gib': 24.0}, 'commit': commit,
+          'date': f'2026-01-{day:02d}T12:00:00+00:00',
+          'command': f'python measure --commit {commit}'}
+
+
+def _cost_row(system, optimizer, step_flops):
+  return {'system': system, 'network': 'small', 'optimizer': optimizer, 'laplacian': 'folx',
+          'batch': 256,
+          'forward_flops': 1.0, 'step_flops': step_flops,
+          'floors': {'mcmc': 10, 'energy': 32, 'gradient': 3, 'optimizer': 0, 'refresh': 1}}
+
+
+def _ladder(network, ours_exit, ferminet_exit):
+  cell = lambda code_exit: {'peak_gib': 1.0, 'exit': code_exit, 'seconds': 1.0}  # noqa: E731
+  return {'network': network, 'keys': {'batch_size': '256'},
+          'rows': [{'system': 'Ne', 'electrons': 10, 'ours': cell(0), 'ferminet': cell(0)},
+                   {'system': 'C4H4', 'electrons': 28, 'ours': cell(ours_exit),
+                    'ferminet': cell(ferminet_exit)}]}
+
+
+def test_sitting_table_holds_the_newest_sitting_of_every_artifact_only(tmp_path, monkeypatch):
+  against, cost, memory = (str(tmp_path / f'{n}.json') for n in ('against', 'cost', 'memory'))
+  monkeypatch.setattr(standing.step_cost, 'COST_JSON', cost)
+  monkeypatch.setattr(standing.peak_memory, 'JSON', memory)
+  old, new = _meta('a' * 40, 1), _meta('b' * 40, 2)
+  data = {'label': 'FermiNet', 'network': {'name': 'small'}, 'batch': 256}
+  artifacts.append(against, {**data, 'rows': [_row('Ne', 'best', 100.0, 20.0)]}, old)
+  # The newest sitting: Ne with three FermiNet settings (the split is its fastest), N2 with
+  # its defaults alone, and the standard network at Ne in a second command of the sitting.
+  artifacts.append(against, {**data, 'rows': [
+      _row('Ne', 'best', 100.0, 36.0), _row('Ne', 'split', 90.0, 36.0),
+      _row('Ne', 'default', 120.0, 36.0), _row('N2', 'default', 200.0, 60.0)]}, new)
+  artifacts.append(against, {**data, 'network': {'name': 'standard'},
+                             'rows': [_row('Ne', 'best', 2000.0, 600.0)]}, new)
+  artifacts.append(cost, {'rows': [_cost_row('Ne', 'kfac', 60.0)]}, old)
+  artifacts.append(cost, {'rows': [_cost_row('Ne', 'kfac', 49.0),
+                                   _cost_row('C2H4', 'kfac', 62.0)]}, new)
+  artifacts.append(memory, _ladder('small', 0, 0), new)
+  artifacts.append(memory, _ladder('standard', 0, -9), new)
+  text = standing.render_sitting(against)
+  rows = {line.split(' | ')[0][2:]: line.split(' | ')[1:] for line in text.splitlines()
+          if line.startswith('| ') and not line.startswith('| goal')}
+  ne = rows['step time Ne kfac, ours / FermiNet']
+  assert ne[1].startswith('0.40 (ours 36.0 ms; FermiNet best 100.0, split 90.0, default 120.0')
+  assert 'against its split settings' in ne[1] and 'against its defaults 0.30' in ne[1]
+  assert ne[2].startswith('**missed**')
+  assert rows['step time N2 kfac, ours / FermiNet'][2].startswith('not yet like for like')
+  assert rows['step time Ne kfac, standard network, ours / FermiNet'][2].startswith('**met**')
+  cost = "step cost {} kfac, arithmetic (XLA's count), forward passes"
+  assert rows[cost.format('Ne')][1].startswith('49.0 (floor 46; batch 256')
+  assert rows[cost.format('Ne')][2].startswith('**met**')
+  assert rows[cost.format('C2H4')][2].startswith('**missed**')
+  memory_rows = [v for k, v in rows.items() if k.startswith('largest system')]
+  assert [v[2].split(' |')[0] for v in memory_rows] == [
+      "not reached: both trained every system tried (at C4H4, ours 1.00 GiB, FermiNet 1.00 "
+      "GiB)", '**met**']
+  assert 'commit bbbbbbb' in text and 'python measure --commit ' + 'b' * 40 in text
+  assert 'a' * 40 not in text
