@@ -4,7 +4,6 @@ noise.
 
   python scripts/step_cost.py --systems Ne C2H4 --networks small standard
   python scripts/step_cost.py --systems Ne --optimizers adam kfac --json out.json
-  python scripts/step_cost.py --systems Ne C2H4 --networks small --ferminet /tmp/fn
 
 For each system, network and optimizer, our step is built through the entry points' build
 path (the comparison settings of scripts/ferminet_reference.py: batch 256, 10 MCMC moves)
@@ -31,22 +30,13 @@ The floors are those of a step that wastes nothing: one forward pass per MCMC mo
 forward passes for the local energy of N electrons (the forward Laplacian carries the value,
 3N first derivatives and the Laplacian through every dense layer); 3 for the gradient (a
 forward and a backward pass); 1 to refresh log|psi| after the update. The energies are
-evaluated all at once (`optim.energy_chunk_size=0`, same arithmetic as in chunks).
-
-`--ferminet DIR` (DeepMind FermiNet from ../shared/anchors/setup-ferminet.sh DIR) also counts
-FermiNet's step at the same settings, at its best (folx) on one device, through
-scripts/ferminet_cost.py run in FermiNet's own environment: its forward pass, one MCMC move,
-its update (local energy, gradient, KFAC's curvature and the update in one computation) and
-the whole step, each in its own forward passes, beside ours. Results are appended to
-benchmarks/step_cost.json and rendered into BENCHMARKS.md.
+evaluated all at once (`optim.energy_chunk_size=0`, same arithmetic as in chunks). Results
+are appended to benchmarks/step_cost.json and rendered into BENCHMARKS.md.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -54,7 +44,6 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, HERE)
 
 import artifacts  # noqa: E402
-from ferminet_cost import flops  # noqa: E402
 import ferminet_reference as reference  # noqa: E402
 
 COST_JSON = os.path.join(REPO, 'benchmarks', 'step_cost.json')
@@ -65,6 +54,13 @@ def floors(n_electrons: int, mcmc_steps: int) -> dict:
   """Each stage's floor in forward passes (module docstring)."""
   return {'mcmc': mcmc_steps, 'energy': 3 * n_electrons + 2, 'gradient': 3, 'optimizer': 0,
           'refresh': 1}
+
+
+def flops(compiled) -> float:
+  """XLA's count of floating-point operations of a compiled function."""
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  return float(cost['flops'])
 
 
 def _config(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int):
@@ -141,73 +137,6 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) 
           'floors': floors(n, mcmc_steps)}
 
 
-def ferminet_count(fn_dir: str, name: str, network: str, optimizer: str, batch: int,
-                   mcmc_steps: int) -> dict:
-  """DeepMind FermiNet's step at the same settings (at its best: folx, one device), counted
-  by XLA through scripts/ferminet_cost.py in FermiNet's own environment: its forward pass,
-  one MCMC move (its MCMC call less the forward pass it starts with, over the passes of the
-  loop that XLA counts), its update (energy, gradient, KFAC's curvature and the update) and
-  the step: update + the forward pass + `mcmc_steps` moves. GFLOP per device of one."""
-  keys = {**reference.NETWORKS[network], 'batch_size': str(batch),
-          'mcmc.steps': str(mcmc_steps), 'optim.optimizer': optimizer,
-          'optim.iterations': '1', 'pretrain.iterations': '0', 'mcmc.burn_in': '0'}
-  with tempfile.TemporaryDirectory() as tmp:
-    cmd = reference.command(fn_dir, name, os.path.join(tmp, 'run'), keys, 'best')
-    cmd = [os.path.join(fn_dir, 'venv', 'bin', 'python'), os.path.join(HERE, 'ferminet_cost.py'),
-           *cmd[1:]]
-    env = {**reference.peer_env('best', batch=batch), 'JAX_PLATFORMS': 'cpu'}
-    proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
-  if proc.returncode:
-    raise RuntimeError(f'FermiNet\'s count failed ({name}, {network}, {optimizer}):\n'
-                       + proc.stderr[-3000:])
-  counts, passes = {}, None
-  for line in proc.stdout.splitlines():
-    kind, _, body = line.partition(' ')
-    if kind == 'FERMINET_COST':
-      d = json.loads(body)
-      counts.setdefault(d['name'], d['flops'])  # A name's first computation: the training's.
-    elif kind == 'FERMINET_LOOP':
-      passes = json.loads(body)['counted']
-  forward, mcmc = counts['forward'], counts['mcmc']
-  counted = 1 if passes == 1 else mcmc_steps  # Passes of the MCMC loop in XLA's count.
-  move = (mcmc - forward) / counted
-  update = counts['_step'] if optimizer == 'kfac' else counts['step'] - mcmc
-  return {'forward_flops': forward, 'move_flops': move, 'update_flops': update,
-          'loop_passes_counted': passes, 'step_flops': update + forward + mcmc_steps * move}
-
-
-def render_against_ferminet(path: str = COST_JSON) -> str:
-  """The newest count of ours beside FermiNet's, per system, network and optimizer."""
-  newest = {}
-  for run in artifacts.read(path):
-    for r in run.data['rows']:
-      if r.get('ferminet'):
-        newest[(r['system'], r['network'], r['optimizer'])] = (run, r)
-  if not newest:
-    return 'Not counted yet: python scripts/step_cost.py --ferminet DIR'
-  lines = ['| system (N) | network | optimizer | GFLOP per forward, ours / FermiNet | MCMC move | '
-           'energy, gradient and update | step | step (GFLOP) | ours / FermiNet, arithmetic |',
-           '|' + '---|' * 9]
-  for run, r in newest.values():
-    fn, f = r['ferminet'], r['forward_flops']
-    g = fn['forward_flops']
-    ours_update = sum(r['stage_flops'][k] for k in ('energy', 'gradient', 'optimizer'))
-    ours_move = r['stage_flops']['mcmc'] / r['mcmc_steps']
-    pair = lambda a, b: f'{a:.1f} / {b:.1f}'  # noqa: E731
-    lines.append(
-        f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | {r["optimizer"]} | '
-        f'{f / 1e9:.3f} / {g / 1e9:.3f} | {pair(ours_move / f, fn["move_flops"] / g)} | '
-        f'{pair(ours_update / f, fn["update_flops"] / g)} | '
-        f'{pair(r["step_flops"] / f, fn["step_flops"] / g)} | '
-        f'{r["step_flops"] / 1e9:.1f} / {fn["step_flops"] / 1e9:.1f} | '
-        f'**{r["step_flops"] / fn["step_flops"]:.2f}** |')
-  return '\n'.join(lines + ['', 'Each code\'s stages in its own forward passes (ours / '
-                            'FermiNet\'s), batch 256, one CPU device, 10 MCMC moves, FermiNet at '
-                            'its best settings (folx), counted by XLA; inversions in LAPACK calls '
-                            'are counted by neither. '
-                            + artifacts.provenance(path, [run for run, _ in newest.values()])])
-
-
 def render(path: str = COST_JSON) -> str:
   """The newest count of each system, network and optimizer, in forward passes."""
   runs = artifacts.read(path)
@@ -235,8 +164,7 @@ def render(path: str = COST_JSON) -> str:
                             + artifacts.provenance(path, [run for run, _ in newest.values()])])
 
 
-TABLES = {'step-cost-flops': ('BENCHMARKS.md', render),
-          'step-cost-against-ferminet': ('BENCHMARKS.md', render_against_ferminet)}
+TABLES = {'step-cost-flops': ('BENCHMARKS.md', render)}
 
 
 def main():
@@ -249,9 +177,6 @@ def main():
   parser.add_argument('--batch', type=int, default=int(reference.SHARED['batch_size']))
   parser.add_argument('--mcmc-steps', type=int, default=int(reference.SHARED['mcmc.steps']))
   parser.add_argument('--json', default=COST_JSON)
-  parser.add_argument('--ferminet', metavar='DIR',
-                      help='also count DeepMind FermiNet\'s step (../shared/anchors/'
-                      'setup-ferminet.sh DIR) at the same settings')
   args = parser.parse_args()
   os.environ.setdefault('JAX_PLATFORMS', 'cpu')
   rows = []
@@ -259,20 +184,14 @@ def main():
     for network in args.networks:
       for optimizer in args.optimizers:
         r = count(name, network, optimizer, args.batch, args.mcmc_steps)
-        if args.ferminet:
-          r['ferminet'] = ferminet_count(args.ferminet, name, network, optimizer, args.batch,
-                                         args.mcmc_steps)
         rows.append(r)
         f = r['forward_flops']
         print(f'{name} {network} {optimizer}: forward {f / 1e9:.3f} GFLOP; '
               + ', '.join(f'{k} {v / f:.1f}' for k, v in r['stage_flops'].items())
               + f'; of the energy, determinants {r["after_orbitals_flops"] / f:.1f}'
               + f'; step {r["step_flops"] / f:.1f} forward passes', flush=True)
-  peer = reference.peer_versions(args.ferminet) if args.ferminet else None
-  artifacts.append(args.json, {'rows': rows}, artifacts.meta(peer))
+  artifacts.append(args.json, {'rows': rows})
   print(render(args.json))
-  if args.ferminet:
-    print(render_against_ferminet(args.json))
 
 
 if __name__ == '__main__':
