@@ -270,16 +270,23 @@ def _cost_goal(r) -> tuple:
           f'{r["batch"]}, Laplacian {r["laplacian"]})', _status(cost <= STEP_COST_GOAL, True, ''))
 
 
+def _newest_counts(runs: list) -> dict:
+  """{(system, optimizer): (run, row)}: the newest step_cost.py count among `runs` of each
+  STEP_COST_SYSTEMS system with the small network."""
+  counted = {}
+  for run in runs:
+    for r in run.data['rows']:
+      if r['system'] in STEP_COST_SYSTEMS and r['network'] == 'small':
+        counted[(r['system'], r['optimizer'])] = (run, r)
+  return dict(sorted(counted.items()))
+
+
 def step_cost_rows() -> list:
   """The step's cost in forward passes at Ne and ethene with the small network: XLA's count
   of the arithmetic (newest per system and optimizer) and the stage timers' time ratio
   (newest training per system and optimizer)."""
-  rows, counted, timed = [], {}, {}
-  for run in artifacts.read(step_cost.COST_JSON):
-    for r in run.data['rows']:
-      if r['system'] in STEP_COST_SYSTEMS and r['network'] == 'small':
-        counted[(r['system'], r['optimizer'])] = (run, r)
-  for _, (run, r) in sorted(counted.items()):
+  rows, timed = [], {}
+  for run, r in _newest_counts(artifacts.read(step_cost.COST_JSON)).values():
     rows.append(_cost_goal(r) + (f'`{_rel(step_cost.COST_JSON)}`, {_date(run)}',))
   for run in artifacts.read(STAGE_TIMERS_CPU):
     d, t = run.data, run.data['timings']
@@ -397,17 +404,6 @@ def _sitting_step_row(network: str, system: str, optimizer: str, by_setting: dic
           _status(quoted['ratio'] <= goal, 'best' in rows, 'FermiNet\'s best settings not run'))
 
 
-def _sitting_cost_rows(sitting: tuple) -> list:
-  """The step-cost goals from the sitting's newest count of each system and optimizer."""
-  counted = {}
-  for run in artifacts.read(step_cost.COST_JSON):
-    if _sitting_of(run) == sitting:
-      for r in run.data['rows']:
-        if r['system'] in STEP_COST_SYSTEMS and r['network'] == 'small':
-          counted[(r['system'], r['optimizer'])] = r
-  return [_cost_goal(r) for _, r in sorted(counted.items())]
-
-
 def render_sitting(path: str = None) -> str:
   """The speed goals of the newest sitting, with the commands that measured them."""
   path = path or benchmark.AGAINST_JSON
@@ -415,13 +411,14 @@ def render_sitting(path: str = None) -> str:
   if sitting is None:
     return f'No sitting in `{_rel(path)}` yet.'
   order = lambda k: (SITTING_STEPS.index(k[:2]), k[2])  # noqa: E731
+  of_sitting = lambda path: [run for run in artifacts.read(path)  # noqa: E731
+                              if _sitting_of(run) == sitting]
+  counts, memory = of_sitting(step_cost.COST_JSON), of_sitting(peak_memory.JSON)
   rows = [_sitting_step_row(*k, steps[k]) for k in sorted(steps, key=order)]
-  rows += _sitting_cost_rows(sitting)
-  memory = [run for run in artifacts.read(peak_memory.JSON) if _sitting_of(run) == sitting]
+  rows += [_cost_goal(r) for _, r in _newest_counts(counts).values()]
   rows += [_memory_row(run)[:4] for run in memory]
-  runs = [run for by in steps.values() for run, _ in by.values()]
-  runs += [run for run in artifacts.read(step_cost.COST_JSON) if _sitting_of(run) == sitting]
-  commands = list(dict.fromkeys(run.meta.get('command', '?') for run in runs + memory))
+  runs = [run for by in steps.values() for run, _ in by.values()] + counts + memory
+  commands = list(dict.fromkeys(run.meta.get('command', '?') for run in runs))
   commit, dirty, machine, date = sitting
   lines = ['| goal | target | figure | standing |', '|---|---|---|---|']
   lines += ['| ' + ' | '.join(r) + ' |' for r in rows]

@@ -1,8 +1,9 @@
 """scripts/standing.py: the per-step standing quotes FermiNet at its best settings, or at
 another of its settings where several ran in one sitting with its best among them and that
 one gave the faster FermiNet step; a later sitting at its defaults alone does not replace a
-figure against its best, nor does a sitting without its best make a figure like for like. The table of the speed goals
-holds the newest sitting (commit, machine, day) of each artifact and nothing older."""
+figure against its best, nor does a sitting without its best make a figure like for like.
+The table of the speed goals holds the newest sitting (commit, machine, day) of each
+artifact and nothing older."""
 
 import os
 import sys
