@@ -4,7 +4,7 @@ other on the same machine, and the energy each has when its time is up; repeated
   bash ../shared/anchors/setup-ferminet.sh /tmp/fn        # FermiNet, once
   python scripts/race.py --ferminet /tmp/fn --system Ne --seconds 600
   python scripts/race.py --ferminet /tmp/fn --system Ne N2 --seconds 1800 --repeats 3
-  python scripts/render_docs.py                           # the table in ACCURACY.md
+  python scripts/render_docs.py                           # the tables in ACCURACY.md
   python scripts/race.py --replot      # each group's latest curves again, from the artifact
 
 Both are whole processes started cold (imports, HF pretraining, compilation and burn-in
@@ -445,7 +445,58 @@ def render_table(path: str = JSON) -> str:
   return '\n'.join(lines)
 
 
-TABLES = {'race': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
+def ms_per_step(run: dict) -> Optional[float]:
+  """Training time per step, ms: first to last logged step (start-up excluded)."""
+  t = run.get('t') or []
+  return 1e3 * (t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else None
+
+
+def _pair(a, b, fmt: str) -> str:
+  return ', '.join('–' if x is None else format(x, fmt) for x in (a, b))
+
+
+def _evaluated(ev: Optional[dict]) -> str:
+  return f'{ev["error_mha"]:+.1f} ± {ev["stat_mha"]:.1f}' if ev else '–'
+
+
+def render_each(path: str = JSON) -> str:
+  """ACCURACY.md's table of every race, one row each, grouped as in render_table: when and
+  in which order it ran, our seed, each code's steps, start-up and time per step, and the
+  evaluated energies with what the goal compares (ratio of errors, or difference)."""
+  lines = ['| system | budget (s) | FermiNet settings | race | date | first | our seed | '
+           'steps: FermiNet, ours | first step (s): FermiNet, ours | ms per step: FermiNet, '
+           'ours | FermiNet evaluated (mHa) | ours evaluated, last parameters (mHa) | '
+           'compared: ratio, or ours − FermiNet (mHa) | ours evaluated, averaged parameters '
+           '(mHa), not compared |', '|' + '---|' * 14]
+  for (system, seconds, settings), group in groups(path).items():
+    for i, (meta, e) in enumerate(group):
+      date = (meta.get('date') if meta.get('recorded', True) else e.get('date')) or ''
+      ratio, diff = like_for_like_ratio(e), difference(e)
+      compared = (f'{ratio:.2f}' if ratio is not None and from_exact(e) else
+                  f'{diff[0]:+.1f} ± {diff[1]:.1f}' if diff and not from_exact(e) else '–')
+      why = ended_early(e)
+      if why:
+        compared += ('; ours stopped at its step limit' if why == 'limit' else
+                     '; ours failed before the budget')
+      fs, os_ = e['ferminet_summary'], e['ours_summary']
+      lines.append(' | '.join([
+          f'| {system}', f'{seconds:.0f}', settings, str(i + 1), date[:10] or '–',
+          {'ferminet': 'FermiNet', 'ours': 'ours'}.get(e.get('first'), '–'),
+          str(e['seed_ours']) if 'seed_ours' in e else '–',
+          f'{fs["steps"]}, {os_["steps"]}',
+          _pair(fs.get('first_step_s'), os_.get('first_step_s'), '.0f'),
+          _pair(ms_per_step(e['ferminet']), ms_per_step(e['ours']), '.0f'),
+          _evaluated(e.get('ferminet_evaluated')), _evaluated(last_evaluated(e)), compared,
+          _evaluated(averaged_evaluated(e))]) + ' |')
+  lines += ['', 'Errors from the exact energy (Ne, N2) or from the cell\'s Hartree–Fock '
+            'energy (HEG), each evaluated energy ± its reblocked standard error; ms per step '
+            'from the first to the last logged step, start-up excluded; – where the race did '
+            'not record it. ' + artifacts.provenance(path)]
+  return '\n'.join(lines)
+
+
+TABLES = {'race': ('ACCURACY.md', render_table),  # Rendered by scripts/render_docs.py.
+          'race-each': ('ACCURACY.md', render_each)}
 
 
 def reference_energy(system) -> float:
@@ -544,7 +595,7 @@ def main():
       print(f'{name} {args.seconds:.0f} s race {repeat + 1}: ratio like for like '
             f'{like_for_like_ratio(entry)}', flush=True)
   print(render_table(args.json))
-  print('python scripts/render_docs.py puts the table into ACCURACY.md')
+  print('python scripts/render_docs.py puts the tables into ACCURACY.md')
 
 
 if __name__ == '__main__':

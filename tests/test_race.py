@@ -249,6 +249,39 @@ def test_electron_gas_is_judged_on_the_difference_of_evaluated_energies():
   assert race.like_for_like_ratio(entry(-10.0, 5.0)) is None
 
 
+def test_every_race_has_its_own_row_with_its_time_per_step(tmp_path):
+  """The per-race table lists each race of a group in the order run, with each code's time
+  per step from its logged steps (start-up excluded) and what the goal compares: the
+  difference for the gas, the ratio of errors for an atom."""
+  def entry(system, ours, theirs, first, seed, ours_t, fn_t):
+    gas = system == 'HEG'
+    return {'system': system, 'seconds': 1800.0, 'peer_settings': 'default', 'first': first,
+            'seed_ours': seed,
+            'exact_source': race.HARTREE_FOCK if gas else 'Chakravorty et al. 1993',
+            'ours': {'t': ours_t}, 'ferminet': {'t': fn_t},
+            'ours_summary': {'steps': len(ours_t), 'first_step_s': ours_t[0]},
+            'ferminet_summary': {'steps': len(fn_t), 'first_step_s': fn_t[0]},
+            'ours_evaluated_last': {'error_mha': ours, 'stat_mha': 3.0, 'parameters': 'last'},
+            'ferminet_evaluated': {'error_mha': theirs, 'stat_mha': 4.0}}
+
+  path = str(tmp_path / 'race.json')
+  meta = {'recorded': True, 'date': '2026-11-25T00:00:00', 'machine': None, 'commit': 'abc'}
+  ours_t = list(np.linspace(30.0, 1800.0, 6))  # 5 intervals of 354 s.
+  fn_t = list(np.linspace(60.0, 1800.0, 3))  # 2 intervals of 870 s.
+  artifacts.append(path, entry('HEG', -510.0, -300.0, 'ferminet', 0, ours_t, fn_t), meta)
+  artifacts.append(path, entry('HEG', -500.0, -400.0, 'ours', 1, ours_t, fn_t), meta)
+  artifacts.append(path, entry('Ne', 30.0, 60.0, 'ours', 1, ours_t, fn_t), meta)
+  rows = [line for line in race.render_each(path).splitlines() if line.startswith('| HEG')
+          or line.startswith('| Ne')]
+  assert len(rows) == 3
+  ne, gas1, gas2 = rows  # Atoms before the gas, as in the summary table.
+  assert gas1.startswith('| HEG | 1800 | default | 1 | 2026-11-25 | FermiNet | 0 | 3, 6 |')
+  assert '| 60, 30 | 870000, 354000 |' in gas1
+  assert '| -300.0 ± 4.0 | -510.0 ± 3.0 | -210.0 ± 5.0 |' in gas1
+  assert '| 2 | 2026-11-25 | ours | 1 |' in gas2 and '| -100.0 ± 5.0 |' in gas2
+  assert '| +60.0 ± 4.0 | +30.0 ± 3.0 | 0.50 |' in ne
+
+
 def test_the_electron_gas_is_measured_from_its_hartree_fock_energy():
   """configs/heg.py has no exact energy: the race measures both codes from the cell's
   Hartree-Fock energy, 8.49148 Ha for 7 + 7 electrons at r_s = 1."""
