@@ -383,7 +383,7 @@ def verdict(system: str, seconds: float, entries: list) -> str:
       return 'not judged (no like-for-like evaluation)'
     word = 'met' if all(d + err < 0 for d, err in diffs) else 'missed'
     n = len(diffs)
-    text = ', '.join(f'{d:+.1f} ± {err:.1f}' for d, err in diffs)
+    text = ', '.join(_plus_minus(d, err) for d, err in diffs)
     word += f' (ours − FermiNet: {text} mHa)'
   else:
     ratios = [r for r in map(like_for_like_ratio, entries) if r is not None]
@@ -401,6 +401,11 @@ def verdict(system: str, seconds: float, entries: list) -> str:
   if why.count('failed'):
     word += f'; ours failed before the budget in {why.count("failed")} of {len(entries)}'
   return word if n >= 3 else f'{word}, {n} race{"s" if n > 1 else ""} of the 3 needed'
+
+
+def _plus_minus(value: float, error: float) -> str:
+  """An energy difference or error with its standard error, mHa, as the tables write it."""
+  return f'{value:+.1f} ± {error:.1f}'
 
 
 def _mean_sd(values: list, digits: int = 1, sign: str = '+') -> str:
@@ -456,7 +461,7 @@ def _pair(a, b, fmt: str) -> str:
 
 
 def _evaluated(ev: Optional[dict]) -> str:
-  return f'{ev["error_mha"]:+.1f} ± {ev["stat_mha"]:.1f}' if ev else '–'
+  return _plus_minus(ev['error_mha'], ev['stat_mha']) if ev else '–'
 
 
 def render_each(path: str = JSON) -> str:
@@ -472,8 +477,10 @@ def render_each(path: str = JSON) -> str:
     for i, (meta, e) in enumerate(group):
       date = (meta.get('date') if meta.get('recorded', True) else e.get('date')) or ''
       ratio, diff = like_for_like_ratio(e), difference(e)
-      compared = (f'{ratio:.2f}' if ratio is not None and from_exact(e) else
-                  f'{diff[0]:+.1f} ± {diff[1]:.1f}' if diff and not from_exact(e) else '–')
+      # like_for_like_ratio is None where errors are from Hartree-Fock: the gas compares
+      # the difference instead.
+      compared = (f'{ratio:.2f}' if ratio is not None else
+                  _plus_minus(*diff) if diff and not from_exact(e) else '–')
       why = ended_early(e)
       if why:
         compared += ('; ours stopped at its step limit' if why == 'limit' else
