@@ -4,6 +4,7 @@ races, then its last and averaged parameters evaluated; is its energy still fall
   python scripts/convergence.py --system HEG --seconds 3300        # a wall-time budget
   python scripts/convergence.py --system HEG --steps 20000         # or a number of steps
   python scripts/render_docs.py                                    # the table in ACCURACY.md
+  python scripts/convergence.py --replot     # the latest run's curve again, from the artifact
 
 The training is `python -m ferminet_fast.train` with the settings of the races
 (ferminet_reference.SHARED: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants,
@@ -129,10 +130,13 @@ def plot(data: dict, path: str) -> None:
     if ev:
       ax.errorbar([data['steps']], [ev['error_mha']], yerr=[ev['stat_mha']], fmt=style,
                   capsize=3, label=f'evaluated, {name} ({ev["error_mha"]:+.1f} mHa)')
+  if len(b) > 2:  # The first block (the steep start) off the scale: the plateau is the point.
+    rest = 1e3 * (b[1:, 1] - data['zero'])
+    pad = max(2.0, 0.1 * (rest.max() - rest.min()))
+    ax.set_ylim(rest.min() - pad, rest.max() + pad)
   zero = 'Hartree-Fock' if data['zero_source'] == race.HARTREE_FOCK else 'exact'
   ax.set_xlabel('training step')
   ax.set_ylabel(f'energy - {zero} (mHa)')
-  ax.set_ylim(top=max(0.0, ax.get_ylim()[1]) if zero == 'exact' else None)
   ax.set_title(f'{data["system"]}: {data["steps"]} steps in {data["wall_s"] / 60:.0f} min')
   ax.legend()
   fig.tight_layout()
@@ -153,20 +157,33 @@ def _change(change: Optional[dict]) -> str:
           f' per 1000 steps): {change["verdict"]}')
 
 
+def electrons(system: str) -> int:
+  """The number of electrons of `system` (its config file's system.electrons)."""
+  config = cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[system][0]))
+  return sum(config.system.electrons)
+
+
+def _per_electron(ev: Optional[dict], n: int) -> str:
+  return artifacts.signed(ev['error_mha'] / n, ev['stat_mha'] / n, 2) if ev else '–'
+
+
 def render(path: str = JSON) -> str:
   """One row per long training: when, steps and wall time, both evaluations from the
-  system's zero, and the change over the last 40% of its steps with the verdict."""
+  system's zero (per cell or molecule, and the last parameters' per electron), and the
+  change over the last 40% of its steps with the verdict."""
   runs = artifacts.read(path)
   lines = ['| date | system | steps | wall time | ms per step | evaluated, last parameters '
-           '(mHa) | evaluated, averaged (mHa) | change over the last 40% of steps (mHa) |',
-           '|---|---|---|---|---|---|---|---|']
+           '(mHa) | the same per electron (mHa) | evaluated, averaged (mHa) | change over '
+           'the last 40% of steps (mHa) |',
+           '|---|---|---|---|---|---|---|---|---|']
   for run in runs:
     d = run.data
     lines.append(
         f'| {run.meta["date"][:10]} | {d["system"]} | {d["steps"]} | '
         f'{d["wall_s"] / 60:.0f} min | {1e3 * d["wall_s"] / max(d["steps"], 1):.0f} | '
-        f'{_evaluated(d["evaluated_last"])} | {_evaluated(d["evaluated_average"])} | '
-        f'{_change(d["tail_change"])} |')
+        f'{_evaluated(d["evaluated_last"])} | '
+        f'{_per_electron(d["evaluated_last"], electrons(d["system"]))} | '
+        f'{_evaluated(d["evaluated_average"])} | {_change(d["tail_change"])} |')
   zeros = sorted({run.data['zero_source'] for run in runs})
   note = (f'Energies from: {"; ".join(zeros)}. Evaluations: {runs[-1].data["eval_sweeps"]} '
           f'sweeps after {runs[-1].data["eval_burn_in"]}, reblocked. ms per step: the whole '
@@ -188,7 +205,15 @@ def main():
   p.add_argument('--seed', type=int, default=0, help='debug.seed of the training')
   p.add_argument('--eval-sweeps', type=int, default=2000, help='sweeps of each evaluation')
   p.add_argument('--json', default=JSON)
+  p.add_argument('--replot', action='store_true',
+                 help="draw the latest run of --json's system again, and train nothing")
   args = p.parse_args()
+  if args.replot:
+    run = artifacts.latest(args.json)
+    if run is None:
+      p.error(f'{args.json} holds no run')
+    plot(run.data, os.path.join(REPO, png_name(run.data['system'])))
+    return
   if not args.steps and not args.seconds:
     p.error('give --steps, --seconds or both')
   if args.steps is not None and args.steps < 1 or args.seconds is not None and args.seconds <= 0:
