@@ -82,30 +82,22 @@ def tail_change(energy: np.ndarray, tail: float = TAIL) -> Optional[dict]:
           'first_step': start, 'steps': n}
 
 
-def train(system: str, run_dir: str, steps: Optional[int], seconds: Optional[float],
-          seed: int) -> dict:
-  """Our training of `system` with the races' settings until `steps` steps or `seconds` of
-  wall time, whichever ends first; its per-step energies from stats.csv."""
-  limit = str(steps) if steps else race.RACE_ITERATIONS
-  cmd = [sys.executable, '-m', 'ferminet_fast.train',
-         *reference.ours(system, run_dir, {'log.timers': 'false', 'log.progress': 'false',
-                                           'debug.seed': str(seed),
-                                           'optim.iterations': limit})]
-  wall = race._run(cmd, seconds)
-  rows = race._rows(os.path.join(run_dir, 'stats.csv'))
-  return {'energy': np.array([float(r['energy']) for r in rows]), 'wall_s': wall}
+def config_of(system: str):
+  """The config of `system`'s file (ferminet_reference.SYSTEMS), as a user's run loads it."""
+  return cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[system][0]))
 
 
 def measure(args) -> dict:
-  """One long training and both evaluations, as the artifact's data."""
-  config = cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[args.system][0]))
-  zero = race.reference_energy(systems.make_system(config.system))
+  """One long training (race.race_ours: the races' settings and polling, its step limit
+  `--steps` when given) and both evaluations, as the artifact's data."""
+  zero = race.reference_energy(systems.make_system(config_of(args.system).system))
+  limit = [f'--config.optim.iterations={args.steps}'] if args.steps else []
   with tempfile.TemporaryDirectory() as tmp:
     run_dir = os.path.join(tmp, 'run')
-    run = train(args.system, run_dir, args.steps, args.seconds, args.seed)
+    run = race.race_ours(args.system, args.seconds, run_dir, limit, args.seed)
     last = race.evaluate_ours(run_dir, args.eval_sweeps, race.EVAL_BURN_IN, zero, 'last')
     average = race.evaluate_ours(run_dir, args.eval_sweeps, race.EVAL_BURN_IN, zero, 'average')
-  energy = run['energy']
+  energy = np.asarray(run['energy'])
   return {'system': args.system, 'zero': zero, 'zero_source': race.SOURCES[args.system],
           'settings': {**reference.SHARED, 'debug.seed': args.seed}, 'steps': len(energy),
           'wall_s': run['wall_s'], 'step_limit': args.steps, 'seconds_limit': args.seconds,
@@ -159,8 +151,7 @@ def _change(change: Optional[dict]) -> str:
 
 def electrons(system: str) -> int:
   """The number of electrons of `system` (its config file's system.electrons)."""
-  config = cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[system][0]))
-  return sum(config.system.electrons)
+  return sum(config_of(system).system.electrons)
 
 
 def _per_electron(ev: Optional[dict], n: int) -> str:
@@ -172,6 +163,8 @@ def render(path: str = JSON) -> str:
   system's zero (per cell or molecule, and the last parameters' per electron), and the
   change over the last 40% of its steps with the verdict."""
   runs = artifacts.read(path)
+  if not runs:
+    return artifacts.provenance(path)
   lines = ['| date | system | steps | wall time | ms per step | evaluated, last parameters '
            '(mHa) | the same per electron (mHa) | evaluated, averaged (mHa) | change over '
            'the last 40% of steps (mHa) |',
@@ -189,9 +182,8 @@ def render(path: str = JSON) -> str:
           f'sweeps after {runs[-1].data["eval_burn_in"]}, reblocked. ms per step: the whole '
           'process (start-up, compilation, burn-in) over the steps. The change compares the '
           'mean training energy of the two halves of the last 40% of the steps; flat: within '
-          f'{FLAT_SIGMAS:g} combined errors of zero.' if runs else '')
-  return '\n'.join(lines + ['', note, '', artifacts.provenance(path)]) if runs else \
-      artifacts.provenance(path)
+          f'{FLAT_SIGMAS:g} combined errors of zero.')
+  return '\n'.join(lines + ['', note, '', artifacts.provenance(path)])
 
 
 TABLES = {'convergence': ('ACCURACY.md', render)}  # Rendered by scripts/render_docs.py.
