@@ -452,8 +452,18 @@ SETTINGS = {
     'watchdog.floor_s': S(300.0, '... or for this many seconds, whichever is longer '
                           '(covers checkpoints and other host work between steps).',
                           _positive),
-    'watchdog.first_s': S(1800.0, 'Seconds allowed before the step time is known (burn-in '
-                          'and the first steps of a stage).', _positive),
+    'watchdog.first_s': S(1800.0, 'Seconds allowed for the first step of each phase of a '
+                          'stage (a chunk of pretraining, a sweep of burn-in, a training '
+                          'step), before its step time is known.', _positive),
+    'watchdog.idle_s': S(120.0, 'On the CPU, in one process: a stage is stalled once the '
+                         'process has used under 1% of a core for this many seconds (every '
+                         'thread asleep: a deadlock), at any point of the stage, start-up '
+                         'included. 0: not watched.', _non_negative, kind=float),
+    'watchdog.signal_grace_s': S(25.0, 'Seconds after SIGTERM within which the process ends '
+                                 'even if its step does not return (SLURM kills 30 s after '
+                                 'SIGTERM by default): checkpoints written before are left '
+                                 'whole, and the exit status is 75 as for a clean stop.',
+                                 _positive, kind=float),
 
     'debug.seed': S(0, 'Seed of every random number in the run.'),
     'debug.deterministic': S(False, 'Deterministic (bit-reproducible, slower) GPU kernels: '

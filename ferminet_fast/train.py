@@ -15,7 +15,8 @@ from typing import Callable, Optional  # noqa: E402
 
 import jax  # noqa: E402
 
-from ferminet_fast.environment import blas_threads, distributed, machine, signals  # noqa: E402
+from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
+                                       machine, signals)
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
 from ferminet_fast.run import (build, checkpoint, cli, context, loop, memory,  # noqa: E402
                                profiling, report, resume, watchdog)
@@ -36,13 +37,15 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False,
   tests). Run by every process of a multi-host job; only process 0 prints and writes files.
   A step that stops completing ends the process (run/watchdog.py, exit status 4).
   """
-  with signals.StopSignals(handle_signals) as stop, blas_threads.limited():
+  with (signals.StopSignals(handle_signals, exit_code=EXIT_PREEMPTED) as stop,
+        blas_threads.limited()):
     return _train(cfg, quiet, stop, wrap_step)
 
 
 def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
            wrap_step: Optional[Callable]) -> Result:
   cfg = build.settings(user_cfg)
+  stop.grace_s = cfg.watchdog.signal_grace_s
   distributed.initialize(cfg.distributed)
   ctx = distributed.context(cfg.batch_size)
   system = build.system_of(cfg)
@@ -55,41 +58,59 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
   run.say(f'Devices {ctx.device_count} x {jax.devices()[0].device_kind} in '
           f'{ctx.process_count} process(es); {cfg.batch_size // ctx.device_count} walkers '
           'per device')
+  if ctx.device_count > 1 and jax.default_backend() == 'cpu' and cpu_devices.lapack_fault():
+    run.say(f'Warning: {ctx.device_count} CPU devices on a jaxlib whose LAPACK kernels can '
+            f'deadlock side by side: {cpu_devices.fault_note()}. A stalled run ends with exit '
+            "status 4 (watchdog.idle_s); distributed.cpu_devices = 'auto' avoids the fault.")
+  # From here the start-up and every step are watched: one that never completes ends the
+  # run (exit 4). Host work of unknown length holds the clock; on the CPU an idle process
+  # is caught even then (run/watchdog.py).
+  with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
+    return _start_and_train(cfg, user_cfg, run, source, system, stop, watch, wrap_step)
 
+
+def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source,
+                     system: systems.System, stop: signals.StopSignals,
+                     watch: watchdog.Watchdog, wrap_step: Optional[Callable]) -> Result:
+  ctx = run.ctx
   # The network, the Laplacian, the step's parts, the state (fresh, pretrained or
   # restored), then the step compiled for it.
-  built = build.build(cfg, jax.random.PRNGKey(cfg.debug.seed), ctx, system=system)
+  with watch.paused('building the network and its parts (and timing the Laplacians)'):
+    built = build.build(cfg, jax.random.PRNGKey(cfg.debug.seed), ctx, system=system)
   if built.laplacian_ms:
     run.timings['laplacian_auto_ms'] = built.laplacian_ms
     run.say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
                                            built.laplacian_ms.items())
             + f' -> {built.parts.laplacian}')
-  start, state, finish_pretraining = 0, built.state, lambda: None
+  start, state, finish_pretraining = 0, built.state, lambda beat: None
   if source.restore_from:  # Also from an earlier optimizer-state layout.
     start, state = build.restore(source.restore_from, state, cfg.optim.optimizer)
     run.say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
   elif cfg.pretrain.iterations:  # Dispatched; it runs while the step compiles.
-    state, finish_pretraining = pretrain.pretrain_state(
-        cfg.pretrain, cfg.mcmc, system, built.network, built.parts.batch_log_psi, state, run.say)
+    with watch.paused('the Hartree-Fock SCF (pretraining dispatched after it)'):
+      state, finish_pretraining = pretrain.pretrain_state(
+          cfg.pretrain, cfg.mcmc, system, built.network, built.parts.batch_log_psi, state,
+          run.say)
   # Compiled before anything is written: a step that cannot fit the device's memory stops
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
-  parts, compiled, free_mb = memory.compile_to_fit(
-      build.parts_maker(cfg, built), built.parts.chunk_size,
-      cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
-  finish_pretraining()
+  with watch.paused('compiling the training step'):
+    parts, compiled, free_mb = memory.compile_to_fit(
+        build.parts_maker(cfg, built), built.parts.chunk_size,
+        cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
+  watch.phase('the first chunk of pretraining steps')
+  finish_pretraining(watch.beat)
   run.write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run.
   run.write(build.RESOLVED, build.resolved_of(parts, ctx))
 
-  # From here every step is watched: one that never completes ends the run (exit 4).
-  with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
-    state, timers = _prepare(cfg, run, source, parts, compiled, state, start, free_mb, watch)
+  state, timers = _prepare(cfg, run, source, parts, compiled, state, start, free_mb, watch)
 
-    def remeasure(s):
-      with watch.paused('the stage timers (compiling and timing the stages)'):
-        return timers.measure(compiled, s)
+  def remeasure(s):
+    with watch.paused('the stage timers (compiling and timing the stages)'):
+      return timers.measure(compiled, s)
 
-    train_step = wrap_step(compiled.train_step) if wrap_step else compiled.train_step
-    out = loop.train(cfg.log, cfg.optim, run, source, state, start, train_step, stop,
+  train_step = wrap_step(compiled.train_step) if wrap_step else compiled.train_step
+  watch.phase(f'training step {start} (the first of this run)')
+  out = loop.train(cfg.log, cfg.optim, run, source, state, start, train_step, stop,
                    remeasure=timers and remeasure, watch=watch)
   # The report: the final estimate, result.json and the closing lines.
   return report.finish(cfg.log.final_fraction, system, run, out, start, _T0)
@@ -102,8 +123,8 @@ def _prepare(cfg, run: context.Run, source: resume.Source, parts: step.Parts,
   asked for, and the run's facts in timings.json and on the screen."""
   t_burn = time.perf_counter()
   if not source.restore_from:  # Restored walkers are already equilibrated.
-    watch.waiting_for(f'the burn-in ({cfg.mcmc.burn_in} MCMC moves)')
-    state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)
+    watch.phase(f'the first sweep of the burn-in ({cfg.mcmc.burn_in} MCMC moves)')
+    state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps, watch.beat)
   timings = run.timings
   timings.update(compile_s=compiled.compile_s, burn_in_s=time.perf_counter() - t_burn)
   timers = None

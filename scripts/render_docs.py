@@ -28,7 +28,8 @@ sys.path.insert(0, REPO)
 
 # Scripts whose TABLES are rendered ({name: (document relative to the repo, function)}).
 SCRIPTS = ('accuracy', 'race', 'convergence', 'dmc_goals', 'chaos', 'compare', 'benchmark',
-           'step_cost', 'peak_memory', 'standing', 'precision', 'observables', 'accuracy_states')
+           'step_cost', 'peak_memory', 'standing', 'precision', 'observables', 'accuracy_states',
+           'startup')
 BLOCK = re.compile(r'(<!-- rendered: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /rendered -->)',
                    re.S)
 

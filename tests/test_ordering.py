@@ -12,18 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ferminet_fast.environment import cpu_devices
 from ferminet_fast.vmc import ordering
 
 pytestmark = pytest.mark.jax_range
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPRO = os.path.join(HERE, 'data', 'lapack_deadlock.py')
-# jaxlib builds whose CPU LAPACK kernels split a batch over the runtime's threads and wait.
-AFFECTED = ((0, 10, 0), (0, 11, 1))
-
-
-def jaxlib_version() -> tuple:
-  return tuple(int(p) for p in metadata.version('jaxlib').split('.')[:3])
 
 
 def test_after_leaves_every_value_as_it_was():
@@ -53,7 +48,7 @@ def test_ordered_factorisations_finish_on_every_jaxlib():
 def test_independent_factorisations_deadlock_exactly_the_affected_jaxlib():
   """The fault the ordering works around: on affected jaxlib the plain program hangs (in
   at least one of two tries: it is a race, lost almost always), elsewhere it finishes."""
-  if AFFECTED[0] <= jaxlib_version() < AFFECTED[1]:
+  if cpu_devices.lapack_fault():
     assert not (repro('plain', 40, timeout=45) and repro('plain', 40, timeout=45)), (
         'two independent batched LU factorisations finished on jaxlib '
         f'{metadata.version("jaxlib")}: its LAPACK kernels may no longer share the pool')

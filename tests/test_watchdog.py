@@ -98,3 +98,68 @@ def test_a_stalled_training_step_ends_the_run_with_a_report(tmp_path):
   # The run directory is intact and resumable: config, records, the step-8 checkpoint.
   assert json.loads((run / 'config.json').read_text())['optim']['iterations'] == 50
   assert sorted(os.listdir(run / 'checkpoints'))[-1].endswith('8')
+
+
+def test_an_idle_process_is_a_stall_whatever_the_limits_and_a_busy_one_is_not():
+  """On the CPU a deadlock leaves every thread asleep: a process that uses (almost) no CPU
+  for idle_s is stalled, even during paused host work and before the first step's limit;
+  one whose CPU time keeps growing is not, however long it works."""
+  busy, busy_stalls = watch(first_s=100.0, idle_s=0.3, cpu_time=time.monotonic)
+  with busy, busy.paused('compiling'):
+    time.sleep(1.0)
+  assert not busy_stalls
+  dog, stalls = watch(first_s=100.0, idle_s=0.3, cpu_time=lambda: 7.0)
+  t0 = time.monotonic()
+  with dog:
+    with dog.paused('the Hartree-Fock SCF'):
+      while not stalls and time.monotonic() - t0 < 5:
+        time.sleep(0.01)
+  assert len(stalls) == 1 and 0.3 <= time.monotonic() - t0 < 1.5
+  assert 'less than 1% of a core' in stalls[0] and 'deadlock' in stalls[0]
+  assert 'waiting for the Hartree-Fock SCF' in stalls[0]
+
+
+def test_a_gap_in_the_polling_restarts_the_idle_count():
+  """A process stopped (SIGSTOP, a suspended laptop) used no CPU meanwhile: not a stall."""
+  cpu = [0.0]
+  dog, _ = watch(idle_s=10.0, poll_s=1.0, cpu_time=lambda: cpu[0])
+  assert all(dog.asleep(t) is None for t in range(0, 9))
+  assert dog.asleep(600.0) is None  # Stopped for ten minutes.
+  assert all(dog.asleep(600.0 + t) is None for t in range(1, 10))
+  assert dog.asleep(610.0) == 10.0
+  cpu[0] = 5.0  # Work again: half a core over the window.
+  assert dog.asleep(611.0) is None
+
+
+def test_a_new_phase_waits_first_s_for_its_first_step():
+  dog, stalls = watch(floor_s=0.01)
+  with dog:
+    for _ in range(3):
+      time.sleep(0.02)
+      dog.beat()
+    assert 'median step time' in dog.limit()[1]
+    dog.phase('the first training step')
+    assert dog.limit() == (1.0, 'watchdog.first_s, before any step completed')
+  assert not stalls
+
+
+def test_a_deadlocked_start_up_ends_within_idle_s(tmp_path):
+  """Through the command line: the burn-in's first sweep never returns and the process
+  sleeps, as in a deadlock of the runtime; the start-up ends with its report and exit
+  status 4 after watchdog.idle_s, though first_s is long."""
+  run = tmp_path / 'run'
+  driver = ('import sys; from ferminet_fast.vmc import step; from ferminet_fast import train; '
+            'from ferminet_fast.run import cli\n'
+            'def stuck(*a, **k):\n  import threading; threading.Event().wait()\n'
+            'step.burn_in = stuck\ncli.run_training(train.train)')
+  cmd = [sys.executable, '-c', driver, '--config', 'configs/he.py',
+         '--config.batch_size=32', '--config.optim.iterations=5', '--config.mcmc.burn_in=5',
+         "--config.network.ferminet.hidden_dims=((8, 4),)", '--config.log.progress=False',
+         '--config.watchdog.first_s=600', '--config.watchdog.idle_s=5',
+         f'--config.log.save_path={run}']
+  t0 = time.monotonic()
+  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == cli.EXIT_STALLED, proc.stderr[-3000:]
+  assert 'error: training stalled' in proc.stderr and 'watchdog.idle_s' in proc.stderr
+  assert 'waiting for the first sweep of the burn-in' in proc.stderr
+  assert time.monotonic() - t0 < 120

@@ -15,9 +15,16 @@ count the user gave JAX (JAX_NUM_CPU_DEVICES, or --xla_force_host_platform_devic
 XLA_FLAGS) wins over 'auto'; a process whose backend already started (a notebook that ran
 JAX) keeps its devices. GPUs are not affected: the count applies to JAX's CPU platform
 only.
+
+jaxlib 0.10.0-0.11.0 split a large batched LAPACK call (the LU factorisation of the
+determinants over a device's walkers) across the runtime's shared thread pool and wait for
+the pieces; two devices doing so side by side each wait for a thread the other holds, and
+the program never finishes (from five electrons of a spin on two cores). On those builds
+'auto' keeps one device (`lapack_fault`); setup.cfg keeps pip away from them.
 """
 
 import os
+from importlib import metadata
 from typing import Optional
 
 import jax
@@ -38,16 +45,41 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
-def count(setting, batch_size: int, n_cores: int, environ, multi_process: bool) -> Optional[int]:
+# jaxlib builds [first, last) whose CPU LAPACK kernels deadlock side by side (module docstring).
+LAPACK_FAULT = ((0, 10, 0), (0, 11, 1))
+
+
+def jaxlib_version() -> tuple:
+  """The installed jaxlib's (major, minor, patch), read without importing it."""
+  return tuple(int(p) for p in metadata.version('jaxlib').split('.')[:3])
+
+
+def lapack_fault(version: Optional[tuple] = None) -> bool:
+  """Whether jaxlib `version` (default: the installed one) has the LAPACK deadlock."""
+  return LAPACK_FAULT[0] <= (version or jaxlib_version()) < LAPACK_FAULT[1]
+
+
+def fault_note() -> str:
+  """Why 'auto' keeps one device on this jaxlib, for the log and --dry-run."""
+  return (f"jaxlib {metadata.version('jaxlib')}'s CPU LAPACK kernels deadlock when two "
+          'devices factorise determinants side by side (jaxlib 0.10.0-0.11.0; 0.11.1 and '
+          'later, or 0.9.2 and earlier, split the cores into one device each)')
+
+
+def count(setting, batch_size: int, n_cores: int, environ, multi_process: bool,
+          faulty: Optional[bool] = None) -> Optional[int]:
   """The CPU device count `distributed.cpu_devices` = `setting` asks for, or None to leave
   JAX's own: 'auto' gives the most devices, at most one per core, that split `batch_size`
-  evenly, and leaves a count the user set in `environ` and multi-process runs (whose
-  batch is split over processes first) alone; an integer is taken as it is."""
+  evenly (one on a jaxlib whose LAPACK kernels deadlock side by side: `faulty`, default
+  `lapack_fault()`), and leaves a count the user set in `environ` and multi-process runs
+  (whose batch is split over processes first) alone; an integer is taken as it is."""
   if setting != 'auto':
     return int(setting)
   if (multi_process or 'JAX_NUM_CPU_DEVICES' in environ
       or FORCE_COUNT in environ.get('XLA_FLAGS', '')):
     return None
+  if lapack_fault() if faulty is None else faulty:
+    return 1
   return max(n for n in range(1, max(n_cores, 1) + 1) if batch_size % n == 0)
 
 

@@ -73,6 +73,8 @@ def dry_run(user_cfg) -> str:
   kept = ('' if n is not None else "\n# distributed.cpu_devices = 'auto' keeps JAX's own count: "
           + ('one device per process' if multi else
              'the one set in JAX_NUM_CPU_DEVICES or XLA_FLAGS'))
+  if user_cfg.distributed.cpu_devices == 'auto' and n == 1 and cpu_devices.lapack_fault():
+    kept = "\n# distributed.cpu_devices = 'auto' keeps one device: " + cpu_devices.fault_note()
   pending = [f'{key} = {value!r} ({why})' for key, value, why in (
       ('optim.laplacian', d['optim']['laplacian'], 'by timing the methods on the network'),
       ('optim.energy_chunk_size', d['optim']['energy_chunk_size'],

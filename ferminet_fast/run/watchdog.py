@@ -11,11 +11,19 @@ long, the limit and its reasons, and every thread's Python stack, then ends the 
 with `exit_code` (os._exit: the blocked main thread cannot unwind). Files are left as they
 are: checkpoints are written atomically, stats.csv line by line.
 
-The limit: before any step has completed, `first_s` (it covers burn-in and the first
-step, whose time is not known yet); after, `multiple` times the median of the recent step
-intervals, but never less than `floor_s` (host work between steps, such as a checkpoint,
-shows up in those intervals only now and then). `paused()` holds the clock for host work
-of unknown length (re-compiling the stage timers).
+The limit: before any step of the current phase (`phase`: the pretraining's chunks, the
+burn-in's sweeps, the training's steps, each of its own length) has completed, `first_s`;
+after, `multiple` times the median of the phase's recent step intervals, but never less
+than `floor_s` (host work between steps, such as a checkpoint, shows up in those intervals
+only now and then). `paused()` holds the clock for host work of unknown length (the SCF,
+compiling the step or the stage timers).
+
+Where the devices are the host's own cores (one process on the CPU), a stall is also told
+by the process's CPU time, whatever the limits: a deadlock leaves every thread asleep,
+while compiling, an SCF or a step keeps at least one core busy. When the process has used
+less than `IDLE_FRACTION` of one core for `idle_s` seconds (paused or not), the stage has
+stalled. A gap in the watchdog's own polling (the process was stopped, or the machine
+slept) starts the count again.
 """
 
 import contextlib
@@ -28,7 +36,10 @@ import time
 from collections import deque
 from typing import Callable, Optional
 
+import jax
+
 RECENT = 20  # Step intervals whose median is the expected step time.
+IDLE_FRACTION = 0.01  # Of one core: less CPU than this over idle_s is a stall.
 
 
 class Watchdog:
@@ -39,9 +50,12 @@ class Watchdog:
 
   def __init__(self, stage: str, multiple: float, floor_s: float, first_s: float,
                exit_code: int, enabled: bool = True, context: str = '',
-               on_stall: Optional[Callable[[str], None]] = None, poll_s: float = 1.0):
+               on_stall: Optional[Callable[[str], None]] = None, poll_s: float = 1.0,
+               idle_s: float = 0.0, cpu_time: Callable[[], float] = time.process_time):
     self.stage, self.multiple, self.floor_s, self.first_s = stage, multiple, floor_s, first_s
     self.exit_code, self.enabled, self.context = exit_code, enabled, context
+    self.idle_s, self._cpu_time = idle_s, cpu_time  # idle_s 0: CPU time not watched.
+    self._samples = deque()  # (wall, cpu) at each poll, the last idle_s of them.
     self._on_stall = on_stall or self._end_process
     self._poll_s = poll_s
     self._intervals = deque(maxlen=RECENT)
@@ -82,6 +96,15 @@ class Watchdog:
       if next_wait is not None:
         self._waiting = next_wait
 
+  def phase(self, what: str) -> None:
+    """Steps of another kind (and length) begin, the first of them `what`: the limit is
+    `first_s` again until their own time is known."""
+    with self._lock:
+      self._intervals.clear()
+      self._steps = 0
+      self._last = time.monotonic()
+      self._waiting = what
+
   @contextlib.contextmanager
   def paused(self, what: str):
     """Host work of unknown length (`what`) that is not a step: the clock restarts after."""
@@ -113,22 +136,47 @@ class Watchdog:
     return self.floor_s, (f'watchdog.floor_s; watchdog.multiple = {self.multiple:g} x the '
                           f'median step time {typical:.3g} s is less')
 
+  def asleep(self, now: float) -> Optional[float]:
+    """Seconds the process has been all but idle on the CPU (less than IDLE_FRACTION of a
+    core) if that has lasted idle_s, else None; records this poll's CPU time."""
+    if not self.idle_s:
+      return None
+    cpu, samples = self._cpu_time(), self._samples
+    if samples and now - samples[-1][0] > 5 * self._poll_s + 1:
+      samples.clear()  # The process (or machine) was stopped: not a stall.
+    samples.append((now, cpu))
+    while len(samples) > 1 and now - samples[1][0] >= self.idle_s:
+      samples.popleft()
+    span = now - samples[0][0]
+    if span >= self.idle_s and cpu - samples[0][1] < IDLE_FRACTION * span:
+      return span
+    return None
+
   def _watch(self) -> None:
     while not self._done.wait(self._poll_s):
+      now = time.monotonic()
+      asleep = self.asleep(now)
       with self._lock:
-        if self._paused:
-          continue
-        idle = time.monotonic() - self._last
+        paused = self._paused
+        idle = now - self._last
         waiting, steps = self._waiting, self._steps
+      if asleep is not None:
+        self._on_stall(self._message(
+            idle, None, f'the process used less than {IDLE_FRACTION:.0%} of a core for '
+            f'{asleep:.0f} s (watchdog.idle_s): every thread asleep, a deadlock', waiting,
+            steps))
+        return
+      if paused:
+        continue
       limit, why = self.limit()
       if idle > limit:
         self._on_stall(self._message(idle, limit, why, waiting, steps))
         return
 
   def _message(self, idle, limit, why, waiting, steps) -> str:
-    message = (f'error: {self.stage} stalled: nothing completed for {idle:.0f} s, over the '
-               f'limit of {limit:.0f} s ({why}); it was waiting for {waiting} after '
-               f'{steps} completed step(s).')
+    over = f'over the limit of {limit:.0f} s ({why})' if limit is not None else why
+    message = (f'error: {self.stage} stalled: nothing completed for {idle:.0f} s, {over}; '
+               f'it was waiting for {waiting} after {steps} completed step(s).')
     if self.context:
       message += ' ' + self.context
     return message
@@ -146,9 +194,17 @@ class Watchdog:
     os._exit(self.exit_code)
 
 
+def host_cpu_only() -> bool:
+  """Whether every device of the run is one of this host's CPU cores (one process on the
+  CPU backend): then an idle process is a stalled one (module docstring)."""
+  return jax.default_backend() == 'cpu' and jax.process_count() == 1
+
+
 def for_stage(stage: str, watchdog_cfg, exit_code: int, run_dir: str) -> Watchdog:
-  """The watchdog of a stage from the run's `watchdog` settings (config.py)."""
+  """The watchdog of a stage from the run's `watchdog` settings (config.py); its CPU time
+  watched where the devices are this host's cores."""
   return Watchdog(stage, watchdog_cfg.multiple, watchdog_cfg.floor_s, watchdog_cfg.first_s,
                   exit_code, enabled=watchdog_cfg.enabled,
+                  idle_s=watchdog_cfg.idle_s if host_cpu_only() else 0.0,
                   context=f'The run directory {run_dir} is left as it was (resume from its '
                           'newest checkpoint); watchdog.* sets the limits.')

@@ -15,7 +15,7 @@ evaluated on the device (hartree_fock.py), so the whole pretraining step is one 
 
 import importlib.util
 import time
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -131,6 +131,14 @@ class Pretraining(NamedTuple):
   x: jax.Array
   chunks: list  # The mismatch of each chunk's steps, (steps of the chunk,) each.
 
+  def wait(self, beat: Optional[Callable[[str], None]] = None) -> None:
+    """Waits for every chunk; `beat(what comes next)`, if given, as each completes."""
+    for i, chunk in enumerate(self.chunks):
+      chunk.block_until_ready()
+      if beat is not None:
+        beat(f'pretraining chunk {i + 2} of {len(self.chunks)}' if i + 1 < len(self.chunks)
+             else 'the pretrained walkers and parameters')
+
   def mismatch(self) -> np.ndarray:
     """The mismatch per step (iterations,), once every step has run."""
     return np.concatenate([np.zeros((0,))] + jax.device_get(self.chunks))
@@ -187,11 +195,12 @@ def pretrain_state(pretrain_cfg, mcmc_cfg, system: systems.System, network: netw
   where the pretraining left them, its layout over devices kept; `finish`). The steps are
   dispatched, not awaited, so that the training step compiles while they run (a start-up
   cost of its own otherwise, BENCHMARKS.md); `finish()` waits for them and says how the
-  fit went. Without pyscf, says so and returns `state` unchanged."""
+  fit went (`finish(beat)`: a watchdog's beat as each chunk of steps completes). Without
+  pyscf, says so and returns `state` unchanged."""
   if not available():
     say(f'Pretrain skipped: config.pretrain.iterations = {pretrain_cfg.iterations} needs the '
         "optional package pyscf (pip install 'ferminet_fast[pyscf]')")
-    return state, lambda: None
+    return state, lambda beat=None: None
   t0 = time.perf_counter()
   key, k_pre = jax.random.split(state.key)
   running = start(pretrain_cfg, mcmc_cfg, system, network, state.params, state.walkers.x,
@@ -202,7 +211,8 @@ def pretrain_state(pretrain_cfg, mcmc_cfg, system: systems.System, network: netw
       x=running.x, log_psi=jax.jit(batch_log_psi)(running.params, running.x))
   shardings = jax.tree.map(lambda a: a.sharding, state)
 
-  def finish():
+  def finish(beat: Optional[Callable[[str], None]] = None):
+    running.wait(beat)
     _say_mismatch(running.mismatch(), say)
     say(f'Pretrain finished {time.perf_counter() - t0:.1f} s after it began')
 

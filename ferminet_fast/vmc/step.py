@@ -176,8 +176,18 @@ def compile_step(parts: Parts, state: TrainState) -> Compiled:
   return Compiled(step, sweep, time.perf_counter() - start)
 
 
-def burn_in(compiled: Compiled, state: TrainState, steps: int, steps_per_sweep: int) -> TrainState:
-  """MCMC burn-in of `steps` moves, adapting the width after every sweep; params unchanged."""
-  for _ in range(mcmc.n_sweeps(steps, steps_per_sweep)):
-    state, _ = compiled.mcmc(state)
+def burn_in(compiled: Compiled, state: TrainState, steps: int, steps_per_sweep: int,
+            beat: Optional[Callable[[str], None]] = None) -> TrainState:
+  """MCMC burn-in of `steps` moves, adapting the width after every sweep; params unchanged.
+  `beat(what comes next)`, if given, is called as each sweep completes (a watchdog's), one
+  sweep behind the dispatch so that the device never waits for the host."""
+  n = mcmc.n_sweeps(steps, steps_per_sweep)
+  previous = None
+  for i in range(n):
+    state, pmove = compiled.mcmc(state)
+    if beat is not None:
+      if previous is not None:
+        previous.block_until_ready()
+        beat(f'sweep {i + 1} of {n} of the burn-in')
+      previous = pmove
   return jax.block_until_ready(state)

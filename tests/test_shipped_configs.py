@@ -1,0 +1,64 @@
+"""Every shipped config of the sizes where a start-up can hang (ten electrons and more, an
+effective core potential, the electron gas, the crystals) trains a few steps through the
+command line with its default devices and settings, only the step counts cut: the CPU
+split into devices that the machine and this jaxlib give, its batch, network, Laplacian
+and pretraining. A hang fails the test instead of stalling the suite: the watchdog ends a
+sleeping process (watchdog.idle_s) and the test's own timeout ends anything else."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ferminet_fast.run import cli
+from ferminet_fast.physics import systems
+
+pytestmark = pytest.mark.jax_range
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMEOUT_S = 900
+
+
+def _at_risk(path: str) -> bool:
+  cfg = cli.load_config_file(path)
+  system = systems.make_system(cfg.system)
+  return system.n_electrons >= 10 or system.periodic or bool(cfg.system.ecp)
+
+
+CONFIGS = [p for p in sorted(glob.glob(os.path.join(REPO, 'configs', '*.py'))) if _at_risk(p)]
+
+
+def default_devices_env() -> dict:
+  """The environment without the suite's CPU device count (tests/conftest.py), so that the
+  run splits the cores as a user's would."""
+  env = {k: v for k, v in os.environ.items() if k not in ('JAX_NUM_CPU_DEVICES',)}
+  env['XLA_FLAGS'] = ' '.join(f for f in env.get('XLA_FLAGS', '').split()
+                              if not f.startswith('--xla_force_host_platform_device_count'))
+  return env
+
+
+def test_the_configs_at_risk_are_the_large_ones():
+  names = {os.path.basename(p) for p in CONFIGS}
+  assert {'ne.py', 'n2.py', 'heg.py', 'lih_crystal.py', 'si_ccecp.py'} <= names
+  assert not names & {'he.py', 'li.py', 'h2.py'}
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=os.path.basename)
+def test_a_shipped_config_starts_and_trains_with_its_default_devices(path, tmp_path):
+  cfg = cli.load_config_file(path)
+  cmd = [sys.executable, '-m', 'ferminet_fast.train', '--config', path,
+         '--config.optim.iterations=3', '--config.mcmc.burn_in=20',
+         '--config.log.progress=False', '--config.watchdog.idle_s=60',
+         f'--config.log.save_path={tmp_path / "run"}']
+  if cfg.pretrain.iterations:
+    cmd.append('--config.pretrain.iterations=3')
+  try:
+    proc = subprocess.run(cmd, cwd=REPO, env=default_devices_env(), capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+  except subprocess.TimeoutExpired as e:
+    pytest.fail(f'{os.path.basename(path)} did not finish in {TIMEOUT_S} s: '
+                f'{(e.stdout or b"")[-2000:]!r}')
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  assert 'Devices ' in proc.stdout and 'Trained steps 0-3' in proc.stdout, proc.stdout[-2000:]
