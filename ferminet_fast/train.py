@@ -37,8 +37,7 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False,
   tests). Run by every process of a multi-host job; only process 0 prints and writes files.
   A step that stops completing ends the process (run/watchdog.py, exit status 4).
   """
-  with (signals.StopSignals(handle_signals, exit_code=EXIT_PREEMPTED) as stop,
-        blas_threads.limited()):
+  with signals.StopSignals(handle_signals) as stop, blas_threads.limited():
     return _train(cfg, quiet, stop, wrap_step)
 
 
@@ -58,25 +57,19 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
   run.say(f'Devices {ctx.device_count} x {jax.devices()[0].device_kind} in '
           f'{ctx.process_count} process(es); {cfg.batch_size // ctx.device_count} walkers '
           'per device')
-  if ctx.device_count > 1 and jax.default_backend() == 'cpu' and cpu_devices.lapack_fault():
-    run.say(f'Warning: {ctx.device_count} CPU devices on a jaxlib whose LAPACK kernels can '
-            f'deadlock side by side: {cpu_devices.fault_note()}. A stalled run ends with exit '
-            "status 4 (watchdog.idle_s); distributed.cpu_devices = 'auto' avoids the fault.")
-  # From here the start-up and every step are watched: one that never completes ends the
-  # run (exit 4). Host work of unknown length holds the clock; on the CPU an idle process
-  # is caught even then (run/watchdog.py).
+  if cpu_devices.fault_warning(ctx.device_count):
+    run.say(cpu_devices.fault_warning(ctx.device_count))
+  # Start-up and steps are watched from here: a stall ends the run (run/watchdog.py, exit 4).
   with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
     return _start_and_train(cfg, user_cfg, run, source, system, stop, watch, wrap_step)
 
 
-def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source,
-                     system: systems.System, stop: signals.StopSignals,
+def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, system, stop,
                      watch: watchdog.Watchdog, wrap_step: Optional[Callable]) -> Result:
-  ctx = run.ctx
   # The network, the Laplacian, the step's parts, the state (fresh, pretrained or
   # restored), then the step compiled for it.
   with watch.paused('building the network and its parts (and timing the Laplacians)'):
-    built = build.build(cfg, jax.random.PRNGKey(cfg.debug.seed), ctx, system=system)
+    built = build.build(cfg, jax.random.PRNGKey(cfg.debug.seed), run.ctx, system=system)
   if built.laplacian_ms:
     run.timings['laplacian_auto_ms'] = built.laplacian_ms
     run.say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
@@ -96,11 +89,11 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source,
   with watch.paused('compiling the training step'):
     parts, compiled, free_mb = memory.compile_to_fit(
         build.parts_maker(cfg, built), built.parts.chunk_size,
-        cfg.optim.energy_chunk_size == 'auto', state, agree=ctx.smallest)
+        cfg.optim.energy_chunk_size == 'auto', state, agree=run.ctx.smallest)
   watch.phase('the first chunk of pretraining steps')
   finish_pretraining(watch.beat)
   run.write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run.
-  run.write(build.RESOLVED, build.resolved_of(parts, ctx))
+  run.write(build.RESOLVED, build.resolved_of(parts, run.ctx))
 
   state, timers = _prepare(cfg, run, source, parts, compiled, state, start, free_mb, watch)
 
@@ -109,7 +102,6 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source,
       return timers.measure(compiled, s)
 
   train_step = wrap_step(compiled.train_step) if wrap_step else compiled.train_step
-  watch.phase(f'training step {start} (the first of this run)')
   out = loop.train(cfg.log, cfg.optim, run, source, state, start, train_step, stop,
                    remeasure=timers and remeasure, watch=watch)
   # The report: the final estimate, result.json and the closing lines.

@@ -45,8 +45,10 @@ CASES = [
     ('n2', '`configs/n2.py` without pretraining',
      ['--config', 'configs/n2.py', '--config.pretrain.iterations=0'], 5, None, None),
     ('heg', '`configs/heg.py`', ['--config', 'configs/heg.py'], 5, None, None),
-    ('s_psiformer', 'S, Psiformer, small network, 64 walkers; then evaluated with <S^2>',
-     S_PSIFORMER, 20, ['--steps=20', '--burn_in=5', '--observables=s2'], None),
+    ('s_psiformer', 'S, Psiformer, small network, 64 walkers, Adam; then evaluated with '
+     '<S^2>',
+     S_PSIFORMER + ['--config.optim.optimizer=adam'], 5,
+     ['--steps=20', '--burn_in=5', '--observables=s2'], None),
     ('li', '`configs/li.py`', ['--config', 'configs/li.py'], 60, None, None),
     ('be', '`configs/be.py`', ['--config', 'configs/be.py'], 60, None, None),
     ('c', 'C atom through `he.py`', ['--config', 'configs/he.py', '--config.system.atom=C'], 60,
@@ -142,22 +144,36 @@ def outcome(rec: dict) -> str:
   return f'exit {code} at {wall:.0f} s'
 
 
+def newest_records(path: str = JSON) -> tuple:
+  """([environment, by its Python and jax, with {case: its newest record}], the runs that
+  hold them): a run of some cases (--only) replaces those cases' records alone."""
+  envs, used = {}, []
+  for run in artifacts.read(path):
+    for e in run.data['environments']:
+      key = (e['python'], e['jax'])
+      entry = envs.setdefault(key, {'python': e['python'], 'jax': e['jax'], 'records': {}})
+      for rec in e['records']:
+        entry['records'][rec['case']] = rec
+      if not any(run is r for r in used):
+        used.append(run)
+  return list(envs.values()), used
+
+
 def render(path: str = JSON) -> str:
-  """RELIABILITY.md's start-up table: one column per environment of the newest run."""
-  run = artifacts.latest(path)
-  if run is None:
+  """RELIABILITY.md's start-up table: one column per environment, each case's newest."""
+  envs, runs = newest_records(path)
+  if not envs:
     return f'*No start-up run in `{os.path.relpath(path, REPO)}` yet.*'
-  envs = run.data['environments']
   head = ['case'] + [f'Python {e["python"]}, jax {e["jax"]}' for e in envs]
   out = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for name, what, *_ in CASES:
     cells = []
     for e in envs:
-      rec = next((r for r in e['records'] if r['case'] == name), None)
+      rec = e['records'].get(name)
       cells.append('–' if rec is None else f'{outcome(rec)}; {rec["devices"] or "?"}')
     out.append(f'| {what} | ' + ' | '.join(cells) + ' |')
-  return '\n'.join(out + ['', f'`{run.meta.get("command")}` ({run.data["wall_s"]:.0f} s). '
-                          + artifacts.provenance(path, [run])])
+  commands = '; '.join(f'`{r.meta.get("command")}` ({r.data["wall_s"]:.0f} s)' for r in runs)
+  return '\n'.join(out + ['', commands + '. ' + artifacts.provenance(path, runs)])
 
 
 TABLES = {'startup': ('RELIABILITY.md', render)}  # Rendered by scripts/render_docs.py.

@@ -48,7 +48,7 @@ def test_disabled_installs_nothing():
 BLOCKED = """
 import ctypes, sys, time
 from ferminet_fast.environment import signals
-with signals.StopSignals(True, grace_s=float(sys.argv[1]), exit_code=75) as stop:
+with signals.StopSignals(True, grace_s=float(sys.argv[1])) as stop:
   print('ready', flush=True)
   if sys.argv[2] == 'blocked':
     mutex = ctypes.create_string_buffer(64)  # Zeros: an unlocked default mutex (glibc).

@@ -66,6 +66,15 @@ def fault_note() -> str:
           'later, or 0.9.2 and earlier, split the cores into one device each)')
 
 
+def fault_warning(n_devices: int) -> Optional[str]:
+  """A warning for a run on `n_devices` CPU devices on a jaxlib with the fault, else None."""
+  if n_devices < 2 or jax.default_backend() != 'cpu' or not lapack_fault():
+    return None
+  return (f'Warning: {n_devices} CPU devices on a jaxlib whose LAPACK kernels can deadlock '
+          f'side by side: {fault_note()}. A stalled run ends with exit status 4 '
+          "(watchdog.idle_s); distributed.cpu_devices = 'auto' avoids the fault.")
+
+
 def count(setting, batch_size: int, n_cores: int, environ, multi_process: bool,
           faulty: Optional[bool] = None) -> Optional[int]:
   """The CPU device count `distributed.cpu_devices` = `setting` asks for, or None to leave

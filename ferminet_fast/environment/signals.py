@@ -21,6 +21,7 @@ from typing import Optional
 
 STOP_SIGNALS = ('SIGTERM', 'SIGINT', 'SIGUSR1')
 GRACE_S = 25.0  # Default: within SLURM's default KillWait of 30 s.
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal (checkpointed); rerun to resume.
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it.
 SECOND_INTERRUPT_S = 3.0  # After a second Ctrl-C, the wait for its KeyboardInterrupt.
 
@@ -32,14 +33,14 @@ class StopSignals:
   installed there) or when not `enabled`.
 
   A stage that has not stopped `grace_s` seconds after a SIGTERM, or that gets a second
-  SIGINT before the first one's handler could run, ends the process (`exit_code` for the
+  SIGINT before the first one's handler could run, ends the process (EXIT_PREEMPTED for the
   first, EXIT_INTERRUPTED for the second; module docstring). `grace_s` may be set after
   entering (the settings are read after the handlers are installed)."""
 
-  def __init__(self, enabled: bool, grace_s: float = GRACE_S, exit_code: int = 75):
+  def __init__(self, enabled: bool, grace_s: float = GRACE_S):
     self.enabled = enabled and threading.current_thread() is threading.main_thread()
     self.received: Optional[str] = None
-    self.grace_s, self.exit_code = grace_s, exit_code
+    self.grace_s = grace_s
     self._previous = {}
     self._wakeup = None  # (reader, writer, previous wakeup fd) while active.
     self._done = threading.Event()
@@ -95,7 +96,7 @@ class StopSignals:
         data = b''
       for signum in data:
         if signum == signal.SIGTERM and code != EXIT_INTERRUPTED and deadline is None:
-          deadline, code = time.monotonic() + self.grace_s, self.exit_code
+          deadline, code = time.monotonic() + self.grace_s, EXIT_PREEMPTED
           why = (f'SIGTERM arrived {self.grace_s:g} s ago (watchdog.signal_grace_s) and the '
                  'stage has not stopped: its step did not return')
         elif signum == signal.SIGINT:

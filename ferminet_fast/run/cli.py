@@ -18,13 +18,14 @@ from typing import Callable, Optional, Sequence
 from ml_collections import config_dict
 
 from ferminet_fast import config
+from ferminet_fast.environment import signals
 from ferminet_fast.errors import InputError, TrainingError
 
 DEFAULT_CONFIG = config.__file__  # The defaults: a helium atom.
 EXIT_INPUT = 2  # Bad input: nothing was written.
 EXIT_FAILED = 3  # Training could not go on; the last good state is checkpointed.
 EXIT_STALLED = 4  # A step stopped completing (run/watchdog.py); files are as they were.
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: stopped by a signal after checkpointing; rerun to resume.
+EXIT_PREEMPTED = signals.EXIT_PREEMPTED  # Stopped by a signal (checkpointed): rerun to resume.
 # How None is written on the command line, for keys that take it. Only this spelling: a
 # key's declared string values (such as network.jastrow's 'none') are passed on as text.
 NONE = 'None'

@@ -47,6 +47,8 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
   rewinder.offer(start, state)
   if not source.resume:  # From now on a restart resumes here rather than starting over.
     saver.save(start, state)
+  if watch is not None:  # Steps of their own length: the limit starts at first_s again.
+    watch.phase(f'training step {start} (the first of this run)')
   t0, t, failed, stopped_by = time.perf_counter(), start, 0, None
   while t < optim_cfg.iterations:
     state, device_stats = train_step(state)

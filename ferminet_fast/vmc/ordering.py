@@ -5,7 +5,9 @@ time, on its pool of threads. jaxlib 0.10.0-0.11.0 split a large batched LAPACK 
 LU factorisation of a determinant, over many walkers) across that same pool and wait for
 the pieces; two such calls running side by side on a machine with two threads each wait for
 a thread the other holds, and the program never finishes (tests/test_ordering.py keeps a
-reproduction). Later jaxlib builds run those calls on the calling thread. `after` gives one
+reproduction; environment/cpu_devices.py names the builds and keeps one CPU device on
+them, so that the devices' programs do not meet the same way). Later jaxlib builds run
+those calls on the calling thread. `after` gives one
 part a data dependence on another, which the runtime honours, where nothing else does: an
 optimization barrier orders the compiler's passes, not the runtime's threads.
 """
