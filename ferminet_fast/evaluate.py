@@ -68,12 +68,14 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   horizon = (optim.average_horizon(state.opt_state, cfg.optim.average_fraction)
              if which == 'average' else 1.0)  # Read now: the sweeps consume the state.
   move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states)
-  # Compiled before the clock and the watchdog start: a sweep that never completes (the
-  # compilation is not a sweep) ends the process with a report (run/watchdog.py).
-  sweep = jax.jit(sweep, donate_argnums=0).lower(state).compile()
-  move = jax.jit(move, donate_argnums=0).lower(state).compile() if burn_in else None
-  t0 = time.perf_counter()
+  # Compiled before the clock starts, under the watchdog with its clock held (the
+  # compilation is not a sweep; on the CPU a deadlock while lowering still ends the process
+  # with a report), then every sweep is watched (run/watchdog.py).
   with watchdog.for_stage('evaluation', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
+    with watch.paused('compiling the sweeps'):
+      sweep = jax.jit(sweep, donate_argnums=0).lower(state).compile()
+      move = jax.jit(move, donate_argnums=0).lower(state).compile() if burn_in else None
+    t0 = time.perf_counter()
     series = evaluation.run_sweeps(move, sweep, state, steps, burn_in, chosen, watch)
   wall = time.perf_counter() - t0
   estimate, estimates = evaluation.report(series, chosen, system, run_dir, say)
