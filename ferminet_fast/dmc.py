@@ -33,7 +33,8 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   cfg = diffusion.settings(run_dir, {'tau': tau, 'steps': steps, 'equilibration': equilibration,
                                      'batch_size': batch_size, 'parameters': parameters})
-  with signals.StopSignals(handle_signals and stop is None) as signalled:
+  with signals.StopSignals(handle_signals and stop is None,
+                           cfg.watchdog.signal_grace_s) as signalled:
     setup = diffusion.prepare(cfg, run_dir)
     progress = diffusion.fresh(setup, seed)
     restored = diffusion.resume(run_dir, progress, cfg)
