@@ -57,8 +57,8 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
   run.say(f'Devices {ctx.device_count} x {jax.devices()[0].device_kind} in '
           f'{ctx.process_count} process(es); {cfg.batch_size // ctx.device_count} walkers '
           'per device')
-  if cpu_devices.fault_warning(ctx.device_count):
-    run.say(cpu_devices.fault_warning(ctx.device_count))
+  if warning := cpu_devices.fault_warning(ctx.device_count):
+    run.say(warning)
   # Start-up and steps are watched from here: a stall ends the run (run/watchdog.py, exit 4).
   with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
     return _start_and_train(cfg, user_cfg, run, source, system, stop, watch, wrap_step)

@@ -15,6 +15,9 @@ import pytest
 from ferminet_fast.run import cli
 from ferminet_fast.physics import systems
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
+from startup import default_devices_env  # noqa: E402  (the machine's default CPU devices)
+
 pytestmark = pytest.mark.jax_range
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,15 +31,6 @@ def _at_risk(path: str) -> bool:
 
 
 CONFIGS = [p for p in sorted(glob.glob(os.path.join(REPO, 'configs', '*.py'))) if _at_risk(p)]
-
-
-def default_devices_env() -> dict:
-  """The environment without the suite's CPU device count (tests/conftest.py), so that the
-  run splits the cores as a user's would."""
-  env = {k: v for k, v in os.environ.items() if k not in ('JAX_NUM_CPU_DEVICES',)}
-  env['XLA_FLAGS'] = ' '.join(f for f in env.get('XLA_FLAGS', '').split()
-                              if not f.startswith('--xla_force_host_platform_device_count'))
-  return env
 
 
 def test_the_configs_at_risk_are_the_large_ones():

@@ -61,9 +61,10 @@ def lapack_fault(version: Optional[tuple] = None) -> bool:
 
 def fault_note() -> str:
   """Why 'auto' keeps one device on this jaxlib, for the log and --dry-run."""
+  first, last = ('.'.join(map(str, v)) for v in LAPACK_FAULT)
   return (f"jaxlib {metadata.version('jaxlib')}'s CPU LAPACK kernels deadlock when two "
-          'devices factorise determinants side by side (jaxlib 0.10.0-0.11.0; 0.11.1 and '
-          'later, or 0.9.2 and earlier, split the cores into one device each)')
+          f'devices factorise determinants side by side (jaxlib {first} up to {last}, not '
+          f'included; builds outside that range split the cores into one device each)')
 
 
 def fault_warning(n_devices: int) -> Optional[str]:
