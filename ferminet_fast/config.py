@@ -17,31 +17,25 @@ from ml_collections import config_dict
 
 from ferminet_fast.environment import packages
 from ferminet_fast.errors import InputError
+from ferminet_fast.optimizers import optim
+from ferminet_fast.physics import laplacians, systems
+from ferminet_fast.vmc import loss
+from ferminet_fast.wavefunction import envelopes, jastrows
 
-# The names of the swappable pieces; each module's table (hamiltonian.LAPLACIANS,
-# optim.OPTIMIZERS, envelopes.ENVELOPES, jastrows.JASTROWS, loss.CLIPPING) implements
-# exactly these, and hamiltonian.LAPLACIAN_PACKAGES names the same packages (checked by
-# the tests). They are declared here because config sits below those modules.
-LAPLACIANS = ('jacfwd', 'jvp_loop', 'folx', 'folx_sparse')
-LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
-# 'best' keeps folx's per-electron sparsity from this many electrons on, for molecules on a
-# CPU: there each step was measured markedly cheaper (BENCHMARKS.md, "The forward Laplacian
-# with per-electron sparsity"); below it the saving is a few per cent, not worth the seconds
-# that tracing the sparsity adds to compilation in a short run. Periodic systems, several
-# states and GPUs keep the dense 'folx', the setting measured there.
-SPARSE_LAPLACIAN_FROM = 16
-OPTIMIZERS = ('kfac', 'adam', 'spring', 'sgd')
-ENVELOPES = ('isotropic', 'full', 'planewave')
-# Optimizers that train a complex wavefunction (a periodic system at a twist): KFAC's
-# curvature is that of log|psi| alone there (optimizers/kfac.py); SPRING's sample-space
-# solve is written for real log|psi|.
-COMPLEX_OPTIMIZERS = ('kfac', 'adam', 'sgd')
-PERIODIC_ENVELOPES = ('planewave',)  # Only for periodic systems.
-# Those for a crystal too: on its periodic features they decay with the periodic distance to
-# each nucleus, so they are lattice-periodic (Bloch sums of atomic-like orbitals at Gamma).
-CRYSTAL_ENVELOPES = ('planewave', 'isotropic')
-JASTROWS = ('none', 'simple_ee')
-CLIP_METHODS = ('median_absdev', 'mean_absdev', 'median_mad')
+# The swappable pieces: each keys its records by name in one table beside its code (name,
+# factory, what it needs and suits, choices.py); the keys that choose one take their allowed
+# names, and their help, from there.
+LAPLACIANS = laplacians.METHODS
+OPTIMIZERS = optim.OPTIMIZERS
+ENVELOPES = envelopes.ENVELOPES
+JASTROWS = jastrows.JASTROWS
+CLIPPING = loss.CLIPPING
+
+
+def listed(table) -> str:
+  """"'name' (what it is), ..." of a table of choices, for a key's help."""
+  return ', '.join(f"'{c.name}' ({c.doc}{', needs ' + c.package if c.package else ''})"
+                   for c in table.values())
 
 
 class Setting(NamedTuple):
@@ -230,14 +224,15 @@ SETTINGS = {
                               structural=True),
     'network.full_det': S(True, 'True: one N x N determinant over all electrons; False: one '
                           'per spin (block diagonal).', structural=True),
-    'network.envelope': S('isotropic', "Orbital envelope: 'isotropic' exp(-s r) or 'full' "
-                          "exp(-|S r|) for molecules ('isotropic' also for crystals, with r "
-                          "the periodic distance to each nucleus); 'planewave' (learned "
-                          'combinations of the cos and sin of the filled k-shells) for '
-                          "periodic systems; 'auto': 'planewave' for the electron gas, "
-                          "else 'isotropic'.",
+    'network.envelope': S('isotropic', f'Orbital envelope: {listed(ENVELOPES)}; for '
+                          'molecules ' + ', '.join(f"'{k.name}'" for k in ENVELOPES.values()
+                                                   if k.molecule) + ', for crystals '
+                          + ', '.join(f"'{k.name}'" for k in ENVELOPES.values() if k.crystal)
+                          + ', for the electron gas '
+                          + ', '.join(f"'{k.name}'" for k in ENVELOPES.values() if k.gas)
+                          + "; 'auto': 'planewave' for the electron gas, else 'isotropic'.",
                           one_of(*ENVELOPES, 'auto'), structural=True),
-    'network.jastrow': S('simple_ee', "'none' or 'simple_ee' (learned e-e cusp factor).",
+    'network.jastrow': S('simple_ee', f'Jastrow factor: {listed(JASTROWS)}.',
                          one_of(*JASTROWS), structural=True),
     'network.ferminet.hidden_dims': S(((32, 8), (32, 8)), 'Widths (one-electron, '
                                       'two-electron) of each layer; its length is the number '
@@ -252,19 +247,15 @@ SETTINGS = {
 
     # Optimisation.
     'optim.iterations': S(2000, 'Parameter updates (training steps).', _non_negative),
-    'optim.optimizer': S('kfac', "'kfac' (Kronecker-factored natural gradient, FermiNet's), "
-                         "'adam', 'spring' (natural gradient solved in the space of walkers, "
-                         "with momentum) or 'sgd'.", one_of(*OPTIMIZERS), structural=True),
-    'optim.laplacian': S('best', "Laplacian of log|psi| for the kinetic energy: 'jacfwd' "
-                         '(jacfwd of grad: all 3N tangents at once; memory ~3N gradients), '
-                         "'jvp_loop' (a loop of 3N forward-mode products: memory of one "
-                         "gradient), 'folx' / 'folx_sparse' (forward Laplacian, dense or with "
-                         "per-electron sparsity; needs the folx extra), 'auto' (times jacfwd, "
-                         'jvp_loop and folx before training and uses the fastest), or '
-                         "'best' (the fastest in our benchmarks: with folx installed, "
-                         f"'folx_sparse' for molecules of {SPARSE_LAPLACIAN_FROM} electrons or "
-                         "more in one state on a CPU, else 'folx'; without it 'jacfwd'). All "
-                         "are exact.",
+    'optim.optimizer': S('kfac', f'The optimizer: {listed(OPTIMIZERS)}.',
+                         one_of(*OPTIMIZERS), structural=True),
+    'optim.laplacian': S('best', f'Laplacian of log|psi| for the kinetic energy: '
+                         f"{listed(LAPLACIANS)}; 'auto' (times "
+                         + ', '.join(m.name for m in LAPLACIANS.values() if m.timed)
+                         + " before training and uses the fastest), or 'best' (the fastest in "
+                         "our benchmarks: with folx installed, 'folx_sparse' for molecules of "
+                         f'{laplacians.SPARSE_PAYS_FROM} electrons or more in one state on a '
+                         "CPU, else 'folx'; without it 'jacfwd'). All are exact.",
                          one_of(*LAPLACIANS, 'auto', 'best')),
     'optim.energy_chunk_size': S('auto', "Walkers per chunk (summed over devices) when "
                                  "evaluating local energies: 'auto' (on CPU, chunks whose "
@@ -278,21 +269,22 @@ SETTINGS = {
     'optim.clip_local_energy': S(5.0, 'Local energies used in the gradient are clipped to '
                                  'centre +- k * scale; this is k. 0 disables clipping. The '
                                  'reported energy is always the unclipped mean.', _non_negative),
-    'optim.clip_method': S('median_absdev', "How centre and scale are taken: "
-                           "'median_absdev' (median, mean |E - median|), 'mean_absdev' "
-                           "(FermiNet: mean, mean |E - mean|), 'median_mad' (median, median "
-                           '|E - median|).', one_of(*CLIP_METHODS)),
+    'optim.clip_method': S('median_absdev', 'How centre and scale are taken: '
+                           f'{listed(CLIPPING)}.', one_of(*CLIPPING)),
     'optim.spin_penalty': S(0.0, 'lambda (Ha): lambda <S^2> is added to the energy in the '
                             'gradient (not in the reported energy), which keeps a run in the '
                             'lowest spin state of its (n_up, n_down) sector. Costs n_up * '
                             'n_down extra network evaluations per walker and step. 0: none.',
                             _non_negative),
-    'optim.lr.rate': S(None, "Learning rate at step 0; None: the optimizer's default (adam, "
-                       'sgd 0.01; kfac 0.05; spring 0.2).', _non_negative, kind=float),
+    'optim.lr.rate': S(None, "Learning rate at step 0; None: the optimizer's default ("
+                       + '; '.join(f'{m.name} {m.rate:g}' for m in OPTIMIZERS.values()) + ').',
+                       _non_negative, kind=float),
     'optim.lr.decay': S(1.0, 'Exponent of the decay: rate * (1 + t / delay) ** -decay.',
                         _non_negative),
-    'optim.lr.delay': S(None, 'Steps over which the rate halves (decay = 1); None: adam, sgd '
-                        '1000; kfac, spring 10000.', _positive, kind=float),
+    'optim.lr.delay': S(None, 'Steps over which the rate halves (decay = 1); None: the '
+                        "optimizer's default ("
+                        + '; '.join(f'{m.name} {m.delay:g}' for m in OPTIMIZERS.values())
+                        + ').', _positive, kind=float),
     # Evaluation takes the parameters averaged over the last part of training: late in
     # training the last parameters carry the gradient's noise, which raises their energy;
     # the average cancels much of it (optimizers/optim.py, `averaged`).
@@ -553,52 +545,25 @@ def validate(cfg: config_dict.ConfigDict) -> None:
         raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
                          'available with several states (use states = 1)')
   _validate_periodic(cfg)
-  method = cfg.optim.laplacian
-  if method in LAPLACIAN_PACKAGES and not packages.installed(LAPLACIAN_PACKAGES[method]):
-    raise InputError(f'config.optim.laplacian = {method!r} needs the optional package '
-                     f"{LAPLACIAN_PACKAGES[method]}: pip install 'ferminet_fast[folx]'")
-
-
-def is_periodic(sys_cfg) -> bool:
-  """Whether the `system` settings describe a periodic system (a lattice or an electron gas)."""
-  return bool(sys_cfg.lattice) or sys_cfg.rs is not None
-
-
-def reduced_twist(twist) -> tuple:
-  """A fractional twist with each component in [0, 1): twists that differ by integers give
-  the same boundary conditions, so this is the form in which two twists compare equal."""
-  reduced = (float(t) % 1.0 for t in twist)
-  return tuple(0.0 if abs(t - 1.0) < 1e-12 or abs(t) < 1e-12 else t for t in reduced)
-
-
-def is_gamma(twist) -> bool:
-  """Whether a fractional twist is the Gamma point (every component an integer: the same
-  boundary conditions as (0, 0, 0))."""
-  return not any(reduced_twist(twist))
-
-
-def resolve_envelope(name: str, periodic: bool, nuclei: bool = True) -> str:
-  """'auto' -> 'planewave' for a periodic system without nuclei (the electron gas), else
-  'isotropic' (a crystal's core electrons need an envelope that decays near each nucleus;
-  a plane wave does not localise them); other names unchanged."""
-  if name == 'auto':
-    return 'planewave' if periodic and not nuclei else 'isotropic'
-  return name
+  method = LAPLACIANS.get(cfg.optim.laplacian)
+  if method is not None and not method.installed():
+    raise InputError(f'config.optim.laplacian = {method.name!r} needs the optional package '
+                     f"{method.package}: pip install 'ferminet_fast[{method.package}]'")
 
 
 def _validate_periodic(cfg) -> None:
   """The combinations of periodic settings that are refused (or not supported yet)."""
-  sys_cfg, periodic = cfg.system, is_periodic(cfg.system)
+  sys_cfg, periodic = cfg.system, systems.is_periodic(cfg.system)
   nuclei = sys_cfg.rs is None  # The electron gas has none.
-  envelope = resolve_envelope(cfg.network.envelope, periodic, nuclei)
-  allowed = CRYSTAL_ENVELOPES if nuclei else PERIODIC_ENVELOPES
-  if periodic and envelope not in allowed:
-    raise InputError(f'config.network.envelope = {envelope!r} is not for '
+  envelope = envelopes.resolve(cfg.network.envelope, periodic, nuclei)
+  if periodic and not envelopes.suits(envelope, True, nuclei):
+    allowed = [k.name for k in ENVELOPES.values() if envelopes.suits(k, True, nuclei)]
+    raise InputError(f'config.network.envelope = {envelope.name!r} is not for '
                      f"{'a crystal' if nuclei else 'the electron gas'}; it needs one of "
                      f"{', '.join(allowed)} (or 'auto')")
-  if not periodic and envelope in PERIODIC_ENVELOPES:
-    raise InputError(f'config.network.envelope = {envelope!r} is for periodic systems (set '
-                     'config.system.lattice or config.system.rs), not molecules')
+  if not periodic and not envelope.molecule:
+    raise InputError(f'config.network.envelope = {envelope.name!r} is for periodic systems '
+                     '(set config.system.lattice or config.system.rs), not molecules')
   if not periodic:
     if sys_cfg.periodic_dims != 3:
       raise InputError(f'config.system.periodic_dims = {sys_cfg.periodic_dims} needs a crystal '
@@ -614,14 +579,16 @@ def _validate_periodic(cfg) -> None:
     if any(float(t) % 1.0 for t in tuple(sys_cfg.twist)[dims:]):
       raise InputError(f'config.system.twist = {tuple(sys_cfg.twist)}: a {kind} is open along '
                        f'its {open_axes}, so the twist is 0 along them')
-    if envelope in PERIODIC_ENVELOPES:
-      raise InputError(f'config.network.envelope = {envelope!r} is periodic in 3 dimensions; a '
-                       f"{kind} needs 'isotropic' (or 'auto')")
-  if not is_gamma(sys_cfg.twist):
-    if cfg.optim.optimizer not in COMPLEX_OPTIMIZERS:
+    if not envelopes.suits(envelope, True, nuclei, dims):
+      raise InputError(f'config.network.envelope = {envelope.name!r} is periodic in 3 '
+                       f'dimensions; a {kind} needs '
+                       + ' or '.join(f"'{k.name}'" for k in ENVELOPES.values() if k.slab)
+                       + " (or 'auto')")
+  if not systems.is_gamma(sys_cfg.twist):
+    if not OPTIMIZERS[cfg.optim.optimizer].complex:
       raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} does not support the '
                        f'complex wavefunction of a twist ({tuple(sys_cfg.twist)}); use one of '
-                       f'{", ".join(COMPLEX_OPTIMIZERS)}')
+                       + ', '.join(m.name for m in OPTIMIZERS.values() if m.complex))
   for key, on in (('system.states', sys_cfg.states > 1), ('system.ecp', bool(sys_cfg.ecp)),
                   ('optim.spin_penalty', bool(cfg.optim.spin_penalty))):
     if on:
@@ -630,21 +597,6 @@ def _validate_periodic(cfg) -> None:
     raise InputError(f'config.pretrain.iterations = {cfg.pretrain.iterations}: the electron gas '
                      'needs none: its plane-wave envelope starts as the Hartree-Fock '
                      'determinant; set it to 0')
-
-
-def resolve_laplacian(method: str, n_electrons: int, ground_state_molecule: bool = True,
-                      platform: str = 'cpu') -> str:
-  """'best' for a system of `n_electrons` on `platform` (JAX's backend name): 'folx_sparse'
-  for the ground state of a molecule (one state, not periodic) of SPARSE_LAPLACIAN_FROM
-  electrons or more on a CPU, else 'folx' when folx is installed, else 'jacfwd'. Other names
-  (and 'auto', which needs the built network to decide) unchanged."""
-  if method != 'best':
-    return method
-  if not packages.installed(LAPLACIAN_PACKAGES['folx']):
-    return 'jacfwd'
-  sparse = (n_electrons >= SPARSE_LAPLACIAN_FROM and ground_state_molecule
-            and platform == 'cpu')
-  return 'folx_sparse' if sparse else 'folx'
 
 
 def freeze(cfg: config_dict.ConfigDict) -> config_dict.FrozenConfigDict:

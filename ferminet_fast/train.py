@@ -74,7 +74,7 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
     run.timings['laplacian_auto_ms'] = built.laplacian_ms
     run.say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
                                            built.laplacian_ms.items())
-            + f' -> {built.parts.laplacian}')
+            + f' -> {built.parts.laplacian.name}')
   start, state, finish_pretraining = 0, built.state, lambda beat: None
   if source.restore_from:  # Also from an earlier optimizer-state layout.
     start, state = build.restore(source.restore_from, state, cfg.optim.optimizer)
@@ -133,7 +133,7 @@ def _prepare(cfg, run: context.Run, source: resume.Source, parts: step.Parts,
   chunks = f'{parts.chunk_size} walkers' if parts.chunk_size else 'all walkers'
   mem = (f'; step {timings["step_memory_mb"]:.0f} MiB per device' if 'step_memory_mb' in timings
          else '') + (f' ({free_mb:.0f} MiB free)' if free_mb is not None else '')
-  run.say(f'Network {n_params} parameters; Laplacian {parts.laplacian} on {chunks} at once; '
+  run.say(f'Network {n_params} parameters; Laplacian {parts.laplacian.name} on {chunks} at once; '
           f'compiled in {compiled.compile_s:.1f} s{mem}; move width '
           f'{float(state.walkers.width):.3f} bohr; first step {timings["startup_s"]:.1f} s '
           'after start')

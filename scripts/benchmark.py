@@ -776,12 +776,12 @@ def timers(args) -> None:
 
 
 def main():
-  from ferminet_fast.physics import hamiltonian  # Table of Laplacian methods.
+  from ferminet_fast.physics import laplacians
 
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--suite', nargs='*', default=['configs', 'sweep', 'naive'],
                       choices=['configs', 'sweep', 'naive', 'ecp', 'states'])
-  parser.add_argument('--methods', nargs='*', default=hamiltonian.available_laplacians())
+  parser.add_argument('--methods', nargs='*', default=[m.name for m in laplacians.available()])
   parser.add_argument('--optimizers', nargs='*', default=['adam', 'kfac'])
   parser.add_argument('--kfac-methods', nargs='*', default=['best'],
                       help='Laplacian methods run with KFAC (its cost does not depend on them)')

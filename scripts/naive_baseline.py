@@ -85,7 +85,7 @@ def main():
   cfg = cli.load_config_file(args.config)
   system = build.system_of(cfg)  # With the settings' float32 matmul precision, as training.
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
-  laplacian = build.best_laplacian(cfg.optim.laplacian, system)
+  laplacian, _ = build.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
   parts = build.make_parts(cfg, system, network, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)

@@ -80,7 +80,7 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
   cast = lambda t: jax.tree_util.tree_map(
       lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, t)
   params32, x32 = cast(state.params), cast(state.walkers.x)
-  out = {'laplacian': built.parts.laplacian, 'energy_float64_ha': float(jnp.nanmean(e64)),
+  out = {'laplacian': built.parts.laplacian.name, 'energy_float64_ha': float(jnp.nanmean(e64)),
          'trained_steps': int(trained_steps),
          'hidden_dims': [list(h) for h in cfg.network.ferminet.hidden_dims],
          'determinants': cfg.network.determinants}

@@ -78,9 +78,8 @@ def laplacian_after_orbitals(built, compiled) -> float:
   log|psi| less those of the network stopped at its orbitals (module docstring)."""
   import jax
   import jax.numpy as jnp
-  from ferminet_fast.physics import hamiltonian
 
-  laplacian = hamiltonian.LAPLACIANS[built.parts.laplacian]
+  laplacian = built.parts.laplacian
   x = built.state.walkers.x.reshape(-1, 3 * built.system.n_electrons)
 
   def orbitals_summed(params, y):

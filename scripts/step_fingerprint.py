@@ -28,7 +28,7 @@ def main():
   import jax
   import jax.numpy as jnp
   from ferminet_fast import config
-  from ferminet_fast.physics import hamiltonian, systems
+  from ferminet_fast.physics import laplacians, systems
   from ferminet_fast.run import build
   from ferminet_fast.wavefunction import networks
 
@@ -38,11 +38,11 @@ def main():
   network = networks.make_network(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = jnp.zeros((args.walkers, network.n_coords), network.dtype)
-  for method in hamiltonian.available_laplacians():
+  for method in laplacians.available():
     parts = build.make_parts(cfg, system, network, method, chunk_size=0)
     text = jax.jit(parts.energy_grad).lower(params, x).as_text()
     text = re.sub(r'#loc\d* = .*', '', re.sub(r'loc\([^)]*\)', '', text))
-    print(f'{args.system} {method}: {hashlib.sha256(text.encode()).hexdigest()[:16]}')
+    print(f'{args.system} {method.name}: {hashlib.sha256(text.encode()).hexdigest()[:16]}')
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 """The one build path: 'auto' and 'best' resolved once, recorded in resolved.json, and taken
 from there by the stages after training (evaluation does not choose again)."""
 
+import dataclasses
 import json
 import os
 
@@ -9,7 +10,7 @@ import pytest
 from conftest import tiny_config
 from ferminet_fast import config, evaluate, train
 from ferminet_fast.environment import packages
-from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.run import build, cli, profiling
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,7 +22,7 @@ def test_auto_is_resolved_once_recorded_and_reused(tmp_path, monkeypatch):
                                    'log.save_path': str(run)}), quiet=True)
   resolved = json.loads((run / build.RESOLVED).read_text())
   timings = json.loads((run / 'timings.json').read_text())
-  assert resolved['optim.laplacian'] in hamiltonian.LAPLACIANS
+  assert resolved['optim.laplacian'] in laplacians.METHODS
   assert resolved['optim.laplacian'] == timings['laplacian']
   assert resolved['optim.energy_chunk_size'] == timings['energy_chunk_size']
   assert set(timings['laplacian_auto_ms']) >= {resolved['optim.laplacian']}
@@ -56,13 +57,17 @@ def test_best_keeps_the_sparse_forward_laplacian_for_large_molecules_on_a_cpu():
   """'best' is the method measured fastest for the kind of run: folx with per-electron
   sparsity for a molecule of 16 electrons or more on a CPU, the dense folx otherwise
   (smaller molecules, periodic systems, several states, GPUs)."""
-  assert config.SPARSE_LAPLACIAN_FROM == 16
-  assert build.best_laplacian('best', _system('c2h4.py')) == 'folx_sparse'  # 16 e
-  assert build.best_laplacian('best', _system('n2.py')) == 'folx'  # 14 e
-  assert build.best_laplacian('best', _system('lih_crystal.py')) == 'folx'  # periodic
-  assert config.resolve_laplacian('best', 28, True, 'gpu') == 'folx'
-  assert config.resolve_laplacian('best', 28, False, 'cpu') == 'folx'  # e.g. several states
-  assert build.best_laplacian('jvp_loop', _system('c4h4.py')) == 'jvp_loop'
+  assert laplacians.SPARSE_PAYS_FROM == 16
+  c4h4 = _system('c4h4.py')  # 28 e
+  assert build.best_laplacian(_system('c2h4.py'), 'cpu') is laplacians.FOLX_SPARSE  # 16 e
+  assert build.best_laplacian(c4h4, 'cpu') is laplacians.FOLX_SPARSE
+  assert build.best_laplacian(_system('n2.py'), 'cpu') is laplacians.FOLX  # 14 e
+  assert build.best_laplacian(_system('lih_crystal.py'), 'cpu') is laplacians.FOLX  # periodic
+  assert build.best_laplacian(c4h4, 'gpu') is laplacians.FOLX
+  assert build.best_laplacian(dataclasses.replace(c4h4, states=2), 'cpu') is laplacians.FOLX
+  cfg = _config('c4h4.py')
+  cfg.optim.laplacian = 'jvp_loop'
+  assert build.laplacian_of(cfg, None, c4h4, None) == (laplacians.JVP_LOOP, None)
   dry = build.dry_run(_config('c2h4.py'))
   assert 'laplacian: folx_sparse' in dry
 

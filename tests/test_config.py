@@ -82,19 +82,6 @@ def test_missing_optional_laplacian_package_is_named(monkeypatch):
     config.validate(tiny_config('He', **{'optim.laplacian': 'folx'}))
 
 
-def test_the_names_in_the_config_are_the_pieces_implemented():
-  from ferminet_fast.optimizers import optim
-  from ferminet_fast.physics import hamiltonian
-  from ferminet_fast.vmc import loss
-  from ferminet_fast.wavefunction import envelopes, jastrows
-  assert set(config.LAPLACIANS) == set(hamiltonian.LAPLACIANS)
-  assert config.LAPLACIAN_PACKAGES == hamiltonian.LAPLACIAN_PACKAGES
-  assert set(config.OPTIMIZERS) == set(optim.OPTIMIZERS)
-  assert set(config.ENVELOPES) == set(envelopes.ENVELOPES)
-  assert set(config.JASTROWS) == set(jastrows.JASTROWS)
-  assert set(config.CLIP_METHODS) == set(loss.CLIPPING)
-
-
 def test_a_saved_config_reads_back_and_retired_keys_are_ignored():
   saved = tiny_config('Li', **{'network.ferminet.hidden_dims': ((8, 4),)}).to_dict()
   saved['debug']['inject_nan'] = 'params'  # A key of an earlier version.
@@ -120,10 +107,10 @@ ALLOWED = [(key, value) for key in config.SETTINGS
 def refusal(key, value):
   """The error with which the default config legitimately refuses an allowed value (it needs
   an optional package that is missing), or None if it must be accepted."""
-  package = config.LAPLACIAN_PACKAGES.get(value) if key == 'optim.laplacian' else None
-  if package and not packages.installed(package):
-    return f'needs the optional package {package}'
-  if key == 'network.envelope' and value in config.PERIODIC_ENVELOPES:
+  method = config.LAPLACIANS.get(value) if key == 'optim.laplacian' else None
+  if method and not method.installed():
+    return f'needs the optional package {method.package}'
+  if key == 'network.envelope' and value != 'auto' and not config.ENVELOPES[value].molecule:
     return 'is for periodic systems'  # The default system is an atom.
   if key == 'system.periodic_dims' and value != 3:
     return 'needs a crystal'  # Likewise.

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ferminet_fast import config
-from ferminet_fast.physics import systems
+from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.run import diffusion
 from ferminet_fast.vmc import dmc, mcmc, stats
 from ferminet_fast.wavefunction import base
@@ -34,7 +34,7 @@ def atom(symbol: str) -> systems.System:
 
 def run_dmc(network, system, x0, tau, steps, equilibration, key=0, e0=0.0):
   """(step energies after equilibration, the last state, the step stats)."""
-  evaluate = dmc.make_evaluate(network, system, 'jacfwd')
+  evaluate = dmc.make_evaluate(network, system, laplacians.JACFWD)
   step = jax.jit(dmc.make_step(evaluate, tau, system.n_electrons, equilibration))
   state = dmc.init_state(evaluate, {}, x0, jax.random.PRNGKey(key), e0)
   energies, history = [], []
@@ -102,7 +102,7 @@ def test_hydrogen_ground_state_is_exact_and_sampled_exactly():
   energies, state, history = run_dmc(hydrogen_1s(), system, x0, 0.2, 300, 100)
   np.testing.assert_allclose(energies, -0.5, atol=1e-10)
   radii = []
-  evaluate = dmc.make_evaluate(hydrogen_1s(), system, 'jacfwd')
+  evaluate = dmc.make_evaluate(hydrogen_1s(), system, laplacians.JACFWD)
   step = jax.jit(dmc.make_step(evaluate, 0.2, 1, 0))
   for _ in range(400):
     state, _ = step({}, state)
@@ -163,7 +163,7 @@ def vmc_energy(network, system, x0, sweeps: int = 300) -> stats.Estimate:
   """The reblocked VMC energy of `network` (Metropolis sampling of |psi|^2, vmc/mcmc.py)."""
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 10))
-  evaluate = jax.jit(dmc.make_evaluate(network, system, 'jacfwd'))
+  evaluate = jax.jit(dmc.make_evaluate(network, system, laplacians.JACFWD))
   walkers = mcmc.Walkers(x0, batch_log_psi({}, x0), jnp.asarray(0.3))
   energies = []
   for i in range(sweeps + 50):

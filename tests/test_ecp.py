@@ -10,7 +10,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import InputError, config, train
-from ferminet_fast.physics import ecp, hamiltonian, hartree_fock, observables, systems
+from ferminet_fast.physics import ecp, hamiltonian, hartree_fock, laplacians, observables, systems
 from ferminet_fast.vmc import mcmc, stats
 from ferminet_fast.wavefunction import networks
 
@@ -112,7 +112,7 @@ def test_energy_of_the_hf_determinant_is_pyscfs_hf_energy(atom):
     batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
     sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 10))
     local_energy = jax.jit(jax.vmap(
-        hamiltonian.make_local_energy(log_psi, system, 'jacfwd', apply=apply), in_axes=(None, 0)))
+        hamiltonian.make_local_energy(log_psi, system, laplacians.JACFWD, apply=apply), in_axes=(None, 0)))
     key = jax.random.PRNGKey(0)
     x = mcmc.init_positions(key, system, 512, 1.0, jnp.float64)
     walkers = mcmc.Walkers(x, batch_log_psi(None, x), jnp.asarray(0.3))
@@ -133,7 +133,7 @@ def test_ecp_needs_the_signed_wavefunction_and_has_no_forces():
   with pytest.raises(ValueError, match='needs `apply`'):
     hamiltonian.make_local_energy(lambda p, x: 0.0, system)
   with pytest.raises(InputError, match='not available with effective core potentials'):
-    observables.force_terms(None, system, 'jacfwd')
+    observables.force_terms(None, system, laplacians.JACFWD)
 
 
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac'])

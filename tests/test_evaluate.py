@@ -11,7 +11,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import InputError, evaluate, train
-from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.run import checkpoint
 from ferminet_fast.vmc import stats
 from ferminet_fast.wavefunction import networks
@@ -22,7 +22,7 @@ def metropolis_energies(network, system, params, x, width, moves, sweeps, key):
   accepted with min(1, |psi'/psi|^2)) of walkers x (B, 3N) at fixed `params`: a chain of
   this test's own, with the local energies by jacfwd (evaluation's run uses 'best')."""
   log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
-  local_energy = jax.vmap(hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd'),
+  local_energy = jax.vmap(hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD),
                           in_axes=(None, 0))
 
   @jax.jit

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import InputError, config, evaluate, train
-from ferminet_fast.physics import excited_states, hamiltonian, systems
+from ferminet_fast.physics import excited_states, hamiltonian, laplacians, systems
 from ferminet_fast.vmc import mcmc
 from ferminet_fast.wavefunction import networks, states
 
@@ -56,12 +56,13 @@ def float64():
     yield
 
 
-@pytest.mark.parametrize('laplacian', ['jacfwd', 'jvp_loop', 'folx'])
-def test_energy_matrix_is_exact_for_hydrogen_states(laplacian, float64):
+@pytest.mark.parametrize('name', ['jacfwd', 'jvp_loop', 'folx'])
+def test_energy_matrix_is_exact_for_hydrogen_states(name, float64):
   """psi_i mixtures of two eigenstates: E_L = C diag(E) C^-1 at every pair of configurations
   (zero variance), whatever the mixing."""
-  if laplacian not in hamiltonian.available_laplacians():
-    pytest.skip(f'{laplacian} not installed')
+  laplacian = laplacians.METHODS[name]
+  if not laplacian.installed():
+    pytest.skip(f'{name} not installed')
   matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(
       hydrogen_states(), system_of('H', 2), laplacian), in_axes=(None, 0)))
   x = jax.random.normal(jax.random.PRNGKey(0), (8, 6), jnp.float64) * 1.5
@@ -110,7 +111,7 @@ def test_one_state_path_gives_the_finite_difference_local_energy(float64):
                                             system.positions, system.charges)
   np.testing.assert_allclose(jax.vmap(total.log_psi, in_axes=(None, 0))(params, x),
                              base_log_psi(params, x), rtol=1e-12)
-  for laplacian in ['jacfwd', 'jvp_loop']:
+  for laplacian in [laplacians.JACFWD, laplacians.JVP_LOOP]:
     matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(one, system, laplacian),
                               in_axes=(None, 0)))(params, x)
     e_total = jax.jit(jax.vmap(hamiltonian.make_local_energy(total.log_psi, system, laplacian),
@@ -131,7 +132,7 @@ def test_hydrogen_oscillator_strength_from_sampled_matrices():
     batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
     sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 10))
     local = excited_states.make_local_matrices(
-        types.SimpleNamespace(apply_states=apply_states), system, 'jacfwd')
+        types.SimpleNamespace(apply_states=apply_states), system, laplacians.JACFWD)
     sweep_estimate = jax.jit(lambda x: excited_states.reduce(
         jax.vmap(local, in_axes=(None, 0))(None, x)))
     x = 2.0 * jax.random.normal(jax.random.PRNGKey(0), (2048, 6), jnp.float64)

@@ -7,11 +7,11 @@ import pytest
 
 from conftest import electron_gas_hartree_fock_terms, tiny_config, tiny_network
 from ferminet_fast import config
-from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.run import build
 
-METHODS = sorted(hamiltonian.LAPLACIANS)  # folx comes with the test extra.
-DENSE_METHODS = [m for m in METHODS if m != 'folx_sparse']
+METHODS = sorted(laplacians.METHODS)  # folx comes with the test extra.
+DENSE_METHODS = [m for m in METHODS if not laplacians.METHODS[m].sparse]
 
 
 @pytest.mark.parametrize('method', METHODS)
@@ -22,7 +22,7 @@ def test_hydrogen_1s_local_energy_is_exact(method):
   cfg.system.atom = 'H'
   system = systems.make_system(cfg.system)
   log_psi = lambda params, x: -jnp.sum(jnp.linalg.norm(x.reshape(-1, 3), axis=-1))
-  e_l = jax.jit(jax.vmap(hamiltonian.make_local_energy(log_psi, system, method),
+  e_l = jax.jit(jax.vmap(hamiltonian.make_local_energy(log_psi, system, laplacians.METHODS[method]),
                          in_axes=(None, 0)))
   x = jax.random.normal(jax.random.PRNGKey(0), (200, 3)) * 2.0
   np.testing.assert_allclose(e_l(None, x), -0.5, atol=2e-5)
@@ -36,7 +36,7 @@ def test_helium_product_of_1s_orbitals(method):
   system = systems.make_system(cfg.system)  # He
   z = 1.6875
   log_psi = lambda params, x: -z * jnp.sum(jnp.linalg.norm(x.reshape(-1, 3), axis=-1))
-  e_l = jax.jit(jax.vmap(hamiltonian.make_local_energy(log_psi, system, method),
+  e_l = jax.jit(jax.vmap(hamiltonian.make_local_energy(log_psi, system, laplacians.METHODS[method]),
                          in_axes=(None, 0)))
   x = jax.random.normal(jax.random.PRNGKey(1), (100, 6))
   r1, r2 = np.linalg.norm(x[:, :3], axis=1), np.linalg.norm(x[:, 3:], axis=1)
@@ -65,7 +65,7 @@ def test_laplacian_methods_agree_with_finite_differences(atom, overrides, method
   with jax.enable_x64(True):
     network, params, x = _real_network(atom, **overrides)
     f = lambda y: network.log_psi(params, y)
-    results = {m: jax.jit(hamiltonian.LAPLACIANS[m](f))(x) for m in methods}
+    results = {m: jax.jit(laplacians.METHODS[m](f))(x) for m in methods}
     h = 1e-4
     eye = jnp.eye(x.shape[0], dtype=x.dtype)
     plus, minus = jax.jit(jax.vmap(f))(x + h * eye), jax.jit(jax.vmap(f))(x - h * eye)
@@ -100,7 +100,7 @@ def test_complex_local_kinetic_energy_is_that_of_psi_by_finite_differences(elect
   with jax.enable_x64(True):
     network, params, x = _electron_gas_network(electrons, (0.1, 0.2, 0.3))
     f = lambda y: network.log_psi_phase(params, y)
-    kinetic = {m: complex(hamiltonian.complex_kinetic(*jax.jit(hamiltonian.LAPLACIANS[m](f))(x)))
+    kinetic = {m: complex(hamiltonian.complex_kinetic(*jax.jit(laplacians.METHODS[m](f))(x)))
                for m in DENSE_METHODS}
 
     centre = float(f(x)[0])
@@ -129,8 +129,8 @@ def test_folx_carries_the_periodic_features_through_their_barrier_as_the_identit
   with jax.enable_x64(True):
     network, params, x = _electron_gas_network((4, 3), (0.0, 0.0, 0.0))
     f = lambda y: network.log_psi(params, y)
-    lap, grad = jax.jit(hamiltonian.LAPLACIANS['folx'](f))(x)
-    reference_lap, reference_grad = jax.jit(hamiltonian.LAPLACIANS['jacfwd'](f))(x)
+    lap, grad = jax.jit(laplacians.METHODS['folx'](f))(x)
+    reference_lap, reference_grad = jax.jit(laplacians.METHODS['jacfwd'](f))(x)
   # folx logs through a handler of its own on standard error, not through pytest's.
   assert 'not in registry' not in capfd.readouterr().err
   np.testing.assert_allclose(lap, reference_lap, rtol=1e-9)
@@ -220,7 +220,7 @@ def _sample_hartree_fock(system, log_psi, kinetic, expected, log_psi_phase=None)
   from ferminet_fast.vmc import mcmc, stats
   batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
   sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 20, mcmc.wrapper(system)))
-  laplacian = build.best_laplacian('best', system)
+  laplacian = build.best_laplacian(system)
   e_l = hamiltonian.make_local_energy(log_psi, system, laplacian,
                                      dtype=jnp.float64, log_psi_phase=log_psi_phase)
   potential = hamiltonian.coulomb_of(system, jnp.float64)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_network
+from ferminet_fast.physics import laplacians
 from ferminet_fast.optimizers import kfac, optim
 from ferminet_fast.wavefunction import networks
 
@@ -80,7 +81,7 @@ def test_gradient_from_the_curvature_pass_is_the_vmc_gradient(name):
     parts = {}
     for method in ('kfac', 'adam'):
       cfg.optim.optimizer = method
-      parts[method] = build.make_parts(cfg, system, network, 'jacfwd', 0)
+      parts[method] = build.make_parts(cfg, system, network, laplacians.JACFWD, 0)
     (e, aux), grads, curvature = jax.jit(parts['kfac'].energy_grad)(params, x)
     (e_ref, _), grads_ref, none = jax.jit(parts['adam'].energy_grad)(params, x)
     assert none is None and float(e) == pytest.approx(float(e_ref), rel=1e-12)

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from conftest import tiny_network
-from ferminet_fast.physics import hamiltonian
+from ferminet_fast.physics import hamiltonian, laplacians
 from ferminet_fast.vmc import loss
+
+CLIP = loss.CLIPPING['median_absdev']
 
 
 @pytest.mark.parametrize('clip_k', [0.0, 1.0])
@@ -20,8 +22,8 @@ def test_gradient_is_covariance_of_energy_and_log_psi_gradient(clip_k):
 def _check_gradient(clip_k):
   system, network, params = tiny_network('He', jnp.float64)
   x = jax.random.normal(jax.random.PRNGKey(1), (32, 6), jnp.float64)
-  local_energy = hamiltonian.make_local_energy(network.log_psi, system, 'jvp_loop')
-  energy = loss.make_energy(network.log_psi, local_energy, 'median_absdev', clip_k)
+  local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JVP_LOOP)
+  energy = loss.make_energy(network.log_psi, local_energy, CLIP, clip_k)
   (e, aux), grad = jax.jit(jax.value_and_grad(energy, has_aux=True))(params, x)
 
   e_l = jax.jit(jax.vmap(local_energy, (None, 0)))(params, x)
@@ -59,10 +61,10 @@ def test_complex_gradient_is_the_derivative_of_the_sampled_energy():
   with jax.enable_x64(True):
     network = networks.make_network(cfg.network, system, jnp.float64)
     params = network.init(jax.random.PRNGKey(0))
-    local_energy = hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd',
+    local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD,
                                                  dtype=jnp.float64,
                                                  log_psi_phase=network.log_psi_phase)
-    energy = loss.make_energy(network.log_psi, local_energy, 'median_absdev', 0.0,
+    energy = loss.make_energy(network.log_psi, local_energy, CLIP, 0.0,
                               log_psi_phase=network.log_psi_phase)
     v = jax.tree.map(lambda p: jax.random.normal(jax.random.PRNGKey(p.size), p.shape,
                                                  p.dtype), params)
@@ -107,10 +109,10 @@ def test_a_penalty_enters_the_gradient_but_not_the_energy():
   with jax.enable_x64(True):
     system, network, params = tiny_network('He', jnp.float64)
     x = jax.random.normal(jax.random.PRNGKey(2), (24, 6), jnp.float64)
-    local_energy = hamiltonian.make_local_energy(network.log_psi, system, 'jvp_loop')
+    local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JVP_LOOP)
     s2 = observables.spin_squared(network.apply, system)
     penalty = lambda p, xi: 0.7 * s2(p, xi)[0]  # noqa: E731
-    energy = loss.make_energy(network.log_psi, local_energy, 'median_absdev', 0.0,
+    energy = loss.make_energy(network.log_psi, local_energy, CLIP, 0.0,
                               penalty=penalty)
     (e, aux), grad = jax.jit(jax.value_and_grad(energy, has_aux=True))(params, x)
     e_l = jax.jit(jax.vmap(local_energy, (None, 0)))(params, x)
@@ -141,7 +143,7 @@ def test_non_finite_local_energies_are_left_out():
   with jax.enable_x64(True):
     system, network, params = tiny_network('He', jnp.float64)
     x = jax.random.normal(jax.random.PRNGKey(1), (16, 6), jnp.float64)
-    good = hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd')
+    good = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD)
     bad_walkers = jnp.zeros(16, bool).at[jnp.array([3, 7])].set(True)
 
     def poisoned(p, xi):  # NaN for walker 3, inf for walker 7 (recognised by position).
@@ -150,7 +152,7 @@ def test_non_finite_local_energies_are_left_out():
       return jnp.where(is_bad, value, good(p, xi))
 
     value_and_grad = lambda f, xs: jax.jit(jax.value_and_grad(
-        loss.make_energy(network.log_psi, f, 'median_absdev', 5.0), has_aux=True))(params, xs)
+        loss.make_energy(network.log_psi, f, CLIP, 5.0), has_aux=True))(params, xs)
     (e_bad, aux), g_bad = value_and_grad(poisoned, x)
     (e_ref, _), g_ref = value_and_grad(good, x[~bad_walkers])
     assert int(aux.nonfinite) == 2

@@ -19,7 +19,7 @@ def setup():
   cfg = tiny_config('He', batch_size=16)
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system)
-  laplacian = build.best_laplacian(cfg.optim.laplacian, system)
+  laplacian, _ = build.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
 
   def make_parts(chunk):
     return build.make_parts(cfg, system, network, laplacian, chunk)

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import tiny_config, tiny_network
 from ferminet_fast import config
-from ferminet_fast.wavefunction import networks
+from ferminet_fast.wavefunction import envelopes, networks
 
 
 @pytest.mark.parametrize('n', [1, 2, 3, 4])
@@ -129,7 +129,7 @@ def test_periodic_network_is_lattice_periodic(network_type, envelope):
                            'system.lattice': ((3.2, 0.2, 0), (0.3, 3.0, 0.1), (0, 0.4, 3.4)),
                            'network.envelope': envelope, 'network.network_type': network_type})
   system = systems_lib.make_system(cfg.system)
-  assert config.resolve_envelope(envelope, True, True) == (
+  assert envelopes.resolve(envelope, True, True).name == (
       'isotropic' if envelope == 'auto' else envelope)
   network = networks.make_network(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))

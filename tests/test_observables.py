@@ -18,7 +18,7 @@ import pytest
 
 from conftest import tiny_config, tiny_network
 from ferminet_fast import InputError, evaluate, plot, train
-from ferminet_fast.physics import hamiltonian, observables, systems
+from ferminet_fast.physics import hamiltonian, laplacians, observables, systems
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -125,7 +125,7 @@ def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_t
                               'network.network_type': network_type, 'network.full_det': False})
     atoms, charges = jnp.asarray(system.positions), jnp.asarray(system.charges)
     m = len(charges)
-    terms = jax.jit(observables.force_terms(network.log_psi_at, system, 'jacfwd'))
+    terms = jax.jit(observables.force_terms(network.log_psi_at, system, laplacians.JACFWD))
     x = jnp.asarray(np.random.default_rng(4).normal(size=(5, 12)) * 1.5 + [0, 0, 1.0] * 4)
 
     def potential(x, nuclei):
@@ -147,7 +147,7 @@ def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_t
         jac = jax.jacfwd(lambda y: q(y, i))(xi)  # (3, 3N)
         rows.append(expected[i] - 0.5 * jnp.trace(hessians, axis1=1, axis2=2) - jac @ g)
       d = jax.grad(network.log_psi_at, argnums=2)(params, xi, atoms)
-      e_l = hamiltonian.make_local_energy(network.log_psi, system, 'jacfwd')(params, xi)
+      e_l = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD)(params, xi)
       return jnp.stack(rows), d, g, e_l
 
     for xi in x:
@@ -206,7 +206,7 @@ def test_forces_of_lcao_h2_plus_are_the_derivative_of_its_energy(name):
   make, reduce = ((observables.force_terms, observables.reduce_forces) if name == 'forces' else
                   (observables.warped_energy_terms, observables.reduce_warped_forces))
   with jax.enable_x64(True):
-    f = jax.jit(jax.vmap(make(log_psi_at, system, 'jacfwd'), in_axes=(None, 0)))
+    f = jax.jit(jax.vmap(make(log_psi_at, system, laplacians.JACFWD), in_axes=(None, 0)))
     x = sample_h2_plus(np.random.default_rng(5), 200_000)
     values = [np.asarray(f(None, b)) for b in np.split(x, 40)]
     batches = np.stack([np.asarray(reduce(jnp.asarray(v))) for v in values])
@@ -227,7 +227,7 @@ def test_density_grid_of_lcao_h2_plus(tmp_path):
   b)^2 / (2 pi (1 + S)) at their centres, within 5 Poisson standard errors; the cube file
   holds the same numbers."""
   system, _ = h2_plus()
-  est = observables.OBSERVABLES['density'].make(None, system, 'jacfwd')  # No network needed.
+  est = observables.OBSERVABLES['density'].make(None, system, laplacians.JACFWD)  # No network needed.
   assert est.accumulate
   n = 400_000
   x = sample_h2_plus(np.random.default_rng(6), n).astype(np.float32)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast.physics import excited_states, hamiltonian, systems
+from ferminet_fast.physics import excited_states, hamiltonian, laplacians, systems
 from ferminet_fast.wavefunction import networks, states
 
 
@@ -47,7 +47,7 @@ def test_trace_is_the_total_wavefunctions_local_energy(helium_states):
   the full Hessian of the total log|Psi| (no state-by-state algebra)."""
   system, network, params, x = helium_states
   matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(
-      network.apply_states, system, 'jacfwd'), in_axes=(None, 0)))(params, x)
+      network.apply_states, system, laplacians.JACFWD), in_axes=(None, 0)))(params, x)
 
   def total_local_energy(xi):
     f = lambda y: network.log_psi(params, y)  # noqa: E731
@@ -75,7 +75,7 @@ def test_mixing_the_states_changes_no_energy(helium_states):
     return jnp.sign(psi), jnp.log(jnp.abs(psi)) + top
 
   def matrices(apply_states):
-    return jax.jit(jax.vmap(excited_states.make_energy_matrix(apply_states, system, 'jacfwd'),
+    return jax.jit(jax.vmap(excited_states.make_energy_matrix(apply_states, system, laplacians.JACFWD),
                             in_axes=(None, 0)))(params, x)
 
   e, e_mixed = matrices(network.apply_states), matrices(mixed)

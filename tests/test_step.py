@@ -8,7 +8,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import train
-from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.run import build, profiling, recovery
 from ferminet_fast.vmc import loss, step
 from ferminet_fast.wavefunction import networks
@@ -19,7 +19,8 @@ def run():
   cfg = tiny_config('Li')
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system)
-  parts = build.make_parts(cfg, system, network, build.best_laplacian(cfg.optim.laplacian, system))
+  laplacian, _ = build.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
+  parts = build.make_parts(cfg, system, network, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, 20, cfg.mcmc.steps)
@@ -101,7 +102,7 @@ def test_chunked_local_energies_equal_unchunked(run, chunk):
   """In float64, so that the comparison is of the chunking, not of float32 rounding. 24
   leaves a remainder (contiguous chunks); 16 divides the batch (strided chunks)."""
   _, system, parts, _, state = run
-  local_energy = hamiltonian.make_local_energy(parts.network.log_psi, system, 'jacfwd')
+  local_energy = hamiltonian.make_local_energy(parts.network.log_psi, system, laplacians.JACFWD)
   with jax.enable_x64(True):
     params, x = jax.tree.map(lambda a: np.asarray(a, np.float64), (state.params, state.walkers.x))
     full = jax.jit(loss.batch_local_energies(local_energy))(params, x)
@@ -114,14 +115,14 @@ def test_auto_laplacian_times_every_candidate_and_takes_the_fastest(run, monkeyp
   """Each available candidate is compiled and run; the one measured fastest is chosen (the
   clock is replaced by a fixed table, so the choice does not depend on the machine)."""
   _, system, parts, _, state = run
-  candidates = [m for m in profiling.AUTO_CANDIDATES if m in hamiltonian.available_laplacians()]
+  candidates = [m.name for m in laplacians.available() if m.timed]
   assert len(candidates) >= 2
   fake_ms = iter([3.0, 1.0, 2.0][:len(candidates)])
   monkeypatch.setattr(profiling, '_median_ms', lambda fn, repeats: (fn(), next(fake_ms))[1])
   method, times = profiling.choose_laplacian(parts.network, system, state.params,
                                              state.walkers.x, repeats=1)
   assert list(times) == candidates
-  assert method == candidates[1]
+  assert method.name == candidates[1]
 
 
 def test_update_that_would_make_parameters_nan_is_rejected(run):

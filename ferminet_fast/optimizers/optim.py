@@ -1,4 +1,5 @@
-"""Optimizers, chosen by name from `OPTIMIZERS`.
+"""Optimizers: each a `Method` record of `OPTIMIZERS` (its direction, default schedule, step
+bound and what it supports), resolved from config.optim.optimizer by the run.
 
 Every optimizer is an optax `GradientTransformationExtraArgs`: `init(params)` and
 `update(grads, state, params, samples=Samples(...))`, where the step's `Samples` (walkers,
@@ -16,6 +17,7 @@ update that would make a parameter non-finite and keeps the state (the average t
 was.
 """
 
+import dataclasses
 from typing import Any, Callable, NamedTuple, Optional
 
 import jax
@@ -24,6 +26,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg
 import optax
 
+from ferminet_fast import choices
 from ferminet_fast.optimizers import kfac as kfac_lib
 
 
@@ -37,18 +40,12 @@ class Samples(NamedTuple):
   curvature: Any = None
 
 
-# (rate, delay) used when config.optim.lr leaves them None: FermiNet's for KFAC, and what
-# reaches chemical accuracy fastest on our small systems for the first-order methods.
-DEFAULT_LR = {'adam': (0.01, 1000.0), 'sgd': (0.01, 1000.0), 'kfac': (0.05, 10000.0),
-              'spring': (0.2, 10000.0)}
-
-
-def lr_schedule(optim_cfg) -> Callable:
-  """t (steps) -> learning rate."""
-  rate, delay = DEFAULT_LR[optim_cfg.optimizer]
-  rate = rate if optim_cfg.lr.rate is None else optim_cfg.lr.rate
-  delay = delay if optim_cfg.lr.delay is None else optim_cfg.lr.delay
-  decay = optim_cfg.lr.decay
+def lr_schedule(method: 'Method', lr_cfg) -> Callable:
+  """t (steps) -> learning rate, from the `optim.lr` settings, whose None values take the
+  method's defaults."""
+  rate = method.rate if lr_cfg.rate is None else lr_cfg.rate
+  delay = method.delay if lr_cfg.delay is None else lr_cfg.delay
+  decay = lr_cfg.decay
 
   def schedule(t):
     return rate * jnp.power(1.0 + t / delay, -decay)
@@ -268,41 +265,49 @@ def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   return optax.GradientTransformationExtraArgs(init, update)
 
 
-OPTIMIZERS = {
-    'adam': adam,
-    'kfac': kfac,
-    'sgd': sgd,
-    'spring': spring,
-}
+@dataclasses.dataclass(frozen=True, repr=False)
+class Method(choices.Choice):
+  """An optimizer. Calling it with (optim settings, network) gives its direction; its own
+  settings are the block optim.<name>. The default schedule, used where optim.lr leaves
+  rate or delay None: FermiNet's for KFAC, and for the others what reached chemical
+  accuracy fastest on our small systems."""
+  rate: float = 0.01  # Learning rate at step 0.
+  delay: float = 1000.0  # Steps over which the rate halves (decay 1).
+  # The norm ('fisher' or 'euclidean', scaled_by_schedule) in which the step length is
+  # bounded by optim.<name>.norm_constraint; None: unbounded.
+  norm: Optional[str] = None
+  complex: bool = True  # Trains a complex wavefunction (a periodic system at a twist).
+  # (network, n_coords) -> gradient(params, x (B, 3N), weights (B,)) -> (grads, curvature
+  # for Samples.curvature): a curvature pass that also gives the gradient, or None.
+  fused_gradient: Optional[Callable] = None
 
 
-# Methods whose curvature pass also gives the gradient: method -> (network, n_coords) ->
-# gradient(params, x (B, 3N), weights (B,)) -> (grads, curvature for Samples.curvature).
-FUSED_GRADIENTS = {'kfac': kfac_lib.make_gradient}
+KFAC = Method('kfac', kfac, "Kronecker-factored natural gradient, FermiNet's", rate=0.05,
+              delay=10000.0, norm='fisher', fused_gradient=kfac_lib.make_gradient)
+ADAM = Method('adam', adam, 'Adam')
+# SPRING's sample-space solve is written for a real log|psi|.
+SPRING = Method('spring', spring, 'natural gradient solved in the space of walkers, with '
+                'momentum', rate=0.2, delay=10000.0, norm='euclidean', complex=False)
+SGD = Method('sgd', sgd, 'plain gradient descent')
+OPTIMIZERS = choices.table(KFAC, ADAM, SPRING, SGD)
 
 
-def fused_gradient(optim_cfg, network) -> Optional[Callable]:
-  """The gradient of `optim_cfg.optimizer` that comes with its curvature statistics from one
-  pass through the network (the step then differentiates the energy no further), or None.
+def fused_gradient(method: Method, network) -> Optional[Callable]:
+  """The gradient of `method` that comes with its curvature statistics from one pass
+  through the network (the step then differentiates the energy no further), or None.
   None for a complex wavefunction, whose gradient has a term in its phase that the pass
   through log|psi| does not give."""
-  make = None if network.complex else FUSED_GRADIENTS.get(optim_cfg.optimizer)
+  make = None if network.complex else method.fused_gradient
   return make(network, network.n_coords) if make else None
 
 
-# Methods whose step length is bounded: method -> norm (scaled_by_schedule) of the bound,
-# whose value is optim.<method>.norm_constraint.
-NORM_CONSTRAINTS = {'kfac': 'fisher', 'spring': 'euclidean'}
-
-
-def make_optimizer(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
-  """network: a networks.Network, whose log|psi| curvature-based methods differentiate.
-  The state is a RejectState around an AverageState around a ScheduleState (module
-  docstring)."""
-  direction = OPTIMIZERS[optim_cfg.optimizer](optim_cfg, network)
-  constraint, norm = None, NORM_CONSTRAINTS.get(optim_cfg.optimizer, 'fisher')
-  if optim_cfg.optimizer in NORM_CONSTRAINTS:
-    constraint = getattr(optim_cfg, optim_cfg.optimizer).norm_constraint
-  return reject_nonfinite(averaged(scaled_by_schedule(direction, lr_schedule(optim_cfg),
-                                                      constraint, norm),
+def make_optimizer(method: Method, optim_cfg, network) -> optax.GradientTransformationExtraArgs:
+  """`method` with the `optim` settings. network: a networks.Network, whose log|psi|
+  curvature-based methods differentiate. The state is a RejectState around an AverageState
+  around a ScheduleState (module docstring)."""
+  direction = method(optim_cfg, network)
+  constraint = getattr(optim_cfg, method.name).norm_constraint if method.norm else None
+  return reject_nonfinite(averaged(scaled_by_schedule(direction,
+                                                      lr_schedule(method, optim_cfg.lr),
+                                                      constraint, method.norm or 'fisher'),
                                    optim_cfg.average_fraction))

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import hamiltonian, observables, systems
+from ferminet_fast.physics import hamiltonian, laplacians, observables, systems
 
 JACKKNIFE_BLOCKS = 20  # Blocks of sweeps left out one at a time for the error bars.
 
@@ -64,7 +64,7 @@ def state_values(apply_states: Callable, params, x: jax.Array, k: int) -> tuple:
 
 
 def make_energy_matrix(apply_states: Callable, system: systems.System,
-                       laplacian: str = 'jvp_loop') -> Callable:
+                       laplacian: laplacians.Method = laplacians.JVP_LOOP) -> Callable:
   """(params, x (K 3N,)) -> E_L (K, K), Ha: the local-energy matrix of K states at one
   walker's K configurations (wavefunction/states.py), for `apply_states(params, x (3N,))
   -> (signs (K,), logs (K,))`. Its trace is the local energy of the total wavefunction."""
@@ -80,7 +80,8 @@ def make_energy_matrix(apply_states: Callable, system: systems.System,
   return matrix
 
 
-def make_local_matrices(network, system: systems.System, laplacian: str) -> Callable:
+def make_local_matrices(network, system: systems.System,
+                        laplacian: laplacians.Method) -> Callable:
   """(params, x (K 3N,)) -> (5 K^2,): the local matrices of the energy (K, K), S^2 (K, K)
   and the dipole (3, K, K) at one walker, flattened in that order."""
   k = system.states

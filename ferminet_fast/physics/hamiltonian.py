@@ -6,139 +6,16 @@ terms are a `coulomb.Coulomb`: plain 1/r sums for open boundaries (`molecular_co
 the Ewald sum for periodic systems (ewald.py).
 
 Everything here acts on ONE configuration x (3N,); callers vmap over walkers.
-The Laplacian method is chosen by name from `LAPLACIANS`.
+The Laplacian is a `laplacians.Method` record, resolved from the settings by the run.
 """
 
-import functools
-from typing import Callable, Optional, Protocol
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.environment import packages
-from ferminet_fast.physics import coulomb, ecp, ewald, systems
-
-LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| () or (K,) for K states
-
-
-class Laplacian(Protocol):
-  """Builds, from f = log|psi| of one configuration, x -> (lap f (), grad f (3N,)); for a
-  vector f (K,) of several states, (lap f (K,), grad f (K, 3N))."""
-
-  def __call__(self, f: LogPsi) -> Callable[[jax.Array], tuple]:
-    ...
-
-
-def laplacian_jacfwd(f: LogPsi) -> Callable[[jax.Array], tuple]:
-  """Forward-over-reverse Hessian, jacfwd(grad f), and its trace.
-
-  The 3N x 3N Hessian is formed (3N tangents pushed through grad at once) and only
-  its diagonal summed; the gradient comes out of the same pass as the auxiliary value.
-  """
-
-  def lap(x):
-    grad_f = _gradient(f, x)
-
-    def grad_twice(y):
-      g = grad_f(y)
-      return g, g
-
-    hessian, g = jax.jacfwd(grad_twice, has_aux=True)(x)
-    return jnp.trace(hessian, axis1=-2, axis2=-1), g
-
-  return lap
-
-
-def laplacian_jvp_loop(f: LogPsi) -> Callable[[jax.Array], tuple]:
-  """sum_i d/dx_i (grad f)_i as a loop of 3N Jacobian-vector products through grad f.
-
-  `linearize` evaluates grad f once; each loop step pushes one unit tangent, so
-  memory stays that of a single gradient whatever N is.
-  """
-
-  def lap(x):
-    g, grad_jvp = jax.linearize(_gradient(f, x), x)
-    eye = jnp.eye(x.shape[0], dtype=x.dtype)
-    total = jax.lax.fori_loop(0, x.shape[0], lambda i, acc: acc + grad_jvp(eye[i])[..., i],
-                              jnp.zeros(g.shape[:-1], x.dtype))
-    return total, g
-
-  return lap
-
-
-def _folx(sparsity_threshold: int) -> Laplacian:
-  """Forward Laplacian (Li et al. 2023) through folx: value, gradient and Laplacian are
-  pushed forward together in one pass. `sparsity_threshold` > 0 lets folx keep per-electron
-  sparsity of the Jacobian; 0 is dense."""
-
-  def make(f: LogPsi) -> Callable[[jax.Array], tuple]:
-    import folx  # Optional dependency: pip install 'ferminet_fast[folx]'.
-    _register_folx_barrier(folx)
-    forward = folx.forward_laplacian(f, sparsity_threshold)
-
-    def fn(x):
-      out = forward(x)
-      try:
-        grad = out.jacobian.dense_array  # (3N,), or (3N, K) for K states
-        if grad.ndim > 1:
-          grad = grad.T
-      except jax.errors.ConcretizationTypeError:
-        # folx cannot densify a Jacobian that stays sparse to the output (a log|psi| that
-        # is a sum of per-electron terms) under vmap; take the gradient directly then.
-        grad = _gradient(f, x)(x)
-      return out.laplacian, grad.reshape(out.laplacian.shape + x.shape)
-
-    return fn
-
-  return make
-
-
-def _folx_barrier(args, kwargs, sparsity_threshold):
-  """folx's rule for jax.lax.optimization_barrier (the identity): each operand's value,
-  Jacobian entries and Laplacian pass through one barrier, the Jacobian's sparsity pattern
-  unchanged. Without it folx falls back to its rule for a general function, through the
-  function's Hessian, and warns on every periodic network that the call may be slow."""
-  from folx.api import FwdJacobian, FwdLaplArray
-  carried = [(a.x, a.jacobian.data, a.laplacian) if isinstance(a, FwdLaplArray) else a
-             for a in args]
-  out = jax.lax.optimization_barrier(carried)
-  return [FwdLaplArray(o[0], FwdJacobian(o[1], a.jacobian.x0_idx), o[2])
-          if isinstance(a, FwdLaplArray) else o for a, o in zip(args, out)]
-
-
-@functools.cache
-def _barrier_primitive():
-  """jax.lax.optimization_barrier's primitive, found once from its jaxpr (JAX does not
-  export it)."""
-  return jax.make_jaxpr(jax.lax.optimization_barrier)((0.0,)).eqns[0].primitive
-
-
-def _register_folx_barrier(folx) -> None:
-  """Registers _folx_barrier for the barrier's primitive, once."""
-  barrier = _barrier_primitive()
-  if not folx.wrapped_functions.is_registered(barrier):
-    folx.register_function(barrier, _folx_barrier)
-
-
-def _gradient(f: LogPsi, x: jax.Array) -> Callable:
-  """grad f for a scalar f; the Jacobian (K, 3N), by K reverse passes, for f of K states."""
-  return jax.grad(f) if jax.eval_shape(f, x).shape == () else jax.jacrev(f)
-
-
-LAPLACIANS = {
-    'jacfwd': laplacian_jacfwd,
-    'jvp_loop': laplacian_jvp_loop,
-    'folx': _folx(0),
-    'folx_sparse': _folx(6),  # FermiNet's choice of threshold.
-}
-LAPLACIAN_PACKAGES = {'folx': 'folx', 'folx_sparse': 'folx'}  # Method -> package it needs.
-
-
-def available_laplacians() -> list:
-  """The methods whose packages are installed."""
-  return [m for m in LAPLACIANS if m not in LAPLACIAN_PACKAGES
-          or packages.installed(LAPLACIAN_PACKAGES[m])]
+from ferminet_fast.physics import coulomb, ecp, ewald, laplacians, systems
 
 
 def nuclear_repulsion(atoms: jax.Array, charges: jax.Array) -> jax.Array:
@@ -186,7 +63,8 @@ def complex_kinetic(lap: jax.Array, g: jax.Array) -> jax.Array:
   return jax.lax.complex(real, imag)
 
 
-def make_local_energy_at(log_psi_at: Callable, charges, laplacian: str = 'jvp_loop',
+def make_local_energy_at(log_psi_at: Callable, charges,
+                         laplacian: laplacians.Method = laplacians.JVP_LOOP,
                          with_gradient: bool = False,
                          potential: coulomb.Coulomb = molecular_coulomb,
                          complex_output: bool = False) -> Callable:
@@ -197,12 +75,11 @@ def make_local_energy_at(log_psi_at: Callable, charges, laplacian: str = 'jvp_lo
   `potential`: the Coulomb energy (open boundaries by default). complex_output: log_psi_at
   gives (log|psi|, theta) (2,) of a complex wavefunction, and E_L is complex (its real part
   is the energy's estimator, its imaginary part enters the gradient: vmc/loss.py)."""
-  method = LAPLACIANS[laplacian]
   charges = np.asarray(charges)
 
   def local_energy(params, x, atoms):
     z = jnp.asarray(charges, x.dtype)
-    lap, g = method(lambda y: log_psi_at(params, y, atoms))(x)
+    lap, g = laplacian(lambda y: log_psi_at(params, y, atoms))(x)
     if complex_output:
       kinetic, g = complex_kinetic(lap, g), g[0]
     else:
@@ -213,10 +90,11 @@ def make_local_energy_at(log_psi_at: Callable, charges, laplacian: str = 'jvp_lo
   return local_energy
 
 
-def make_local_energy(log_psi: Callable, system: systems.System, laplacian: str = 'jvp_loop',
+def make_local_energy(log_psi: Callable, system: systems.System,
+                      laplacian: laplacians.Method = laplacians.JVP_LOOP,
                       apply: Optional[Callable] = None, dtype=jnp.float32,
                       log_psi_phase: Optional[Callable] = None) -> Callable:
-  """(params, x (3N,)) -> E_L (), Ha, with the named Laplacian method, nuclei fixed. A system
+  """(params, x (3N,)) -> E_L (), Ha, with the Laplacian method `laplacian`, nuclei fixed. A system
   with effective core potentials adds their energy (ecp.py), which needs the signed
   wavefunction `apply(params, x) -> (sign, log|psi|)`. A periodic system's Coulomb energy
   is its Ewald sum, converged for `dtype` (the walkers'). With `log_psi_phase(params, x) ->

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.physics import hamiltonian, laplacians, systems
 
 
 def finite_mean(values: jax.Array) -> jax.Array:
@@ -69,7 +69,7 @@ class Estimator(NamedTuple):
 
 class Observable(NamedTuple):
   # (network, system, laplacian) -> Estimator; `network` is a networks.Network,
-  # `laplacian` a name from hamiltonian.LAPLACIANS.
+  # `laplacian` a laplacians.Method.
   make: Callable
   unit: str
 
@@ -236,7 +236,8 @@ def _no_ecp(system: systems.System) -> None:
                      "derivative of the ECP's non-local term is not implemented)")
 
 
-def force_terms(log_psi_at: Callable, system: systems.System, laplacian: str) -> Callable:
+def force_terms(log_psi_at: Callable, system: systems.System,
+                laplacian: laplacians.Method) -> Callable:
   """Per-configuration terms of the zero-variance zero-bias force (module docstring) for
   `log_psi_at(params, x (3N,), atoms (M, 3)) -> log|psi|`: (params, x) -> (9 M + 1,),
   the zero-variance force (M, 3), d log|psi| / dR (M, 3), E_L times it (M, 3) and E_L,
@@ -292,7 +293,8 @@ def warp_weights(r: jax.Array, atoms: jax.Array) -> jax.Array:
   return jax.nn.softmax(-2.0 * jnp.log(jnp.sum((r[None] - atoms) ** 2, axis=-1)))
 
 
-def warped_energy_terms(log_psi_at: Callable, system: systems.System, laplacian: str,
+def warped_energy_terms(log_psi_at: Callable, system: systems.System,
+                        laplacian: laplacians.Method,
                         step: float = WARP_STEP) -> Callable:
   """Per-configuration terms of forces by central finite differences of correlated-sampling
   energies with the space warp (Filippi & Umrigar, Phys. Rev. B 61, R16291 (2000)): for each
@@ -357,7 +359,7 @@ def report_forces(run_dir: str, values, errors) -> str:
 RADIAL_LABELS = tuple(f'{0.5 * (a + b):.4g}' for a, b in zip(RADIAL_EDGES[:-1], RADIAL_EDGES[1:]))
 
 
-def density(network, system: systems.System, laplacian: str) -> Estimator:
+def density(network, system: systems.System, laplacian: laplacians.Method) -> Estimator:
   """The radial profile for an atom (density.csv), a grid for a molecule (density.cube)."""
   del laplacian
   if len(system.charges) == 1:

@@ -7,7 +7,6 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from ferminet_fast import config
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import ecp as ecp_lib
 from ferminet_fast.physics import lattice as lattice_lib
@@ -29,6 +28,25 @@ EXACT_ATOM_ENERGY = {
     'H': -0.5, 'He': -2.903724, 'Li': -7.478060, 'Be': -14.667356, 'B': -24.65391,
     'C': -37.8450, 'N': -54.5892, 'O': -75.0673, 'F': -99.7339, 'Ne': -128.9376,
 }
+
+
+
+def is_periodic(sys_cfg) -> bool:
+  """Whether the `system` settings describe a periodic system (a lattice or an electron gas)."""
+  return bool(sys_cfg.lattice) or sys_cfg.rs is not None
+
+
+def reduced_twist(twist) -> tuple:
+  """A fractional twist with each component in [0, 1): twists that differ by integers give
+  the same boundary conditions, so this is the form in which two twists compare equal."""
+  reduced = (float(t) % 1.0 for t in twist)
+  return tuple(0.0 if abs(t - 1.0) < 1e-12 or abs(t) < 1e-12 else t for t in reduced)
+
+
+def is_gamma(twist) -> bool:
+  """Whether a fractional twist is the Gamma point (every component an integer: the same
+  boundary conditions as (0, 0, 0))."""
+  return not any(reduced_twist(twist))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +80,7 @@ class System:
   @property
   def complex(self) -> bool:
     """Whether the wavefunction is complex: a periodic system away from the Gamma point."""
-    return self.periodic and not config.is_gamma(self.twist)
+    return self.periodic and not is_gamma(self.twist)
 
   @property
   def has_ecp(self) -> bool:

@@ -19,10 +19,11 @@ from ml_collections import config_dict
 from ferminet_fast import config
 from ferminet_fast.environment import cpu_devices, distributed, xla_flags
 from ferminet_fast.errors import InputError
-from ferminet_fast.physics import systems
+from ferminet_fast.optimizers import optim
+from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.run import checkpoint, profiling, rundir
 from ferminet_fast.vmc import loss, mcmc, step
-from ferminet_fast.wavefunction import networks
+from ferminet_fast.wavefunction import envelopes, networks
 
 RESOLVED = 'resolved.json'  # What 'auto' and 'best' settings became, by dotted key.
 
@@ -33,7 +34,7 @@ class Built(NamedTuple):
   network: networks.Network
   parts: step.Parts  # The step's functions (vmc/step.py), with the resolved Laplacian.
   state: step.TrainState  # Fresh: initial parameters, walkers and optimizer state.
-  laplacian_ms: Optional[dict] = None  # Method -> ms per local energy, when 'auto' timed them.
+  laplacian_ms: Optional[dict] = None  # Name -> ms per local energy, when 'auto' timed them.
 
 
 def settings(user_cfg, later_stage: bool = False):
@@ -60,10 +61,11 @@ def dry_run(user_cfg) -> str:
   only the built network decides (recorded in the run directory's resolved.json)."""
   config.validate(user_cfg)
   d = user_cfg.to_dict()
-  d['optim']['laplacian'] = best_laplacian(d['optim']['laplacian'],
-                                           systems.make_system(user_cfg.system))
-  d['network']['envelope'] = config.resolve_envelope(
-      d['network']['envelope'], config.is_periodic(user_cfg.system), user_cfg.system.rs is None)
+  if d['optim']['laplacian'] == 'best':
+    d['optim']['laplacian'] = best_laplacian(systems.make_system(user_cfg.system)).name
+  d['network']['envelope'] = envelopes.resolve(
+      d['network']['envelope'], systems.is_periodic(user_cfg.system),
+      user_cfg.system.rs is None).name
   multi = distributed.wants_initialize(user_cfg.distributed)
   d['distributed']['initialize'] = 'yes' if multi else 'no'
   n = cpu_devices.count(d['distributed']['cpu_devices'], user_cfg.batch_size,
@@ -96,26 +98,45 @@ def system_of(cfg) -> systems.System:
   return systems.make_system(cfg.system)
 
 
-def best_laplacian(method: str, system: systems.System) -> str:
-  """`method` with 'best' resolved for `system` on this process's devices."""
-  return config.resolve_laplacian(method, system.n_electrons,
-                                  not system.periodic and system.states == 1,
-                                  jax.default_backend())
+def best_laplacian(system: systems.System, platform: Optional[str] = None
+                   ) -> laplacians.Method:
+  """The Laplacian 'best' stands for: with folx installed, its sparse forward Laplacian for
+  the ground state of a molecule (one state, not periodic) of
+  laplacians.SPARSE_PAYS_FROM electrons or more on a CPU, else its dense one; without
+  folx, jacfwd. `platform`: JAX's backend name (default: this process's)."""
+  if not laplacians.FOLX.installed():
+    return laplacians.JACFWD
+  sparse = (system.n_electrons >= laplacians.SPARSE_PAYS_FROM and not system.periodic
+            and system.states == 1 and (platform or jax.default_backend()) == 'cpu')
+  return laplacians.FOLX_SPARSE if sparse else laplacians.FOLX
 
 
 def laplacian_of(cfg, network: networks.Network, system: systems.System,
                  key: jax.Array, time_auto: bool = True) -> tuple:
-  """(method, ms per method or None): 'best' as best_laplacian says; 'auto' by timing the
-  candidates on `network` at the initial walkers (run/profiling.py), or without
-  `time_auto` as 'best' (the method does not change the energy)."""
-  method = best_laplacian(cfg.optim.laplacian, system)
-  if method == 'auto' and not time_auto:
-    method = best_laplacian('best', system)
-  if method != 'auto':
-    return method, None
+  """(method, ms per method name or None) for optim.laplacian: 'best' as best_laplacian
+  says; 'auto' by timing the candidates on `network` at the initial walkers
+  (run/profiling.py), or without `time_auto` as 'best' (the method does not change the
+  energy); a name, its method."""
+  setting = cfg.optim.laplacian
+  if setting == 'best' or (setting == 'auto' and not time_auto):
+    return best_laplacian(system), None
+  if setting != 'auto':
+    return laplacians.METHODS[setting], None
   params = network.init(key)
   x = mcmc.init_positions(key, system, cfg.batch_size, cfg.mcmc.init_width, network.dtype)
   return profiling.choose_laplacian(network, system, params, x, cfg.optim.energy_chunk_size)
+
+
+def recorded_laplacian(name: str) -> laplacians.Method:
+  """The method a run recorded in resolved.json."""
+  if name not in laplacians.METHODS:
+    raise InputError(f'{RESOLVED}: optim.laplacian = {name!r} is not one of '
+                     f'{", ".join(laplacians.METHODS)}')
+  method = laplacians.METHODS[name]
+  if not method.installed():
+    raise InputError(f'the run was trained with the Laplacian {name!r}, which needs the '
+                     f"optional package {method.package}: pip install 'ferminet_fast[folx]'")
+  return method
 
 
 def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
@@ -129,7 +150,7 @@ def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
   timed = None
   if 'optim.laplacian' in recorded:
-    laplacian = recorded['optim.laplacian']
+    laplacian = recorded_laplacian(recorded['optim.laplacian'])
   else:
     laplacian, timed = laplacian_of(cfg, network, system, key, time_auto)
   parts = make_parts(cfg, system, network, laplacian, recorded.get('optim.energy_chunk_size'))
@@ -137,13 +158,16 @@ def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
   return Built(system, network, parts, state, timed)
 
 
-def make_parts(cfg, system, network, laplacian: str, chunk_size: Optional[int] = None):
+def make_parts(cfg, system, network, laplacian: laplacians.Method,
+               chunk_size: Optional[int] = None):
   """The step's parts from the settings with the resolved Laplacian method and chunk of
-  walkers (None: optim.energy_chunk_size resolved for `network`, vmc/loss.py)."""
+  walkers (None: optim.energy_chunk_size resolved for `network`, vmc/loss.py); the
+  optimizer and clipping window are resolved here from their names."""
   if chunk_size is None:
     chunk_size = loss.resolve_chunk_size(cfg.optim.energy_chunk_size, network)
-  optim_cfg = dict(cfg.optim.to_dict(), laplacian=laplacian, energy_chunk_size=chunk_size)
-  return step.make_parts(system, network, cfg.mcmc, config_dict.FrozenConfigDict(optim_cfg))
+  pieces = step.Pieces(laplacian, optim.OPTIMIZERS[cfg.optim.optimizer],
+                       loss.CLIPPING[cfg.optim.clip_method], chunk_size)
+  return step.make_parts(system, network, cfg.mcmc, cfg.optim, pieces)
 
 
 def parts_maker(cfg, built: Built) -> Callable[[int], step.Parts]:
@@ -156,7 +180,7 @@ def resolved_of(parts: step.Parts, ctx=None) -> dict:
   """The resolved values of the 'auto'/'best' settings that `parts` were made with, and the
   CPU devices per process the walkers were split over (None on other devices)."""
   cpu = ctx is not None and ctx.mesh.devices.flat[0].platform == 'cpu'
-  return {'optim.laplacian': parts.laplacian, 'optim.energy_chunk_size': parts.chunk_size,
+  return {'optim.laplacian': parts.laplacian.name, 'optim.energy_chunk_size': parts.chunk_size,
           'distributed.cpu_devices': ctx.device_count // ctx.process_count if cpu else None}
 
 

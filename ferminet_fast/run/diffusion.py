@@ -19,6 +19,7 @@ import numpy as np
 from ferminet_fast import config
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
+from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.run import build, checkpoint, evaluation, rundir, watchdog
 from ferminet_fast.vmc import dmc, stats
 
@@ -36,7 +37,7 @@ class Setup(NamedTuple):
   x: jax.Array  # (B, 3N) the run's walkers, the DMC population's start.
   trained_step: int
   which: str  # 'average' or 'last': the parameters taken.
-  laplacian: str
+  laplacian: laplacians.Method
 
 
 class Progress(NamedTuple):
@@ -57,7 +58,7 @@ def settings(run_dir: str, overrides: dict):
   if cfg.system.states > 1:
     raise InputError(f'DMC is for one state; the run has system.states = '
                      f'{cfg.system.states}')
-  if config.is_periodic(cfg.system):
+  if systems.is_periodic(cfg.system):
     raise InputError('DMC of a periodic system is not supported yet (its step has neither '
                      'the Ewald energy nor moves wrapped into the cell); evaluate the run with '
                      'python -m ferminet_fast.evaluate')
@@ -232,7 +233,7 @@ def results(setup: Setup, progress: Progress) -> dict:
           'error': best['error'], 'exact_energy': exact,
           'error_mha': None if exact is None else 1e3 * (best['energy'] - exact),
           'batch_size': int(setup.x.shape[0]), 'parameters': setup.which,
-          'checkpoint_step': setup.trained_step, 'laplacian': setup.laplacian,
+          'checkpoint_step': setup.trained_step, 'laplacian': setup.laplacian.name,
           'precision': setup.cfg.precision,
           'ecp': 'locality approximation' if setup.system.has_ecp else None,
           'sign_check': {'walkers': int(signs.size), 'fraction_opposite_sign': opposite,

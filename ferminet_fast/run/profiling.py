@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import hamiltonian, systems
+from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.run import memory
 from ferminet_fast.vmc import loss
 from ferminet_fast.vmc.step import Compiled, Parts, TrainState
@@ -53,24 +53,22 @@ def compile_stages(parts: Parts, state) -> dict:
   return stages
 
 
-AUTO_CANDIDATES = ('jacfwd', 'jvp_loop', 'folx')  # folx_sparse compiles too slowly to try.
-
-
 def choose_laplacian(network, system: systems.System, params, x: jax.Array,
                      chunk_size='auto', repeats: int = 5) -> tuple:
   """Times the batched local energy of each available candidate method for `network` at
   `params` and walkers x (B, 3N), in chunks as the run will make them (`chunk_size`:
   config.optim.energy_chunk_size), and returns (fastest, {method: ms}). How 'auto' is
-  resolved, before the step is built."""
+  resolved, before the step is built: the installed methods whose records say they are
+  timed (laplacians.Method.timed), the fastest returned as its record."""
   chunk_size = loss.resolve_chunk_size(chunk_size, network)
   times = {}
-  for method in [m for m in AUTO_CANDIDATES if m in hamiltonian.available_laplacians()]:
+  for method in [m for m in laplacians.available() if m.timed]:
     local_energy = loss.make_local_energy(network, system, method)
     fn = jax.jit(loss.batch_local_energies(local_energy, chunk_size))
     fn = fn.lower(params, x).compile()
     jax.block_until_ready(fn(params, x))
-    times[method] = _median_ms(lambda: fn(params, x), repeats)
-  return min(times, key=times.get), times
+    times[method.name] = _median_ms(lambda: fn(params, x), repeats)
+  return laplacians.METHODS[min(times, key=times.get)], times
 
 
 def _median_ms(fn: Callable, repeats: int) -> float:
@@ -133,6 +131,6 @@ def run_facts(ctx, batch_size: int, mcmc_steps: int, optimizer: str, parts: Part
   """The run's layout and the compiled step's memory, for timings.json."""
   return {'batch_size': batch_size, 'devices': ctx.device_count,
           'processes': ctx.process_count, 'walkers_per_device': batch_size // ctx.device_count,
-          'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian,
+          'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian.name,
           'energy_chunk_size': parts.chunk_size, 'optimizer': optimizer,
           **memory.memory_mb(compiled.train_step)}

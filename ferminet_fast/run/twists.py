@@ -45,7 +45,7 @@ def average(run_dirs: Sequence[str]) -> dict:
                      'comma-separated')
   read = [_read(d) for d in run_dirs]
   first = read[0][0]
-  if not config.is_periodic(first):
+  if not systems.is_periodic(first):
     raise InputError(f'--twist_average: {run_dirs[0]!r} is not a periodic system')
   reference = {k: v for k, v in first.to_dict().items() if k not in FREE_KEYS}
   twists = []
@@ -55,7 +55,7 @@ def average(run_dirs: Sequence[str]) -> dict:
       differ = sorted(k for k in set(other) | set(reference) if other.get(k) != reference.get(k))
       raise InputError(f'--twist_average: {d!r} describes another system than '
                        f'{run_dirs[0]!r} (config.system.{", ".join(differ)} differ)')
-    twist = config.reduced_twist(sys_cfg.twist)
+    twist = systems.reduced_twist(sys_cfg.twist)
     if twist in twists:
       raise InputError(f'--twist_average: twist {twist} appears twice ({d!r})')
     twists.append(twist)

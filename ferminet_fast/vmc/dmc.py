@@ -97,7 +97,7 @@ def comb(key: jax.Array, weights: jax.Array) -> jax.Array:
   return jnp.clip(jnp.searchsorted(c, teeth, side='right'), 0, b - 1)
 
 
-def make_evaluate(network, system: systems.System, laplacian: str,
+def make_evaluate(network, system: systems.System, laplacian: laplacians.Method,
                   chunk_size: int = 0) -> Callable:
   """(params, x (B, 3N)) -> Walkers at x: sign, log|psi|, local energy (with the ECP's by
   the locality approximation) and grad log|psi| of each walker, in chunks of `chunk_size`

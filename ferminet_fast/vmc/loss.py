@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import excited_states, hamiltonian, systems
+from ferminet_fast import choices
+from ferminet_fast.physics import excited_states, hamiltonian, laplacians, systems
 
 
 class EnergyAux(NamedTuple):
@@ -58,11 +59,12 @@ def clip_median_mad(e: jax.Array, k: float) -> jax.Array:
   return _window(centre, jnp.median(jnp.abs(e - centre)), e, k)
 
 
-CLIPPING = {
-    'mean_absdev': clip_mean_absdev,
-    'median_absdev': clip_median_absdev,
-    'median_mad': clip_median_mad,
-}
+CLIPPING = choices.table(
+    choices.Choice('median_absdev', clip_median_absdev, 'median, mean |E - median|'),
+    choices.Choice('mean_absdev', clip_mean_absdev, "FermiNet's: mean, mean |E - mean|"),
+    choices.Choice('median_mad', clip_median_mad, 'median, median |E - median|: most robust, '
+                   'cuts more of a heavy tail'),
+)
 
 
 def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callable:
@@ -148,14 +150,15 @@ def gradient_weights(aux: EnergyAux, imaginary: bool = False) -> jax.Array:
   return 2.0 * (aux.centred_imaginary if imaginary else aux.centred) / n
 
 
-def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
+def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
                 clip_k: float, chunk_size: int = 0,
                 penalty: Optional[Callable] = None,
                 log_psi_phase: Optional[Callable] = None) -> Callable:
   """energy(params, x (B, 3N)) -> (E (), EnergyAux), differentiable in params.
 
-  log_psi, local_energy and `penalty` (if given: added to E_L in the gradient only) act on
-  one configuration: (params, x (3N,)) -> (). With `log_psi_phase` (params, x) -> (log|psi|,
+  `clip`: a record of CLIPPING, the window of the local energies in the gradient, of
+  half-width clip_k (0: none). log_psi, local_energy and `penalty` (if given: added to E_L in
+  the gradient only) act on one configuration: (params, x (3N,)) -> (). With `log_psi_phase` (params, x) -> (log|psi|,
   theta) (2,), the wavefunction is complex and so is local_energy: E is the mean of its
   real parts, and the gradient 2 <(Re E_L - E) d log|psi|> + 2 <Im E_L d theta>, both
   weights clipped and centred alike.
@@ -165,7 +168,6 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
                            in_axes=(None, 0))
   batch_local_energy = batch_local_energies(local_energy, chunk_size)
   batch_penalty = batch_local_energies(penalty, chunk_size) if penalty else None
-  clip = CLIPPING[clip_method]
 
   def centred_clipped(e_l, finite, mean):
     n = jnp.maximum(jnp.sum(finite), 1)
@@ -215,7 +217,8 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip_method: str,
   return energy
 
 
-def make_local_energy(network, system: systems.System, laplacian: str) -> Callable:
+def make_local_energy(network, system: systems.System,
+                      laplacian: laplacians.Method) -> Callable:
   """(params, x) -> E_L (), Ha, of a networks.Network: one state's local energy (complex for a
   complex wavefunction), or for several states that of the total wavefunction (the trace
   of the energy matrix)."""

@@ -14,9 +14,10 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 import optax
 
+from ferminet_fast import choices
 from ferminet_fast.environment import distributed
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import hamiltonian, observables, systems
+from ferminet_fast.physics import laplacians, observables, systems
 from ferminet_fast.vmc import loss, mcmc
 from ferminet_fast.wavefunction import networks
 
@@ -60,23 +61,26 @@ class Parts:
   optimizer: optax.GradientTransformationExtraArgs
   train_step: Callable  # TrainState -> (TrainState, StepStats)
   dtype: Any
-  laplacian: str
+  laplacian: laplacians.Method
   chunk_size: int  # Walkers per chunk of local energies (0: all at once), resolved.
+
+
+class Pieces(NamedTuple):
+  """The step's swappable pieces, resolved from the settings once (run/build.py)."""
+  laplacian: laplacians.Method
+  optimizer: optim.Method
+  clip: choices.Choice  # A record of loss.CLIPPING.
+  chunk_size: int  # Walkers per chunk of local energies (0: all at once).
 
 
 DTYPES = {'float32': jnp.float32, 'float64': jnp.float64}  # config.precision -> dtype
 
 
-def make_parts(system: systems.System, network: networks.Network, mcmc_cfg,
-               optim_cfg) -> Parts:
+def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, optim_cfg,
+               pieces: Pieces) -> Parts:
   """The run's functions for `network` (networks.make_network), from the `mcmc` and `optim`
-  settings with their 'auto' and 'best' values resolved (run/build.py does it):
-  `optim_cfg.laplacian` a method of hamiltonian.LAPLACIANS, `optim_cfg.energy_chunk_size`
-  walkers per chunk of local energies (0: all at once)."""
-  laplacian, chunk_size = optim_cfg.laplacian, optim_cfg.energy_chunk_size
-  if laplacian not in hamiltonian.LAPLACIANS or isinstance(chunk_size, str):
-    raise ValueError(f'make_parts needs resolved settings, got optim.laplacian {laplacian!r} '
-                     f'and optim.energy_chunk_size {chunk_size!r} (run/build.py resolves them)')
+  settings and the resolved `pieces`."""
+  laplacian, chunk_size = pieces.laplacian, pieces.chunk_size
   dtype = network.dtype
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, mcmc.wrapper(system))
@@ -86,11 +90,11 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg,
     spin_squared = observables.spin_squared(network.apply, system)
     weight = optim_cfg.spin_penalty
     penalty = lambda params, x: weight * spin_squared(params, x)[0]  # noqa: E731
-  energy = loss.make_energy(network.log_psi, local_energy, optim_cfg.clip_method,
+  energy = loss.make_energy(network.log_psi, local_energy, pieces.clip,
                             optim_cfg.clip_local_energy, chunk_size, penalty,
                             network.log_psi_phase)
-  optimizer = optim.make_optimizer(optim_cfg, network)
-  fused = optim.fused_gradient(optim_cfg, network)
+  optimizer = optim.make_optimizer(pieces.optimizer, optim_cfg, network)
+  fused = optim.fused_gradient(pieces.optimizer, network)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
 
   def mcmc_step(state: TrainState):

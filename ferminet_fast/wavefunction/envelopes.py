@@ -3,8 +3,10 @@ wavefunction vanish far from the nuclei whatever the network's features do there
 periodic systems, plane waves of the filled k-shells (the Hartree-Fock orbitals of the
 electron gas), or, in a crystal, the same decay in the periodic distance to each nucleus
 (the periodic Geometry's r_ae), which keeps core electrons near their nuclei and is itself
-lattice-periodic. Chosen by name from `ENVELOPES` (config.network.envelope)."""
+lattice-periodic. Each is a `Kind` record of `ENVELOPES`, which says where it suits;
+config.network.envelope names one, or 'auto' (`resolve`)."""
 
+import dataclasses
 from typing import Protocol
 
 import flax.linen as nn
@@ -12,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ferminet_fast import choices
 from ferminet_fast.wavefunction.features import Geometry
 
 
@@ -86,5 +89,40 @@ def planewave_envelope(module: nn.Module, g: Geometry, n_out: int, name: str) ->
   return waves @ amplitude
 
 
-ENVELOPES: dict[str, Envelope] = {'isotropic': isotropic_envelope, 'full': full_envelope,
-                                  'planewave': planewave_envelope}
+@dataclasses.dataclass(frozen=True, repr=False)
+class Kind(choices.Choice):
+  """An envelope (calling it is calling its `Envelope`), and the systems it suits."""
+  molecule: bool = False  # Open boundaries.
+  crystal: bool = False  # A crystal periodic in 3 dimensions.
+  slab: bool = False  # A crystal periodic in 1 or 2 (a chain, a slab).
+  gas: bool = False  # The electron gas (no nuclei).
+  # Its waves carry the twist (exp(i k . r), k = G + k_s), so a complex wavefunction's
+  # orbitals need no Bloch factor of their own.
+  carries_twist: bool = False
+
+
+ISOTROPIC = Kind('isotropic', isotropic_envelope, 'exp(-s r); for a crystal r is the periodic '
+                 'distance to each nucleus', molecule=True, crystal=True, slab=True)
+FULL = Kind('full', full_envelope, 'exp(-|S r|)', molecule=True)
+PLANEWAVE = Kind('planewave', planewave_envelope, 'learned combinations of the cos and sin of '
+                 'the filled k-shells', crystal=True, gas=True, carries_twist=True)
+ENVELOPES = choices.table(ISOTROPIC, FULL, PLANEWAVE)
+
+
+def resolve(name: str, periodic: bool, nuclei: bool = True) -> Kind:
+  """The envelope config.network.envelope names; 'auto': 'planewave' for a periodic system
+  without nuclei (the electron gas), else 'isotropic' (a crystal's core electrons need an
+  envelope that decays near each nucleus; a plane wave does not localise them)."""
+  if name == 'auto':
+    return PLANEWAVE if periodic and not nuclei else ISOTROPIC
+  return ENVELOPES[name]
+
+
+def suits(kind: Kind, periodic: bool, nuclei: bool, dims: int = 3) -> bool:
+  """Whether `kind` suits the system: a molecule, the electron gas (periodic, no nuclei),
+  or a crystal periodic in `dims` dimensions."""
+  if not periodic:
+    return kind.molecule
+  if not nuclei:
+    return kind.gas
+  return kind.crystal if dims == 3 else kind.slab

@@ -1,6 +1,6 @@
 """Jastrow factors: a symmetric factor J of the electron-electron distances that multiplies
 the determinants, so that the wavefunction has the electron-electron cusps, which smooth
-features reproduce poorly. Chosen by name from `JASTROWS` (config.network.jastrow)."""
+features reproduce poorly. Each a record of `JASTROWS`, named by config.network.jastrow."""
 
 from typing import Protocol
 
@@ -8,6 +8,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from ferminet_fast import choices
 
 
 class Jastrow(Protocol):
@@ -40,4 +42,6 @@ def simple_ee_jastrow(module: nn.Module, r_ee: jax.Array) -> jax.Array:
   return jnp.sum(jnp.where(same, j_same, 0.0)) + jnp.sum(jnp.where(opposite, j_opp, 0.0))
 
 
-JASTROWS: dict[str, Jastrow] = {'none': no_jastrow, 'simple_ee': simple_ee_jastrow}
+NONE = choices.Choice('none', no_jastrow, 'no factor')
+SIMPLE_EE = choices.Choice('simple_ee', simple_ee_jastrow, 'learned e-e cusp factor')
+JASTROWS = choices.table(NONE, SIMPLE_EE)

@@ -13,15 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast import config
+from ferminet_fast import choices
 from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.physics import systems
-from ferminet_fast.wavefunction import states
+from ferminet_fast.wavefunction import envelopes, jastrows, states
 from ferminet_fast.wavefunction.base import Network, modulus, phase, slogdet
-from ferminet_fast.wavefunction.envelopes import ENVELOPES
 from ferminet_fast.wavefunction.features import (Geometry, electrons, ferminet_inputs,
                                                  molecular, periodic, psiformer_inputs)
-from ferminet_fast.wavefunction.jastrows import JASTROWS
 
 
 def signed_logsumexp(signs: jax.Array, logs: jax.Array) -> tuple:
@@ -146,8 +144,8 @@ class _Slater(nn.Module):
   atoms: tuple = ()  # ((x, y, z), ...) nuclear positions, bohr.
   determinants: int = 1
   full_det: bool = True
-  envelope: str = 'isotropic'
-  jastrow: str = 'simple_ee'
+  envelope: envelopes.Kind = envelopes.ISOTROPIC
+  jastrow: choices.Choice = jastrows.SIMPLE_EE
   param_dtype: Any = jnp.float32
   states: int = 1
   lattice: tuple = ()  # Periodic systems: the cell's vectors (3 rows, bohr); () open.
@@ -189,8 +187,7 @@ class _Slater(nn.Module):
                   param_dtype=self.param_dtype, name=f'orbital_{name}')(h[lo:hi])
       if self.complex_output:
         orb = jax.lax.complex(orb[:, :width], orb[:, width:])
-      orb = orb * ENVELOPES[self.envelope](self, electrons(g, lo, hi), n_orb * k,
-                                           f'envelope_{name}')
+      orb = orb * self.envelope(self, electrons(g, lo, hi), n_orb * k, f'envelope_{name}')
       if self.bloch:
         phase = g.r[lo:hi] @ jnp.asarray(self.bloch, g.r.dtype)  # (n_s,) k_s . r_i
         orb = orb * jax.lax.complex(jnp.cos(phase), jnp.sin(phase))[:, None]
@@ -207,7 +204,7 @@ class _Slater(nn.Module):
       sign, logdet = (v.reshape(self.states, self.determinants) for v in (sign, logdet))
     sign, log_abs = signed_logsumexp(sign, logdet)
 
-    return sign, log_abs + JASTROWS[self.jastrow](self, g.r_ee[..., 0])
+    return sign, log_abs + self.jastrow(self, g.r_ee[..., 0])
 
 
 class FermiNet(_Slater):
@@ -266,8 +263,7 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   filled k-shells of its larger spin; a crystal at a twist, the Bloch factor of the twist on
   each orbital); the electron gas, which has no nuclei, gets the cell's origin as the one
   centre of its one-electron features (a reference point of no charge)."""
-  envelope = config.resolve_envelope(net_cfg.envelope, system.periodic,
-                                     len(system.positions) > 0)
+  envelope = envelopes.resolve(net_cfg.envelope, system.periodic, len(system.positions) > 0)
   centres = system.positions if len(system.positions) else np.zeros((1, 3))
   periodic_attrs = {}
   if system.periodic:
@@ -275,14 +271,14 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
                                    system.twist)
     # Plane-wave envelopes carry the twist in their wavevectors; the others are periodic.
     bloch = (tuple(float(c) for c in lattice_lib.twist_vector(system.lattice, system.twist))
-             if system.complex and envelope != 'planewave' else ())
+             if system.complex and not envelope.carries_twist else ())
     periodic_attrs = dict(lattice=_rows(system.lattice.vectors), kpoints=_rows(kpoints),
                           complex_output=system.complex, bloch=bloch,
                           periodic_dims=system.lattice.dims)
   common = dict(
       n_up=system.n_up, n_down=system.n_down, atoms=_rows(centres),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
-      envelope=envelope, jastrow=net_cfg.jastrow, param_dtype=dtype,
+      envelope=envelope, jastrow=jastrows.JASTROWS[net_cfg.jastrow], param_dtype=dtype,
       states=system.states, **periodic_attrs)
   if net_cfg.network_type == 'psiformer':
     p = net_cfg.psiformer
