@@ -1,8 +1,8 @@
 """Ethene, C2H4 (16 electrons, singlet), at the geometry of DeepMind FermiNet's c2h4.py
 config (bohr): C=C 2.5227, C-H 2.0509 bohr. A molecule of the size users publish, used
-for benchmarks against FermiNet (scripts/benchmark.py --systems C2H4) at the comparison
-settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC moves per
-step, Hartree-Fock pretraining first. No exact energy is set.
+for benchmarks against FermiNet (python -m scripts.benchmark --systems C2H4) at the
+comparison settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC
+moves per step, Hartree-Fock pretraining first. No exact energy is set.
 """
 
 from ferminet_fast import config

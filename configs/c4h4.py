@@ -2,9 +2,9 @@
 (bohr; C=C 2.5587, C-C 2.9555 bohr) from the MR-BWCCSD(T) calculations of Bhaskaran-Nair et
 al., J. Chem. Phys. 129, 184104 (2008), as DeepMind FermiNet's organic.py ('cycbut-ground')
 and Hermann et al., Nat. Chem. 12, 891 (2020) use it. The largest
-molecule of the size sweep against FermiNet (scripts/benchmark.py --systems C4H4), at the
-comparison settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants, 10 MCMC
-moves per step, Hartree-Fock pretraining first. No exact energy is set.
+molecule of the size sweep against FermiNet (python -m scripts.benchmark --systems C4H4),
+at the comparison settings: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants,
+10 MCMC moves per step, Hartree-Fock pretraining first. No exact energy is set.
 """
 
 from ferminet_fast import config

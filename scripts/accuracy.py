@@ -1,11 +1,11 @@
 """Accuracy table: trains and evaluates the shipped configs; the tables of ACCURACY.md are
 rendered from the artifacts it writes (scripts/render_docs.py).
 
-  python scripts/accuracy.py                      # all systems -> benchmarks/accuracy.json
-  python scripts/accuracy.py --systems he h2      # a subset (a run of its own in the artifact)
-  python scripts/accuracy.py --matched --ferminet /tmp/fn   # at FermiNet's wall time
-  python scripts/accuracy.py --systems si_ccecp   # -> benchmarks/accuracy_ecp.json
-  python scripts/render_docs.py                   # the tables into ACCURACY.md
+  python -m scripts.accuracy                      # all systems -> benchmarks/accuracy.json
+  python -m scripts.accuracy --systems he h2      # a subset (a run of its own in the artifact)
+  python -m scripts.accuracy --matched --ferminet /tmp/fn   # at FermiNet's wall time
+  python -m scripts.accuracy --systems si_ccecp   # -> benchmarks/accuracy_ecp.json
+  python -m scripts.render_docs                   # the tables into ACCURACY.md
 
 Each system is two fresh processes, as a user runs them:
   python -m ferminet_fast.train --config configs/<system>.py --config.log.save_path=DIR
@@ -34,13 +34,11 @@ import threading
 import time
 from concurrent import futures
 
+from scripts import artifacts
+from scripts import ferminet_reference as reference
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, REPO)
-sys.path.insert(0, HERE)
-
-import artifacts  # noqa: E402
-import ferminet_reference as reference  # noqa: E402
 
 # (config file stem, label, goal in mHa): the targets of the table.
 SYSTEMS = {
@@ -116,7 +114,7 @@ def run_matched(stem: str, fn_dir: str, iterations: int, settings: str, tmp: str
                 extra: list = ()) -> dict:
   """FermiNet for `iterations` steps, timed whole; then ours stopped at that wall time, with
   the same shared settings and no pretraining. Both as the mean of their last 20% of steps."""
-  import race
+  from scripts import race
   name = NAMES[stem]
   exact = race.systems.make_system(race.cli.load_config_file(
       os.path.join(REPO, reference.SYSTEMS[name][0])).system).exact_energy
@@ -136,7 +134,7 @@ def render_matched(path: str = MATCHED_JSON) -> str:
   runs = artifacts.read(path)
   if not runs:
     return ('*Not yet measured with both codes in one sitting: '
-            '`python scripts/accuracy.py --matched --ferminet DIR`.*')
+            '`python -m scripts.accuracy --matched --ferminet DIR`.*')
   rows = {}
   for run in runs:
     for r in run.data['rows']:
@@ -289,7 +287,8 @@ def main():
   p.add_argument('--peer-settings', default='best', choices=list(reference.PEER_SETTINGS))
   p.add_argument('--json', default='', help='the artifact (default: benchmarks/accuracy.json, '
                  'or accuracy_matched.json with --matched)')
-  p.add_argument('--render', action='store_true', help='run scripts/render_docs.py afterwards')
+  p.add_argument('--render', action='store_true',
+                 help='run python -m scripts.render_docs afterwards')
   p.add_argument('--runs-dir', default='', help='Keep the run directories here (default: a '
                  'temporary directory, deleted afterwards).')
   args, overrides = p.parse_known_args()  # --config.KEY=VALUE: passed to every training.
@@ -321,7 +320,7 @@ def main():
   print(render_matched(path) if args.matched else render_ecp(path) if all(ecp)
         else render_full(path))
   if args.render:
-    import render_docs
+    from scripts import render_docs
     render_docs.main([])
 
 

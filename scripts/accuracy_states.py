@@ -1,9 +1,9 @@
 """Excited-states table: trains and evaluates the several-state configs (NES-VMC) and renders
 ACCURACY.md's excited-states tables from the artifact it writes (scripts/render_docs.py).
 
-  python scripts/accuracy_states.py                 # every row -> benchmarks/accuracy_states.json
-  python scripts/accuracy_states.py --rows he h2    # a subset (a run of its own in the artifact)
-  python scripts/accuracy_states.py --at-once       # the rows side by side (e.g. on one GPU)
+  python -m scripts.accuracy_states                 # every row -> benchmarks/accuracy_states.json
+  python -m scripts.accuracy_states --rows he h2    # a subset (a run of its own in the artifact)
+  python -m scripts.accuracy_states --at-once       # the rows side by side (e.g. on one GPU)
 
 Each row is two fresh processes, as a user runs them:
   python -m ferminet_fast.train --config configs/<system>_states.py [settings] --config.log.save_path=DIR
@@ -19,16 +19,13 @@ and each row records how many ran at once.
 
 import argparse
 import os
-import sys
+
+from scripts import accuracy
+from scripts import artifacts
+from scripts.artifacts import num, pm, signed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, REPO)
-sys.path.insert(0, HERE)
-
-import accuracy  # noqa: E402
-import artifacts  # noqa: E402
-from artifacts import num, pm, signed  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'accuracy_states.json')
 

@@ -15,12 +15,14 @@ with `meta.recorded = False`: the date and commit are those of the commit that a
 file (from git log) and the machine and versions are "not recorded" unless the old data
 holds them; nothing is filled in that was not recorded.
 
-Scripts and tests import this module from scripts/ (it is not part of the package).
+Scripts and tests import it as `scripts.artifacts`: scripts/ is a package of the repository,
+run from its root (`python -m scripts.NAME`), and is not installed with ferminet_fast.
 """
 
 import datetime
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -58,7 +60,6 @@ def git_state() -> dict:
 def meta(peer: Optional[dict] = None, argv: Optional[list] = None, **extra) -> dict:
   """The meta block of a run made now by this process. `peer`: what is known of the other
   code that ran (name, commit, versions, settings); `extra`: anything else to record."""
-  sys.path.insert(0, REPO)
   from ferminet_fast.environment import machine
   versions = machine.versions()
   return {
@@ -69,10 +70,29 @@ def meta(peer: Optional[dict] = None, argv: Optional[list] = None, **extra) -> d
       'all_versions': versions,
       'peer': peer,
       **git_state(),
-      'command': shlex.join(['python', *(sys.argv if argv is None else argv)]),
+      'command': shlex.join(['python', *(_argv() if argv is None else argv)]),
       'interpreter': sys.executable,
       **extra,
   }
+
+
+def _argv() -> list:
+  """This process's command line after `python`: `-m MODULE ...` when it runs a module (as
+  `python -m scripts.NAME` does), the script's path and arguments otherwise."""
+  spec = getattr(sys.modules.get('__main__'), '__spec__', None)
+  if spec is not None and spec.name:
+    return ['-m', spec.name.removesuffix('.__main__'), *sys.argv[1:]]
+  return list(sys.argv)
+
+
+# A command recorded when the scripts ran as files (`python scripts/NAME.py ...`).
+_SCRIPT_FILE = re.compile(r'^(\S*python\S*) +(?:\S*/)?scripts/(\w+)\.py(?= |$)')
+
+
+def runnable(command: Optional[str]) -> Optional[str]:
+  """A recorded command line as it is typed now: one recorded as `python scripts/NAME.py
+  ...`, from before scripts/ was a package, becomes the same `python -m scripts.NAME ...`."""
+  return _SCRIPT_FILE.sub(r'\1 -m scripts.\2', command) if command else command
 
 
 def _path(path: str) -> str:

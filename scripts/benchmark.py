@@ -1,22 +1,22 @@
 """Benchmarks: stage timers, start-up, memory and throughput per config, Laplacian method
 and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeuT profile.
 
-  python scripts/benchmark.py                 # everything, markdown to stdout
-  python scripts/benchmark.py --quick         # a small subset (a smoke test)
-  python scripts/benchmark.py --suite configs --methods folx jacfwd --json out.json
-  python scripts/benchmark.py --suite ecp --optimizers kfac   # ccECP against all electrons
-  python scripts/benchmark.py --suite states --optimizers kfac  # K states against one
-  python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
-  python scripts/benchmark.py --against-ferminet /tmp/fn --systems Ne --network standard --batch 4096
-  python scripts/benchmark.py --against-ferminet DIR --systems Ne --network standard --batch 4096 \
+  python -m scripts.benchmark                 # everything, markdown to stdout
+  python -m scripts.benchmark --quick         # a small subset (a smoke test)
+  python -m scripts.benchmark --suite configs --methods folx jacfwd --json out.json
+  python -m scripts.benchmark --suite ecp --optimizers kfac   # ccECP against all electrons
+  python -m scripts.benchmark --suite states --optimizers kfac  # K states against one
+  python -m scripts.benchmark --against-ferminet /tmp/fn --systems He Ne N2 --json out.json
+  python -m scripts.benchmark --against-ferminet /tmp/fn --systems Ne --network standard --batch 4096
+  python -m scripts.benchmark --against-ferminet DIR --systems Ne --network standard --batch 4096 \
       --measure loop --steps 20 170 --set matmul_precision=default   # on a GPU
-  python scripts/benchmark.py --against-ferminet /tmp/fn --systems He Li Be C N O Ne N2 C2H4 C4H4 \
+  python -m scripts.benchmark --against-ferminet /tmp/fn --systems He Li Be C N O Ne N2 C2H4 C4H4 \
       --optimizers adam --measure loop --steps 20 70 \
       --json benchmarks/scaling_against_ferminet_cpu2.json \
       --plot-scaling benchmarks/scaling_against_ferminet_cpu2.png   # the size sweep
-  python scripts/benchmark.py --against-ours /tmp/old_checkout --systems He Ne  # a regression check
-  python scripts/benchmark.py --alone --systems Ne --network standard --batch 4096  # ours only
-  python scripts/benchmark.py --timers --systems Ne --network standard --batch 4096 \
+  python -m scripts.benchmark --against-ours /tmp/old_checkout --systems He Ne  # a regression check
+  python -m scripts.benchmark --alone --systems Ne --network standard --batch 4096  # ours only
+  python -m scripts.benchmark --timers --systems Ne --network standard --batch 4096 \
       --set matmul_precision=highest   # one training's stage timers, kept in an artifact
 
 Every run is `python -m ferminet_fast.train --config C ...` in a fresh process, so start-up
@@ -70,13 +70,11 @@ import tempfile
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scripts import accuracy
+from scripts import artifacts
+from scripts import ferminet_reference as reference
 
-import accuracy  # noqa: E402
-import artifacts  # noqa: E402
-import ferminet_reference as reference  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 AGAINST_JSON = os.path.join(REPO, 'benchmarks', 'against_ferminet.json')
 AGAINST_OURS_JSON = os.path.join(REPO, 'benchmarks', 'against_ours.json')
@@ -901,8 +899,8 @@ def main():
   if 'naive' in args.suite:
     with tempfile.TemporaryDirectory() as tmp:
       path = os.path.join(tmp, 'naive.json')
-      subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'naive_baseline.py'),
-                      '--json', path], check=True, cwd=REPO, capture_output=True)
+      subprocess.run([sys.executable, '-m', 'scripts.naive_baseline', '--json', path],
+                     check=True, cwd=REPO, capture_output=True)
       with open(path) as f:
         results['naive'] = json.load(f)
 

@@ -1,7 +1,7 @@
 """Reliability figures: kills, preemption signals, NaN injection and malformed input.
 
-  python scripts/chaos.py                  # all four, ~10 min on 2 CPU cores
-  python scripts/chaos.py --only kill --kills 5
+  python -m scripts.chaos                  # all four, ~10 min on 2 CPU cores
+  python -m scripts.chaos --only kill --kills 5
 
 Every trial drives the real command line (`python -m ferminet_fast.train`) on a tiny
 helium config in a temporary directory and checks the outcome from the outside:
@@ -19,7 +19,7 @@ helium config in a temporary directory and checks the outcome from the outside:
            earlier run's files byte-for-byte unchanged.
 
 Writes the per-trial records to an artifact (--json, scripts/artifacts.py) and renders the
-tables of RELIABILITY.md from it (render(); `python scripts/render_docs.py`).
+tables of RELIABILITY.md from it (render(); `python -m scripts.render_docs`).
 """
 
 import argparse
@@ -37,9 +37,9 @@ import time
 import numpy as np
 import orbax.checkpoint as ocp
 
+from scripts import artifacts
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import artifacts  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'reliability.json')
 TINY = ['--config.batch_size=64', '--config.network.ferminet.hidden_dims=((16,4),(16,4))',
@@ -192,7 +192,7 @@ def chaos_nan(work, trials, rng):
     into = 'params' if i % 2 == 0 else 'walkers'
     at = int(rng.integers(20, 120))
     cmd = train_cmd(run_dir, '--config.optim.iterations=150', '--config.optim.snapshot_every=10')
-    cmd[1:3] = [os.path.abspath(__file__), f'{INJECT_FLAG}={into}@{at}']
+    cmd[1:3] = ['-m', 'scripts.chaos', f'{INJECT_FLAG}={into}@{at}']
     r = subprocess.run(cmd,
                        capture_output=True, text=True, env=ENV, cwd=REPO)
     last = checkpoint_steps(run_dir)
@@ -379,9 +379,9 @@ def render_summary(path: str = JSON) -> str:
     extra = ''.join(f'; {k}: {v}' for k, v in res['final'].items())
     out.append(f'| {kind} | {n}/{len(res["trials"])} | {CRITERIA[kind]}{extra} |')
   runs = _runs_used(by_kind)
-  commands = '; '.join(f'`{r.meta.get("command") or r.data.get("command")}`'
-                       + (f' ({r.data["wall_s"]:.0f} s)' if r.data.get('wall_s') else '')
-                       for r in runs)
+  commands = '; '.join(
+      f'`{artifacts.runnable(r.meta.get("command") or r.data.get("command"))}`'
+      + (f' ({r.data["wall_s"]:.0f} s)' if r.data.get('wall_s') else '') for r in runs)
   out += ['', commands + '. ' + artifacts.provenance(path, runs)]
   return '\n'.join(out)
 
@@ -441,7 +441,7 @@ def main():
   artifacts.append(args.json, {'wall_s': time.time() - t0, 'seed': args.seed,
                                'results': results}, run_meta)
   if args.render:
-    import render_docs
+    from scripts import render_docs
     render_docs.main([])
   shutil.rmtree(work, ignore_errors=True)
   ok = all(passed(k, r) for k, res in results.items() for r in res['trials']) and all(

@@ -1,11 +1,11 @@
 """Side-by-side runner for the comparison workloads: each JAX port against its reference,
 in this one process, on this machine; appends the results to an artifact
 (benchmarks/comparison.json, scripts/artifacts.py) and renders COMPARISON.md's table from it
-(render(); `python scripts/render_docs.py`).
+(render(); `python -m scripts.render_docs`).
 
-  python scripts/compare.py                      # every workload, full sizes
-  python scripts/compare.py --only genesis_ops   # one of them
-  python scripts/compare.py --quick              # small sizes (what the tests run)
+  python -m scripts.compare                      # every workload, full sizes
+  python -m scripts.compare --only genesis_ops   # one of them
+  python -m scripts.compare --quick              # small sizes (what the tests run)
 
 Needs the `compare` extra (PyTorch CPU, scikit-learn, SciPy). Times exclude JAX's
 compilation, which is reported in its own column.
@@ -21,12 +21,10 @@ import sys
 import time
 import traceback
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from comparisons import WORKLOADS, measure
+from scripts import artifacts
 
-from comparisons import WORKLOADS, measure  # noqa: E402
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import artifacts  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 JSON = os.path.join(REPO, 'benchmarks', 'comparison.json')
 
@@ -89,8 +87,8 @@ def render(path: str = JSON) -> str:
     text += table([measure.Row(**r) for r in w['rows']])[2 * bool(text):]
   for name, (run, w) in saved.items():
     text += ['', f'## {name}', '',
-             f'`{w["command"]}` on {w["machine"]}, {w["date"]}; {w["versions"]}; '
-             f'{w["wall_s"]:.0f} s.', ''] + w['lines']
+             f'`{artifacts.runnable(w["command"])}` on {w["machine"]}, {w["date"]}; '
+             f'{w["versions"]}; {w["wall_s"]:.0f} s.', ''] + w['lines']
   runs = []
   for run, _ in saved.values():
     if not any(run is r for r in runs):
@@ -109,7 +107,7 @@ def main() -> int:
   p.add_argument('--render', action='store_true',
                  help='rewrite COMPARISON.md from the artifact afterwards')
   args = p.parse_args()
-  command = ' '.join(['python scripts/compare.py', *sys.argv[1:]])
+  command = ' '.join(['python -m scripts.compare', *sys.argv[1:]])
   run_meta, ok = artifacts.meta(), True
   for name in args.only or sorted(WORKLOADS):
     print(f'== {name}', flush=True)
@@ -131,7 +129,7 @@ def main() -> int:
     artifacts.append(args.json, json.loads(json.dumps(
         {name: result}, default=lambda o: getattr(o, '__dict__', str(o)))), run_meta)
   if args.render:
-    import render_docs
+    from scripts import render_docs
     render_docs.main([])
   return 0 if ok else 1
 

@@ -1,10 +1,10 @@
 """How far one long training gets: a system trained as a user trains it, far longer than the
 races, then its last and averaged parameters evaluated; is its energy still falling?
 
-  python scripts/convergence.py --system HEG --seconds 3300        # a wall-time budget
-  python scripts/convergence.py --system HEG --steps 20000         # or a number of steps
-  python scripts/render_docs.py                                    # the table in ACCURACY.md
-  python scripts/convergence.py --replot     # the latest run's curve again, from the artifact
+  python -m scripts.convergence --system HEG --seconds 3300        # a wall-time budget
+  python -m scripts.convergence --system HEG --steps 20000         # or a number of steps
+  python -m scripts.render_docs                                    # the table in ACCURACY.md
+  python -m scripts.convergence --replot     # the latest run's curve again, from the artifact
 
 The training is `python -m ferminet_fast.train` with the settings of the races
 (ferminet_reference.SHARED: KFAC, batch 256, hidden ((64, 8), (64, 8)), 2 determinants,
@@ -26,23 +26,20 @@ means (500 steps each) for the curve benchmarks/convergence_<system>.png.
 
 import argparse
 import os
-import sys
 import tempfile
 from typing import Optional
 
 import numpy as np
 
+from ferminet_fast.physics import systems
+from ferminet_fast.run import cli
+from ferminet_fast.vmc import stats
+from scripts import artifacts
+from scripts import ferminet_reference as reference
+from scripts import race
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, REPO)
-sys.path.insert(0, HERE)
-
-from ferminet_fast.physics import systems  # noqa: E402
-from ferminet_fast.run import cli  # noqa: E402
-from ferminet_fast.vmc import stats  # noqa: E402
-import artifacts  # noqa: E402
-import ferminet_reference as reference  # noqa: E402
-import race  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'convergence.json')
 BLOCK_STEPS = 500  # Steps per point of the curve.
@@ -215,7 +212,7 @@ def main():
   artifacts.append(args.json, data, run_meta)
   plot(data, os.path.join(REPO, png_name(args.system)))
   print(render(args.json))
-  print('python scripts/render_docs.py puts the table into ACCURACY.md')
+  print('python -m scripts.render_docs puts the table into ACCURACY.md')
 
 
 if __name__ == '__main__':

@@ -2,8 +2,8 @@
 evaluation of the trained network, then DMC at several time steps within its budget and the
 extrapolation to tau -> 0; every goal judged met or missed from the measured numbers.
 
-  python scripts/dmc_goals.py --rows he,h2,li,be,lih,ne [--ferminet /tmp/fn] [--keep DIR]
-  python scripts/render_docs.py                  # put the table into ACCURACY.md
+  python -m scripts.dmc_goals --rows he,h2,li,be,lih,ne [--ferminet /tmp/fn] [--keep DIR]
+  python -m scripts.render_docs                  # put the table into ACCURACY.md
 
 Each stage is a fresh process, as a user runs it:
   python -m ferminet_fast.train --config configs/<row>.py --config.log.save_path=DIR
@@ -33,13 +33,11 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ferminet_fast.run import diffusion
+from scripts import artifacts
+from scripts import race
 
-import artifacts  # noqa: E402
-import race  # noqa: E402
-from ferminet_fast.run import diffusion  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 JSON = os.path.join(REPO, 'benchmarks', 'dmc_goals.json')
 TAUS = (0.02, 0.01, 0.005)  # Ha^-1: the time steps of every row, extrapolated linearly.
@@ -247,7 +245,7 @@ def main():
     artifacts.append(args.json, entry, run_meta)
     print(row_line(entry, exact_energy(entry['config'])), flush=True)
   print(render_table(args.json))
-  print('python scripts/render_docs.py puts the table into ACCURACY.md')
+  print('python -m scripts.render_docs puts the table into ACCURACY.md')
 
 
 if __name__ == '__main__':

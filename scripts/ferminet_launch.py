@@ -7,7 +7,7 @@ device), then runs `ferminet.main` with the arguments given; nothing else change
 JAX still has it, FermiNet runs untouched. Used to time FermiNet on machines whose only
 JAX is new (e.g. a GPU image), with kfac-jax from its repository's main branch.
 
-  python scripts/ferminet_launch.py --config FERMINET/ferminet/configs/atom.py \
+  python -m scripts.ferminet_launch --config FERMINET/ferminet/configs/atom.py \
       --config.system.atom Ne ...
 """
 

@@ -4,11 +4,9 @@ command line for each system, and its per-step log line. FermiNet comes from
 
 import os
 import re
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ferminet_fast.environment import cpu_devices
 
-from ferminet_fast.environment import cpu_devices  # noqa: E402
 
 # Networks compared: 'small' is our CPU comparison size; 'standard' is FermiNet's default
 # ((256, 32) x 4 layers, 16 determinants), the size its papers use.

@@ -7,26 +7,24 @@ the same wavefunction and config (default: configs/h2_quick.py) and timed on a s
 of walkers, then scaled linearly to the full batch (each walker costs the same in a
 Python loop); the subset size is printed with the result.
 
-  python scripts/naive_baseline.py [--config configs/h2_quick.py] [--walkers 4] [--json F]
+  python -m scripts.naive_baseline [--config configs/h2_quick.py] [--walkers 4] [--json F]
 """
 
 import argparse
 import json
 import os
-import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from ferminet_fast.physics import hamiltonian
+from ferminet_fast.run import build, cli, profiling
+from ferminet_fast.vmc import step
+from ferminet_fast.wavefunction import networks
 
-from ferminet_fast.physics import hamiltonian  # noqa: E402
-from ferminet_fast.run import build, cli, profiling  # noqa: E402
-from ferminet_fast.vmc import step  # noqa: E402
-from ferminet_fast.wavefunction import networks  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def naive_kinetic(log_psi, r):

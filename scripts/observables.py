@@ -1,9 +1,9 @@
 """Observables tables: trains and evaluates the runs of ACCURACY.md's observables and forces
 tables and renders them from the artifact it writes (scripts/render_docs.py).
 
-  python scripts/observables.py                    # every row -> benchmarks/observables.json
-  python scripts/observables.py --rows he li       # a subset (a run of its own in the artifact)
-  python scripts/observables.py --rows h2_r2 h2_re lih_re --at-once   # the forces, side by side
+  python -m scripts.observables                    # every row -> benchmarks/observables.json
+  python -m scripts.observables --rows he li       # a subset (a run of its own in the artifact)
+  python -m scripts.observables --rows h2_r2 h2_re lih_re --at-once   # the forces, side by side
 
 Each row is two fresh processes, as a user runs them:
   python -m ferminet_fast.train --config configs/<system>.py [settings] --config.log.save_path=DIR
@@ -23,18 +23,15 @@ row records how many ran at once (the wall times are then those of a shared mach
 
 import argparse
 import os
-import sys
 
 import numpy as np
 
+from scripts import accuracy
+from scripts import artifacts
+from scripts.artifacts import pm
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, REPO)
-sys.path.insert(0, HERE)
-
-import accuracy  # noqa: E402
-import artifacts  # noqa: E402
-from artifacts import pm  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'observables.json')
 FULL = ['--steps=1000', '--burn_in=100', '--observables=s2,dipole,density']

@@ -1,9 +1,9 @@
 """Peak memory of training, ours and DeepMind FermiNet's, and the largest system each trains.
 
   bash ../shared/anchors/setup-ferminet.sh /tmp/fn         # FermiNet, once
-  python scripts/peak_memory.py --ferminet /tmp/fn         # Ne, C2H4, C4H4 at batch 256
-  python scripts/peak_memory.py --ferminet /tmp/fn --systems Ne C4H4 --network standard
-  python scripts/render_docs.py                            # the table in BENCHMARKS.md
+  python -m scripts.peak_memory --ferminet /tmp/fn         # Ne, C2H4, C4H4 at batch 256
+  python -m scripts.peak_memory --ferminet /tmp/fn --systems Ne C4H4 --network standard
+  python -m scripts.render_docs                            # the table in BENCHMARKS.md
 
 Each code trains each system in a process of its own with the comparison's settings
 (ferminet_reference.SHARED: batch 256, the small network, 10 MCMC moves; FermiNet at its
@@ -24,17 +24,15 @@ machine's memory, both codes' versions, the command).
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
+from scripts import artifacts
+from scripts import benchmark
+from scripts import ferminet_reference as reference
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import artifacts  # noqa: E402
-import benchmark  # noqa: E402
-import ferminet_reference as reference  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'peak_memory_cpu2.json')
 CODES = ('ours', 'ferminet')
@@ -164,7 +162,7 @@ def render(path: str = JSON) -> str:
   """The newest run of each network: peak memory per system and code."""
   runs = newest_per_network(path)
   if not runs:
-    return 'Not measured yet: python scripts/peak_memory.py --ferminet DIR'
+    return 'Not measured yet: python -m scripts.peak_memory --ferminet DIR'
   return '\n\n'.join(_render_run(run, path) for run in runs)
 
 

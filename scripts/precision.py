@@ -3,8 +3,8 @@ evaluated in float64 and in float32, the float32 matrix products at the device's
 precision (on NVIDIA GPUs since Ampere, JAX multiplies float32 matrices in TF32, about
 three decimal digits, unless told otherwise) and at 'highest' (true float32).
 
-  python scripts/precision.py --system Ne --networks small standard --walkers 1024
-  python scripts/precision.py --run-dir RUN     # a trained run's parameters and walkers
+  python -m scripts.precision --system Ne --networks small standard --walkers 1024
+  python -m scripts.precision --run-dir RUN     # a trained run's parameters and walkers
 
 Reported per network and precision, against float64 in mHa: the mean difference of the
 local energies (a bias of the energy estimate), its standard error, and the median, 90th
@@ -16,16 +16,13 @@ themselves (the statistical noise a bias competes with). Appended to an artifact
 import argparse
 import ast
 import os
-import sys
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scripts import artifacts
+from scripts import ferminet_reference as reference
 
-import artifacts  # noqa: E402
-import ferminet_reference as reference  # noqa: E402
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PRECISION_JSON = os.path.join(REPO, 'benchmarks', 'precision.json')
 MATMUL = ('default', 'highest')  # float32 matrix-product precisions compared with float64.

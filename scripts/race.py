@@ -2,10 +2,10 @@
 other on the same machine, and the energy each has when its time is up; repeated.
 
   bash ../shared/anchors/setup-ferminet.sh /tmp/fn        # FermiNet, once
-  python scripts/race.py --ferminet /tmp/fn --system Ne --seconds 600
-  python scripts/race.py --ferminet /tmp/fn --system Ne N2 --seconds 1800 --repeats 3
-  python scripts/render_docs.py                           # the tables in ACCURACY.md
-  python scripts/race.py --replot      # each group's latest curves again, from the artifact
+  python -m scripts.race --ferminet /tmp/fn --system Ne --seconds 600
+  python -m scripts.race --ferminet /tmp/fn --system Ne N2 --seconds 1800 --repeats 3
+  python -m scripts.render_docs                           # the tables in ACCURACY.md
+  python -m scripts.race --replot      # each group's latest curves again, from the artifact
 
 Both are whole processes started cold (imports, HF pretraining, compilation and burn-in
 count against the budget) with the settings of configs/ne.py and configs/n2.py: KFAC,
@@ -49,20 +49,17 @@ import threading
 import time
 from typing import Optional
 
+import jax
 import numpy as np
 
+from ferminet_fast.physics import periodic_hartree_fock
+from ferminet_fast.physics import systems
+from ferminet_fast.run import cli
+from ferminet_fast.vmc import stats
+from scripts import artifacts
+from scripts import ferminet_reference as reference
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import jax  # noqa: E402
-
-from ferminet_fast.physics import periodic_hartree_fock  # noqa: E402
-from ferminet_fast.physics import systems  # noqa: E402
-from ferminet_fast.run import cli  # noqa: E402
-from ferminet_fast.vmc import stats  # noqa: E402
-import artifacts  # noqa: E402
-import ferminet_reference as reference  # noqa: E402
 
 # The electron gas has no exact energy in our configs: its errors are measured from the
 # Hartree-Fock energy of its cell (negative: the correlation energy each code recovers).
@@ -602,7 +599,7 @@ def main():
       print(f'{name} {args.seconds:.0f} s race {repeat + 1}: ratio like for like '
             f'{like_for_like_ratio(entry)}', flush=True)
   print(render_table(args.json))
-  print('python scripts/render_docs.py puts the tables into ACCURACY.md')
+  print('python -m scripts.render_docs puts the tables into ACCURACY.md')
 
 
 if __name__ == '__main__':

@@ -1,7 +1,7 @@
 """Renders every measured table of the docs from its artifact under benchmarks/.
 
-  python scripts/render_docs.py            # rewrite the tables in the docs
-  python scripts/render_docs.py --check    # exit 1 naming each table that differs
+  python -m scripts.render_docs            # rewrite the tables in the docs
+  python -m scripts.render_docs --check    # exit 1 naming each table that differs
 
 A rendered table sits between markers in a markdown file (README.md, ACCURACY.md,
 BENCHMARKS.md, RELIABILITY.md, COMPARISON.md, docs/...):
@@ -23,8 +23,6 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
 
 # Scripts whose TABLES are rendered ({name: (document relative to the repo, function)}).
 SCRIPTS = ('accuracy', 'race', 'convergence', 'dmc_goals', 'chaos', 'compare', 'benchmark',
@@ -38,7 +36,7 @@ def tables() -> dict:
   """{name: (document, render function)} over every script in SCRIPTS."""
   out = {}
   for script in SCRIPTS:
-    module = importlib.import_module(script)
+    module = importlib.import_module(f'scripts.{script}')
     for name, entry in module.TABLES.items():
       if name in out:
         raise ValueError(f'table {name!r} is rendered by two scripts')
@@ -98,7 +96,7 @@ def main(argv=None) -> int:
   for doc, name in differs:
     print(f'{doc}: {name} ' + ('differs from its artifact' if args.check else 're-rendered'))
   if args.check and differs:
-    print('run: python scripts/render_docs.py', file=sys.stderr)
+    print('run: python -m scripts.render_docs', file=sys.stderr)
     return 1
   return 0
 

@@ -9,20 +9,17 @@ evaluated energies; otherwise the figure is shown with what is missing.
 """
 
 import os
-import sys
+
+from scripts import accuracy
+from scripts import accuracy_states
+from scripts import artifacts
+from scripts import benchmark
+from scripts import ferminet_reference as reference
+from scripts import peak_memory
+from scripts import race
+from scripts import step_cost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import accuracy  # noqa: E402
-import accuracy_states  # noqa: E402
-import artifacts  # noqa: E402
-import benchmark  # noqa: E402
-import ferminet_reference as reference  # noqa: E402
-import peak_memory  # noqa: E402
-import race  # noqa: E402
-import step_cost  # noqa: E402
-
 REPO = os.path.dirname(HERE)
 MIN_RACES = 3
 PRETRAIN_STARTUP = os.path.join(REPO, 'benchmarks',
@@ -213,8 +210,8 @@ def _energy_row(label: str, goal: float, r: dict, path: str, stale: bool = False
   + evaluate within the time budget."""
   met = abs(r['error_mha']) <= goal and r['wall_s'] <= accuracy.BUDGET_S
   stem = os.path.splitext(os.path.basename(r['config']))[0]
-  standing = ((f'stale (the earlier kfac-jax optimizer; re-measure with `python '
-               f'scripts/accuracy.py --systems {stem}`; {"met" if met else "missed"} there)')
+  standing = ((f'stale (the earlier kfac-jax optimizer; re-measure with `python -m '
+               f'scripts.accuracy --systems {stem}`; {"met" if met else "missed"} there)')
               if stale else ('**met**' if met else '**missed**'))
   return (f'{label}: error within the target, train + evaluate in ≤ '
           f'{accuracy.BUDGET_S:.0f} s on 2 cores', f'± {goal} mHa',
@@ -418,7 +415,8 @@ def render_sitting(path: str = None) -> str:
   rows += [_cost_goal(r) for _, r in _newest_counts(counts).values()]
   rows += [_memory_row(run)[:4] for run in memory]
   runs = [run for by in steps.values() for run, _ in by.values()] + counts + memory
-  commands = list(dict.fromkeys(run.meta.get('command', '?') for run in runs))
+  commands = list(dict.fromkeys(artifacts.runnable(run.meta.get('command', '?'))
+                                for run in runs))
   commit, dirty, machine, date = sitting
   lines = ['| goal | target | figure | standing |', '|---|---|---|---|']
   lines += ['| ' + ' | '.join(r) + ' |' for r in rows]
@@ -438,13 +436,13 @@ def render_benchmarks() -> str:
   return _table(step_rows() + step_cost_rows() + scaling_rows() + memory_rows()
                 + startup_rows() + race_rows()) + (
       '\n\nEach figure is rendered from the artifact named beside it; '
-      'python scripts/render_docs.py rewrites this table.')
+      'python -m scripts.render_docs rewrites this table.')
 
 
 def render_accuracy() -> str:
   return _table(accuracy_rows() + ecp_rows() + states_rows() + race_rows()) + (
       '\n\nEach figure is rendered from the artifact named beside it; '
-      'python scripts/render_docs.py rewrites this table.')
+      'python -m scripts.render_docs rewrites this table.')
 
 
 TABLES = {

@@ -1,7 +1,7 @@
 """Start-up of the systems of ten electrons and more in each environment: does the run start,
 train and finish, and what ends a run that cannot.
 
-  python scripts/startup.py --python .venv-0.10/bin/python --python .venv/bin/python
+  python -m scripts.startup --python .venv-0.10/bin/python --python .venv/bin/python
 
 For each interpreter given (each a virtual environment with ferminet_fast installed), each
 case below runs through the command line users call (`python -m ferminet_fast.train`, then
@@ -23,9 +23,9 @@ import sys
 import tempfile
 import time
 
+from scripts import artifacts
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import artifacts  # noqa: E402
 
 JSON = os.path.join(REPO, 'benchmarks', 'startup.json')
 NE = ['--config', 'configs/he.py', '--config.system.atom=Ne', '--config.pretrain.iterations=0']
@@ -172,7 +172,8 @@ def render(path: str = JSON) -> str:
       rec = e['records'].get(name)
       cells.append('–' if rec is None else f'{outcome(rec)}; {rec["devices"] or "?"}')
     out.append(f'| {what} | ' + ' | '.join(cells) + ' |')
-  commands = '; '.join(f'`{r.meta.get("command")}` ({r.data["wall_s"]:.0f} s)' for r in runs)
+  commands = '; '.join(
+      f'`{artifacts.runnable(r.meta.get("command"))}` ({r.data["wall_s"]:.0f} s)' for r in runs)
   return '\n'.join(out + ['', commands + '. ' + artifacts.provenance(path, runs)])
 
 

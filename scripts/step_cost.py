@@ -2,8 +2,8 @@
 the floor of each stage: where a step's work goes, independently of the machine's timing
 noise.
 
-  python scripts/step_cost.py --systems Ne C2H4 --networks small standard
-  python scripts/step_cost.py --systems Ne --optimizers adam kfac --json out.json
+  python -m scripts.step_cost --systems Ne C2H4 --networks small standard
+  python -m scripts.step_cost --systems Ne --optimizers adam kfac --json out.json
 
 For each system, network and optimizer, our step is built through the entry points' build
 path (the comparison settings of scripts/ferminet_reference.py: batch 256, 10 MCMC moves)
@@ -36,15 +36,12 @@ are appended to benchmarks/step_cost.json and rendered into BENCHMARKS.md.
 
 import argparse
 import os
-import sys
+
+from scripts import artifacts
+from scripts import ferminet_reference as reference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, REPO)
-sys.path.insert(0, HERE)
-
-import artifacts  # noqa: E402
-import ferminet_reference as reference  # noqa: E402
 
 COST_JSON = os.path.join(REPO, 'benchmarks', 'step_cost.json')
 STAGES = ('mcmc', 'energy', 'gradient', 'optimizer', 'refresh')

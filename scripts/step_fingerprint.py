@@ -1,22 +1,20 @@
 """Fingerprint of the compiled local energy and gradient: whether a change to the code left
 the step that XLA runs exactly as it was.
 
-  python scripts/step_fingerprint.py --system Ne            # in this checkout
-  PYTHONPATH=OTHER_CHECKOUT python scripts/step_fingerprint.py --system Ne
+  python -m scripts.step_fingerprint --system Ne      # in this checkout, from its root
+  cd OTHER_CHECKOUT && PYTHONPATH=THIS_CHECKOUT python -m scripts.step_fingerprint --system Ne
 
 Prints, for each Laplacian method, a hash of the StableHLO of `Parts.energy_grad` (the
 local energies and the VMC gradient of a batch of walkers) with source locations stripped.
 Equal hashes in two checkouts mean the same program, hence the same speed; a different
-hash says only that the program changed, which a timed benchmark then has to judge.
+hash says only that the program changed, which a timed benchmark then has to judge. The
+working directory comes first on the import path: the second line fingerprints
+OTHER_CHECKOUT's ferminet_fast with this script.
 """
 
 import argparse
 import hashlib
-import os
 import re
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main():

@@ -2,7 +2,6 @@
 
 import itertools
 import os
-import sys
 
 import numpy as np
 
@@ -40,8 +39,6 @@ def _share_compiled_programs() -> None:
 
 
 _share_compiled_programs()
-# The comparison workloads (comparisons/) are not installed with the package.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pytest  # noqa: E402
 

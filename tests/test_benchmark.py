@@ -3,17 +3,12 @@ stats.csv give the time of each step's end, and the period between two steps is 
 time; scripts/ferminet_launch.py's replacement for jax.device_put_replicated puts one copy
 per device along a new leading axis, as the removed function did."""
 
-import os
-import sys
-
 import jax
 import numpy as np
 import pytest
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts')
-sys.path.insert(0, SCRIPTS)
-import benchmark  # noqa: E402
-import ferminet_launch  # noqa: E402
+from scripts import benchmark
+from scripts import ferminet_launch
 
 
 def _line(day, clock, step):
@@ -68,7 +63,7 @@ def _sweep_row(system, peer_ms, ours_ms):
 
 
 def test_scaling_table_fits_each_code_and_says_which_grows_faster(tmp_path):
-  import artifacts
+  from scripts import artifacts
   path = str(tmp_path / 'sweep.json')
   systems = ('He', 'Be', 'Ne', 'N2', 'C2H4', 'C4H4')
   rows = [_sweep_row(s, 0.5 * benchmark.ELECTRONS[s] ** 3, 0.2 * benchmark.ELECTRONS[s] ** 2)
@@ -91,7 +86,7 @@ def test_scaling_table_fits_each_code_and_says_which_grows_faster(tmp_path):
 
 
 def test_ferminet_split_devices_follow_the_batch(monkeypatch):
-  import ferminet_reference as reference
+  from scripts import ferminet_reference as reference
   from ferminet_fast.environment import cpu_devices
   monkeypatch.setattr(cpu_devices, 'cores', lambda: 4)
   flags = reference.peer_env('split', {}, batch=6)['XLA_FLAGS']

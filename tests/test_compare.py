@@ -137,13 +137,12 @@ def test_quantum_circuit_batched_equals_loop_and_dense_matrices():
 
 def test_runner_writes_the_comparison_table(tmp_path):
   js = tmp_path / 'comparison.json'
-  r = subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'compare.py'), '--quick',
+  r = subprocess.run([sys.executable, '-m', 'scripts.compare', '--quick',
                       '--only', 'genesis_ops', '--json', str(js)],
                      capture_output=True, text=True, cwd=REPO, timeout=600)
   assert r.returncode == 0, r.stderr[-2000:]
-  sys.path.insert(0, os.path.join(REPO, 'scripts'))
-  import artifacts
-  import compare
+  from scripts import artifacts
+  from scripts import compare
   (run,) = artifacts.read(str(js))
   assert run.meta['recorded'] and run.meta['machine']['cpu_count'] and 'genesis_ops' in run.data
   text = compare.render(str(js))

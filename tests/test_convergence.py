@@ -3,14 +3,12 @@ from the two halves of their last 40%, in block means for the curve, and each ru
 of the rendered table."""
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
-import artifacts  # noqa: E402
-import convergence  # noqa: E402
+from scripts import artifacts
+from scripts import convergence
 
 
 def _noisy(mean: np.ndarray, sigma: float, seed: int = 0) -> np.ndarray:

@@ -4,13 +4,12 @@ from the artifact, and ACCURACY.md's DMC table being what the artifact gives."""
 
 import json
 import os
-import sys
+
+from scripts import artifacts
+from scripts import dmc_goals
+from scripts import render_docs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, 'scripts'))
-import artifacts  # noqa: E402
-import dmc_goals  # noqa: E402
-import render_docs  # noqa: E402
 
 HE_EXACT = -2.903724  # Ha: Pekeris (1959), Drake: -2.9037243770.
 H2_EXACT = -1.174475  # Ha at R = 1.4 bohr: Kolos & Wolniewicz (1968).
@@ -96,13 +95,13 @@ def test_adopt_turns_the_old_records_into_meta(tmp_path):
       'date', 'commit', 'verdict', 'exact', 'versions')}, 'machine': None}
   old.write_text(json.dumps([e, h2]))
   path = str(tmp_path / 'new.json')
-  dmc_goals.adopt(str(old), 'python scripts/dmc_goals.py --rows he', path)
+  dmc_goals.adopt(str(old), 'python -m scripts.dmc_goals --rows he', path)
   runs = artifacts.read(path)
   assert [r.meta['recorded'] for r in runs] == [True, False]
   m, d = runs[0].meta, runs[0].data
   assert m['date'] == '2026-11-25T06:00:20' and m['commit'] == '0aa5adf'
   assert m['versions'] == {'python': '3.11.7', 'jax': '0.10.2'} and m['dirty'] is None
-  assert m['command'] == 'python scripts/dmc_goals.py --rows he'
+  assert m['command'] == 'python -m scripts.dmc_goals --rows he'
   assert not {'date', 'commit', 'machine', 'versions', 'verdict', 'exact'} & set(d)
   assert 'AMD EPYC, 2 cores' in dmc_goals.render_table(path)
 

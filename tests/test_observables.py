@@ -305,10 +305,7 @@ def test_density_summary_of_a_hydrogenic_profile_has_kato_cusp_and_its_electrons
   """scripts/observables.py reads density.csv: for the exact shell averages of a 1s
   density of charge Z (two electrons), the electrons inside the profile and the slope of
   ln rho at the nucleus, -2Z by Kato's cusp condition."""
-  spec = importlib.util.spec_from_file_location(
-      'observables_table', os.path.join(REPO, 'scripts', 'observables.py'))
-  table = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(table)
+  from scripts import observables as table
   z, edges = 3.0, observables.RADIAL_EDGES  # The grid of density.csv.
   lo, hi = edges[:-1], edges[1:]
   # 2 electrons in a 1s orbital: rho = 2 z^3 / pi exp(-2 z r); shell averages exactly, from

@@ -7,10 +7,9 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
-import artifacts  # noqa: E402
-import peak_memory  # noqa: E402
-import standing  # noqa: E402
+from scripts import artifacts
+from scripts import peak_memory
+from scripts import standing
 
 MIB = 2.0**20
 

@@ -11,9 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
-import artifacts  # noqa: E402
-import race  # noqa: E402
+from scripts import artifacts
+from scripts import race
 
 
 def test_ferminet_log_line():
@@ -199,8 +198,7 @@ def test_a_race_where_ours_ended_before_its_budget_is_marked():
 
 
 def test_ratio_statistics_and_goal_over_races(tmp_path, monkeypatch):
-  sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
-  import artifacts
+  from scripts import artifacts
 
   def entry(ours, theirs, seconds=1800.0):
     s = {'steps': 100, 'error_mha': theirs, 'stat_mha': 1.0}

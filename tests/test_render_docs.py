@@ -2,20 +2,22 @@
 hand edit of a rendered table, or an artifact changed without re-rendering, fails here),
 and a change of an artifact changes the rendered text (so the check can fail)."""
 
+import importlib.util
 import json
 import os
 import shutil
 import sys
+import types
+
+from scripts import artifacts
+from scripts import render_docs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, 'scripts'))
-import artifacts  # noqa: E402
-import render_docs  # noqa: E402
 
 
 def test_docs_equal_what_the_artifacts_render():
   differs = render_docs.render_all(check=True)
-  assert not differs, f'run python scripts/render_docs.py: {differs}'
+  assert not differs, f'run python -m scripts.render_docs: {differs}'
 
 
 def test_every_marked_block_names_a_rendered_table():
@@ -27,7 +29,7 @@ def test_every_marked_block_names_a_rendered_table():
 
 
 def test_a_changed_artifact_changes_the_rendered_table(tmp_path, monkeypatch):
-  import accuracy
+  from scripts import accuracy
   path = tmp_path / 'accuracy.json'
   shutil.copy(accuracy.JSON, path)
   before = accuracy.render_full(str(path))
@@ -67,3 +69,19 @@ def test_artifact_runs_are_appended_and_meta_recorded(tmp_path):
   artifacts.write(path, {'x': 3})
   assert [r.data for r in artifacts.read(path)] == [{'x': 3}]
   assert 'From `' in artifacts.provenance(path) and 'commit' in artifacts.provenance(path)
+
+
+def test_a_script_run_as_a_module_records_and_shows_its_module_command(monkeypatch):
+  main = types.ModuleType('__main__')
+  main.__spec__ = importlib.util.find_spec('scripts.race')
+  monkeypatch.setitem(sys.modules, '__main__', main)
+  monkeypatch.setattr(sys, 'argv', ['/repo/scripts/race.py', '--system', 'Ne'])
+  assert artifacts._argv() == ['-m', 'scripts.race', '--system', 'Ne']
+  # Commands recorded when the scripts ran as files are shown as they are typed now.
+  assert (artifacts.runnable('python scripts/race.py --system Ne --seconds 600')
+          == 'python -m scripts.race --system Ne --seconds 600')
+  assert artifacts.runnable('python scripts/chaos.py') == 'python -m scripts.chaos'
+  assert artifacts.runnable('python -m scripts.race') == 'python -m scripts.race'
+  assert artifacts.runnable('python -m ferminet_fast.train --config configs/ne.py') == (
+      'python -m ferminet_fast.train --config configs/ne.py')
+  assert artifacts.runnable(None) is None

@@ -14,9 +14,7 @@ import pytest
 
 from ferminet_fast.run import cli
 from ferminet_fast.physics import systems
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
-from startup import default_devices_env  # noqa: E402  (the machine's default CPU devices)
+from scripts.startup import default_devices_env  # The machine's default CPU devices.
 
 pytestmark = pytest.mark.jax_range
 

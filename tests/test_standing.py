@@ -5,12 +5,8 @@ figure against its best, nor does a sitting without its best make a figure like 
 The table of the speed goals holds the newest sitting (commit, machine, day) of each
 artifact and nothing older."""
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
-import artifacts  # noqa: E402
-import standing  # noqa: E402
+from scripts import artifacts
+from scripts import standing
 
 META = {'date': '2026-01-01T00:00:00+00:00', 'machine': {'cpu': 'test', 'cpu_count': 2}}
 

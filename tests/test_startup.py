@@ -2,12 +2,8 @@
 watchdog, ended after SIGTERM, hung until killed), the runs see the machine's default CPU
 devices, and the table has a row per case and a column per environment."""
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
-import artifacts  # noqa: E402
-import startup  # noqa: E402
+from scripts import artifacts
+from scripts import startup
 
 
 def record(case, **kw):
@@ -46,7 +42,7 @@ def test_a_row_per_case_and_a_column_per_environment(tmp_path):
           {'python': '3.12.1', 'jax': '0.12.0.1', 'jaxlib': '0.12.0.1', 'executable': 'b',
            'records': [record('ne')]}]
   artifacts.append(path, {'wall_s': 300.0, 'environments': envs, 'cases': ['ne']},
-                   {'date': '2026-12-01', 'command': 'python scripts/startup.py'})
+                   {'date': '2026-12-01', 'command': 'python -m scripts.startup'})
   text = startup.render(path)
   lines = text.splitlines()
   assert lines[0] == '| case | Python 3.11.7, jax 0.10.2 | Python 3.12.1, jax 0.12.0.1 |'

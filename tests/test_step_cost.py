@@ -4,13 +4,9 @@ counts one move and multiplies), the refresh exactly one, and the local energy a
 its floor of 3N + 2 forward passes (the forward Laplacian cannot be cheaper than carrying
 3N tangents and the Laplacian through the network), of which the determinants take a part."""
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'scripts'))
-import step_cost  # noqa: E402
+from scripts import step_cost
 
 
 @pytest.fixture(scope='module')
@@ -34,7 +30,7 @@ def test_stages_against_their_floors(li_adam):
 
 
 def test_table_names_the_floor(li_adam, tmp_path):
-  import artifacts
+  from scripts import artifacts
   path = str(tmp_path / 'cost.json')
   artifacts.append(path, {'rows': [li_adam]})
   text = step_cost.render(path)
