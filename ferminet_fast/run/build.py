@@ -111,12 +111,25 @@ def best_laplacian(system: systems.System, platform: Optional[str] = None
   return laplacians.FOLX_SPARSE if sparse else laplacians.FOLX
 
 
+def chunk_size_of(cfg, network: networks.Network) -> int:
+  """optim.energy_chunk_size for `network`: 'auto' by the size of the network's largest
+  intermediate on this process's view of all devices (loss.auto_chunk_size), else the
+  walkers per chunk given."""
+  setting = cfg.optim.energy_chunk_size
+  if setting != 'auto':
+    return int(setting)
+  params = jax.eval_shape(network.init, jax.random.PRNGKey(0))
+  return loss.auto_chunk_size(network.log_psi, params, network.n_coords, network.dtype,
+                              jax.devices())
+
+
 def laplacian_of(cfg, network: networks.Network, system: systems.System,
-                 key: jax.Array, time_auto: bool = True) -> tuple:
+                 key: jax.Array, time_auto: bool = True,
+                 chunk_size: Optional[int] = None) -> tuple:
   """(method, ms per method name or None) for optim.laplacian: 'best' as best_laplacian
-  says; 'auto' by timing the candidates on `network` at the initial walkers
-  (run/profiling.py), or without `time_auto` as 'best' (the method does not change the
-  energy); a name, its method."""
+  says; 'auto' by timing the candidates on `network` at the initial walkers in chunks of
+  `chunk_size` (None: chunk_size_of) (run/profiling.py), or without `time_auto` as 'best'
+  (the method does not change the energy); a name, its method."""
   setting = cfg.optim.laplacian
   if setting == 'best' or (setting == 'auto' and not time_auto):
     return best_laplacian(system), None
@@ -124,7 +137,8 @@ def laplacian_of(cfg, network: networks.Network, system: systems.System,
     return laplacians.METHODS[setting], None
   params = network.init(key)
   x = mcmc.init_positions(key, system, cfg.batch_size, cfg.mcmc.init_width, network.dtype)
-  return profiling.choose_laplacian(network, system, params, x, cfg.optim.energy_chunk_size)
+  chunk_size = chunk_size_of(cfg, network) if chunk_size is None else chunk_size
+  return profiling.choose_laplacian(network, system, params, x, chunk_size)
 
 
 def recorded_laplacian(name: str) -> laplacians.Method:
@@ -148,12 +162,14 @@ def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
   recorded = recorded or {}
   system = system or system_of(cfg)
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
+  chunk_size = recorded.get('optim.energy_chunk_size')
+  chunk_size = chunk_size_of(cfg, network) if chunk_size is None else chunk_size
   timed = None
   if 'optim.laplacian' in recorded:
     laplacian = recorded_laplacian(recorded['optim.laplacian'])
   else:
-    laplacian, timed = laplacian_of(cfg, network, system, key, time_auto)
-  parts = make_parts(cfg, system, network, laplacian, recorded.get('optim.energy_chunk_size'))
+    laplacian, timed = laplacian_of(cfg, network, system, key, time_auto, chunk_size)
+  parts = make_parts(cfg, system, network, laplacian, chunk_size)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, key, ctx)
   return Built(system, network, parts, state, timed)
 
@@ -161,10 +177,10 @@ def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
 def make_parts(cfg, system, network, laplacian: laplacians.Method,
                chunk_size: Optional[int] = None):
   """The step's parts from the settings with the resolved Laplacian method and chunk of
-  walkers (None: optim.energy_chunk_size resolved for `network`, vmc/loss.py); the
-  optimizer and clipping window are resolved here from their names."""
+  walkers (None: chunk_size_of); the optimizer and clipping window are resolved here from
+  their names."""
   if chunk_size is None:
-    chunk_size = loss.resolve_chunk_size(cfg.optim.energy_chunk_size, network)
+    chunk_size = chunk_size_of(cfg, network)
   pieces = step.Pieces(laplacian, optim.OPTIMIZERS[cfg.optim.optimizer],
                        loss.CLIPPING[cfg.optim.clip_method], chunk_size)
   return step.make_parts(system, network, cfg.mcmc, cfg.optim, pieces)

@@ -54,13 +54,12 @@ def compile_stages(parts: Parts, state) -> dict:
 
 
 def choose_laplacian(network, system: systems.System, params, x: jax.Array,
-                     chunk_size='auto', repeats: int = 5) -> tuple:
+                     chunk_size: int = 0, repeats: int = 5) -> tuple:
   """Times the batched local energy of each available candidate method for `network` at
-  `params` and walkers x (B, 3N), in chunks as the run will make them (`chunk_size`:
-  config.optim.energy_chunk_size), and returns (fastest, {method: ms}). How 'auto' is
+  `params` and walkers x (B, 3N), in chunks of `chunk_size` walkers as the run will make
+  them (0: all at once), and returns (fastest, {method: ms}). How 'auto' is
   resolved, before the step is built: the installed methods whose records say they are
   timed (laplacians.Method.timed), the fastest returned as its record."""
-  chunk_size = loss.resolve_chunk_size(chunk_size, network)
   times = {}
   for method in [m for m in laplacians.available() if m.timed]:
     local_energy = loss.make_local_energy(network, system, method)

@@ -13,7 +13,6 @@ as lambda S^2_L) is added to E_L in the gradient only: the update then lowers
 <E_L> + <P_L>, while the reported energy stays <E_L>.
 """
 
-import functools
 import math
 from typing import Callable, NamedTuple, Optional, Sequence
 
@@ -127,18 +126,6 @@ def auto_chunk_size(log_psi: Callable, params, n_coords: int, dtype,
   per_walker = n_coords * largest_intermediate(log_psi, params, x) * np.dtype(dtype).itemsize
   per_device = 2 ** max(0, round(math.log2(CPU_CHUNK_BYTES / max(per_walker, 1))))
   return per_device * len(devices)
-
-
-@functools.lru_cache(maxsize=8)
-def resolve_chunk_size(setting, network) -> int:
-  """config.optim.energy_chunk_size ('auto' or walkers per chunk) for `network`
-  (networks.Network), on this process's view of all devices. Remembered, so that the
-  'auto' Laplacian's timing and the step it chooses for trace the network once."""
-  if setting != 'auto':
-    return int(setting)
-  params = jax.eval_shape(network.init, jax.random.PRNGKey(0))
-  return auto_chunk_size(network.log_psi, params, network.n_coords, network.dtype,
-                         jax.devices())
 
 
 def gradient_weights(aux: EnergyAux, imaginary: bool = False) -> jax.Array:
