@@ -76,8 +76,8 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
                                            built.laplacian_ms.items())
             + f' -> {built.parts.laplacian}')
   start, state, finish_pretraining = 0, built.state, lambda beat: None
-  if source.restore_from:  # Also from an earlier optimizer-state layout.
-    start, state = build.restore(source.restore_from, state, cfg.optim.optimizer)
+  if source.restore_from:
+    start, state = checkpoint.restore_latest(source.restore_from, state)
     run.say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
   elif cfg.pretrain.iterations:  # Dispatched; it runs while the step compiles.
     with watch.paused('the Hartree-Fock SCF (pretraining dispatched after it)'):
