@@ -466,9 +466,6 @@ SETTINGS = {
 }
 del S
 
-# Keys of earlier versions, ignored when a run's config.json is read back.
-RETIRED_KEYS = ('debug.inject_nan', 'debug.inject_nan_step')
-
 
 def default() -> config_dict.ConfigDict:
   """The defaults: a helium atom with a small network, trained by KFAC. Locked: assigning
@@ -612,8 +609,6 @@ def from_json(d: dict) -> config_dict.ConfigDict:
   def assign(node, values, prefix):
     for key, value in values.items():
       dotted = prefix + key
-      if dotted in RETIRED_KEYS:
-        continue
       if key not in node:
         raise InputError(f'config.json: unknown config key {dotted!r}')
       if isinstance(node[key], config_dict.ConfigDict):

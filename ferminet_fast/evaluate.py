@@ -59,7 +59,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   built = build.build(cfg, jax.random.PRNGKey(0), ctx, recorded=build.recorded_of(run_dir),
                       system=system, time_auto=False)
   chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
-  trained_step, state, averaged = evaluation.restore(run_dir, built.state, cfg.optim.optimizer)
+  trained_step, state, averaged = evaluation.restore(run_dir, built.state)
   state, which = evaluation.with_parameters(built.parts, state, averaged, parameters)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '

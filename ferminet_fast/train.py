@@ -11,8 +11,6 @@ import time
 
 _T0 = time.perf_counter()  # Before the heavy imports, so start-up includes them.
 
-from typing import Callable, Optional  # noqa: E402
-
 import jax  # noqa: E402
 
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
@@ -26,23 +24,20 @@ from ferminet_fast.vmc import pretrain, step  # noqa: E402
 EXIT_PREEMPTED = cli.EXIT_PREEMPTED
 
 
-def train(cfg, quiet: bool = False, handle_signals: bool = False,
-          wrap_step: Optional[Callable] = None) -> Result:
+def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   """Trains the wavefunction described by `cfg` and writes (or resumes) the run directory.
 
   Raises InputError for bad input, before anything is written. With `handle_signals`,
   SIGTERM/SIGINT/SIGUSR1 (also during start-up) checkpoint at the next step boundary
-  and return early (`stopped_by`); a second SIGINT interrupts at once. `wrap_step`, if
-  given, maps the compiled step to the function called in its place (fault injection in
-  tests). Run by every process of a multi-host job; only process 0 prints and writes files.
-  A step that stops completing ends the process (run/watchdog.py, exit status 4).
+  and return early (`stopped_by`); a second SIGINT interrupts at once. Run by every
+  process of a multi-host job; only process 0 prints and writes files. A step that stops
+  completing ends the process (run/watchdog.py, exit status 4).
   """
   with signals.StopSignals(handle_signals) as stop, blas_threads.limited():
-    return _train(cfg, quiet, stop, wrap_step)
+    return _train(cfg, quiet, stop)
 
 
-def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
-           wrap_step: Optional[Callable]) -> Result:
+def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   cfg = build.settings(user_cfg)
   stop.grace_s = cfg.watchdog.signal_grace_s
   distributed.initialize(cfg.distributed)
@@ -61,11 +56,11 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals,
     run.say(warning)
   # Start-up and steps are watched from here: a stall ends the run (run/watchdog.py, exit 4).
   with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
-    return _start_and_train(cfg, user_cfg, run, source, system, stop, watch, wrap_step)
+    return _start_and_train(cfg, user_cfg, run, source, system, stop, watch)
 
 
 def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, system, stop,
-                     watch: watchdog.Watchdog, wrap_step: Optional[Callable]) -> Result:
+                     watch: watchdog.Watchdog) -> Result:
   # The network, the Laplacian, the step's parts, the state (fresh, pretrained or
   # restored), then the step compiled for it.
   with watch.paused('building the network and its parts (and timing the Laplacians)'):
@@ -76,8 +71,8 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
                                            built.laplacian_ms.items())
             + f' -> {built.parts.laplacian.name}')
   start, state, finish_pretraining = 0, built.state, lambda beat: None
-  if source.restore_from:  # Also from an earlier optimizer-state layout.
-    start, state = build.restore(source.restore_from, state, cfg.optim.optimizer)
+  if source.restore_from:
+    start, state = checkpoint.restore_latest(source.restore_from, state)
     run.say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
   elif cfg.pretrain.iterations:  # Dispatched; it runs while the step compiles.
     with watch.paused('the Hartree-Fock SCF (pretraining dispatched after it)'):
@@ -101,8 +96,7 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
     with watch.paused('the stage timers (compiling and timing the stages)'):
       return timers.measure(compiled, s)
 
-  train_step = wrap_step(compiled.train_step) if wrap_step else compiled.train_step
-  out = loop.train(cfg.log, cfg.optim, run, source, state, start, train_step, stop,
+  out = loop.train(cfg.log, cfg.optim, run, source, state, start, compiled.train_step, stop,
                    remeasure=timers and remeasure, watch=watch)
   # The report: the final estimate, result.json and the closing lines.
   return report.finish(cfg.log.final_fraction, system, run, out, start, _T0)

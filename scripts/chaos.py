@@ -12,8 +12,9 @@ helium config in a temporary directory and checks the outcome from the outside:
            each step exactly once.
 - sigterm: SIGTERM (or SIGUSR1/SIGINT) during training; the process must exit with code
            75 after writing a checkpoint of the step it reports, which must restore.
-- nan:     NaN injected into the parameters or walkers mid-run; the run must finish,
-           with finite parameters in its final checkpoint.
+- nan:     NaN injected into the parameters or walkers mid-run (tests/faults.py, the same
+           command line with the fault put into its step); the run must finish, with
+           finite parameters in its final checkpoint.
 - input:   malformed configs, geometries, checkpoints and paths; each must give a
            non-zero exit, no traceback, a message naming the problem, and leave every
            earlier run's files byte-for-byte unchanged.
@@ -49,17 +50,9 @@ ENV = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=1',
            PYTHONUNBUFFERED='1')
 
 
-INJECT_FLAG = '--inject-nan'  # INTO@STEP: this script runs the training CLI with NaN injected.
-
-
-def train_with_injection(flag: str) -> None:
-  """The training command line (the rest of sys.argv), with NaN injected into 'params' or
-  'walkers' when the step counter reaches STEP (recovery.nan_injector)."""
-  from ferminet_fast import train
-  from ferminet_fast.run import cli, recovery
-  into, at = flag.split('=', 1)[1].split('@')
-  sys.argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a != flag]
-  cli.run_training(train.train, wrap_step=recovery.nan_injector(int(at), into))
+# The training command line with NaN injected ('nan-params@STEP', 'nan-walkers@STEP'): the
+# test suite's fault injection.
+INJECT = os.path.join(REPO, 'tests', 'faults.py')
 
 
 def train_cmd(run_dir, *extra):
@@ -192,7 +185,7 @@ def chaos_nan(work, trials, rng):
     into = 'params' if i % 2 == 0 else 'walkers'
     at = int(rng.integers(20, 120))
     cmd = train_cmd(run_dir, '--config.optim.iterations=150', '--config.optim.snapshot_every=10')
-    cmd[1:3] = ['-m', 'scripts.chaos', f'{INJECT_FLAG}={into}@{at}']
+    cmd[1:3] = [INJECT, f'nan-{into}@{at}']
     r = subprocess.run(cmd,
                        capture_output=True, text=True, env=ENV, cwd=REPO)
     last = checkpoint_steps(run_dir)
@@ -450,7 +443,4 @@ def main():
 
 
 if __name__ == '__main__':
-  if len(sys.argv) > 1 and sys.argv[1].startswith(INJECT_FLAG + '='):
-    train_with_injection(sys.argv[1])
-  else:
-    main()
+  main()

@@ -59,14 +59,14 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
   walkers after `burn_in` MCMC sweeps."""
   import jax
   import jax.numpy as jnp
-  from ferminet_fast.run import build
+  from ferminet_fast.run import build, checkpoint
   from ferminet_fast.wavefunction import networks
   key = jax.random.PRNGKey(0)
   built = build.build(cfg, key, time_auto=False)
   state = built.state
   trained_steps = 0
   if run_dir:
-    trained_steps, state = build.restore(run_dir, state, cfg.optim.optimizer)
+    trained_steps, state = checkpoint.restore_latest(run_dir, state)
   mcmc_step = jax.jit(built.parts.mcmc_step)
   for _ in range(0 if run_dir else burn_in):
     state, _ = mcmc_step(state)

@@ -6,6 +6,7 @@ import pytest
 import scipy.linalg.cython_lapack  # noqa: F401  The LAPACK JAX's CPU kernels call, loaded.
 import threadpoolctl
 
+import faults
 from conftest import tiny_config
 from ferminet_fast import train
 from ferminet_fast.environment import blas_threads
@@ -52,5 +53,6 @@ def test_training_steps_run_with_one_blas_thread(tmp_path, no_user_setting):
 
   cfg = tiny_config('He', **{'optim.iterations': 3, 'optim.optimizer': 'kfac',
                              'log.save_path': str(tmp_path / 'run')})
-  train.train(cfg, quiet=True, wrap_step=wrap)
+  with faults.injected(wrap):
+    train.train(cfg, quiet=True)
   assert len(seen) == 3 and all(s and set(s.values()) == {1} for s in seen)

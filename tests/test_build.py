@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import config, evaluate, train
+from ferminet_fast import evaluate, train
 from ferminet_fast.environment import packages
 from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.run import build, cli, profiling

@@ -4,6 +4,7 @@ config changes that alter the state's shapes are refused; SIGTERM checkpoints an
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -130,8 +131,8 @@ def test_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
 @pytest.mark.jax_range
 def test_checkpoint_written_under_the_oldest_jax_resumes_and_evaluates(tmp_path):
   """tests/data/run_jax0.8.3_kfac: 3 KFAC steps of a tiny Li run saved under jax 0.8.3 (the
-  oldest supported). Whatever JAX runs this test restores all of it (optimizer state
-  included), continues training from step 3 and evaluates it."""
+  oldest supported) in today's layout. Whatever JAX runs this test restores all of it
+  (optimizer state included), continues training from step 3 and evaluates it."""
   import shutil
   import warnings
   from ferminet_fast import config, evaluate
@@ -156,63 +157,43 @@ def test_checkpoint_written_under_the_oldest_jax_resumes_and_evaluates(tmp_path)
   assert checkpoint.has_checkpoint(str(run))
 
 
-@pytest.mark.parametrize('method', ['adam', 'sgd', 'spring'])
-def test_checkpoint_with_the_earlier_optimizer_state_resumes(tmp_path, method):
-  """Runs saved before every optimizer was composed as reject_nonfinite(scaled_by_schedule(
-  ...)) held optax.adam's / optax.sgd's own states, or SPRING's (step, previous): such a
-  checkpoint resumes, the update counter and the method's state carried over (KFAC: the
-  jax 0.8.3 run above)."""
-  import shutil
-  import optax
-  from ferminet_fast.optimizers import legacy
-  from ferminet_fast.run import checkpoint
-  path = tmp_path / 'run'
-  cfg = cfg_for(path, 3, **{'optim.optimizer': method})
-  _, state = checkpoint.restore_latest(str(path), train.train(cfg, quiet=True).state)
-  old = legacy.to_legacy(method, state.opt_state)
-  if method in ('adam', 'sgd'):  # The layout those optax optimizers have themselves.
-    make = {'adam': optax.adam, 'sgd': optax.sgd}[method]
-    earlier = make(optim.lr_schedule(cfg.optim)).init(state.params)
-    assert jax.tree.structure(old) == jax.tree.structure(earlier)
-  shutil.rmtree(path / 'checkpoints')
-  saver = checkpoint.Checkpointer(str(path), 3, 0, 0.0)
-  saver.save(3, state._replace(opt_state=old))
-  saver.close()
-  cfg.optim.iterations = 5
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    resumed = train.train(cfg, quiet=True)
-  assert not [w for w in caught if 'cannot be restored' in str(w.message)]
-  assert [int(s) for s in resumed.history['step']] == list(range(5))
-  assert int(optim.applied_updates(resumed.state.opt_state)) == 5
-  assert np.all(np.isfinite(resumed.history['energy']))
-
-
-@pytest.mark.slow
-def test_checkpoint_without_the_parameter_average_resumes_and_evaluates(tmp_path):
-  """Runs saved before the optimizer state held the parameters' average: such a checkpoint
-  resumes (the counter and KFAC's factors carried over, the average started afresh), and
-  evaluating it takes the last parameters, saying so."""
+def test_checkpoint_of_an_earlier_layout_is_refused_and_left_intact(tmp_path, capfd):
+  """A checkpoint whose optimizer state has another structure (here that of the optimizer
+  before the parameters' average: reject_nonfinite(scaled_by_schedule(direction))) is
+  refused by training, its command line and evaluation alike with one message naming the
+  run and the incompatible version, and the run's files are left byte for byte."""
+  import hashlib
   import shutil
   from ferminet_fast import evaluate
-  from ferminet_fast.optimizers import legacy
-  from ferminet_fast.run import checkpoint
+  from ferminet_fast.run import checkpoint, cli
   path = tmp_path / 'run'
-  cfg = cfg_for(path, 3, **{'optim.optimizer': 'kfac'})
+  cfg = cfg_for(path, 3)
   _, state = checkpoint.restore_latest(str(path), train.train(cfg, quiet=True).state)
-  old = legacy.without_average(state.opt_state)
+  old = optim.RejectState(state.opt_state.rejected, optim.schedule_state(state.opt_state))
   shutil.rmtree(path / 'checkpoints')
   saver = checkpoint.Checkpointer(str(path), 3, 0, 0.0)
   saver.save(3, state._replace(opt_state=old))
   saver.close()
-  evaluate.evaluate(str(path), steps=4, burn_in=1, quiet=True)
-  assert json.loads((path / 'eval.json').read_text())['parameters'] == 'last'
+
+  def files():
+    return {str(f.relative_to(path)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(path.rglob('*')) if f.is_file()}
+
+  before = files()
+  refusal = (f'the checkpoint of step 3 in {checkpoint.directory(str(path))} was written by '
+             'an earlier, incompatible version')
   cfg.optim.iterations = 5
+  capfd.readouterr()
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
-    resumed = train.train(cfg, quiet=True)
-  assert not [w for w in caught if 'cannot be restored' in str(w.message)]
-  assert int(optim.applied_updates(resumed.state.opt_state)) == 5
-  kfac_state = optim.schedule_state(resumed.state.opt_state).inner
-  assert float(kfac_state.weight) == pytest.approx((1 - 0.95**5) / 0.05)  # All 5 steps'.
-  assert int(optim.averaged_updates(resumed.state.opt_state)) == 2  # Averaged since the resume.
+    with pytest.raises(InputError, match=re.escape(refusal)):
+      train.train(cfg, quiet=True)
+    with pytest.raises(SystemExit) as exited, cli.exit_on_error():
+      train.train(cfg, quiet=True)
+    with pytest.raises(InputError, match=re.escape(refusal)):
+      evaluate.evaluate(str(path), steps=4, burn_in=1, quiet=True)
+  assert exited.value.code == cli.EXIT_INPUT
+  err = capfd.readouterr().err
+  assert err.count('error: ') == 1 and refusal in err and 'Traceback' not in err, err
+  assert not [w for w in caught if 'cannot be restored' in str(w.message)]  # No other message.
+  assert files() == before

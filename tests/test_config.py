@@ -82,9 +82,8 @@ def test_missing_optional_laplacian_package_is_named(monkeypatch):
     config.validate(tiny_config('He', **{'optim.laplacian': 'folx'}))
 
 
-def test_a_saved_config_reads_back_and_retired_keys_are_ignored():
+def test_a_saved_config_reads_back_and_unknown_keys_are_refused():
   saved = tiny_config('Li', **{'network.ferminet.hidden_dims': ((8, 4),)}).to_dict()
-  saved['debug']['inject_nan'] = 'params'  # A key of an earlier version.
   cfg = config.from_json(saved)
   assert cfg.system.atom == 'Li' and cfg.network.ferminet.hidden_dims == ((8, 4),)
   saved['optim']['learning_rate'] = 0.1

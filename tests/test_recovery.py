@@ -7,9 +7,10 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
+import faults
 from conftest import tiny_config
 from ferminet_fast import TrainingError, train
-from ferminet_fast.run import checkpoint, recovery
+from ferminet_fast.run import checkpoint
 
 INJECT_AT = 12  # Step at which NaN is injected.
 
@@ -20,7 +21,8 @@ def cfg_for(path, **extra):
 
 
 def train_injecting(cfg, into):
-  return train.train(cfg, quiet=True, wrap_step=recovery.nan_injector(INJECT_AT, into))
+  with faults.injected(faults.nan_injector(INJECT_AT, into)):
+    return train.train(cfg, quiet=True)
 
 
 def all_finite(tree):
@@ -69,8 +71,8 @@ def test_damaged_parameters_rewind_to_the_last_good_state(tmp_path):
   def run(path, factor):
     cfg = cfg_for(path, **{'optim.iterations': 60, 'optim.blowup_window': 10,
                            'optim.blowup_factor': factor})
-    return train.train(cfg, quiet=True, wrap_step=recovery.fault_injector(
-        30, lambda state: recovery.damage_params(state, 5.0)))
+    with faults.injected(faults.fault_injector(30, lambda s: faults.damage_params(s, 5.0))):
+      return train.train(cfg, quiet=True)
 
   guarded = run(tmp_path / 'guarded', 20.0)
   before = np.median(guarded.history['variance'][20:30])

@@ -100,14 +100,13 @@ def test_sigterm_during_a_step_that_never_returns_keeps_the_checkpoints(tmp_path
   newest checkpoint."""
   repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   run = tmp_path / 'run'
-  driver = ('from ferminet_fast import train; from ferminet_fast.run import cli, recovery; '
-            'cli.run_training(train.train, wrap_step=recovery.stall_injector(6))')
   args = ['--config', 'configs/he.py', '--config.batch_size=32',
           '--config.optim.optimizer=adam', '--config.mcmc.burn_in=5',
           "--config.network.ferminet.hidden_dims=((8, 4),)", '--config.log.save_every=3',
           '--config.log.progress=False', '--config.log.print_every=1',
           '--config.watchdog.signal_grace_s=2', f'--config.log.save_path={run}']
-  proc = subprocess.Popen([sys.executable, '-c', driver, *args, '--config.optim.iterations=20'],
+  proc = subprocess.Popen([sys.executable, os.path.join(repo, 'tests', 'faults.py'), 'stall@6',
+                           *args, '--config.optim.iterations=20'],
                           cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   for line in proc.stdout:  # The records of step 5 are printed once step 6 has begun.
     if line.startswith('step 5') or line.startswith('    5') or ' 5 ' in line[:12]:

@@ -6,10 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import faults
 from conftest import tiny_config
 from ferminet_fast import train
 from ferminet_fast.physics import hamiltonian, laplacians, systems
-from ferminet_fast.run import build, profiling, recovery
+from ferminet_fast.run import build, profiling
 from ferminet_fast.vmc import loss, step
 from ferminet_fast.wavefunction import networks
 
@@ -61,7 +62,7 @@ def test_training_loop_never_compiles_after_its_first_step(tmp_path):
       if t in inject_at:  # The test's own fault injection is not the loop's compilation.
         inject_at.discard(t)
         on, _compilations.on = _compilations.on, False
-        state = recovery.inject_nan(state, 'params')
+        state = faults.inject_nan(state, 'params')
         _compilations.on = on
       out = train_step(state)
       _compilations.calls += 1
@@ -75,7 +76,8 @@ def test_training_loop_never_compiles_after_its_first_step(tmp_path):
   _compilations.seen.clear()
   _compilations.calls, _compilations.on = 0, True
   try:
-    result = train.train(cfg, quiet=True, wrap_step=wrap)
+    with faults.injected(wrap):
+      result = train.train(cfg, quiet=True)
   finally:
     _compilations.on = False
   assert result.timings['rewinds'] == 2 and len(calls_at_rewind) == 2

@@ -11,6 +11,7 @@ import time
 from ferminet_fast.run import cli, watchdog
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAULTS = os.path.join(REPO, 'tests', 'faults.py')  # Runs the training command line with a fault.
 
 
 def watch(**kw):
@@ -74,10 +75,7 @@ def test_a_stalled_training_step_ends_the_run_with_a_report(tmp_path):
   compiled step would not); the process says what it waited for, exits 4 within the
   limit, and leaves the run directory resumable."""
   run = tmp_path / 'run'
-  driver = ('import sys; from ferminet_fast import train; '
-            'from ferminet_fast.run import cli, recovery; '
-            'cli.run_training(train.train, wrap_step=recovery.stall_injector(8))')
-  cmd = [sys.executable, '-c', driver, '--config', 'configs/he.py',
+  cmd = [sys.executable, FAULTS, 'stall@8', '--config', 'configs/he.py',
          '--config.batch_size=32', '--config.optim.optimizer=adam',
          '--config.optim.iterations=50', '--config.mcmc.burn_in=5',
          "--config.network.ferminet.hidden_dims=((8, 4),)", '--config.log.save_every=4',
@@ -93,7 +91,7 @@ def test_a_stalled_training_step_ends_the_run_with_a_report(tmp_path):
   assert limit == 2 and idle <= limit + 2  # Noticed within a poll of the limit.
   # The results it waited for: those of the step before the stalled one (fetched one behind).
   assert re.search(r'waiting for training step [78] of 50 \(the compiled step', proc.stderr)
-  assert 'recovery.py' in proc.stderr  # The main thread's stack shows where it waits.
+  assert 'faults.py' in proc.stderr  # The main thread's stack shows where it waits.
   assert 'Traceback' not in proc.stderr.split('Python stacks')[0]
   # The run directory is intact and resumable: config, records, the step-8 checkpoint.
   assert json.loads((run / 'config.json').read_text())['optim']['iterations'] == 50

@@ -21,7 +21,7 @@ from ferminet_fast.environment import cpu_devices, distributed, xla_flags
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import laplacians, systems
-from ferminet_fast.run import checkpoint, profiling, rundir
+from ferminet_fast.run import profiling, rundir
 from ferminet_fast.vmc import loss, mcmc, step
 from ferminet_fast.wavefunction import envelopes, networks
 
@@ -204,10 +204,3 @@ def recorded_of(run_dir: str) -> dict:
   """What the run resolved (resolved.json), or {} for a run from before it was recorded."""
   path = os.path.join(run_dir, RESOLVED)
   return rundir.read_json(path) if os.path.exists(path) else {}
-
-
-def restore(run_dir: str, like: step.TrainState, optimizer: str,
-            fields: Optional[tuple] = None) -> tuple:
-  """(step, state) from the newest checkpoint of run_dir that restores (checkpoint.py), its
-  optimizer state also from the layouts of earlier versions."""
-  return checkpoint.restore_latest(run_dir, like, fields, optimizer=optimizer)

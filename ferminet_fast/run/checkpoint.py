@@ -6,6 +6,7 @@ a run killed mid-write leaves no checkpoint that looks finished; one that still 
 restore is skipped with a warning in favour of the one before it.
 """
 
+import json
 import os
 import shutil
 import time
@@ -16,7 +17,6 @@ import jax
 import orbax.checkpoint as ocp
 
 from ferminet_fast.errors import InputError
-from ferminet_fast.optimizers import legacy
 
 SUBDIR = 'checkpoints'
 TRASH = 'retired'  # Inside SUBDIR: checkpoints renamed here are being deleted.
@@ -79,17 +79,16 @@ class Checkpointer:
         shutil.rmtree(os.path.join(self._trash, name), ignore_errors=True)
 
 
-def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
-                   optimizer: Optional[str] = None) -> tuple:
+def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None) -> tuple:
   """(step, state) from the newest checkpoint of run_dir that restores, shaped and laid
   out over devices like `like` (a state of the same config, on this run's devices; the
-  saved device count does not matter). Raises InputError if none does.
+  saved device count does not matter). With `fields` (names of the state's fields, e.g.
+  ('params', 'walkers')) only those are read and the rest is kept from `like`.
 
-  With `fields` (names of the state's fields, e.g. ('params', 'walkers')) only those are
-  read and the rest is kept from `like`. With `optimizer` (the method's name), a checkpoint
-  whose optimizer state has the layout of an earlier version restores too
-  (optimizers/legacy.py): into that layout of like.opt_state, then turned into today's."""
-  upgrades = legacy.upgrade(optimizer, like.opt_state) if optimizer else ()
+  A checkpoint that fails to restore is skipped with a warning in favour of the one before
+  it (damaged). One whose saved tree of arrays is not `like`'s (written by an earlier,
+  incompatible version) is refused with an InputError, its files left as they are; so is
+  a run directory none of whose checkpoints restores."""
 
   def restore_args(target):
     if fields is None:
@@ -100,8 +99,8 @@ def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
         item=abstract, restore_args=ocp.checkpoint_utils.construct_restore_args(abstract),
         partial_restore=True)
 
-  def restore_as(step, target):
-    state = manager.restore(step, args=restore_args(target))
+  def restore(step):
+    state = manager.restore(step, args=restore_args(like))
     if fields is None:
       return state
     # A partial restore leaves what the checkpoint lacks as shapes: a different layout.
@@ -110,29 +109,22 @@ def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
                if isinstance(leaf, jax.ShapeDtypeStruct)]
     if missing:
       raise ValueError(f'the checkpoint holds no {missing[0]} (and {len(missing) - 1} more)')
-    return target._replace(**state)
-
-  def restore(step):
-    try:
-      return restore_as(step, like)
-    except Exception as e:
-      if not upgrades or (fields is not None and 'opt_state' not in fields):
-        raise
-      error = e  # Raised if no earlier layout restores either (the checkpoint is damaged).
-    for to_old, from_old in upgrades:
-      try:
-        old = restore_as(step, like._replace(opt_state=to_old(like.opt_state)))
-      except Exception:
-        continue
-      return old._replace(opt_state=from_old(old.opt_state))
-    raise error
+    return like._replace(**state)
 
   manager = ocp.CheckpointManager(directory(run_dir))
   try:
     for step in sorted(manager.all_steps(), reverse=True):
       try:
         state = restore(step)
-      except Exception as e:  # A damaged checkpoint: fall back to the one before.
+      except Exception as e:
+        differences = _layout_differences(run_dir, step, like, fields)
+        if differences:
+          raise InputError(
+              f'the checkpoint of step {step} in {directory(run_dir)} was written by an '
+              f'earlier, incompatible version of ferminet_fast ({differences}); it cannot be '
+              'resumed or evaluated by this one. Its files are left as they are: start a new '
+              'run in another directory, or use the version that wrote it') from None
+        # A damaged checkpoint: fall back to the one before.
         warnings.warn(f'checkpoint {step} in {directory(run_dir)} cannot be restored '
                       f'({type(e).__name__}: {str(e).splitlines()[0][:200]}); trying an older one')
         continue
@@ -140,3 +132,41 @@ def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
   finally:
     manager.close()
   raise InputError(f'no checkpoint in {directory(run_dir)} can be restored')
+
+
+def _layout_differences(run_dir: str, step: int, like, fields: Optional[Sequence[str]]) -> str:
+  """How the tree of arrays saved at `step` differs from `like`'s (its `fields` only), in
+  words; '' when it does not, or when the saved tree cannot be read (a damaged checkpoint).
+  Read from the tree's description that orbax writes beside the arrays, without the arrays."""
+  try:
+    with open(os.path.join(directory(run_dir), str(step), ITEM, '_METADATA')) as f:
+      entries = json.load(f)['tree_metadata'].values()
+    saved = {tuple(str(k['key']) for k in e['key_metadata']) for e in entries
+             if e['value_metadata']['value_type'] not in EMPTY}
+  except Exception:  # Unreadable: damaged.
+    return ''
+  wanted = _paths({f: getattr(like, f) for f in (fields or like._fields)})
+  if fields is not None:
+    saved = {path for path in saved if path[0] in fields}
+  said = []
+  for paths, what, why in ((sorted(wanted - saved), 'lacks', ''),
+                           (sorted(saved - wanted), 'holds', ' unknown to this version')):
+    if paths:
+      more = f' and {len(paths) - 1} more' if len(paths) > 1 else ''
+      said.append(f'its state {what} {".".join(paths[0])}{more}{why}')
+  return '; '.join(said)
+
+
+ITEM = 'default'  # The directory of a checkpoint's one item (orbax's name for it).
+EMPTY = ('None', 'Dict', 'List', 'Tuple', 'NamedTuple')  # Orbax's types of empty nodes.
+
+
+def _paths(tree) -> set:
+  """The path of each array of `tree` as a tuple of names, as orbax records it (a named
+  tuple's fields and a dict's keys by name, a sequence's items by index)."""
+  def name(key):
+    for attr in ('key', 'name', 'idx'):
+      if hasattr(key, attr):
+        return str(getattr(key, attr))
+    return str(key)
+  return {tuple(name(k) for k in path) for path, _ in jax.tree_util.tree_leaves_with_path(tree)}

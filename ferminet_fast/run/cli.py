@@ -235,7 +235,7 @@ def resolve(argv: Sequence[str]) -> config_dict.ConfigDict:
   return cfg
 
 
-def _main(argv, train: Callable, wrap_step: Optional[Callable], values=None) -> None:
+def _main(argv, train: Callable, values=None) -> None:
   from absl import flags
   from absl import logging as absl_logging
   absl_logging.set_verbosity(absl_logging.WARNING)  # Library INFO chatter stays out of the log.
@@ -251,13 +251,13 @@ def _main(argv, train: Callable, wrap_step: Optional[Callable], values=None) -> 
       from ferminet_fast.run import build  # Here: the command line parses without JAX.
       print(build.dry_run(cfg))
       return
-    result = train(cfg, handle_signals=True, wrap_step=wrap_step)
+    result = train(cfg, handle_signals=True)
   if result.stopped_by:
     sys.exit(EXIT_PREEMPTED)
 
 
-def run_training(train: Callable, wrap_step: Optional[Callable] = None) -> None:
-  """`train(cfg, handle_signals=True, wrap_step=...)` from the command line (--config FILE,
+def run_training(train: Callable) -> None:
+  """`train(cfg, handle_signals=True)` from the command line (--config FILE,
   --config.KEY=VALUE, --config.KEY=None for keys whose default is None, --dry-run;
   --help-config lists every key; a molecule given replaces the config's atom and the
   other way round). Flags are defined here,
@@ -271,4 +271,4 @@ def run_training(train: Callable, wrap_step: Optional[Callable] = None) -> None:
   precheck(sys.argv, DEFAULT_CONFIG)
   sys.argv, values = after_parsing(sys.argv)
   define_flags(flags.FLAGS)
-  app.run(functools.partial(_main, train=train, wrap_step=wrap_step, values=values))
+  app.run(functools.partial(_main, train=train, values=values))

@@ -76,7 +76,7 @@ def prepare(cfg, run_dir: str) -> Setup:
   system = build.system_of(cfg)
   built = build.build(cfg, jax.random.PRNGKey(0), recorded=build.recorded_of(run_dir),
                       system=system, time_auto=False)
-  trained_step, state, averaged = evaluation.restore(run_dir, built.state, cfg.optim.optimizer)
+  trained_step, state, averaged = evaluation.restore(run_dir, built.state)
   state, which = evaluation.with_parameters(built.parts, state, averaged, cfg.dmc.parameters)
   x = state.walkers.x
   size = cfg.dmc.batch_size or cfg.batch_size

@@ -2,7 +2,6 @@
 sweep loop at frozen parameters, and the report (eval.json and the printed lines).
 The entry point, evaluate.py, puts them together."""
 
-import warnings
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -51,24 +50,12 @@ def estimators(names: Sequence[str], network, system, laplacian: str) -> dict:
       excited_states.reduce)}
 
 
-def restore(run_dir: str, like: step.TrainState, method: str) -> tuple:
-  """(step, state, averaged) from the newest checkpoint that restores: parameters, walkers
-  and, where it restores (it holds the parameters' average), the optimizer state; averaged
-  says whether it did. Without it (an optimizer state from another version of a library)
-  the parameters and walkers alone."""
-  with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter('always')
-    try:
-      found, state = checkpoint.restore_latest(
-          run_dir, like, ('params', 'opt_state', 'walkers'), optimizer=method)
-    except InputError:
-      found = None
-  if found is not None:
-    for w in caught:  # A damaged newer checkpoint skipped: said as restore_latest says it.
-      warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return found, state, bool(optim.averaged_updates(state.opt_state) > 0)
-  found, state = checkpoint.restore_latest(run_dir, like, ('params', 'walkers'))
-  return found, state, False
+def restore(run_dir: str, like: step.TrainState) -> tuple:
+  """(step, state, averaged) from the newest checkpoint that restores (checkpoint.py): its
+  parameters, optimizer state and walkers; averaged says whether the optimizer state holds
+  an average of the parameters yet."""
+  found, state = checkpoint.restore_latest(run_dir, like, ('params', 'opt_state', 'walkers'))
+  return found, state, bool(optim.averaged_updates(state.opt_state) > 0)
 
 
 def with_parameters(parts: step.Parts, state: step.TrainState, averaged: bool,

@@ -13,7 +13,6 @@ into the same trouble.
 After `optim.max_rewinds` rewinds it stops with an error.
 """
 
-import threading
 from typing import Optional
 
 import jax
@@ -64,72 +63,3 @@ class Rewinder:
     t, good = self._good
     return t, self._reseed(_copy(good), self.rewinds)
 
-
-def inject_nan(state: step_lib.TrainState, into: str) -> step_lib.TrainState:
-  """Fault injection for reliability tests: NaN into every parameter ('params') or into
-  the positions of half of the walkers ('walkers'); shardings are kept."""
-  shardings, _ = step_lib.shardings_of(state)
-
-  def corrupt(s):
-    if into == 'params':
-      return s._replace(params=jax.tree.map(lambda p: jnp.full_like(p, jnp.nan), s.params))
-    half = jnp.arange(s.walkers.x.shape[0]) % 2 == 0
-    x = jnp.where(half[:, None], jnp.nan, s.walkers.x)
-    return s._replace(walkers=s.walkers._replace(x=x, log_psi=jnp.where(half, jnp.nan,
-                                                                         s.walkers.log_psi)))
-
-  return jax.jit(corrupt, out_shardings=shardings)(state)
-
-
-def damage_params(state: step_lib.TrainState, scale: float):
-  """Fault injection for reliability tests: every parameter p becomes p (1 + scale z), z
-  standard normal (a fixed draw), finite (a wavefunction damaged as by a run of bad updates)."""
-  shardings, _ = step_lib.shardings_of(state)
-
-  def damage(s):
-    leaves, tree = jax.tree.flatten(s.params)
-    keys = jax.random.split(jax.random.PRNGKey(0), len(leaves))
-    noisy = [p * (1 + scale * jax.random.normal(k, p.shape, p.dtype))
-             for p, k in zip(leaves, keys)]
-    return s._replace(params=jax.tree.unflatten(tree, noisy))
-
-  return jax.jit(damage, out_shardings=shardings)(state)
-
-
-def fault_injector(at_step: int, fault):
-  """A `wrap_step` for train.train: the first time the step counter reaches `at_step`,
-  `fault(state) -> state` (inject_nan, damage_params) is applied before the step runs. For
-  reliability tests."""
-
-  def wrap(train_step):
-    pending = [True]
-
-    def wrapped(state):
-      if pending[0] and int(state.step) == at_step:
-        state, pending[0] = fault(state), False
-      return train_step(state)
-
-    return wrapped
-
-  return wrap
-
-
-def nan_injector(at_step: int, into: str):
-  """fault_injector with NaN into the state (see inject_nan)."""
-  return fault_injector(at_step, lambda state: inject_nan(state, into))
-
-
-def stall_injector(at_step: int):
-  """A `wrap_step` for train.train: when the step counter reaches `at_step` the step never
-  returns, as a compiled step that deadlocked would not. For tests of run/watchdog.py."""
-
-  def wrap(train_step):
-
-    def wrapped(state):
-      if int(state.step) == at_step:
-        threading.Event().wait()  # Forever: only the watchdog ends the process.
-      return train_step(state)
-
-    return wrapped
-
-  return wrap

@@ -35,7 +35,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ferminet_fast.physics import ecp, hamiltonian, systems
+from ferminet_fast.physics import ecp, hamiltonian, laplacians, systems
 
 DRIFT_A = 1.0  # UNR's a of the drift limit (a = 1: the limit of their eq. 33 away from nuclei).
 ZEN_ALPHA = 0.2  # Zen et al.'s alpha of the local-energy cut-off alpha sqrt(N / tau).
