@@ -30,6 +30,9 @@ OPTIMIZERS = optim.OPTIMIZERS
 ENVELOPES = envelopes.ENVELOPES
 JASTROWS = jastrows.JASTROWS
 CLIPPING = loss.CLIPPING
+# Which parameters the stages after training take from a checkpoint: the moving average of
+# the last updates (optim.average_fraction) or the last.
+PARAMETERS = ('average', 'last')
 
 
 def listed(table) -> str:
@@ -378,7 +381,7 @@ SETTINGS = {
     'dmc.batch_size': S(0, "Walkers (the fixed population); 0: the run's batch_size.",
                         _non_negative),
     'dmc.parameters': S('average', "Parameters of the trial function: 'average' (their "
-                        "moving average, as evaluation) or 'last'.", one_of('average', 'last')),
+                        "moving average, as evaluation) or 'last'.", one_of(*PARAMETERS)),
     'dmc.ecp': S('locality', 'Treatment of effective core potentials: the locality '
                  'approximation (the non-local part applied to the trial function).',
                  one_of('locality')),

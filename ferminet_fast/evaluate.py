@@ -27,10 +27,10 @@ from ferminet_fast import config
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.run import build, checkpoint, cli, evaluation, rundir, twists, watchdog
+from ferminet_fast.run import build, checkpoint, cli, evaluation, rundir, trained, twists, watchdog
 from ferminet_fast.vmc import stats
 
-PARAMETERS = evaluation.PARAMETERS
+PARAMETERS = config.PARAMETERS
 
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
@@ -42,25 +42,22 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'.
   A sweep that stops completing ends the process (run/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+  cfg = rundir.read_config(run_dir)
   if not checkpoint.has_checkpoint(run_dir):
     raise InputError(f'--run {run_dir!r} holds no checkpoint to evaluate')
-  cfg = config.from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
   steps = cfg.evaluation.steps if steps is None else steps
   burn_in = cfg.evaluation.burn_in if burn_in is None else burn_in
-  if parameters not in PARAMETERS:
-    raise InputError(f'--parameters {parameters!r} is not one of {", ".join(PARAMETERS)}')
+  if parameters not in config.PARAMETERS:
+    raise InputError(f'--parameters {parameters!r} is not one of '
+                     f'{", ".join(config.PARAMETERS)}')
   if steps < 2 or burn_in < 0:
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
   cfg = build.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
   ctx = distributed.context(cfg.batch_size)  # The walkers split over them, as in training.
-  # The Laplacian and chunks training resolved (resolved.json); in a run from before they
-  # were recorded, 'auto' takes 'best' (the method does not change the energy).
-  system = build.system_of(cfg)
-  built = build.build(cfg, jax.random.PRNGKey(0), ctx, recorded=build.recorded_of(run_dir),
-                      system=system, time_auto=False)
+  run = trained.TrainedRun.load(run_dir, cfg, parameters, ctx)
+  built, system, state, which, trained_step = (run.built, run.built.system, run.state,
+                                               run.parameters, run.trained_step)
   chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
-  trained_step, state, averaged = evaluation.restore(run_dir, built.state)
-  state, which = evaluation.with_parameters(built.parts, state, averaged, parameters)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
         'the last ones')

@@ -37,12 +37,11 @@ def read_stats(run_dir: str) -> dict:
 
 def exact_energy(run_dir: str) -> Optional[float]:
   """The run's reference energy (Ha), where known."""
-  from ferminet_fast import config
   from ferminet_fast.physics import systems
   result = os.path.join(run_dir, 'result.json')
   if os.path.exists(result):
     return rundir.read_json(result).get('exact_energy')
-  cfg = config.from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
+  cfg = rundir.read_config(run_dir)
   return systems.make_system(cfg.system).exact_energy
 
 

@@ -17,7 +17,7 @@ from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  
                                        machine, signals)
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
 from ferminet_fast.run import (build, checkpoint, cli, context, loop, memory,  # noqa: E402
-                               profiling, report, resume, watchdog)
+                               profiling, report, resume, rundir, watchdog)
 from ferminet_fast.run.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import pretrain, step  # noqa: E402
 
@@ -87,7 +87,7 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
         cfg.optim.energy_chunk_size == 'auto', state, agree=run.ctx.smallest)
   watch.phase('the first chunk of pretraining steps')
   finish_pretraining(watch.beat)
-  run.write('config.json', user_cfg.to_dict())  # Now: a failed resume leaves the old run.
+  run.write(rundir.CONFIG, user_cfg.to_dict())  # Now: a failed resume leaves the old run.
   run.write(build.RESOLVED, build.resolved_of(parts, run.ctx))
 
   state, timers = _prepare(cfg, run, source, parts, compiled, state, start, free_mb, watch)

@@ -130,12 +130,11 @@ def main():
 
   import jax
   jax.config.update('jax_enable_x64', True)
-  from ferminet_fast import config
   from ferminet_fast.run import rundir
   run_meta = artifacts.meta(devices=[str(d) for d in jax.devices()])
   rows = []
   if args.run_dir:
-    cfg = config.from_json(rundir.read_json(os.path.join(args.run_dir, 'config.json')))
+    cfg = rundir.read_config(args.run_dir)
     cfg.precision = 'float64'
     runs = [('run ' + os.path.basename(os.path.normpath(args.run_dir)), cfg)]
   else:

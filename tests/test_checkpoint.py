@@ -135,13 +135,13 @@ def test_checkpoint_written_under_the_oldest_jax_resumes_and_evaluates(tmp_path)
   (optimizer state included), continues training from step 3 and evaluates it."""
   import shutil
   import warnings
-  from ferminet_fast import config, evaluate
+  from ferminet_fast import evaluate
   from ferminet_fast.run import checkpoint, rundir
   run = tmp_path / 'old'
   shutil.copytree(os.path.join(REPO, 'tests', 'data', 'run_jax0.8.3_kfac'), run)
   saved = json.loads((run / 'timings.json').read_text())['versions']
   assert saved['jax'] == '0.8.3'
-  cfg = config.from_json(rundir.read_json(str(run / 'config.json')))
+  cfg = rundir.read_config(str(run))
   cfg.optim.iterations = 6
   cfg.log.save_path = str(run)
   with warnings.catch_warnings(record=True) as caught:

@@ -14,7 +14,7 @@ from conftest import electron_gas_hartree_fock_terms
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import hartree_fock as molecular
 from ferminet_fast.physics import periodic_hartree_fock as phf
-from ferminet_fast.physics import ewald, hamiltonian
+from ferminet_fast.physics import ewald, hamiltonian, laplacians
 from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.vmc import mcmc, stats
 
@@ -198,7 +198,7 @@ def test_sampled_kinetic_energy_is_pyscfs(h3_uhf):
     slater = phf.make_slater(hf, 2, 1)
     log_psi = lambda x: slater(x)[1]
     batch_log_psi = jax.vmap(lambda params, x: log_psi(x), in_axes=(None, 0))
-    lap = hamiltonian.laplacian_jacfwd(log_psi)
+    lap = laplacians.JACFWD(log_psi)
 
     def kinetic(x):
       l, g = lap(x)
@@ -241,7 +241,7 @@ def sampled_hf_energy(hf, n_up, n_down, batch, steps, sweeps, burn_in=10):
       sign, log_abs = slater(x)
       return jnp.stack([log_abs, jnp.angle(sign)])
 
-    lap = hamiltonian.laplacian_jacfwd(log_psi_phase if hf.twisted else log_psi)
+    lap = laplacians.JACFWD(log_psi_phase if hf.twisted else log_psi)
 
     def local_energy(x):
       l, g = lap(x)

@@ -16,11 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast import config
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import laplacians, systems
-from ferminet_fast.run import build, checkpoint, evaluation, rundir, watchdog
+from ferminet_fast.run import build, checkpoint, rundir, trained, watchdog
 from ferminet_fast.vmc import dmc, stats
 
 SUBDIR = 'dmc'  # <run>/dmc: the DMC checkpoints and their settings.
@@ -50,11 +49,7 @@ class Progress(NamedTuple):
 
 def settings(run_dir: str, overrides: dict):
   """The run's settings with the DMC ones given (dmc.* keys, None: the run's), checked."""
-  if not os.path.isdir(run_dir):
-    raise InputError(f'--run {run_dir!r} is not a directory')
-  if not os.path.exists(os.path.join(run_dir, 'config.json')):
-    raise InputError(f'--run {run_dir!r} holds no config.json (not a run directory)')
-  cfg = config.from_json(rundir.read_json(os.path.join(run_dir, 'config.json')))
+  cfg = rundir.read_config(run_dir)
   if cfg.system.states > 1:
     raise InputError(f'DMC is for one state; the run has system.states = '
                      f'{cfg.system.states}')
@@ -73,18 +68,15 @@ def settings(run_dir: str, overrides: dict):
 def prepare(cfg, run_dir: str) -> Setup:
   """The trained network with the run's Laplacian and precision, its parameters (averaged
   or last, as evaluation takes them) and walkers, the population's size set."""
-  system = build.system_of(cfg)
-  built = build.build(cfg, jax.random.PRNGKey(0), recorded=build.recorded_of(run_dir),
-                      system=system, time_auto=False)
-  trained_step, state, averaged = evaluation.restore(run_dir, built.state)
-  state, which = evaluation.with_parameters(built.parts, state, averaged, cfg.dmc.parameters)
+  run = trained.TrainedRun.load(run_dir, cfg, cfg.dmc.parameters)
+  built, system, state = run.built, run.built.system, run.state
   x = state.walkers.x
   size = cfg.dmc.batch_size or cfg.batch_size
   if size != x.shape[0]:  # The run's walkers repeated (or cut) to the population's size.
     x = x[jnp.arange(size) % x.shape[0]]
   evaluate = dmc.make_evaluate(built.network, system, built.parts.laplacian,
                                built.parts.chunk_size)
-  return Setup(cfg, system, evaluate, state.params, x, trained_step, which,
+  return Setup(cfg, system, evaluate, state.params, x, run.trained_step, run.parameters,
                built.parts.laplacian)
 
 

@@ -1,5 +1,5 @@
-"""Evaluation's pieces: the estimators asked for, the parameters a checkpoint gives, the
-sweep loop at frozen parameters, and the report (eval.json and the printed lines).
+"""Evaluation's pieces: the estimators asked for, the sweep loop at frozen parameters, and
+the report (eval.json and the printed lines); the trained run comes from run/trained.py.
 The entry point, evaluate.py, puts them together."""
 
 from typing import Callable, NamedTuple, Sequence
@@ -9,21 +9,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.errors import InputError
-from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import excited_states
+from ferminet_fast.physics import excited_states, laplacians
 from ferminet_fast.physics import observables as observables_lib
-from ferminet_fast.run import checkpoint, watchdog
+from ferminet_fast.run import watchdog
 from ferminet_fast.vmc import ordering, stats, step
 
 STATES = 'states'  # Key of the several states' matrices among the estimators.
 # What the several states' evaluation estimates for every state (its `states` report).
 STATES_OBSERVABLES = ('s2', 'dipole')
 PERIODIC_OBSERVABLES = ('s2',)  # Those defined in a periodic cell (no dipole, density, forces).
-PARAMETERS = ('average', 'last')  # Which parameters of a checkpoint are evaluated.
 EV_PER_HA = 27.211386246  # CODATA 2018.
 
 
-def estimators(names: Sequence[str], network, system, laplacian: str) -> dict:
+def estimators(names: Sequence[str], network, system, laplacian: laplacians.Method) -> dict:
   """name -> observables.Estimator for the observables `names` (observables.OBSERVABLES),
   and with several states their local matrices under STATES (which hold each state's
   <S^2> and the dipoles: s2 and dipole are accepted there, the others refused)."""
@@ -48,25 +46,6 @@ def estimators(names: Sequence[str], network, system, laplacian: str) -> dict:
   return {STATES: observables_lib.Estimator(
       excited_states.make_local_matrices(network, system, laplacian), (),
       excited_states.reduce)}
-
-
-def restore(run_dir: str, like: step.TrainState) -> tuple:
-  """(step, state, averaged) from the newest checkpoint that restores (checkpoint.py): its
-  parameters, optimizer state and walkers; averaged says whether the optimizer state holds
-  an average of the parameters yet."""
-  found, state = checkpoint.restore_latest(run_dir, like, ('params', 'opt_state', 'walkers'))
-  return found, state, bool(optim.averaged_updates(state.opt_state) > 0)
-
-
-def with_parameters(parts: step.Parts, state: step.TrainState, averaged: bool,
-                    which: str) -> tuple:
-  """(state, 'average' or 'last'): the state with the parameters to evaluate, the walkers'
-  log|psi| recomputed for them."""
-  if which != 'average' or not averaged:
-    return state, 'last'
-  params = optim.averaged_params(state.opt_state, state.params)
-  walkers = state.walkers._replace(log_psi=parts.batch_log_psi(params, state.walkers.x))
-  return state._replace(params=params, walkers=walkers), 'average'
 
 
 def sweep_functions(parts: step.Parts, chosen: dict, k: int) -> tuple:

@@ -2,7 +2,6 @@
 for all processes, and a checkpoint accepted only if it was made with settings that give
 the state the same shapes."""
 
-import os
 from typing import NamedTuple
 
 from ferminet_fast import config
@@ -20,7 +19,7 @@ class Source(NamedTuple):
 
 def check_compatible(source_dir: str, cfg) -> None:
   """Raises InputError unless the run in source_dir has the state shapes cfg would build."""
-  saved = rundir.read_json(os.path.join(source_dir, 'config.json'))
+  saved = rundir.saved_config(source_dir)
   diffs = config.structural_differences(saved, cfg.to_dict())
   if diffs:
     raise InputError(f'the checkpoint in {source_dir!r} was made with a different '

@@ -9,7 +9,8 @@ from typing import Optional
 
 from ferminet_fast.errors import InputError
 
-RUN_FILES = ('config.json', 'stats.csv', 'timings.json', 'result.json')
+CONFIG = 'config.json'  # The run's settings, as given (before 'auto' and 'best' resolve).
+RUN_FILES = (CONFIG, 'stats.csv', 'timings.json', 'result.json')
 STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'nonfinite',
                  'rejected', 'step_time_ms')
 
@@ -34,7 +35,7 @@ def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
     raise InputError(f'config.log.save_path {save_path!r} exists and is not a directory')
   if os.path.isdir(save_path):
     found = [f for f in RUN_FILES if os.path.exists(os.path.join(save_path, f))]
-    if checkpoint.has_checkpoint(save_path) and 'config.json' in found:
+    if checkpoint.has_checkpoint(save_path) and CONFIG in found:
       if not os.access(save_path, os.W_OK):
         raise InputError(f'config.log.save_path {save_path!r} is not writable')
       return save_path, True
@@ -55,14 +56,29 @@ def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
 
 def _interrupted_start(path: str, found: list, config: Optional[dict]) -> bool:
   """Whether `path` holds only the start of a run of `config` (killed before it saved)."""
-  if config is None or 'result.json' in found or 'config.json' not in found:
+  if config is None or 'result.json' in found or CONFIG not in found:
     return False
   try:
-    with open(os.path.join(path, 'config.json')) as f:
-      saved = json.load(f)
-  except (OSError, ValueError):
+    saved = saved_config(path)
+  except InputError:
     return False
   return saved == json.loads(json.dumps(config))
+
+
+def saved_config(run_dir: str) -> dict:
+  """The settings a run saved (its config.json) as written: the one reader of that file."""
+  return read_json(os.path.join(run_dir, CONFIG))
+
+
+def read_config(run_dir: str, what: str = '--run'):
+  """The settings of the run in `run_dir`, a ConfigDict (unvalidated); InputError, naming
+  the run as `what` names it, where `run_dir` is not a run directory."""
+  from ferminet_fast import config as config_lib  # The settings' tables import JAX.
+  if not os.path.isdir(run_dir):
+    raise InputError(f'{what} {run_dir!r} is not a directory')
+  if not os.path.exists(os.path.join(run_dir, CONFIG)):
+    raise InputError(f'{what} {run_dir!r} holds no {CONFIG} (not a run directory)')
+  return config_lib.from_json(saved_config(run_dir))
 
 
 def read_json(path: str) -> dict:

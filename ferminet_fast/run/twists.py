@@ -14,7 +14,6 @@ from typing import Sequence
 
 import numpy as np
 
-from ferminet_fast import config
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import systems
 from ferminet_fast.run import rundir
@@ -25,14 +24,11 @@ FREE_KEYS = ('twist', 'name', 'exact_energy')
 
 def _read(run_dir: str) -> tuple:
   """(the run's system settings, its eval.json), or InputError naming what is missing."""
-  config_json = os.path.join(run_dir, 'config.json')
+  cfg = rundir.read_config(run_dir, '--twist_average:')
   eval_json = os.path.join(run_dir, 'eval.json')
-  if not os.path.exists(config_json):
-    raise InputError(f'--twist_average: {run_dir!r} holds no config.json (not a run directory)')
   if not os.path.exists(eval_json):
     raise InputError(f'--twist_average: {run_dir!r} has not been evaluated (no eval.json); '
                      f'run python -m ferminet_fast.evaluate --run {run_dir} first')
-  cfg = config.from_json(rundir.read_json(config_json))
   return cfg.system, rundir.read_json(eval_json)
 
 
