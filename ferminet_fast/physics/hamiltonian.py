@@ -15,42 +15,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import coulomb, ecp, ewald, laplacians, systems
-
-
-def nuclear_repulsion(atoms: jax.Array, charges: jax.Array) -> jax.Array:
-  """V_nn = sum_{I<J} Z_I Z_J / |R_I - R_J| (Ha) for atoms (M, 3) bohr and charges (M,)."""
-  if atoms.shape[0] < 2:
-    return jnp.zeros((), atoms.dtype)
-  i, j = np.triu_indices(atoms.shape[0], k=1)
-  return jnp.sum(charges[i] * charges[j] / jnp.linalg.norm(atoms[i] - atoms[j], axis=-1))
-
-
-def potential_energy(x: jax.Array, atoms: jax.Array, charges: jax.Array,
-                     v_nn) -> jax.Array:
-  """V_ee + V_en + V_nn (Ha) for x (3N,), atoms (M, 3) and charges (M,)."""
-  r = x.reshape(-1, 3)
-  n = r.shape[0]
-  r_en = jnp.linalg.norm(r[:, None, :] - atoms[None], axis=-1)
-  v = -jnp.sum(charges[None] / r_en) + v_nn
-  if n > 1:
-    i, j = np.triu_indices(n, k=1)
-    v = v + jnp.sum(1.0 / jnp.linalg.norm(r[i] - r[j], axis=-1))
-  return v
-
-
-def molecular_coulomb(x: jax.Array, atoms: jax.Array, charges: jax.Array) -> jax.Array:
-  """V_ee + V_en + V_nn (Ha) with open boundaries: the molecular `coulomb.Coulomb`."""
-  return potential_energy(x, atoms, charges, nuclear_repulsion(atoms, charges))
+from ferminet_fast.physics import coulomb, ecp, laplacians, systems
+# The open-boundary sums, defined beside the Coulomb interface.
+from ferminet_fast.physics.coulomb import (  # noqa: F401
+    molecular_coulomb, nuclear_repulsion, potential_energy)
 
 
 def coulomb_of(system: systems.System, dtype=jnp.float32) -> coulomb.Coulomb:
-  """The system's Coulomb energy: the Ewald sum in its cell, converged for `dtype`, or the
-  open-boundary sums."""
-  if not system.periodic:
-    return molecular_coulomb
-  precision = 'float64' if np.dtype(dtype) == np.float64 else 'float32'
-  return ewald.make_ewald(system.lattice, system.n_electrons, len(system.charges), precision)
+  """The system's Coulomb energy, as its boundary gives it: the Ewald sum in its cell,
+  converged for `dtype`, or the open-boundary sums."""
+  return system.boundary.coulomb(system.n_electrons, len(system.charges), dtype)
 
 
 def complex_kinetic(lap: jax.Array, g: jax.Array) -> jax.Array:
