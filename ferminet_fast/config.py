@@ -19,6 +19,7 @@ from ferminet_fast.environment import packages
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import laplacians, systems
+from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.vmc import loss
 from ferminet_fast.wavefunction import envelopes, jastrows
 
@@ -584,7 +585,7 @@ def _validate_periodic(cfg) -> None:
                        f'dimensions; a {kind} needs '
                        + ' or '.join(f"'{k.name}'" for k in ENVELOPES.values() if k.slab)
                        + " (or 'auto')")
-  if not systems.is_gamma(sys_cfg.twist):
+  if not lattice_lib.is_gamma(sys_cfg.twist):
     if not OPTIMIZERS[cfg.optim.optimizer].complex:
       raise InputError(f'config.optim.optimizer = {cfg.optim.optimizer!r} does not support the '
                        f'complex wavefunction of a twist ({tuple(sys_cfg.twist)}); use one of '

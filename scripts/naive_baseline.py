@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import hamiltonian
+from ferminet_fast.physics import coulomb
 from ferminet_fast.run import build, cli, profiling
 from ferminet_fast.vmc import step
 from ferminet_fast.wavefunction import networks
@@ -58,7 +58,7 @@ def time_naive(parts, system, state, steps, n_walkers, key):
   t1 = time.perf_counter()
   energies = []
   for x in xs:  # Local energies, one walker at a time.
-    e = naive_kinetic(log_psi, x) + hamiltonian.potential_energy(x, atoms, charges,
+    e = naive_kinetic(log_psi, x) + coulomb.potential_energy(x, atoms, charges,
                                                                  system.nuclear_repulsion)
     energies.append(float(e))
   t2 = time.perf_counter()

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import electron_gas_hartree_fock_terms, tiny_config, tiny_network
 from ferminet_fast import config
-from ferminet_fast.physics import hamiltonian, laplacians, systems
+from ferminet_fast.physics import coulomb, hamiltonian, laplacians, systems
 from ferminet_fast.run import build
 
 METHODS = sorted(laplacians.METHODS)  # folx comes with the test extra.
@@ -143,7 +143,7 @@ def test_potential_energy_of_a_known_configuration():
   x = jnp.array([1.0, 0, 0, 0, 2.0, 0, 0, 0, -4.0])
   # V_en = -3 (1 + 1/2 + 1/4); V_ee = 1/sqrt(5) + 1/sqrt(17) + 1/sqrt(20).
   expected = -3 * 1.75 + 1 / np.sqrt(5) + 1 / np.sqrt(17) + 1 / np.sqrt(20)
-  v = hamiltonian.potential_energy(x, jnp.asarray(system.positions), jnp.asarray(system.charges),
+  v = coulomb.potential_energy(x, jnp.asarray(system.positions), jnp.asarray(system.charges),
                                    system.nuclear_repulsion)
   np.testing.assert_allclose(v, expected, rtol=1e-6)
 

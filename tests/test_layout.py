@@ -71,3 +71,55 @@ def test_the_package_never_imports_the_scripts():
       found += [f'{path.relative_to(REPO)}:{node.lineno} {n}' for n in names
                 if n == 'scripts' or n.startswith('scripts.')]
   assert not found, found
+
+
+# Where the difference between open and periodic boundaries may be asked for: the
+# boundaries themselves, the system's construction, the validation of the settings and
+# the resolver of the run's pieces. Elsewhere behaviour comes from system.boundary.
+BOUNDARY_DECIDERS = ('physics/boundary.py', 'physics/systems.py', 'config.py', 'run/build.py')
+
+
+def _asks_periodicity(node: ast.AST) -> bool:
+  """Whether the expression reads `.periodic`, calls `is_periodic(...)` or compares `rs` or
+  `lattice` with None."""
+  for sub in ast.walk(node):
+    if isinstance(sub, ast.Attribute) and sub.attr == 'periodic':
+      return True
+    if isinstance(sub, ast.Call) and getattr(sub.func, 'attr', getattr(sub.func, 'id', '')
+                                             ) == 'is_periodic':
+      return True
+    if (isinstance(sub, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot))
+                                             for op in sub.ops)
+        and any(isinstance(c, ast.Constant) and c.value is None for c in sub.comparators)
+        and getattr(sub.left, 'attr', getattr(sub.left, 'id', '')) in ('rs', 'lattice')):
+      return True
+  return False
+
+
+def _conditions(tree: ast.AST):
+  """Every expression that decides a branch: the tests of if, while, assert and of
+  conditional expressions and comprehensions, and the operands of and, or, not."""
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+      yield node.test
+    elif isinstance(node, ast.comprehension):
+      yield from node.ifs
+    elif isinstance(node, ast.BoolOp):
+      yield from node.values
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+      yield node.operand
+    elif isinstance(node, ast.Call) and getattr(node.func, 'attr', getattr(
+        node.func, 'id', '')) == 'is_periodic':
+      yield node
+
+
+def test_periodicity_is_decided_by_the_boundary_alone():
+  found = set()
+  for path in sources():
+    name = path.relative_to(PACKAGE).as_posix()
+    if name in BOUNDARY_DECIDERS:
+      continue
+    for condition in _conditions(ast.parse(path.read_text())):
+      if _asks_periodicity(condition):
+        found.add(f'ferminet_fast/{name}:{condition.lineno}')
+  assert not found, sorted(found)

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import tiny_config, tiny_network
 from ferminet_fast import InputError, evaluate, plot, train
-from ferminet_fast.physics import hamiltonian, laplacians, observables, systems
+from ferminet_fast.physics import coulomb, hamiltonian, laplacians, observables, systems
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -129,8 +129,8 @@ def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_t
     x = jnp.asarray(np.random.default_rng(4).normal(size=(5, 12)) * 1.5 + [0, 0, 1.0] * 4)
 
     def potential(x, nuclei):
-      return hamiltonian.potential_energy(x, nuclei, charges,
-                                          hamiltonian.nuclear_repulsion(nuclei, charges))
+      return coulomb.potential_energy(x, nuclei, charges,
+                                          coulomb.nuclear_repulsion(nuclei, charges))
 
     def q(x, i):  # (3,)
       u = x.reshape(-1, 3) - atoms[i]

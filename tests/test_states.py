@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast.physics import excited_states, hamiltonian, laplacians, systems
+from ferminet_fast.physics import coulomb, excited_states, laplacians, systems
 from ferminet_fast.wavefunction import networks, states
 
 
@@ -54,7 +54,7 @@ def test_trace_is_the_total_wavefunctions_local_energy(helium_states):
     kinetic = -0.5 * (jnp.trace(jax.hessian(f)(xi)) + jnp.sum(jax.grad(f)(xi) ** 2))
     atoms = jnp.asarray(system.positions)
     charges = jnp.asarray(system.charges)
-    potential = sum(hamiltonian.potential_energy(c, atoms, charges, 0.0)
+    potential = sum(coulomb.potential_energy(c, atoms, charges, 0.0)
                     for c in excited_states.configurations(xi, 3))
     return kinetic + potential
 

@@ -75,14 +75,6 @@ def _cutoff(tail, tolerance: float, start: float) -> float:
   return high
 
 
-def _half_diagonal(lat: lattice_lib.Lattice) -> float:
-  """The longest vector s . vectors with fractional s in [-1/2, 1/2] along each periodic
-  direction (0 along a slab's open one): a cell corner, the farthest a minimum image goes."""
-  corners = np.array([[i, j, k] for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
-  corners = corners * lattice_lib.periodic_mask(lat.dims)
-  return float(np.max(np.linalg.norm(corners @ lat.vectors, axis=1)))
-
-
 def _cutoffs(lat: lattice_lib.Lattice, alpha: float, tolerance: float) -> tuple:
   """(real-space, reciprocal) cut-offs (bohr, 1/bohr) whose tails are below `tolerance`."""
   length = lat.volume ** (1 / 3)
@@ -94,7 +86,7 @@ def choose(lat: lattice_lib.Lattice, n_particles: int, tolerance: float) -> Ewal
   """alpha and the cut-offs for `n_particles` charges in the cell: among alphas on a
   logarithmic grid, the one of least estimated cost n_pairs n_L + n_particles n_G (lattice
   and half-sphere reciprocal vectors counted by volume), each sum's tail below `tolerance`."""
-  d_max = _half_diagonal(lat)
+  d_max = lattice_lib.half_diagonal(lat)
   n_pairs = max(n_particles * (n_particles - 1) // 2, 1)
   costs = []
   for alpha in np.geomspace(0.5, 20.0, 40) / lat.volume ** (1 / 3):
@@ -108,7 +100,7 @@ def choose(lat: lattice_lib.Lattice, n_particles: int, tolerance: float) -> Ewal
 def setup_at(lat: lattice_lib.Lattice, alpha: float, tolerance: float) -> EwaldSetup:
   """The constants for a given alpha (1/bohr), the cut-offs for `tolerance`."""
   r_cut, g_cut = _cutoffs(lat, alpha, tolerance)
-  real = lattice_lib.lattice_points(lat.vectors, r_cut + _half_diagonal(lat))
+  real = lattice_lib.lattice_points(lat.vectors, r_cut + lattice_lib.half_diagonal(lat))
   recip = lattice_lib.lattice_points(lat.reciprocal, g_cut)[1:]  # Without G = 0.
   recip = recip[_half_space(recip)]
   g2 = np.sum(recip**2, axis=1)
@@ -234,7 +226,7 @@ def choose_slab(lat: lattice_lib.Lattice, n_particles: int, tolerance: float) ->
   """alpha and the cut-offs of a slab's sum: among alphas on a logarithmic grid, the one of
   least estimated cost n_pairs (n_L + n_G) (both sums run over pairs, as the reciprocal
   terms depend on each pair's separation along the normal), each tail below `tolerance`."""
-  d_max = _half_diagonal(lat)
+  d_max = lattice_lib.half_diagonal(lat)
   n_pairs = max(n_particles * (n_particles - 1) // 2, 1)
   costs = []
   for alpha in np.geomspace(0.5, 20.0, 40) / np.sqrt(lat.area):
@@ -248,7 +240,7 @@ def choose_slab(lat: lattice_lib.Lattice, n_particles: int, tolerance: float) ->
 def slab_setup_at(lat: lattice_lib.Lattice, alpha: float, tolerance: float) -> SlabSetup:
   """A slab's constants for a given alpha (1/bohr), the cut-offs for `tolerance`."""
   r_cut, g_cut = _slab_cutoffs(lat, alpha, tolerance)
-  real = lattice_lib.plane_points(lat, lat.vectors, r_cut + _half_diagonal(lat))
+  real = lattice_lib.plane_points(lat, lat.vectors, r_cut + lattice_lib.half_diagonal(lat))
   recip = lattice_lib.plane_points(lat, lat.reciprocal, g_cut)[1:]  # Without G = 0.
   recip = recip[_half_space(recip)]
   g = np.linalg.norm(recip, axis=1)

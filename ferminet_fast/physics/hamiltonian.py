@@ -2,7 +2,7 @@
 plus the effective core potentials' energy (ecp.py) where atoms have them; for a complex
 wavefunction the kinetic term is -1/2 (lap log psi + (grad log psi)^2) of log psi = log|psi|
 + i theta (`complex_kinetic`), and E_L complex. The Coulomb
-terms are a `coulomb.Coulomb`: plain 1/r sums for open boundaries (`molecular_coulomb`),
+terms are a `coulomb.Coulomb`: plain 1/r sums for open boundaries (`coulomb.molecular_coulomb`),
 the Ewald sum for periodic systems (ewald.py).
 
 Everything here acts on ONE configuration x (3N,); callers vmap over walkers.
@@ -15,42 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import coulomb, ecp, ewald, laplacians, systems
-
-
-def nuclear_repulsion(atoms: jax.Array, charges: jax.Array) -> jax.Array:
-  """V_nn = sum_{I<J} Z_I Z_J / |R_I - R_J| (Ha) for atoms (M, 3) bohr and charges (M,)."""
-  if atoms.shape[0] < 2:
-    return jnp.zeros((), atoms.dtype)
-  i, j = np.triu_indices(atoms.shape[0], k=1)
-  return jnp.sum(charges[i] * charges[j] / jnp.linalg.norm(atoms[i] - atoms[j], axis=-1))
-
-
-def potential_energy(x: jax.Array, atoms: jax.Array, charges: jax.Array,
-                     v_nn) -> jax.Array:
-  """V_ee + V_en + V_nn (Ha) for x (3N,), atoms (M, 3) and charges (M,)."""
-  r = x.reshape(-1, 3)
-  n = r.shape[0]
-  r_en = jnp.linalg.norm(r[:, None, :] - atoms[None], axis=-1)
-  v = -jnp.sum(charges[None] / r_en) + v_nn
-  if n > 1:
-    i, j = np.triu_indices(n, k=1)
-    v = v + jnp.sum(1.0 / jnp.linalg.norm(r[i] - r[j], axis=-1))
-  return v
-
-
-def molecular_coulomb(x: jax.Array, atoms: jax.Array, charges: jax.Array) -> jax.Array:
-  """V_ee + V_en + V_nn (Ha) with open boundaries: the molecular `coulomb.Coulomb`."""
-  return potential_energy(x, atoms, charges, nuclear_repulsion(atoms, charges))
+from ferminet_fast.physics import coulomb, ecp, laplacians, systems
 
 
 def coulomb_of(system: systems.System, dtype=jnp.float32) -> coulomb.Coulomb:
-  """The system's Coulomb energy: the Ewald sum in its cell, converged for `dtype`, or the
-  open-boundary sums."""
-  if not system.periodic:
-    return molecular_coulomb
-  precision = 'float64' if np.dtype(dtype) == np.float64 else 'float32'
-  return ewald.make_ewald(system.lattice, system.n_electrons, len(system.charges), precision)
+  """The system's Coulomb energy, as its boundary gives it: the Ewald sum in its cell,
+  converged for `dtype`, or the open-boundary sums."""
+  return system.boundary.coulomb(system.n_electrons, len(system.charges), dtype)
 
 
 def complex_kinetic(lap: jax.Array, g: jax.Array) -> jax.Array:
@@ -66,7 +37,7 @@ def complex_kinetic(lap: jax.Array, g: jax.Array) -> jax.Array:
 def make_local_energy_at(log_psi_at: Callable, charges,
                          laplacian: laplacians.Method = laplacians.JVP_LOOP,
                          with_gradient: bool = False,
-                         potential: coulomb.Coulomb = molecular_coulomb,
+                         potential: coulomb.Coulomb = coulomb.molecular_coulomb,
                          complex_output: bool = False) -> Callable:
   """(params, x (3N,), atoms (M, 3)) -> E_L (), Ha, for nuclei of `charges` (M,) placed at
   `atoms` (bohr) and `log_psi_at(params, x, atoms) -> log|psi|`; with_gradient: (E_L,

@@ -150,6 +150,14 @@ def periodic_mask(dims: int) -> np.ndarray:
   return (np.arange(3) < dims).astype(np.float64)
 
 
+def half_diagonal(lat: Lattice) -> float:
+  """The longest vector s . vectors with fractional s in [-1/2, 1/2] along each periodic
+  direction (0 along a slab's open one): a cell corner, the farthest a minimum image goes."""
+  corners = np.array([[i, j, k] for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
+  corners = corners * periodic_mask(lat.dims)
+  return float(np.max(np.linalg.norm(corners @ lat.vectors, axis=1)))
+
+
 def wrap(lattice: Lattice, r):
   """Positions r (..., 3) bohr moved by lattice vectors into the cell (fractional
   coordinates in [0, 1) along each periodic direction); numpy or jax."""
@@ -207,6 +215,19 @@ def lattice_points(basis: np.ndarray, radius: float) -> np.ndarray:
   points, length = points[keep], length[keep]
   order = np.lexsort((points[:, 2], points[:, 1], points[:, 0], np.round(length, 9)))
   return points[order]
+
+
+def reduced_twist(twist) -> tuple:
+  """A fractional twist with each component in [0, 1): twists that differ by integers give
+  the same boundary conditions, so this is the form in which two twists compare equal."""
+  reduced = (float(t) % 1.0 for t in twist)
+  return tuple(0.0 if abs(t - 1.0) < 1e-12 or abs(t) < 1e-12 else t for t in reduced)
+
+
+def is_gamma(twist) -> bool:
+  """Whether a fractional twist is the Gamma point (every component an integer: the same
+  boundary conditions as (0, 0, 0))."""
+  return not any(reduced_twist(twist))
 
 
 def twist_vector(lattice: Lattice, twist) -> np.ndarray:

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import hamiltonian, laplacians, systems
+from ferminet_fast.physics import coulomb, hamiltonian, laplacians, systems
 
 
 def finite_mean(values: jax.Array) -> jax.Array:
@@ -246,7 +246,7 @@ def force_terms(log_psi_at: Callable, system: systems.System,
   atoms = np.asarray(system.positions, np.float64)
   charges = np.asarray(system.charges, np.float64)
   # -dV_nn/dR_I = Z_I sum_J Z_J (R_I - R_J) / |R_I - R_J|^3, by differentiating V_nn.
-  f_nn = -np.asarray(jax.grad(hamiltonian.nuclear_repulsion)(atoms, charges))
+  f_nn = -np.asarray(jax.grad(coulomb.nuclear_repulsion)(atoms, charges))
   local_energy = hamiltonian.make_local_energy_at(log_psi_at, charges, laplacian,
                                                   with_gradient=True)
 

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.errors import InputError
+from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import ewald
 from ferminet_fast.physics import hartree_fock as molecular
 from ferminet_fast.physics import lattice as lattice_lib
@@ -63,12 +64,8 @@ def make_cell(lattice, symbols: Sequence[str], positions, basis, *, ecp=None, ps
   plane; 1: a chain along x, whose open directions pyscf.pbc takes as infinite vacuum, the
   only treatment it has for one dimension). InputError for a bad lattice or unknown basis."""
   from pyscf.pbc import gto
-  lattice = np.asarray(lattice, np.float64)
+  lattice = lattice_lib.make_lattice(lattice, 'lattice', dims).vectors
   positions = np.asarray(positions, np.float64).reshape(-1, 3)
-  if lattice.shape != (3, 3) or not np.all(np.isfinite(lattice)):
-    raise InputError(f'lattice must be three finite vectors (3, 3), got shape {lattice.shape}')
-  if abs(np.linalg.det(lattice)) < 1e-6 * np.prod(np.linalg.norm(lattice, axis=1)):
-    raise InputError('lattice vectors are linearly dependent (zero cell volume)')
   if len(symbols) != len(positions):
     raise InputError(f'{len(symbols)} atom symbols for {len(positions)} positions')
   try:
@@ -103,8 +100,7 @@ def lattice_images(lattice: np.ndarray, radius: float, dims: int = 3) -> np.ndar
   chain's (dims = 1) along its axis only.
   Sorted by length, the origin first."""
   mask = lattice_lib.periodic_mask(dims)
-  corners = np.array([(i, j, k) for i in (-.5, .5) for j in (-.5, .5) for k in (-.5, .5)])
-  reach = radius + np.linalg.norm((corners * mask) @ lattice, axis=1).max()
+  reach = radius + lattice_lib.half_diagonal(lattice_lib.make_lattice(lattice, 'lattice', dims))
   # |n_i| = |T . inv(lattice)[:, i]| <= |T| |inv(lattice)[:, i]|.
   n_max = np.ceil(reach * np.linalg.norm(np.linalg.inv(lattice), axis=0)).astype(int)
   n_max = n_max * mask.astype(int)
@@ -242,14 +238,7 @@ def supercell_matrix(matrix) -> np.ndarray:
 def cell_translations(matrix) -> np.ndarray:
   """(det S, 3) integer vectors n of the primitive cells inside the supercell S (fractional
   coordinates n @ inv(S) in [0, 1)^3), sorted (C order for a diagonal S)."""
-  s = supercell_matrix(matrix)
-  corners = np.array([(i, j, k) for i in (0, 1) for j in (0, 1) for k in (0, 1)]) @ s
-  axes = [np.arange(lo, hi + 1) for lo, hi in zip(corners.min(0), corners.max(0))]
-  n = np.stack(np.meshgrid(*axes, indexing='ij'), -1).reshape(-1, 3)
-  f = n @ np.linalg.inv(s)
-  n = n[np.all((f > -1e-9) & (f < 1 - 1e-9), axis=1)]
-  assert len(n) == round(abs(np.linalg.det(s))), (len(n), s)
-  return n
+  return lattice_lib.translations(supercell_matrix(matrix))
 
 
 def folded_kpoints(matrix) -> np.ndarray:
@@ -266,11 +255,10 @@ def supercell(lattice, symbols: Sequence[str], positions, matrix) -> tuple:
   """(lattice S @ lattice (3, 3), symbols, positions (n_atom det S, 3)) of the supercell S
   (supercell_matrix) of a primitive cell, bohr; atoms ordered cell by cell
   (cell_translations' order), the primitive cell's order within each."""
-  lattice = np.asarray(lattice, np.float64)
-  n = cell_translations(matrix)
-  translations = n @ lattice  # (n_k, 3)
-  positions = (translations[:, None] + np.asarray(positions, np.float64)[None]).reshape(-1, 3)
-  return supercell_matrix(matrix) @ lattice, list(symbols) * len(n), positions
+  primitive, s = lattice_lib.make_lattice(lattice, 'lattice'), supercell_matrix(matrix)
+  symbols, positions = lattice_lib.replicate(primitive, s, symbols,
+                                             np.asarray(positions, np.float64))
+  return s @ primitive.vectors, list(symbols), positions
 
 
 def _real_span(c: np.ndarray, overlap: np.ndarray, n_occ: int) -> np.ndarray:
@@ -360,7 +348,7 @@ def for_system(system, basis: str, restricted: bool) -> tuple:
   simulation cell at its twist.
   InputError for the electron gas (no nuclei: its plane-wave envelope is already the HF
   determinant) and for effective core potentials (not evaluated in a cell yet)."""
-  if system.lattice is None:
+  if not isinstance(system.boundary, boundary_lib.Periodic):
     raise ValueError('for_system is for periodic systems; see hartree_fock.hartree_fock')
   if not len(system.symbols):
     raise InputError('config.pretrain.iterations > 0: the electron gas needs no Hartree-Fock '
@@ -371,7 +359,7 @@ def for_system(system, basis: str, restricted: bool) -> tuple:
                      'core potentials is not supported; use all electrons (config.system.ecp '
                      "= '')")
   vectors = system.lattice.vectors
-  kpt = lattice_lib.twist_vector(system.lattice, system.twist) if system.complex else None
+  kpt = system.boundary.twist_vector() if system.complex else None
   n_up, n_down = system.n_up, system.n_down
   primitive = system.primitive.vectors if system.primitive is not None else vectors
   matrix = np.round(vectors @ np.linalg.inv(primitive)).astype(int)

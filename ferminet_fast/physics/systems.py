@@ -8,6 +8,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ferminet_fast.errors import InputError
+from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import ecp as ecp_lib
 from ferminet_fast.physics import lattice as lattice_lib
 
@@ -36,18 +37,6 @@ def is_periodic(sys_cfg) -> bool:
   return bool(sys_cfg.lattice) or sys_cfg.rs is not None
 
 
-def reduced_twist(twist) -> tuple:
-  """A fractional twist with each component in [0, 1): twists that differ by integers give
-  the same boundary conditions, so this is the form in which two twists compare equal."""
-  reduced = (float(t) % 1.0 for t in twist)
-  return tuple(0.0 if abs(t - 1.0) < 1e-12 or abs(t) < 1e-12 else t for t in reduced)
-
-
-def is_gamma(twist) -> bool:
-  """Whether a fractional twist is the Gamma point (every component an integer: the same
-  boundary conditions as (0, 0, 0))."""
-  return not any(reduced_twist(twist))
-
 
 @dataclasses.dataclass(frozen=True)
 class System:
@@ -55,9 +44,9 @@ class System:
   effective core potentials, `charges` are the effective ones (Z - core electrons), the
   electrons are the valence electrons, and `ecp` holds one ecp.Ecp or None per atom.
   `states` > 1: the lowest `states` states of this spin sector together (NES-VMC);
-  `exact_energy` is the ground state's. `lattice`: the simulation cell of a periodic system
-  (a crystal's supercell, whose nuclei `positions` holds, or the electron gas's, with no
-  nuclei); None for open boundaries."""
+  `exact_energy` is the ground state's. `boundary`: open (boundary.Open) or periodic in
+  the simulation cell at a twist (boundary.Periodic: a crystal's supercell, whose nuclei
+  `positions` holds, or the electron gas's, with no nuclei)."""
   symbols: tuple
   positions: np.ndarray
   charges: np.ndarray
@@ -67,20 +56,28 @@ class System:
   exact_energy: Optional[float] = None
   ecp: tuple = ()
   states: int = 1
-  lattice: Optional[lattice_lib.Lattice] = None
+  boundary: boundary_lib.Boundary = boundary_lib.OPEN
   primitive: Optional[lattice_lib.Lattice] = None  # A crystal's primitive cell (None otherwise).
-  # Periodic systems: the twist k_s (Bloch wavevector of the simulation cell) in fractional
-  # coordinates of its reciprocal vectors; psi(r_i + L) = exp(i k_s . L) psi(r_i).
-  twist: tuple = (0.0, 0.0, 0.0)
+
+  @property
+  def lattice(self) -> Optional[lattice_lib.Lattice]:
+    """The simulation cell of a periodic system; None for open boundaries."""
+    return self.boundary.lattice
+
+  @property
+  def twist(self) -> tuple:
+    """The twist k_s (Bloch wavevector of the simulation cell) in fractional coordinates of
+    its reciprocal vectors; psi(r_i + L) = exp(i k_s . L) psi(r_i). Gamma if open."""
+    return self.boundary.twist
 
   @property
   def periodic(self) -> bool:
-    return self.lattice is not None
+    return self.boundary.periodic
 
   @property
   def complex(self) -> bool:
     """Whether the wavefunction is complex: a periodic system away from the Gamma point."""
-    return self.periodic and not is_gamma(self.twist)
+    return self.boundary.complex
 
   @property
   def has_ecp(self) -> bool:
@@ -252,8 +249,15 @@ def make_system(sys_cfg) -> System:
       s + (str(symbols.count(s)) if symbols.count(s) > 1 else '') for s in dict.fromkeys(symbols))
   return System(symbols=symbols, positions=positions, charges=charges, n_up=int(n_up),
                 n_down=int(n_down), name=name, exact_energy=exact, ecp=ecps,
-                states=int(sys_cfg.states), lattice=lattice, primitive=primitive,
-                twist=tuple(float(t) for t in sys_cfg.twist))
+                states=int(sys_cfg.states), boundary=boundary_of(lattice, sys_cfg.twist),
+                primitive=primitive)
+
+
+def boundary_of(lattice: Optional[lattice_lib.Lattice], twist) -> boundary_lib.Boundary:
+  """Periodic boundaries in `lattice` at the fractional `twist`; open ones without a lattice."""
+  if lattice is None:
+    return boundary_lib.OPEN
+  return boundary_lib.Periodic(lattice, twist)
 
 
 def crystal(sys_cfg, symbols: tuple, positions: np.ndarray) -> tuple:
@@ -290,8 +294,8 @@ def electron_gas(sys_cfg) -> System:
   name = sys_cfg.name or f'heg_rs{sys_cfg.rs:g}_{sys_cfg.cell}_{n_up}_{n_down}'
   return System(symbols=(), positions=np.zeros((0, 3)), charges=np.zeros((0,)), n_up=n_up,
                 n_down=n_down, name=name, exact_energy=sys_cfg.exact_energy,
-                ecp=(), states=int(sys_cfg.states), lattice=lattice,
-                twist=tuple(float(t) for t in sys_cfg.twist))
+                ecp=(), states=int(sys_cfg.states),
+                boundary=boundary_lib.Periodic(lattice, sys_cfg.twist))
 
 
 def ecp_names(setting, symbols: tuple) -> tuple:

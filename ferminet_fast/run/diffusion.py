@@ -53,7 +53,7 @@ def settings(run_dir: str, overrides: dict):
   if cfg.system.states > 1:
     raise InputError(f'DMC is for one state; the run has system.states = '
                      f'{cfg.system.states}')
-  if systems.is_periodic(cfg.system):
+  if not systems.make_system(cfg.system).boundary.dmc:
     raise InputError('DMC of a periodic system is not supported yet (its step has neither '
                      'the Ewald energy nor moves wrapped into the cell); evaluate the run with '
                      'python -m ferminet_fast.evaluate')

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.errors import InputError
+from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import excited_states, laplacians
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.run import watchdog
@@ -17,7 +18,8 @@ from ferminet_fast.vmc import ordering, stats, step
 STATES = 'states'  # Key of the several states' matrices among the estimators.
 # What the several states' evaluation estimates for every state (its `states` report).
 STATES_OBSERVABLES = ('s2', 'dipole')
-PERIODIC_OBSERVABLES = ('s2',)  # Those defined in a periodic cell (no dipole, density, forces).
+# Those defined in a periodic cell (no dipole, density, forces): the boundary says.
+PERIODIC_OBSERVABLES = boundary_lib.Periodic.OBSERVABLES
 EV_PER_HA = 27.211386246  # CODATA 2018.
 
 
@@ -29,7 +31,7 @@ def estimators(names: Sequence[str], network, system, laplacian: laplacians.Meth
   if unknown:
     raise InputError(f'unknown observable {unknown[0]!r} (known: '
                      f'{", ".join(observables_lib.OBSERVABLES)})')
-  refused = [n for n in names if system.periodic and n not in PERIODIC_OBSERVABLES]
+  refused = [n for n in names if not system.boundary.allows(n)]
   if refused:
     raise InputError(f'--observables {",".join(refused)}: not available for a periodic system '
                      '(the dipole is not defined in a cell; the density and the forces are not '

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ferminet_fast.errors import InputError
+from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.physics import systems
 from ferminet_fast.run import rundir
 
@@ -41,7 +42,8 @@ def average(run_dirs: Sequence[str]) -> dict:
                      'comma-separated')
   read = [_read(d) for d in run_dirs]
   first = read[0][0]
-  if not systems.is_periodic(first):
+  system = systems.make_system(first)
+  if not system.boundary.twists:
     raise InputError(f'--twist_average: {run_dirs[0]!r} is not a periodic system')
   reference = {k: v for k, v in first.to_dict().items() if k not in FREE_KEYS}
   twists = []
@@ -51,13 +53,13 @@ def average(run_dirs: Sequence[str]) -> dict:
       differ = sorted(k for k in set(other) | set(reference) if other.get(k) != reference.get(k))
       raise InputError(f'--twist_average: {d!r} describes another system than '
                        f'{run_dirs[0]!r} (config.system.{", ".join(differ)} differ)')
-    twist = systems.reduced_twist(sys_cfg.twist)
+    twist = lattice_lib.reduced_twist(sys_cfg.twist)
     if twist in twists:
       raise InputError(f'--twist_average: twist {twist} appears twice ({d!r})')
     twists.append(twist)
   energies = np.array([e['energy'] for _, e in read], dtype=float)
   errors = np.array([e['error'] for _, e in read], dtype=float)  # null (no error bar): NaN.
-  n_electrons = systems.make_system(first).n_electrons  # Per simulation cell.
+  n_electrons = system.n_electrons  # Per simulation cell.
   mean, error = float(np.mean(energies)), float(np.sqrt(np.sum(errors**2)) / len(errors))
   return {'energy': mean, 'error': error, 'energy_per_electron': mean / n_electrons,
           'error_per_electron': error / n_electrons, 'n_twists': len(run_dirs),

@@ -14,20 +14,20 @@ hundreds of steps a fixed x1.1 per 100 steps schedule needs.
 A walker whose position or log|psi| became non-finite is restarted from a healthy
 walker at the start of the next sweep (see `replace_nonfinite`).
 
-In a periodic cell every proposal is wrapped back into the cell (`wrapper`). The
+In a periodic cell every proposal is wrapped back into the cell (the system's
+boundary, physics/boundary.py; with open boundaries wrapping is the identity). The
 wavefunction is lattice-periodic by construction (its features are), so wrapping changes
 neither |psi|^2 nor the symmetric proposal on the torus; it keeps the coordinates small,
 so float32 keeps its resolution however far the walkers diffuse, and saved walkers lie
 in the cell.
 """
 
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.physics import systems
 
 MIN_WIDTH, MAX_WIDTH = 1e-3, 10.0  # bohr; keeps a pathological sweep from collapsing the walk.
@@ -44,32 +44,33 @@ def init_positions(key: jax.Array, system: systems.System, batch: int, init_widt
                    dtype=jnp.float32) -> jax.Array:
   """(batch, 3N) positions: each electron Gaussian-distributed around its home nucleus;
   (batch, K 3N) for K states, K independent configurations per walker. In a periodic cell
-  they are wrapped into it; the electron gas, without nuclei, starts uniform in the cell."""
-  if system.periodic and not len(system.charges):
-    s = jax.random.uniform(key, (batch, system.n_electrons * system.states, 3), dtype)
-    return (s @ jnp.asarray(system.lattice.vectors, dtype)).reshape(batch, -1)
+  they are wrapped into it; a system without nuclei (the electron gas) starts uniform in
+  its cell."""
+  if not len(system.charges):
+    s = system.boundary.uniform_positions(
+        key, (batch, system.n_electrons * system.states), dtype)
+    return s.reshape(batch, -1)
   homes = systems.electron_homes(system)
   centres = jnp.asarray(np.tile(system.positions[homes].reshape(-1), system.states), dtype)
   x = centres[None] + init_width * jax.random.normal(key, (batch, centres.shape[0]), dtype)
-  wrap = wrapper(system)
-  return x if wrap is None else wrap(x)
+  return system.boundary.wrap(x)
 
 
-def wrapper(system: systems.System) -> Optional[Callable]:
-  """x (B, 3N) -> the same electrons moved by lattice vectors into the cell; None for open
-  boundaries."""
-  if not system.periodic:
-    return None
-  return lambda x: lattice_lib.wrap(system.lattice, x.reshape(*x.shape[:-1], -1, 3)).reshape(
-      x.shape)
+def wrapper(system: systems.System) -> Callable:
+  """x (B, 3N) -> the same electrons moved by lattice vectors into the cell (the identity,
+  which adds no op to a traced program, for open boundaries)."""
+  return system.boundary.wrap
 
 
-def make_sweep(batch_log_psi: Callable, steps: int,
-               wrap: Optional[Callable] = None) -> Callable:
+def _identity(x: jax.Array) -> jax.Array:
+  return x
+
+
+def make_sweep(batch_log_psi: Callable, steps: int, wrap: Callable = _identity) -> Callable:
   """Builds sweep(params, walkers, key) -> (walkers, pmove) doing `steps` MH moves.
 
   `batch_log_psi(params, x (B, 3N)) -> (B,)`. pmove is the fraction of accepted moves.
-  `wrap`: x (B, 3N) -> x, applied to each proposal (periodic cells, `wrapper`).
+  `wrap`: x (B, 3N) -> x, applied to each proposal (`wrapper`: into a periodic cell).
   """
 
   def sweep(params, walkers: Walkers, key):
@@ -80,8 +81,7 @@ def make_sweep(batch_log_psi: Callable, steps: int,
       x, log_psi, accepted = carry
       k_move, k_accept = jax.random.split(jax.random.fold_in(key, i))
       x_new = x + width * jax.random.normal(k_move, x.shape, x.dtype)
-      if wrap is not None:
-        x_new = wrap(x_new)
+      x_new = wrap(x_new)
       log_psi_new = batch_log_psi(params, x_new)
       # Accept with probability min(1, |psi'|^2 / |psi|^2), compared in log space.
       log_u = jnp.log(jax.random.uniform(k_accept, log_psi.shape, x.dtype))

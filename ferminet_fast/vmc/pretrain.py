@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import hartree_fock, periodic_hartree_fock, systems
 from ferminet_fast.vmc import mcmc
 from ferminet_fast.wavefunction import networks
@@ -109,18 +110,31 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
   return init, step
 
 
+def _molecular_reference(pretrain_cfg, system: systems.System) -> tuple:
+  """Molecular UHF / ROHF from pyscf (open boundaries)."""
+  p = pretrain_cfg
+  hf = hartree_fock.hartree_fock(system, p.basis, p.restricted, p.ecp_basis)
+  return hartree_fock.make_orbitals(hf, system), 'ROHF' if p.restricted else 'UHF', hf.energy
+
+
+def _periodic_reference(pretrain_cfg, system: systems.System) -> tuple:
+  """pyscf.pbc's HF of the simulation cell (periodic_hartree_fock.for_system)."""
+  p = pretrain_cfg
+  hf, method = periodic_hartree_fock.for_system(system, p.basis, p.restricted)
+  return periodic_hartree_fock.make_orbitals(hf, *system.electrons), method, hf.energy
+
+
+# The Hartree-Fock reference of each kind of boundary (physics/boundary.py), by its type.
+_REFERENCES = {boundary_lib.Open: _molecular_reference,
+               boundary_lib.Periodic: _periodic_reference}
+
+
 def reference_orbitals(pretrain_cfg, system: systems.System) -> tuple:
   """(x (3N,) -> [(n_s, n_s) HF orbitals per spin], the method's name, its energy in Ha)
   from pyscf: molecular UHF / ROHF for open boundaries; for a crystal, pyscf.pbc's HF of the
   simulation cell (k-point RHF of the primitive cell unfolded, or Gamma-point;
   periodic_hartree_fock.for_system), the energy per simulation cell."""
-  p = pretrain_cfg
-  if not system.periodic:
-    hf = hartree_fock.hartree_fock(system, p.basis, p.restricted, p.ecp_basis)
-    return (hartree_fock.make_orbitals(hf, system), 'ROHF' if p.restricted else 'UHF',
-            hf.energy)
-  hf, method = periodic_hartree_fock.for_system(system, p.basis, p.restricted)
-  return periodic_hartree_fock.make_orbitals(hf, *system.electrons), method, hf.energy
+  return _REFERENCES[type(system.boundary)](pretrain_cfg, system)
 
 
 class Pretraining(NamedTuple):

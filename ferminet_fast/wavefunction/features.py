@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import lattice as lattice_lib
 
 
@@ -134,3 +135,14 @@ def psiformer_inputs(g: Geometry, n_up: int, n_down: int) -> jax.Array:
   spin = jnp.concatenate([jnp.ones((n_up, 1), g.ae.dtype), -jnp.ones((n_down, 1), g.ae.dtype)])
   return jnp.concatenate([(g.ae * scale / jnp.maximum(g.r_ae, 1e-12)).reshape(n, -1),
                           scale.reshape(n, -1), spin], axis=-1)
+
+
+# The features of each kind of boundary (physics/boundary.py), by its type.
+_OF_BOUNDARY = {boundary_lib.Open: lambda b: molecular,
+                boundary_lib.Periodic: lambda b: periodic(b.lattice)}
+
+
+def of_boundary(boundary: boundary_lib.Boundary) -> Features:
+  """The `Features` of the boundary conditions: `molecular` for open ones, `periodic` in a
+  cell."""
+  return _OF_BOUNDARY[type(boundary)](boundary)

@@ -14,12 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import choices
-from ferminet_fast.physics import lattice as lattice_lib
+from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import systems
 from ferminet_fast.wavefunction import envelopes, jastrows, states
 from ferminet_fast.wavefunction.base import Network, modulus, phase, slogdet
 from ferminet_fast.wavefunction.features import (Geometry, electrons, ferminet_inputs,
-                                                 molecular, periodic, psiformer_inputs)
+                                                 of_boundary, psiformer_inputs)
 
 
 def signed_logsumexp(signs: jax.Array, logs: jax.Array) -> tuple:
@@ -148,8 +148,8 @@ class _Slater(nn.Module):
   jastrow: choices.Choice = jastrows.SIMPLE_EE
   param_dtype: Any = jnp.float32
   states: int = 1
-  lattice: tuple = ()  # Periodic systems: the cell's vectors (3 rows, bohr); () open.
-  periodic_dims: int = 3  # Of `lattice`: 3, 2 for a slab (open along a_3), 1 for a chain.
+  # Open boundaries or the periodic cell (physics/boundary.py), which give the features.
+  boundary: boundary_lib.Boundary = boundary_lib.OPEN
   kpoints: tuple = ()  # Periodic systems: the filled k-shells (K rows, 1/bohr), envelopes.
   # A periodic system at a twist: complex orbitals (the network's outputs taken in pairs as
   # real and imaginary parts, times complex envelopes); the sign is then a phase exp(i theta).
@@ -160,11 +160,8 @@ class _Slater(nn.Module):
   bloch: tuple = ()
 
   def geometry(self, r: jax.Array, atoms: jax.Array) -> Geometry:
-    """The features' geometry: periodic in the cell `lattice`, else open boundaries."""
-    if self.lattice:
-      return periodic(lattice_lib.make_lattice(np.asarray(self.lattice),
-                                               dims=self.periodic_dims))(r, atoms)
-    return molecular(r, atoms)
+    """The features' geometry: periodic in the boundary's cell, or open."""
+    return of_boundary(self.boundary)(r, atoms)
 
   def features(self, g: Geometry) -> jax.Array:
     """(n, d) permutation-equivariant features of the electrons from their geometry."""
@@ -263,23 +260,19 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   filled k-shells of its larger spin; a crystal at a twist, the Bloch factor of the twist on
   each orbital); the electron gas, which has no nuclei, gets the cell's origin as the one
   centre of its one-electron features (a reference point of no charge)."""
-  envelope = envelopes.resolve(net_cfg.envelope, system.periodic, len(system.positions) > 0)
+  boundary = system.boundary
+  envelope = envelopes.resolve(net_cfg.envelope, boundary.periodic, len(system.positions) > 0)
   centres = system.positions if len(system.positions) else np.zeros((1, 3))
-  periodic_attrs = {}
-  if system.periodic:
-    kpoints = lattice_lib.k_shells(system.lattice, max(system.n_up, system.n_down),
-                                   system.twist)
-    # Plane-wave envelopes carry the twist in their wavevectors; the others are periodic.
-    bloch = (tuple(float(c) for c in lattice_lib.twist_vector(system.lattice, system.twist))
-             if system.complex and not envelope.carries_twist else ())
-    periodic_attrs = dict(lattice=_rows(system.lattice.vectors), kpoints=_rows(kpoints),
-                          complex_output=system.complex, bloch=bloch,
-                          periodic_dims=system.lattice.dims)
+  # Plane-wave envelopes carry the twist in their wavevectors; the others are periodic.
+  bloch = (tuple(float(c) for c in boundary.twist_vector())
+           if boundary.complex and not envelope.carries_twist else ())
   common = dict(
       n_up=system.n_up, n_down=system.n_down, atoms=_rows(centres),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
       envelope=envelope, jastrow=jastrows.JASTROWS[net_cfg.jastrow], param_dtype=dtype,
-      states=system.states, **periodic_attrs)
+      states=system.states, boundary=boundary,
+      kpoints=_rows(boundary.kpoints(max(system.n_up, system.n_down))),
+      complex_output=boundary.complex, bloch=bloch)
   if net_cfg.network_type == 'psiformer':
     p = net_cfg.psiformer
     module = Psiformer(layers=p.layers, heads=p.heads, head_dim=p.head_dim,
@@ -316,7 +309,7 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   network = Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
                     instrumented=instrumented, log_psi_at=log_psi_at,
                     n_coords=n_dim, dtype=dtype, full_det=net_cfg.full_det,
-                    log_psi_phase=log_psi_phase if system.complex else None)
+                    log_psi_phase=log_psi_phase if boundary.complex else None)
   if system.states == 1:
     return network
 
