@@ -228,7 +228,7 @@ SETTINGS = {
                               structural=True),
     'network.full_det': S(True, 'True: one N x N determinant over all electrons; False: one '
                           'per spin (block diagonal).', structural=True),
-    'network.envelope': S('isotropic', f'Orbital envelope: {listed(ENVELOPES)}; for '
+    'network.envelope': S(envelopes.ISOTROPIC.name, f'Orbital envelope: {listed(ENVELOPES)}; for '
                           'molecules ' + ', '.join(f"'{k.name}'" for k in ENVELOPES.values()
                                                    if k.molecule) + ', for crystals '
                           + ', '.join(f"'{k.name}'" for k in ENVELOPES.values() if k.crystal)
@@ -236,7 +236,7 @@ SETTINGS = {
                           + ', '.join(f"'{k.name}'" for k in ENVELOPES.values() if k.gas)
                           + "; 'auto': 'planewave' for the electron gas, else 'isotropic'.",
                           one_of(*ENVELOPES, 'auto'), structural=True),
-    'network.jastrow': S('simple_ee', f'Jastrow factor: {listed(JASTROWS)}.',
+    'network.jastrow': S(jastrows.SIMPLE_EE.name, f'Jastrow factor: {listed(JASTROWS)}.',
                          one_of(*JASTROWS), structural=True),
     'network.ferminet.hidden_dims': S(((32, 8), (32, 8)), 'Widths (one-electron, '
                                       'two-electron) of each layer; its length is the number '
@@ -251,7 +251,7 @@ SETTINGS = {
 
     # Optimisation.
     'optim.iterations': S(2000, 'Parameter updates (training steps).', _non_negative),
-    'optim.optimizer': S('kfac', f'The optimizer: {listed(OPTIMIZERS)}.',
+    'optim.optimizer': S(optim.KFAC.name, f'The optimizer: {listed(OPTIMIZERS)}.',
                          one_of(*OPTIMIZERS), structural=True),
     'optim.laplacian': S('best', f'Laplacian of log|psi| for the kinetic energy: '
                          f"{listed(LAPLACIANS)}; 'auto' (times "
@@ -273,7 +273,7 @@ SETTINGS = {
     'optim.clip_local_energy': S(5.0, 'Local energies used in the gradient are clipped to '
                                  'centre +- k * scale; this is k. 0 disables clipping. The '
                                  'reported energy is always the unclipped mean.', _non_negative),
-    'optim.clip_method': S('median_absdev', 'How centre and scale are taken: '
+    'optim.clip_method': S(loss.MEDIAN_ABSDEV.name, 'How centre and scale are taken: '
                            f'{listed(CLIPPING)}.', one_of(*CLIPPING)),
     'optim.spin_penalty': S(0.0, 'lambda (Ha): lambda <S^2> is added to the energy in the '
                             'gradient (not in the reported energy), which keeps a run in the '

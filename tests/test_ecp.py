@@ -112,7 +112,8 @@ def test_energy_of_the_hf_determinant_is_pyscfs_hf_energy(atom):
     batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
     sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 10))
     local_energy = jax.jit(jax.vmap(
-        hamiltonian.make_local_energy(log_psi, system, laplacians.JACFWD, apply=apply), in_axes=(None, 0)))
+        hamiltonian.make_local_energy(log_psi, system, laplacians.JACFWD, apply=apply),
+        in_axes=(None, 0)))
     key = jax.random.PRNGKey(0)
     x = mcmc.init_positions(key, system, 512, 1.0, jnp.float64)
     walkers = mcmc.Walkers(x, batch_log_psi(None, x), jnp.asarray(0.3))

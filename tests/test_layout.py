@@ -123,3 +123,50 @@ def test_periodicity_is_decided_by_the_boundary_alone():
       if _asks_periodicity(condition):
         found.add(f'ferminet_fast/{name}:{condition.lineno}')
   assert not found, sorted(found)
+
+
+# Each swappable piece's table, and the module that holds its records.
+PIECE_TABLES = {
+    'physics/laplacians.py': ('ferminet_fast.physics.laplacians', 'METHODS'),
+    'optimizers/optim.py': ('ferminet_fast.optimizers.optim', 'OPTIMIZERS'),
+    'wavefunction/envelopes.py': ('ferminet_fast.wavefunction.envelopes', 'ENVELOPES'),
+    'wavefunction/jastrows.py': ('ferminet_fast.wavefunction.jastrows', 'JASTROWS'),
+    'vmc/loss.py': ('ferminet_fast.vmc.loss', 'CLIPPING'),
+}
+
+
+def test_a_piece_is_named_only_by_its_own_record():
+  """No module but the one that holds a piece's records writes its name as a string of its
+  own (a name compared, looked up or passed on): the settings and the build take the names
+  from the tables, and below the build the records travel, not their names."""
+  import importlib
+  homes = {}
+  for home, (module, table) in PIECE_TABLES.items():
+    for name in getattr(importlib.import_module(module), table):
+      homes[name] = home
+  # 'folx' is also the optional package's import name, which records and messages give.
+  homes.pop('folx')
+  found = []
+  for path in sources():
+    rel = str(path.relative_to(PACKAGE))
+    for node in ast.walk(ast.parse(path.read_text())):
+      if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+          and node.value in homes and homes[node.value] != rel):
+        found.append(f'{rel}:{node.lineno} {node.value!r}')
+  assert not found, found
+
+
+def test_no_laplacian_travels_as_a_string():
+  found = [f'{p.relative_to(REPO)}:{i}' for p in sources()
+           for i, line in enumerate(p.read_text().splitlines(), 1)
+           if re.search(r'laplacian: str\b', line)]
+  assert not found, found
+
+
+def test_a_runs_config_json_has_one_reader():
+  """run/rundir.py names the file (rundir.CONFIG) and reads it (rundir.read_config)."""
+  found = [f'{p.relative_to(REPO)}:{i}' for p in sources()
+           if p.relative_to(PACKAGE) != pathlib.Path('run/rundir.py')
+           for i, line in enumerate(p.read_text().splitlines(), 1)
+           if "'config.json'" in line or 'config.from_json(' in line]
+  assert not found, found

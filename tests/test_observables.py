@@ -227,7 +227,8 @@ def test_density_grid_of_lcao_h2_plus(tmp_path):
   b)^2 / (2 pi (1 + S)) at their centres, within 5 Poisson standard errors; the cube file
   holds the same numbers."""
   system, _ = h2_plus()
-  est = observables.OBSERVABLES['density'].make(None, system, laplacians.JACFWD)  # No network needed.
+  # No network needed.
+  est = observables.OBSERVABLES['density'].make(None, system, laplacians.JACFWD)
   assert est.accumulate
   n = 400_000
   x = sample_h2_plus(np.random.default_rng(6), n).astype(np.float32)

@@ -75,7 +75,8 @@ def test_mixing_the_states_changes_no_energy(helium_states):
     return jnp.sign(psi), jnp.log(jnp.abs(psi)) + top
 
   def matrices(apply_states):
-    return jax.jit(jax.vmap(excited_states.make_energy_matrix(apply_states, system, laplacians.JACFWD),
+    return jax.jit(jax.vmap(excited_states.make_energy_matrix(apply_states, system,
+                                                              laplacians.JACFWD),
                             in_axes=(None, 0)))(params, x)
 
   e, e_mixed = matrices(network.apply_states), matrices(mixed)

@@ -58,12 +58,12 @@ def clip_median_mad(e: jax.Array, k: float) -> jax.Array:
   return _window(centre, jnp.median(jnp.abs(e - centre)), e, k)
 
 
-CLIPPING = choices.table(
-    choices.Choice('median_absdev', clip_median_absdev, 'median, mean |E - median|'),
-    choices.Choice('mean_absdev', clip_mean_absdev, "FermiNet's: mean, mean |E - mean|"),
-    choices.Choice('median_mad', clip_median_mad, 'median, median |E - median|: most robust, '
-                   'cuts more of a heavy tail'),
-)
+MEDIAN_ABSDEV = choices.Choice('median_absdev', clip_median_absdev,
+                               'median, mean |E - median|')
+MEAN_ABSDEV = choices.Choice('mean_absdev', clip_mean_absdev, "FermiNet's: mean, mean |E - mean|")
+MEDIAN_MAD = choices.Choice('median_mad', clip_median_mad, 'median, median |E - median|: most '
+                            'robust, cuts more of a heavy tail')
+CLIPPING = choices.table(MEDIAN_ABSDEV, MEAN_ABSDEV, MEDIAN_MAD)
 
 
 def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callable:
@@ -145,8 +145,8 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
 
   `clip`: a record of CLIPPING, the window of the local energies in the gradient, of
   half-width clip_k (0: none). log_psi, local_energy and `penalty` (if given: added to E_L in
-  the gradient only) act on one configuration: (params, x (3N,)) -> (). With `log_psi_phase` (params, x) -> (log|psi|,
-  theta) (2,), the wavefunction is complex and so is local_energy: E is the mean of its
+  the gradient only) act on one configuration: (params, x (3N,)) -> (). With
+  `log_psi_phase` (params, x) -> (log|psi|, theta) (2,), the wavefunction is complex and so is local_energy: E is the mean of its
   real parts, and the gradient 2 <(Re E_L - E) d log|psi|> + 2 <Im E_L d theta>, both
   weights clipped and centred alike.
   """
