@@ -3,7 +3,8 @@ width, PRNG key, step) with orbax: written asynchronously and atomically, the la
 
 Orbax writes each checkpoint into a temporary directory and renames it when complete, so
 a run killed mid-write leaves no checkpoint that looks finished; one that still fails to
-restore is skipped with a warning in favour of the one before it.
+restore is skipped with a warning in favour of the one before it. One that records another
+tree of arrays than today's state (written by an earlier, incompatible version) is refused.
 """
 
 import json
@@ -20,6 +21,8 @@ from ferminet_fast.errors import InputError
 
 SUBDIR = 'checkpoints'
 TRASH = 'retired'  # Inside SUBDIR: checkpoints renamed here are being deleted.
+ITEM = 'default'  # The directory of a checkpoint's one item (orbax's name for it).
+EMPTY = ('None', 'Dict', 'List', 'Tuple', 'NamedTuple')  # Orbax's types of empty nodes.
 
 
 def directory(run_dir: str) -> str:
@@ -155,10 +158,6 @@ def _layout_differences(run_dir: str, step: int, like, fields: Optional[Sequence
       more = f' and {len(paths) - 1} more' if len(paths) > 1 else ''
       said.append(f'its state {what} {".".join(paths[0])}{more}{why}')
   return '; '.join(said)
-
-
-ITEM = 'default'  # The directory of a checkpoint's one item (orbax's name for it).
-EMPTY = ('None', 'Dict', 'List', 'Tuple', 'NamedTuple')  # Orbax's types of empty nodes.
 
 
 def _paths(tree) -> set:
