@@ -42,9 +42,9 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'.
   A sweep that stops completing ends the process (run/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-  cfg = rundir.read_config(run_dir)
   if not checkpoint.has_checkpoint(run_dir):
     raise InputError(f'--run {run_dir!r} holds no checkpoint to evaluate')
+  cfg = rundir.read_config(run_dir)
   steps = cfg.evaluation.steps if steps is None else steps
   burn_in = cfg.evaluation.burn_in if burn_in is None else burn_in
   if parameters not in config.PARAMETERS:

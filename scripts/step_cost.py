@@ -120,13 +120,13 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) 
   update = compiled(parts.update, params, state.opt_state, grads, samples)
   step = compiled(parts.train_step, state)
   n = built.system.n_electrons
-  key = (name, network, parts.laplacian, batch)
+  key = (name, network, parts.laplacian.name, batch)
   if key not in _DETERMINANTS:
     _DETERMINANTS[key] = laplacian_after_orbitals(built, compiled)
   stages = {'mcmc': mcmc_steps * one_move, 'energy': energy, 'gradient': energy_grad - energy,
             'optimizer': update, 'refresh': forward}
   return {'system': name, 'electrons': n, 'network': network, 'optimizer': optimizer,
-          'batch': batch, 'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian,
+          'batch': batch, 'mcmc_steps': mcmc_steps, 'laplacian': parts.laplacian.name,
           'forward_flops': forward, 'stage_flops': stages,
           'after_orbitals_flops': _DETERMINANTS[key],
           'step_flops': step + (mcmc_steps - 1) * one_move,
