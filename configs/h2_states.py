@@ -11,7 +11,7 @@ L. Wolniewicz, J. Chem. Phys. 43, 2429 (1965)), a vertical excitation energy of 
 
 import os
 
-from ferminet_fast.run import cli
+from ferminet_fast.runtime import cli
 
 
 def get_config():

@@ -372,7 +372,7 @@ SETTINGS = {
                             'params).', _non_negative),
 
     # Fixed-node diffusion Monte Carlo (python -m ferminet_fast.dmc --run DIR) on the trained
-    # network: one run per time step, then the linear extrapolation to tau -> 0 (vmc/dmc.py).
+    # network: one run per time step, then the linear extrapolation to tau -> 0 (diffusion/walk.py).
     'dmc.tau': S((0.02, 0.01, 0.005), 'Time steps, Ha^-1, each > 0: DMC runs at each in turn '
                  '(from the largest) and, with two or more, fits E(tau) linearly to give '
                  'E(tau -> 0).', _taus),
@@ -440,7 +440,7 @@ SETTINGS = {
 
     # A step that stops completing (a deadlock in the runtime, a device or peer that stopped
     # answering) ends the process with a report and exit status 4 instead of waiting
-    # forever (run/watchdog.py); train, evaluate and the later stages all watch their steps.
+    # forever (runtime/watchdog.py); train, evaluate and the later stages all watch their steps.
     'watchdog.enabled': S(True, 'Watch every long-running stage for steps that stop '
                           'completing.'),
     'watchdog.multiple': S(50.0, 'A step is stalled when nothing completes for this many '

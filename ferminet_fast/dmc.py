@@ -4,7 +4,7 @@ network's nodes.
   python -m ferminet_fast.dmc --run runs/he [--tau 0.02,0.01,0.005] [--steps 2000]
 
 Loads the run's config, Laplacian method, precision and newest checkpoint, takes its
-parameters (averaged by default, as evaluation) and walkers, and runs DMC (vmc/dmc.py) at
+parameters (averaged by default, as evaluation) and walkers, and runs DMC (diffusion/walk.py) at
 each time step: `equilibration` steps discarded, then `steps` kept and reblocked. With two
 or more time steps, E(tau) is fitted linearly and extrapolated to tau -> 0. Writes
 <run>/dmc.json, <run>/dmc_stats.csv and, with matplotlib, <run>/plots/dmc_*.png. The
@@ -16,9 +16,10 @@ import os
 import sys
 from typing import Optional
 
+from ferminet_fast.diffusion import stage
 from ferminet_fast.environment import packages, signals
 from ferminet_fast.errors import InputError
-from ferminet_fast.run import cli, diffusion, rundir, watchdog
+from ferminet_fast.runtime import cli, rundir, watchdog
 
 
 def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
@@ -29,15 +30,15 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
   `stopped_by` set, and no dmc.json written, when a stop signal ended it early). The
   arguments override the run's dmc.* settings (None: the run's). `stop`: an object whose
   `received` names a stop signal (tests); else the signals themselves with `handle_signals`.
-  A step that stops completing ends the process (run/watchdog.py, exit status 4)."""
+  A step that stops completing ends the process (runtime/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-  cfg = diffusion.settings(run_dir, {'tau': tau, 'steps': steps, 'equilibration': equilibration,
+  cfg = stage.settings(run_dir, {'tau': tau, 'steps': steps, 'equilibration': equilibration,
                                      'batch_size': batch_size, 'parameters': parameters})
   with signals.StopSignals(handle_signals and stop is None,
                            cfg.watchdog.signal_grace_s) as signalled:
-    setup = diffusion.prepare(cfg, run_dir)
-    progress = diffusion.fresh(setup, seed)
-    restored = diffusion.resume(run_dir, progress, cfg)
+    setup = stage.prepare(cfg, run_dir)
+    progress = stage.fresh(setup, seed)
+    restored = stage.resume(run_dir, progress, cfg)
     d = cfg.dmc
     total = d.equilibration + d.steps
     if restored is not None:
@@ -51,14 +52,14 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
     done = int(progress.tau_index) * total + int(progress.state.step)
     bar = _bar(len(d.tau) * total, done, quiet)
     with watchdog.for_stage('DMC', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
-      progress, stopped = diffusion.run_taus(setup, progress, run_dir, stop or signalled,
+      progress, stopped = stage.run_taus(setup, progress, run_dir, stop or signalled,
                                              watch, say, bar)
     if bar is not None:
       bar.close()
-  diffusion.write_stats(os.path.join(run_dir, 'dmc_stats.csv'), d.tau, progress.series)
+  stage.write_stats(os.path.join(run_dir, 'dmc_stats.csv'), d.tau, progress.series)
   if stopped:
     return {'stopped_by': stopped}
-  result = diffusion.results(setup, progress)
+  result = stage.results(setup, progress)
   eval_json = os.path.join(run_dir, 'eval.json')
   if os.path.exists(eval_json):
     vmc = rundir.read_json(eval_json)

@@ -13,7 +13,7 @@ each requested observable (physics/observables.py). Each estimate is the reblock
 with its standard error and integrated autocorrelation time, written to <run>/eval.json.
 Unlike the running mean of training, the parameters do not move while it is measured.
 `--twist_average` averages the evaluated runs of one periodic system at several twists
-(run/twists.py) into one JSON file.
+(stages/twists.py) into one JSON file.
 """
 
 import os
@@ -24,10 +24,12 @@ import jax
 import numpy as np
 
 from ferminet_fast import config
+from ferminet_fast import plan
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.run import build, checkpoint, cli, evaluation, rundir, trained, twists, watchdog
+from ferminet_fast.runtime import checkpoint, cli, rundir, watchdog
+from ferminet_fast.stages import evaluation, trained, twists
 from ferminet_fast.vmc import stats
 
 PARAMETERS = config.PARAMETERS
@@ -40,7 +42,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   eval.json. steps, burn_in: sweeps recorded and discarded; None takes the run's
   config.evaluation. observables: names from observables.OBSERVABLES, estimated too.
   parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'.
-  A sweep that stops completing ends the process (run/watchdog.py, exit status 4)."""
+  A sweep that stops completing ends the process (runtime/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if not checkpoint.has_checkpoint(run_dir):
     raise InputError(f'--run {run_dir!r} holds no checkpoint to evaluate')
@@ -52,7 +54,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
                      f'{", ".join(config.PARAMETERS)}')
   if steps < 2 or burn_in < 0:
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
-  cfg = build.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
+  cfg = plan.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
   ctx = distributed.context(cfg.batch_size)  # The walkers split over them, as in training.
   run = trained.TrainedRun.load(run_dir, cfg, parameters, ctx)
   built, system, state, which, trained_step = (run.built, run.built.system, run.state,
@@ -67,7 +69,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states)
   # Compiled before the clock starts, under the watchdog with its clock held (the
   # compilation is not a sweep; on the CPU a deadlock while lowering still ends the process
-  # with a report), then every sweep is watched (run/watchdog.py).
+  # with a report), then every sweep is watched (runtime/watchdog.py).
   with watchdog.for_stage('evaluation', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
     with watch.paused('compiling the sweeps'):
       sweep = jax.jit(sweep, donate_argnums=0).lower(state).compile()

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ferminet_fast.errors import InputError
-from ferminet_fast.run import cli, rundir
+from ferminet_fast.runtime import cli, rundir
 
 STAGES = ('mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms')
 

@@ -16,9 +16,11 @@ import jax  # noqa: E402
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
                                        machine, signals)
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
-from ferminet_fast.run import (build, checkpoint, cli, context, loop, memory,  # noqa: E402
-                               profiling, report, resume, rundir, watchdog)
-from ferminet_fast.run.report import Result, final_line  # noqa: E402,F401  (the public API)
+from ferminet_fast import plan  # noqa: E402
+from ferminet_fast.runtime import (checkpoint, cli, context, memory, profiling,  # noqa: E402
+                                   resume, rundir, watchdog)
+from ferminet_fast.stages import report, training  # noqa: E402
+from ferminet_fast.stages.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import pretrain, step  # noqa: E402
 
 EXIT_PREEMPTED = cli.EXIT_PREEMPTED
@@ -31,18 +33,18 @@ def train(cfg, quiet: bool = False, handle_signals: bool = False) -> Result:
   SIGTERM/SIGINT/SIGUSR1 (also during start-up) checkpoint at the next step boundary
   and return early (`stopped_by`); a second SIGINT interrupts at once. Run by every
   process of a multi-host job; only process 0 prints and writes files. A step that stops
-  completing ends the process (run/watchdog.py, exit status 4).
+  completing ends the process (runtime/watchdog.py, exit status 4).
   """
   with signals.StopSignals(handle_signals) as stop, blas_threads.limited():
     return _train(cfg, quiet, stop)
 
 
 def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
-  cfg = build.settings(user_cfg)
+  cfg = plan.settings(user_cfg)
   stop.grace_s = cfg.watchdog.signal_grace_s
   distributed.initialize(cfg.distributed)
   ctx = distributed.context(cfg.batch_size)
-  system = build.system_of(cfg)
+  system = plan.system_of(cfg)
   if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
     hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
   source = resume.decide(ctx, user_cfg, system.name)
@@ -54,7 +56,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
           'per device')
   if warning := cpu_devices.fault_warning(ctx.device_count):
     run.say(warning)
-  # Start-up and steps are watched from here: a stall ends the run (run/watchdog.py, exit 4).
+  # Start-up and steps are watched from here: a stall ends the run (runtime/watchdog.py, exit 4).
   with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
     return _start_and_train(cfg, user_cfg, run, source, system, stop, watch)
 
@@ -64,7 +66,7 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
   # The network, the Laplacian, the step's parts, the state (fresh, pretrained or
   # restored), then the step compiled for it.
   with watch.paused('building the network and its parts (and timing the Laplacians)'):
-    built = build.build(cfg, jax.random.PRNGKey(cfg.debug.seed), run.ctx, system=system)
+    built = plan.build(cfg, jax.random.PRNGKey(cfg.debug.seed), run.ctx, system=system)
   if built.laplacian_ms:
     run.timings['laplacian_auto_ms'] = built.laplacian_ms
     run.say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
@@ -83,12 +85,12 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
   with watch.paused('compiling the training step'):
     parts, compiled, free_mb = memory.compile_to_fit(
-        build.parts_maker(cfg, built), built.parts.chunk_size,
+        plan.parts_maker(cfg, built), built.parts.chunk_size,
         cfg.optim.energy_chunk_size == 'auto', state, agree=run.ctx.smallest)
   watch.phase('the first chunk of pretraining steps')
   finish_pretraining(watch.beat)
   run.write(rundir.CONFIG, user_cfg.to_dict())  # Now: a failed resume leaves the old run.
-  run.write(build.RESOLVED, build.resolved_of(parts, run.ctx))
+  run.write(plan.RESOLVED, plan.resolved_of(parts, run.ctx))
 
   state, timers = _prepare(cfg, run, source, parts, compiled, state, start, free_mb, watch)
 
@@ -96,7 +98,7 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
     with watch.paused('the stage timers (compiling and timing the stages)'):
       return timers.measure(compiled, s)
 
-  out = loop.train(cfg.log, cfg.optim, run, source, state, start, compiled.train_step, stop,
+  out = training.train(cfg.log, cfg.optim, run, source, state, start, compiled.train_step, stop,
                    remeasure=timers and remeasure, watch=watch)
   # The report: the final estimate, result.json and the closing lines.
   return report.finish(cfg.log.final_fraction, system, run, out, start, _T0)
@@ -137,7 +139,7 @@ def _prepare(cfg, run: context.Run, source: resume.Source, parts: step.Parts,
 
 def run() -> None:
   """Console entry point (ferminet-fast-train, python -m ferminet_fast.train)."""
-  cli.run_training(train)
+  cli.run_training(train, plan.dry_run)
 
 
 if __name__ == '__main__':

@@ -268,7 +268,7 @@ def malformed_inputs(work):
                                     '--config.system.molecule=Qq 0 0 0'], "'Qq'"),
       ('nuclei on top of each other', ['--config.system.atom=',
                                        '--config.system.molecule=H 0 0 0; H 0 0 0'], 'nuclei'),
-      # Both on the command line: a molecule alone replaces the config's atom (run/cli.py).
+      # Both on the command line: a molecule alone replaces the config's atom (runtime/cli.py).
       ('atom and molecule both set', ['--config.system.atom=He',
                                       '--config.system.molecule=H 0 0 0; H 0 0 1.4'], 'molecule'),
       ('bad units', ['--config.system.units=furlong'], 'furlong'),

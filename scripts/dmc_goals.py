@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from ferminet_fast.run import diffusion
+from ferminet_fast.diffusion import stage
 from scripts import artifacts
 from scripts import race
 
@@ -128,9 +128,9 @@ def exact_energy(config: str) -> float:
 
 def extrapolated(dmc: dict) -> dict:
   """E(tau -> 0) (Ha) with its error and chi^2 per degree of freedom, fitted again from the
-  recorded per-time-step estimates by the package's fit (run/diffusion.py), so that every
+  recorded per-time-step estimates by the package's fit (diffusion/stage.py), so that every
   row is judged by the same fit whatever version recorded it; one time step: its estimate."""
-  fit = diffusion.extrapolate(*zip(*[(r['tau'], r['energy'], r['error'])
+  fit = stage.extrapolate(*zip(*[(r['tau'], r['energy'], r['error'])
                                      for r in dmc['per_tau']]))
   return fit or {'energy': dmc['energy'], 'error': dmc['error'], 'chi2_dof': None}
 

@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.physics import coulomb
-from ferminet_fast.run import build, cli, profiling
+from ferminet_fast import plan
+from ferminet_fast.runtime import cli, profiling
 from ferminet_fast.vmc import step
 from ferminet_fast.wavefunction import networks
 
@@ -81,10 +82,10 @@ def main():
   args = parser.parse_args()
 
   cfg = cli.load_config_file(args.config)
-  system = build.system_of(cfg)  # With the settings' float32 matmul precision, as training.
+  system = plan.system_of(cfg)  # With the settings' float32 matmul precision, as training.
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
-  laplacian, _ = build.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
-  parts = build.make_parts(cfg, system, network, laplacian)
+  laplacian, _ = plan.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
+  parts = plan.make_parts(cfg, system, network, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, cfg.mcmc.burn_in, cfg.mcmc.steps)

@@ -30,7 +30,7 @@ MATMUL = ('default', 'highest')  # float32 matrix-product precisions compared wi
 
 def _config(args, network: str):
   from ferminet_fast import config
-  from ferminet_fast.run import cli
+  from ferminet_fast.runtime import cli
   cfg = config.default()
   cfg.system.atom = args.system
   cli.set_values(cfg, {k: ast.literal_eval(v) for k, v in reference.NETWORKS[network].items()})
@@ -59,10 +59,11 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
   walkers after `burn_in` MCMC sweeps."""
   import jax
   import jax.numpy as jnp
-  from ferminet_fast.run import build, checkpoint
+  from ferminet_fast import plan
+  from ferminet_fast.runtime import checkpoint
   from ferminet_fast.wavefunction import networks
   key = jax.random.PRNGKey(0)
-  built = build.build(cfg, key, time_auto=False)
+  built = plan.build(cfg, key, time_auto=False)
   state = built.state
   trained_steps = 0
   if run_dir:
@@ -72,7 +73,7 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
     state, _ = mcmc_step(state)
   e64 = jax.jit(built.parts.energy)(state.params, state.walkers.x)[1].local_energy
   network32 = networks.make_network(cfg.network, built.system, jnp.float32)
-  parts32 = build.make_parts(cfg, built.system, network32, built.parts.laplacian,
+  parts32 = plan.make_parts(cfg, built.system, network32, built.parts.laplacian,
                              built.parts.chunk_size)
   cast = lambda t: jax.tree_util.tree_map(
       lambda a: a.astype(jnp.float32) if jnp.issubdtype(a.dtype, jnp.floating) else a, t)
@@ -82,7 +83,7 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
          'hidden_dims': [list(h) for h in cfg.network.ferminet.hidden_dims],
          'determinants': cfg.network.determinants}
   for matmul in MATMUL:
-    with jax.default_matmul_precision(matmul):  # Over the global setting of the build.
+    with jax.default_matmul_precision(matmul):  # Over the global setting of the plan.
       e32 = jax.jit(parts32.energy)(params32, x32)[1].local_energy
     out[matmul] = differences(np.asarray(e32, np.float64), np.asarray(e64, np.float64))
   return out
@@ -130,7 +131,7 @@ def main():
 
   import jax
   jax.config.update('jax_enable_x64', True)
-  from ferminet_fast.run import rundir
+  from ferminet_fast.runtime import rundir
   run_meta = artifacts.meta(devices=[str(d) for d in jax.devices()])
   rows = []
   if args.run_dir:

@@ -54,7 +54,7 @@ import numpy as np
 
 from ferminet_fast.physics import periodic_hartree_fock
 from ferminet_fast.physics import systems
-from ferminet_fast.run import cli
+from ferminet_fast.runtime import cli
 from ferminet_fast.vmc import stats
 from scripts import artifacts
 from scripts import ferminet_reference as reference

@@ -61,7 +61,7 @@ def flops(compiled) -> float:
 
 
 def _config(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int):
-  from ferminet_fast.run import cli
+  from ferminet_fast.runtime import cli
   keys = {**reference.OUR_KEYS.get(name, {}), **reference.SHARED, **reference.NETWORKS[network],
           'batch_size': str(batch), 'mcmc.steps': str(mcmc_steps),
           'optim.optimizer': optimizer, 'optim.energy_chunk_size': '0',
@@ -99,12 +99,12 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) 
   optimizer, in forward passes, with the floors."""
   import jax
   from ferminet_fast.optimizers import optim
-  from ferminet_fast.run import build
+  from ferminet_fast import plan
 
   # Built once with one MCMC move per step (XLA counts a loop's body once), and its
   # settings as they are otherwise.
-  cfg = build.settings(_config(name, network, optimizer, batch, 1))
-  built = build.build(cfg, jax.random.PRNGKey(0))
+  cfg = plan.settings(_config(name, network, optimizer, batch, 1))
+  built = plan.build(cfg, jax.random.PRNGKey(0))
   parts, state = built.parts, built.state
   params, x = state.params, state.walkers.x
 

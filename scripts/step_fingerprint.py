@@ -27,7 +27,7 @@ def main():
   import jax.numpy as jnp
   from ferminet_fast import config
   from ferminet_fast.physics import laplacians, systems
-  from ferminet_fast.run import build
+  from ferminet_fast import plan
   from ferminet_fast.wavefunction import networks
 
   cfg = config.default()
@@ -37,7 +37,7 @@ def main():
   params = network.init(jax.random.PRNGKey(0))
   x = jnp.zeros((args.walkers, network.n_coords), network.dtype)
   for method in laplacians.available():
-    parts = build.make_parts(cfg, system, network, method, chunk_size=0)
+    parts = plan.make_parts(cfg, system, network, method, chunk_size=0)
     text = jax.jit(parts.energy_grad).lower(params, x).as_text()
     text = re.sub(r'#loc\d* = .*', '', re.sub(r'loc\([^)]*\)', '', text))
     print(f'{args.system} {method.name}: {hashlib.sha256(text.encode()).hexdigest()[:16]}')

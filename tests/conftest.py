@@ -43,7 +43,7 @@ _share_compiled_programs()
 import pytest  # noqa: E402
 
 from ferminet_fast import config  # noqa: E402
-from ferminet_fast.run import cli  # noqa: E402
+from ferminet_fast.runtime import cli  # noqa: E402
 
 
 # FERMINET_FAST_TESTS_COMBINATIONS: how much of each combination matrix of the training tests

@@ -1,6 +1,6 @@
 """Faults injected into real training runs, for the reliability tests (and scripts/chaos.py).
 
-In-process, `injected(wrap)` makes the training loop (run/loop.py) call `wrap(compiled
+In-process, `injected(wrap)` makes the training loop (stages/training.py) call `wrap(compiled
 step)` in place of the compiled step; the injectors below are such wraps. Through the
 command line, this file runs the training entry point with one of them:
 
@@ -20,7 +20,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from ferminet_fast.run import loop
+from ferminet_fast.stages import training
 from ferminet_fast.vmc import step as step_lib
 
 
@@ -28,7 +28,7 @@ from ferminet_fast.vmc import step as step_lib
 def injected(wrap: Callable):
   """Within it, each training run calls `wrap(train_step)` (train_step: the compiled step,
   state -> (state, stats)) in place of its compiled step."""
-  original = loop.train
+  original = training.train
   signature = inspect.signature(original)
 
   def train(*args, **kwargs):
@@ -36,11 +36,11 @@ def injected(wrap: Callable):
     bound.arguments['train_step'] = wrap(bound.arguments['train_step'])
     return original(*bound.args, **bound.kwargs)
 
-  loop.train = train
+  training.train = train
   try:
     yield
   finally:
-    loop.train = original
+    training.train = original
 
 
 def inject_nan(state: step_lib.TrainState, into: str) -> step_lib.TrainState:
@@ -98,7 +98,7 @@ def nan_injector(at_step: int, into: str):
 
 def stall_injector(at_step: int):
   """A wrap for `injected`: when the step counter reaches `at_step` the step never
-  returns, as a compiled step that deadlocked would not (for run/watchdog.py)."""
+  returns, as a compiled step that deadlocked would not (for runtime/watchdog.py)."""
 
   def wrap(train_step):
 

@@ -136,7 +136,7 @@ def test_checkpoint_written_under_the_oldest_jax_resumes_and_evaluates(tmp_path)
   import shutil
   import warnings
   from ferminet_fast import evaluate
-  from ferminet_fast.run import checkpoint, rundir
+  from ferminet_fast.runtime import checkpoint, rundir
   run = tmp_path / 'old'
   shutil.copytree(os.path.join(REPO, 'tests', 'data', 'run_jax0.8.3_kfac'), run)
   saved = json.loads((run / 'timings.json').read_text())['versions']
@@ -165,7 +165,7 @@ def test_checkpoint_of_an_earlier_layout_is_refused_and_left_intact(tmp_path, ca
   import hashlib
   import shutil
   from ferminet_fast import evaluate
-  from ferminet_fast.run import checkpoint, cli
+  from ferminet_fast.runtime import checkpoint, cli
   path = tmp_path / 'run'
   cfg = cfg_for(path, 3)
   _, state = checkpoint.restore_latest(str(path), train.train(cfg, quiet=True).state)

@@ -12,7 +12,7 @@ from conftest import tiny_config
 from ferminet_fast import InputError, config
 from ferminet_fast.environment import packages
 from ferminet_fast.physics import systems
-from ferminet_fast.run import cli
+from ferminet_fast.runtime import cli
 
 pytestmark = pytest.mark.jax_range
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import tiny_config
 from ferminet_fast import InputError, config, evaluate, train
 from ferminet_fast.environment import cpu_devices
-from ferminet_fast.run import build
+from ferminet_fast import plan
 from test_distributed import REPO, assert_close, overrides, params_of, run_worker
 
 NO_COUNT = '--xla_backend_optimization_level=0'  # The suite's flags without a device count.
@@ -70,7 +70,7 @@ def test_auto_trains_and_evaluates_on_one_device_per_core_to_the_one_device_resu
   assert f'devices {expected} processes 1' in r.stdout
   one_thread_each = cpu_devices.ONE_THREAD_EACH in r.stdout
   assert one_thread_each == (expected > 1)
-  resolved = json.loads((tmp_path / 'run' / build.RESOLVED).read_text())
+  resolved = json.loads((tmp_path / 'run' / plan.RESOLVED).read_text())
   assert resolved['distributed.cpu_devices'] == expected
   assert_close(params_of(tmp_path / 'run'),
                [np.asarray(p) for p in jax.tree.leaves(result.state.params)])
@@ -100,9 +100,9 @@ def test_a_count_after_jax_started_is_kept_or_refused():
   jax.numpy.ones(1).block_until_ready()
   assert len(jax.devices('cpu')) == 1
   for value in ('auto', 1):
-    build.settings(tiny_config('He', **{'distributed.cpu_devices': value}))
+    plan.settings(tiny_config('He', **{'distributed.cpu_devices': value}))
   with pytest.raises(InputError, match='cpu_devices = 2: JAX has already started'):
-    build.settings(tiny_config('He', **{'distributed.cpu_devices': 2}))
+    plan.settings(tiny_config('He', **{'distributed.cpu_devices': 2}))
   # A trained run's count, read by evaluation or DMC, is kept as it is.
-  build.settings(tiny_config('He', **{'distributed.cpu_devices': 2}), later_stage=True)
+  plan.settings(tiny_config('He', **{'distributed.cpu_devices': 2}), later_stage=True)
   assert len(jax.devices('cpu')) == 1

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import dmc, train
-from ferminet_fast.run import rundir
+from ferminet_fast.runtime import rundir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -176,7 +176,7 @@ def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path, he_run):
 
 def test_periodic_run_is_refused_by_name(tmp_path):
   from ferminet_fast.errors import InputError
-  from ferminet_fast.run import cli
+  from ferminet_fast.runtime import cli
   for name in ('heg', 'lih_crystal'):
     run = tmp_path / name
     run.mkdir()

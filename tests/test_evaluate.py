@@ -12,7 +12,7 @@ import pytest
 from conftest import tiny_config
 from ferminet_fast import InputError, evaluate, train
 from ferminet_fast.physics import hamiltonian, laplacians, systems
-from ferminet_fast.run import checkpoint
+from ferminet_fast.runtime import checkpoint
 from ferminet_fast.vmc import stats
 from ferminet_fast.wavefunction import networks
 

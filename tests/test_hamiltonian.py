@@ -8,7 +8,7 @@ import pytest
 from conftest import electron_gas_hartree_fock_terms, tiny_config, tiny_network
 from ferminet_fast import config
 from ferminet_fast.physics import coulomb, hamiltonian, laplacians, systems
-from ferminet_fast.run import build
+from ferminet_fast import plan
 
 METHODS = sorted(laplacians.METHODS)  # folx comes with the test extra.
 DENSE_METHODS = [m for m in METHODS if not laplacians.METHODS[m].sparse]
@@ -220,7 +220,7 @@ def _sample_hartree_fock(system, log_psi, kinetic, expected, log_psi_phase=None)
   from ferminet_fast.vmc import mcmc, stats
   batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
   sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 20, mcmc.wrapper(system)))
-  laplacian = build.best_laplacian(system)
+  laplacian = plan.best_laplacian(system)
   e_l = hamiltonian.make_local_energy(log_psi, system, laplacian,
                                      dtype=jnp.float64, log_psi_phase=log_psi_phase)
   potential = hamiltonian.coulomb_of(system, jnp.float64)

@@ -72,7 +72,7 @@ def test_gradient_from_the_curvature_pass_is_the_vmc_gradient(name):
   the step's with any other optimizer), and those statistics equal to the ones KFAC's update
   computes from the walkers itself. float64, with clipping active."""
   from ferminet_fast import config
-  from ferminet_fast.run import build
+  from ferminet_fast import plan
   with jax.enable_x64(True):
     system, network, params = tiny_network('Li', jnp.float64, **NETWORKS[name])
     x = jax.random.normal(jax.random.PRNGKey(3), (6, network.n_coords), jnp.float64)
@@ -81,7 +81,7 @@ def test_gradient_from_the_curvature_pass_is_the_vmc_gradient(name):
     parts = {}
     for method in ('kfac', 'adam'):
       cfg.optim.optimizer = method
-      parts[method] = build.make_parts(cfg, system, network, laplacians.JACFWD, 0)
+      parts[method] = plan.make_parts(cfg, system, network, laplacians.JACFWD, 0)
     (e, aux), grads, curvature = jax.jit(parts['kfac'].energy_grad)(params, x)
     (e_ref, _), grads_ref, none = jax.jit(parts['adam'].energy_grad)(params, x)
     assert none is None and float(e) == pytest.approx(float(e_ref), rel=1e-12)

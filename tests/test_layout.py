@@ -76,7 +76,7 @@ def test_the_package_never_imports_the_scripts():
 # Where the difference between open and periodic boundaries may be asked for: the
 # boundaries themselves, the system's construction, the validation of the settings and
 # the resolver of the run's pieces. Elsewhere behaviour comes from system.boundary.
-BOUNDARY_DECIDERS = ('physics/boundary.py', 'physics/systems.py', 'config.py', 'run/build.py')
+BOUNDARY_DECIDERS = ('physics/boundary.py', 'physics/systems.py', 'config.py', 'plan.py')
 
 
 def _asks_periodicity(node: ast.AST) -> bool:
@@ -164,9 +164,9 @@ def test_no_laplacian_travels_as_a_string():
 
 
 def test_a_runs_config_json_has_one_reader():
-  """run/rundir.py names the file (rundir.CONFIG) and reads it (rundir.read_config)."""
+  """runtime/rundir.py names the file (rundir.CONFIG) and reads it (rundir.read_config)."""
   found = [f'{p.relative_to(REPO)}:{i}' for p in sources()
-           if p.relative_to(PACKAGE) != pathlib.Path('run/rundir.py')
+           if p.relative_to(PACKAGE) != pathlib.Path('runtime/rundir.py')
            for i, line in enumerate(p.read_text().splitlines(), 1)
            if "'config.json'" in line or 'config.from_json(' in line]
   assert not found, found

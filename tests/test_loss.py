@@ -201,9 +201,9 @@ def test_auto_chunks_keep_a_chunks_tangents_near_the_cache_budget():
   for platform in ('gpu', 'tpu'):
     assert loss.auto_chunk_size(network.log_psi, params, network.n_coords, jnp.float32,
                                 [_Device(platform)]) == 0
-  from ferminet_fast.run import build
+  from ferminet_fast import plan
   cfg = types.SimpleNamespace(optim=types.SimpleNamespace(energy_chunk_size=12))
-  assert build.chunk_size_of(cfg, network) == 12
+  assert plan.chunk_size_of(cfg, network) == 12
   cfg.optim.energy_chunk_size = 'auto'
-  assert build.chunk_size_of(cfg, network) == (cpu if jax.devices()[0].platform == 'cpu'
+  assert plan.chunk_size_of(cfg, network) == (cpu if jax.devices()[0].platform == 'cpu'
                                                else 0) * len(jax.devices())

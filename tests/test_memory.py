@@ -1,4 +1,4 @@
-"""run/memory.py: the compiled step's memory plan against the device's free memory, smaller
+"""runtime/memory.py: the compiled step's memory plan against the device's free memory, smaller
 chunks of local energies when they make it fit, and one clear error when nothing does."""
 
 import os
@@ -9,7 +9,8 @@ import pytest
 from conftest import tiny_config
 from ferminet_fast import InputError, train
 from ferminet_fast.physics import systems
-from ferminet_fast.run import build, memory
+from ferminet_fast import plan
+from ferminet_fast.runtime import memory
 from ferminet_fast.vmc import step
 from ferminet_fast.wavefunction import networks
 
@@ -19,10 +20,10 @@ def setup():
   cfg = tiny_config('He', batch_size=16)
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system)
-  laplacian, _ = build.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
+  laplacian, _ = plan.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
 
   def make_parts(chunk):
-    return build.make_parts(cfg, system, network, laplacian, chunk)
+    return plan.make_parts(cfg, system, network, laplacian, chunk)
 
   state = step.init_state(make_parts(0), system, cfg.batch_size, cfg.mcmc,
                           jax.random.PRNGKey(0))

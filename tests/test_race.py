@@ -284,7 +284,7 @@ def test_the_electron_gas_is_measured_from_its_hartree_fock_energy():
   """configs/heg.py has no exact energy: the race measures both codes from the cell's
   Hartree-Fock energy, 8.49148 Ha for 7 + 7 electrons at r_s = 1."""
   from ferminet_fast.physics import systems
-  from ferminet_fast.run import cli
+  from ferminet_fast.runtime import cli
   cfg = cli.load_config_file(os.path.join(os.path.dirname(os.path.dirname(__file__)),
                                           'configs', 'heg.py'))
   try:

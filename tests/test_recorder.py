@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ferminet_fast.run import recorder, rundir
+from ferminet_fast.runtime import recorder, rundir
 
 
 class Stats(NamedTuple):  # The fields of vmc.step.StepStats, as host scalars.

@@ -10,7 +10,7 @@ import pytest
 import faults
 from conftest import tiny_config
 from ferminet_fast import TrainingError, train
-from ferminet_fast.run import checkpoint
+from ferminet_fast.runtime import checkpoint
 
 INJECT_AT = 12  # Step at which NaN is injected.
 

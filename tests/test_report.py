@@ -1,7 +1,7 @@
 """The closing line of a run: the reblocked energy with its error bar, and none claimed when
 the run was too short to reblock."""
 
-from ferminet_fast.run import report
+from ferminet_fast.stages import report
 from ferminet_fast.vmc import stats
 
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import tiny_config
 from ferminet_fast import InputError, config
 from ferminet_fast.environment import distributed
-from ferminet_fast.run import resume, rundir
+from ferminet_fast.runtime import resume, rundir
 
 
 @pytest.fixture(scope='module')

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ferminet_fast.run import rundir
+from ferminet_fast.runtime import rundir
 
 
 def _refuse(token):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ferminet_fast.run import cli
+from ferminet_fast.runtime import cli
 from ferminet_fast.physics import systems
 from scripts.startup import default_devices_env  # The machine's default CPU devices.
 

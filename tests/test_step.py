@@ -10,7 +10,8 @@ import faults
 from conftest import tiny_config
 from ferminet_fast import train
 from ferminet_fast.physics import hamiltonian, laplacians, systems
-from ferminet_fast.run import build, profiling
+from ferminet_fast import plan
+from ferminet_fast.runtime import profiling
 from ferminet_fast.vmc import loss, step
 from ferminet_fast.wavefunction import networks
 
@@ -20,8 +21,8 @@ def run():
   cfg = tiny_config('Li')
   system = systems.make_system(cfg.system)
   network = networks.make_network(cfg.network, system)
-  laplacian, _ = build.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
-  parts = build.make_parts(cfg, system, network, laplacian)
+  laplacian, _ = plan.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
+  parts = plan.make_parts(cfg, system, network, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
   compiled = step.compile_step(parts, state)
   state = step.burn_in(compiled, state, 20, cfg.mcmc.steps)

@@ -12,7 +12,7 @@ import pytest
 from conftest import combinations, tiny_config
 from ferminet_fast import InputError, train
 from ferminet_fast.environment import packages
-from ferminet_fast.run import cli, rundir
+from ferminet_fast.runtime import cli, rundir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from ferminet_fast.run import cli, watchdog
+from ferminet_fast.runtime import cli, watchdog
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = os.path.join(REPO, 'tests', 'faults.py')  # Runs the training command line with a fault.
@@ -146,10 +146,9 @@ def test_a_deadlocked_start_up_ends_within_idle_s(tmp_path):
   sleeps, as in a deadlock of the runtime; the start-up ends with its report and exit
   status 4 after watchdog.idle_s, though first_s is long."""
   run = tmp_path / 'run'
-  driver = ('import sys; from ferminet_fast.vmc import step; from ferminet_fast import train; '
-            'from ferminet_fast.run import cli\n'
+  driver = ('import sys; from ferminet_fast.vmc import step; from ferminet_fast import train\n'
             'def stuck(*a, **k):\n  import threading; threading.Event().wait()\n'
-            'step.burn_in = stuck\ncli.run_training(train.train)')
+            'step.burn_in = stuck\ntrain.run()')
   cmd = [sys.executable, '-c', driver, '--config', 'configs/he.py',
          '--config.batch_size=32', '--config.optim.iterations=5', '--config.mcmc.burn_in=5',
          "--config.network.ferminet.hidden_dims=((8, 4),)", '--config.log.progress=False',

@@ -25,7 +25,7 @@ class Boundary(Protocol):
   lattice: lattice_lib.Lattice | None  # The simulation cell; None for open boundaries.
   twist: tuple  # k_s in fractional coordinates of the reciprocal vectors; Gamma if open.
   twists: bool  # Whether the boundary conditions have twists to average over.
-  dmc: bool  # Whether DMC (vmc/dmc.py: open-boundary energies and moves) takes the system.
+  dmc: bool  # Whether DMC (diffusion/walk.py: open-boundary energies and moves) takes the system.
 
   @property
   def complex(self) -> bool:

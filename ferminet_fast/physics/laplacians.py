@@ -1,6 +1,6 @@
 """Laplacian methods: from f = log|psi| of ONE configuration x (3N,), the operator x -> (lap
 f, grad f), both exact. Each method is a `Method` record in `METHODS`; the run resolves the
-setting optim.laplacian ('best', 'auto' or a name) into one of them once (run/build.py),
+setting optim.laplacian ('best', 'auto' or a name) into one of them once (plan.py),
 and the local energy is built from the record itself.
 """
 
@@ -15,7 +15,7 @@ from ferminet_fast import choices
 
 LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| () or (K,) for K states
 
-# A sparse method ('best' takes it, run/build.py) pays from this many electrons, for
+# A sparse method ('best' takes it, plan.py) pays from this many electrons, for
 # molecules on a CPU: there each step was measured markedly cheaper (BENCHMARKS.md, "The
 # forward Laplacian with per-electron sparsity"); below it the saving is a few per cent, not
 # worth the seconds that tracing the sparsity adds to compilation in a short run. Periodic

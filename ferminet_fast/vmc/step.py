@@ -45,7 +45,7 @@ class StepStats(NamedTuple):
 class Parts:
   """The pure functions a run is made of, built once from the settings and system. The
   step is their composition, sample -> energy_grad -> update; the stage timers
-  (run/profiling.py) time the same functions."""
+  (runtime/profiling.py) time the same functions."""
   network: networks.Network
   batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
   sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove): fixed width
@@ -66,7 +66,7 @@ class Parts:
 
 
 class Pieces(NamedTuple):
-  """The step's swappable pieces, resolved from the settings once (run/build.py)."""
+  """The step's swappable pieces, resolved from the settings once (plan.py)."""
   laplacian: laplacians.Method
   optimizer: optim.Method
   clip: choices.Choice  # A record of loss.CLIPPING.

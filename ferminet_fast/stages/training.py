@@ -9,7 +9,8 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 
 from ferminet_fast.errors import TrainingError
-from ferminet_fast.run import checkpoint, context, recorder, recovery, resume, watchdog
+from ferminet_fast.runtime import checkpoint, context, recorder, resume, watchdog
+from ferminet_fast.stages import recovery
 
 
 class Outcome(NamedTuple):
@@ -30,7 +31,7 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
 
   `remeasure(state) -> dict` re-times the stages every `log_cfg.timers_every` steps; each
   result, with its step, goes into the run's timings.json. `watch` is told of every step
-  whose results arrived (run/watchdog.py). Raises TrainingError, with the last good
+  whose results arrived (runtime/watchdog.py). Raises TrainingError, with the last good
   state checkpointed, when the run cannot recover from non-finite steps."""
   ctx = run.ctx
   record = recorder.Recorder(

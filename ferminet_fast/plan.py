@@ -21,7 +21,7 @@ from ferminet_fast.environment import cpu_devices, distributed, xla_flags
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import laplacians, systems
-from ferminet_fast.run import profiling, rundir
+from ferminet_fast.runtime import profiling, rundir
 from ferminet_fast.vmc import loss, mcmc, step
 from ferminet_fast.wavefunction import envelopes, networks
 
@@ -128,7 +128,7 @@ def laplacian_of(cfg, network: networks.Network, system: systems.System,
                  chunk_size: Optional[int] = None) -> tuple:
   """(method, ms per method name or None) for optim.laplacian: 'best' as best_laplacian
   says; 'auto' by timing the candidates on `network` at the initial walkers in chunks of
-  `chunk_size` (None: chunk_size_of) (run/profiling.py), or without `time_auto` as 'best'
+  `chunk_size` (None: chunk_size_of) (runtime/profiling.py), or without `time_auto` as 'best'
   (the method does not change the energy); a name, its method."""
   setting = cfg.optim.laplacian
   if setting == 'best' or (setting == 'auto' and not time_auto):

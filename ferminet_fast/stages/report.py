@@ -7,7 +7,7 @@ import time
 from typing import NamedTuple, Optional
 
 from ferminet_fast.physics import systems
-from ferminet_fast.run import context
+from ferminet_fast.runtime import context
 from ferminet_fast.vmc import stats
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.physics import systems
-from ferminet_fast.run import rundir
+from ferminet_fast.runtime import rundir
 
 # System settings that may differ between the runs of one average (besides the twist).
 FREE_KEYS = ('twist', 'name', 'exact_energy')

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 import jax
 import numpy as np
 
-from ferminet_fast.run import rundir
+from ferminet_fast.runtime import rundir
 
 
 class Recorder:

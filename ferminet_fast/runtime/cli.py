@@ -24,7 +24,7 @@ from ferminet_fast.errors import InputError, TrainingError
 DEFAULT_CONFIG = config.__file__  # The defaults: a helium atom.
 EXIT_INPUT = 2  # Bad input: nothing was written.
 EXIT_FAILED = 3  # Training could not go on; the last good state is checkpointed.
-EXIT_STALLED = 4  # A step stopped completing (run/watchdog.py); files are as they were.
+EXIT_STALLED = 4  # A step stopped completing (runtime/watchdog.py); files are as they were.
 EXIT_PREEMPTED = signals.EXIT_PREEMPTED  # Stopped by a signal (checkpointed): rerun to resume.
 # How None is written on the command line, for keys that take it. Only this spelling: a
 # key's declared string values (such as network.jastrow's 'none') are passed on as text.
@@ -235,7 +235,7 @@ def resolve(argv: Sequence[str]) -> config_dict.ConfigDict:
   return cfg
 
 
-def _main(argv, train: Callable, values=None) -> None:
+def _main(argv, train: Callable, dry_run: Callable, values=None) -> None:
   from absl import flags
   from absl import logging as absl_logging
   absl_logging.set_verbosity(absl_logging.WARNING)  # Library INFO chatter stays out of the log.
@@ -248,21 +248,19 @@ def _main(argv, train: Callable, values=None) -> None:
   set_values(cfg, values or {})
   with exit_on_error():
     if flags.FLAGS.dry_run:
-      from ferminet_fast.run import build  # Here: the command line parses without JAX.
-      print(build.dry_run(cfg))
+      print(dry_run(cfg))
       return
     result = train(cfg, handle_signals=True)
   if result.stopped_by:
     sys.exit(EXIT_PREEMPTED)
 
 
-def run_training(train: Callable) -> None:
+def run_training(train: Callable, dry_run: Callable) -> None:
   """`train(cfg, handle_signals=True)` from the command line (--config FILE,
-  --config.KEY=VALUE, --config.KEY=None for keys whose default is None, --dry-run;
-  --help-config lists every key; a molecule given replaces the config's atom and the
-  other way round). Flags are defined here,
-  not at import, so that importing the package registers nothing, and only after the
-  arguments were checked."""
+  --config.KEY=VALUE, --config.KEY=None for keys whose default is None, --dry-run, which
+  prints `dry_run(cfg)`; --help-config lists every key; a molecule given replaces the
+  config's atom and the other way round). Flags are defined here, not at import, so that
+  importing the package registers nothing, and only after the arguments were checked."""
   from absl import app, flags
   if '--help-config' in sys.argv[1:]:
     print(config.describe())
@@ -271,4 +269,4 @@ def run_training(train: Callable) -> None:
   precheck(sys.argv, DEFAULT_CONFIG)
   sys.argv, values = after_parsing(sys.argv)
   define_flags(flags.FLAGS)
-  app.run(functools.partial(_main, train=train, values=values))
+  app.run(functools.partial(_main, train=train, dry_run=dry_run, values=values))

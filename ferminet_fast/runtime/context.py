@@ -5,7 +5,7 @@ import os
 from typing import Any
 
 from ferminet_fast.environment import distributed
-from ferminet_fast.run import rundir
+from ferminet_fast.runtime import rundir
 
 
 class Run:

@@ -24,7 +24,7 @@ def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
   checkpoint, or one that cannot be written, is refused (InputError) before anything is
   written, so an earlier run is never overwritten.
   """
-  from ferminet_fast.run import checkpoint  # Avoids importing orbax for a bad path.
+  from ferminet_fast.runtime import checkpoint  # Avoids importing orbax for a bad path.
   if not save_path:
     stamp = datetime.datetime.now().strftime('%Y%m%d-%H%M%S')
     save_path = base = os.path.join('runs', f'{name}_{stamp}')

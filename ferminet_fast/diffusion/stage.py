@@ -1,6 +1,6 @@
 """The DMC stage's pieces: the trained run it starts from, the runs at each time step with
-checkpoints and resume, and the results (dmc.json, dmc_stats.csv). The entry point,
-dmc.py, puts them together; the algorithm is vmc/dmc.py.
+checkpoints and resume, and the results (walk.json, dmc_stats.csv). The entry point,
+dmc.py, puts them together; the algorithm is diffusion/walk.py.
 
 Its state lives in <run>/dmc/: the checkpoints (the DMC state, the time step reached and
 every step's results so far, so a stopped run resumes with nothing lost) and settings.json
@@ -16,11 +16,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ferminet_fast import plan
+from ferminet_fast.diffusion import walk
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import laplacians, systems
-from ferminet_fast.run import build, checkpoint, rundir, trained, watchdog
-from ferminet_fast.vmc import dmc, stats
+from ferminet_fast.runtime import checkpoint, rundir, watchdog
+from ferminet_fast.stages import trained
+from ferminet_fast.vmc import stats
 
 SUBDIR = 'dmc'  # <run>/dmc: the DMC checkpoints and their settings.
 COLUMNS = ('energy', 'growth', 'acceptance', 'tau_eff', 'nonfinite')  # Per step, StepStats.
@@ -31,7 +34,7 @@ class Setup(NamedTuple):
   """What the DMC runs start from."""
   cfg: object  # The run's settings (frozen) with the DMC overrides.
   system: object
-  evaluate: Callable  # (params, x (B, 3N)) -> dmc.Walkers
+  evaluate: Callable  # (params, x (B, 3N)) -> walk.Walkers
   params: object
   x: jax.Array  # (B, 3N) the run's walkers, the DMC population's start.
   trained_step: int
@@ -41,14 +44,14 @@ class Setup(NamedTuple):
 
 class Progress(NamedTuple):
   """The DMC checkpoint: state at time step `tau_index`, every step's results so far."""
-  state: dmc.DMCState
+  state: walk.DMCState
   tau_index: jax.Array  # () int32: the time step being run (len(taus) when done).
   series: jax.Array  # (len(taus), equilibration + steps, len(COLUMNS)) per-step results.
   wall: jax.Array  # (len(taus),) seconds spent at each time step.
 
 
 def settings(run_dir: str, overrides: dict):
-  """The run's settings with the DMC ones given (dmc.* keys, None: the run's), checked."""
+  """The run's settings with the DMC ones given (walk.* keys, None: the run's), checked."""
   cfg = rundir.read_config(run_dir)
   if cfg.system.states > 1:
     raise InputError(f'DMC is for one state; the run has system.states = '
@@ -62,7 +65,7 @@ def settings(run_dir: str, overrides: dict):
   for key, value in overrides.items():
     if value is not None:
       setattr(cfg.dmc, key, tuple(value) if key == 'tau' else value)
-  return build.settings(cfg, later_stage=True)
+  return plan.settings(cfg, later_stage=True)
 
 
 def prepare(cfg, run_dir: str) -> Setup:
@@ -74,7 +77,7 @@ def prepare(cfg, run_dir: str) -> Setup:
   size = cfg.dmc.batch_size or cfg.batch_size
   if size != x.shape[0]:  # The run's walkers repeated (or cut) to the population's size.
     x = x[jnp.arange(size) % x.shape[0]]
-  evaluate = dmc.make_evaluate(built.network, system, built.parts.laplacian,
+  evaluate = walk.make_evaluate(built.network, system, built.parts.laplacian,
                                built.parts.chunk_size)
   return Setup(cfg, system, evaluate, state.params, x, run.trained_step, run.parameters,
                built.parts.laplacian)
@@ -83,7 +86,7 @@ def prepare(cfg, run_dir: str) -> Setup:
 def fresh(setup: Setup, seed: int) -> Progress:
   """The progress of a DMC run not started: the first time step's state, nothing recorded."""
   d = setup.cfg.dmc
-  state = dmc.init_state(setup.evaluate, setup.params, setup.x, jax.random.PRNGKey(seed))
+  state = walk.init_state(setup.evaluate, setup.params, setup.x, jax.random.PRNGKey(seed))
   series = jnp.full((len(d.tau), d.equilibration + d.steps, len(COLUMNS)), jnp.nan,
                     setup.x.dtype)
   return Progress(state, jnp.zeros((), jnp.int32), series, jnp.zeros(len(d.tau), setup.x.dtype))
@@ -110,7 +113,7 @@ def resume(run_dir: str, like: Progress, cfg) -> Optional[Progress]:
 def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchdog.Watchdog,
              say: Callable, bar=None) -> tuple:
   """Runs (or goes on with) the DMC at each time step in turn; (progress, stopped_by or
-  None). Checkpoints every dmc.save_every steps, by log.save_frequency minutes, when a
+  None). Checkpoints every walk.save_every steps, by log.save_frequency minutes, when a
   stop signal arrives (`stop.received`) and at the end of each time step."""
   d, log = setup.cfg.dmc, setup.cfg.log
   total = d.equilibration + d.steps
@@ -145,14 +148,14 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
       wall[i] += time.perf_counter() - t0
       i += 1
       if i < len(d.tau):  # The next time step starts from these walkers and this estimate.
-        state = dmc.init_state(setup.evaluate, setup.params, state.walkers.x, state.key,
+        state = walk.init_state(setup.evaluate, setup.params, state.walkers.x, state.key,
                                state.e_best)
       saver.save(i * total, pack(state, i))
   saver.close()
   return pack(state, i), stopped
 
 
-def _compiled(setup: Setup, tau: float, state: dmc.DMCState, watch) -> tuple:
+def _compiled(setup: Setup, tau: float, state: walk.DMCState, watch) -> tuple:
   """(the DMC step at `tau` compiled, the state laid out for it): the walkers split over
   the devices (environment/distributed.py), everything else replicated."""
   ctx = distributed.context(setup.x.shape[0])
@@ -160,7 +163,7 @@ def _compiled(setup: Setup, tau: float, state: dmc.DMCState, watch) -> tuple:
   shardings = shardings._replace(
       walkers=jax.tree.map(lambda _: ctx.walker_sharding(), state.walkers))
   params = jax.tree.map(lambda a: a.sharding, setup.params)
-  step = jax.jit(dmc.make_step(setup.evaluate, tau, setup.system.n_electrons,
+  step = jax.jit(walk.make_step(setup.evaluate, tau, setup.system.n_electrons,
                                setup.cfg.dmc.equilibration),
                  in_shardings=(params, shardings), out_shardings=(shardings, ctx.replicated()))
   state = jax.device_put(state, shardings)
@@ -203,7 +206,7 @@ def time_step_warnings(per_tau: list) -> list:
 
 
 def results(setup: Setup, progress: Progress) -> dict:
-  """dmc.json's content: per time step the reblocked mixed estimate, tau_eff, acceptance,
+  """walk.json's content: per time step the reblocked mixed estimate, tau_eff, acceptance,
   steps and wall time; E(tau -> 0); the error against the exact energy; the sign check."""
   d, series = setup.cfg.dmc, np.asarray(progress.series, np.float64)
   per_tau = []

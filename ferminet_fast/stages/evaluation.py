@@ -1,5 +1,5 @@
 """Evaluation's pieces: the estimators asked for, the sweep loop at frozen parameters, and
-the report (eval.json and the printed lines); the trained run comes from run/trained.py.
+the report (eval.json and the printed lines); the trained run comes from stages/trained.py.
 The entry point, evaluate.py, puts them together."""
 
 from typing import Callable, NamedTuple, Sequence
@@ -12,7 +12,7 @@ from ferminet_fast.errors import InputError
 from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import excited_states, laplacians
 from ferminet_fast.physics import observables as observables_lib
-from ferminet_fast.run import watchdog
+from ferminet_fast.runtime import watchdog
 from ferminet_fast.vmc import ordering, stats, step
 
 STATES = 'states'  # Key of the several states' matrices among the estimators.

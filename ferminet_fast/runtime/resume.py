@@ -7,7 +7,7 @@ from typing import NamedTuple
 from ferminet_fast import config
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
-from ferminet_fast.run import checkpoint, rundir
+from ferminet_fast.runtime import checkpoint, rundir
 
 
 class Source(NamedTuple):

@@ -1,5 +1,5 @@
 """Where a step's time goes: its stages compiled and timed separately on the real state,
-the whole step timed, and the 'auto' Laplacian choice (its memory: run/memory.py)."""
+the whole step timed, and the 'auto' Laplacian choice (its memory: runtime/memory.py)."""
 
 import time
 from typing import Callable
@@ -10,7 +10,7 @@ import numpy as np
 
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import laplacians, systems
-from ferminet_fast.run import memory
+from ferminet_fast.runtime import memory
 from ferminet_fast.vmc import loss
 from ferminet_fast.vmc.step import Compiled, Parts, TrainState
 

@@ -5,7 +5,7 @@ Inside the step, non-finite local energies are left out of the energy and gradie
 What the step cannot repair itself (walkers stuck at NaN positions, parameters corrupted
 from outside, an optimizer state that keeps producing non-finite updates) shows as
 consecutive bad steps, and so does a finite blow-up (parameters damaged by a run of bad
-updates keep the local energy's variance far above its recent median; run/recorder.py);
+updates keep the local energy's variance far above its recent median; runtime/recorder.py);
 after `optim.rewind_after` of them the run goes back to the last state that was entirely
 finite and taken outside such a run of bad steps, kept in device memory every
 `optim.snapshot_every` steps, with a different random stream so that it does not walk

@@ -11,7 +11,8 @@ from conftest import tiny_config
 from ferminet_fast import evaluate, train
 from ferminet_fast.environment import packages
 from ferminet_fast.physics import laplacians, systems
-from ferminet_fast.run import build, cli, profiling
+from ferminet_fast import plan
+from ferminet_fast.runtime import cli, profiling
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -20,7 +21,7 @@ def test_auto_is_resolved_once_recorded_and_reused(tmp_path, monkeypatch):
   run = tmp_path / 'run'
   train.train(tiny_config('He', **{'optim.laplacian': 'auto', 'optim.iterations': 5,
                                    'log.save_path': str(run)}), quiet=True)
-  resolved = json.loads((run / build.RESOLVED).read_text())
+  resolved = json.loads((run / plan.RESOLVED).read_text())
   timings = json.loads((run / 'timings.json').read_text())
   assert resolved['optim.laplacian'] in laplacians.METHODS
   assert resolved['optim.laplacian'] == timings['laplacian']
@@ -33,12 +34,12 @@ def test_auto_is_resolved_once_recorded_and_reused(tmp_path, monkeypatch):
   monkeypatch.setattr(profiling, 'choose_laplacian', no_second_choice)
   evaluate.evaluate(str(run), steps=3, burn_in=1, quiet=True)
   # A run from before resolved.json: 'auto' evaluates with 'best', without timing.
-  (run / build.RESOLVED).unlink()
+  (run / plan.RESOLVED).unlink()
   evaluate.evaluate(str(run), steps=3, burn_in=1, quiet=True)
 
 
 def test_settings_keep_best_for_the_build_and_are_frozen():
-  cfg = build.settings(tiny_config('He', **{'optim.laplacian': 'best'}))
+  cfg = plan.settings(tiny_config('He', **{'optim.laplacian': 'best'}))
   assert cfg.optim.laplacian == 'best'  # The build resolves it, knowing system and device.
   with pytest.raises(AttributeError):  # Frozen: each module gets its block, unchanged.
     cfg.optim.laplacian = 'jacfwd'
@@ -59,16 +60,16 @@ def test_best_keeps_the_sparse_forward_laplacian_for_large_molecules_on_a_cpu():
   (smaller molecules, periodic systems, several states, GPUs)."""
   assert laplacians.SPARSE_PAYS_FROM == 16
   c4h4 = _system('c4h4.py')  # 28 e
-  assert build.best_laplacian(_system('c2h4.py'), 'cpu') is laplacians.FOLX_SPARSE  # 16 e
-  assert build.best_laplacian(c4h4, 'cpu') is laplacians.FOLX_SPARSE
-  assert build.best_laplacian(_system('n2.py'), 'cpu') is laplacians.FOLX  # 14 e
-  assert build.best_laplacian(_system('lih_crystal.py'), 'cpu') is laplacians.FOLX  # periodic
-  assert build.best_laplacian(c4h4, 'gpu') is laplacians.FOLX
-  assert build.best_laplacian(dataclasses.replace(c4h4, states=2), 'cpu') is laplacians.FOLX
+  assert plan.best_laplacian(_system('c2h4.py'), 'cpu') is laplacians.FOLX_SPARSE  # 16 e
+  assert plan.best_laplacian(c4h4, 'cpu') is laplacians.FOLX_SPARSE
+  assert plan.best_laplacian(_system('n2.py'), 'cpu') is laplacians.FOLX  # 14 e
+  assert plan.best_laplacian(_system('lih_crystal.py'), 'cpu') is laplacians.FOLX  # periodic
+  assert plan.best_laplacian(c4h4, 'gpu') is laplacians.FOLX
+  assert plan.best_laplacian(dataclasses.replace(c4h4, states=2), 'cpu') is laplacians.FOLX
   cfg = _config('c4h4.py')
   cfg.optim.laplacian = 'jvp_loop'
-  assert build.laplacian_of(cfg, None, c4h4, None) == (laplacians.JVP_LOOP, None)
-  dry = build.dry_run(_config('c2h4.py'))
+  assert plan.laplacian_of(cfg, None, c4h4, None) == (laplacians.JVP_LOOP, None)
+  dry = plan.dry_run(_config('c2h4.py'))
   assert 'laplacian: folx_sparse' in dry
 
 
@@ -80,9 +81,9 @@ def test_matmul_precision_reaches_every_matrix_product_of_energy_and_gradient(ma
   it (a CPU ignores the request; the precision check on a GPU is scripts/precision.py)."""
   import jax
   import jax.numpy as jnp
-  cfg = build.settings(tiny_config('He', **{'matmul_precision': matmul}))
-  system = build.system_of(cfg)
-  built = build.build(cfg, jax.random.PRNGKey(0), system=system, time_auto=False)
+  cfg = plan.settings(tiny_config('He', **{'matmul_precision': matmul}))
+  system = plan.system_of(cfg)
+  built = plan.build(cfg, jax.random.PRNGKey(0), system=system, time_auto=False)
   x = jnp.zeros((2, built.network.n_coords), built.network.dtype)
   text = jax.jit(built.parts.energy_grad).lower(built.state.params, x).as_text()
   dots = [line for line in text.splitlines() if 'dot_general' in line]

@@ -1,6 +1,6 @@
 """A trained run, loaded the one way every stage after training loads it (evaluation, DMC,
 the scripts that study a run): its settings from config.json, the network and step rebuilt
-with what training resolved (resolved.json, run/build.py), and its newest checkpoint
+with what training resolved (resolved.json, plan.py), and its newest checkpoint
 restored with the parameters asked for (the average of the last updates, or the last)."""
 
 from typing import NamedTuple
@@ -10,14 +10,15 @@ import jax
 from ferminet_fast import config
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.run import build, checkpoint
+from ferminet_fast import plan
+from ferminet_fast.runtime import checkpoint
 from ferminet_fast.vmc import step
 
 class TrainedRun(NamedTuple):
   """A run directory's trained state, rebuilt."""
   run_dir: str
-  cfg: object  # The settings it was loaded with (frozen, build.settings).
-  built: build.Built  # The system, network and step's parts, as training built them.
+  cfg: object  # The settings it was loaded with (frozen, plan.settings).
+  built: plan.Built  # The system, network and step's parts, as training built them.
   state: step.TrainState  # Restored: parameters (as `parameters` says), optimizer, walkers.
   trained_step: int  # The checkpoint's step.
   parameters: str  # 'average' or 'last': the parameters taken.
@@ -25,7 +26,7 @@ class TrainedRun(NamedTuple):
   @classmethod
   def load(cls, run_dir: str, cfg, parameters: str = 'average',
            ctx=None) -> 'TrainedRun':
-    """The run in `run_dir` with settings `cfg` (rundir.read_config, then build.settings
+    """The run in `run_dir` with settings `cfg` (rundir.read_config, then plan.settings
     with later_stage=True, a later stage's own keys changed), walkers laid out over `ctx`
     (environment/distributed.py; default all devices). 'average' falls back to the last
     parameters where the checkpoint holds no average yet."""
@@ -34,8 +35,8 @@ class TrainedRun(NamedTuple):
                        f'{", ".join(config.PARAMETERS)}')
     if not checkpoint.has_checkpoint(run_dir):
       raise InputError(f'--run {run_dir!r} holds no checkpoint')
-    built = build.build(cfg, jax.random.PRNGKey(0), ctx, recorded=build.recorded_of(run_dir),
-                        system=build.system_of(cfg), time_auto=False)
+    built = plan.build(cfg, jax.random.PRNGKey(0), ctx, recorded=plan.recorded_of(run_dir),
+                        system=plan.system_of(cfg), time_auto=False)
     found, state = checkpoint.restore_latest(run_dir, built.state,
                                              ('params', 'opt_state', 'walkers'))
     state, which = with_parameters(built.parts, state, parameters)

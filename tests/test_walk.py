@@ -1,4 +1,4 @@
-"""Fixed-node DMC (vmc/dmc.py) against exact results: exact eigenstates as trial functions
+"""Fixed-node DMC (diffusion/walk.py) against exact results: exact eigenstates as trial functions
 give their eigenvalue with zero variance and sample |psi|^2 exactly (detailed balance), no
 walker crosses a node, and for a nodeless ground state (He) DMC reaches the exact energy
 from a trial function VMC leaves well above it."""
@@ -10,8 +10,9 @@ import pytest
 
 from ferminet_fast import config
 from ferminet_fast.physics import laplacians, systems
-from ferminet_fast.run import diffusion
-from ferminet_fast.vmc import dmc, mcmc, stats
+from ferminet_fast.diffusion import stage
+from ferminet_fast.diffusion import walk
+from ferminet_fast.vmc import mcmc, stats
 from ferminet_fast.wavefunction import base
 
 HE_EXACT = -2.903724  # Ha; Pekeris, Phys. Rev. 115, 1216 (1959).
@@ -34,9 +35,9 @@ def atom(symbol: str) -> systems.System:
 
 def run_dmc(network, system, x0, tau, steps, equilibration, key=0, e0=0.0):
   """(step energies after equilibration, the last state, the step stats)."""
-  evaluate = dmc.make_evaluate(network, system, laplacians.JACFWD)
-  step = jax.jit(dmc.make_step(evaluate, tau, system.n_electrons, equilibration))
-  state = dmc.init_state(evaluate, {}, x0, jax.random.PRNGKey(key), e0)
+  evaluate = walk.make_evaluate(network, system, laplacians.JACFWD)
+  step = jax.jit(walk.make_step(evaluate, tau, system.n_electrons, equilibration))
+  state = walk.init_state(evaluate, {}, x0, jax.random.PRNGKey(key), e0)
   energies, history = [], []
   for i in range(equilibration + steps):
     state, out = step({}, state)
@@ -60,18 +61,18 @@ def hydrogen_1s():
 def test_limit_drift_formula():
   tau = 0.1
   v = jnp.asarray([3.0, 0.0, 4.0, 1e-5, 0.0, 0.0])  # two electrons: |v| = 5 and tiny
-  out = np.asarray(dmc.limit_drift(v, tau))
+  out = np.asarray(walk.limit_drift(v, tau))
   expected = (np.sqrt(1 + 2 * 25 * tau) - 1) / (25 * tau)
   np.testing.assert_allclose(out[:3], np.asarray(v[:3]) * expected, rtol=1e-12)
   np.testing.assert_allclose(out[3:], np.asarray(v[3:]), rtol=1e-9)
-  huge = np.asarray(dmc.limit_drift(jnp.asarray([1e6, 0.0, 0.0]), tau))
+  huge = np.asarray(walk.limit_drift(jnp.asarray([1e6, 0.0, 0.0]), tau))
   np.testing.assert_allclose(huge[0], np.sqrt(2 / tau), rtol=1e-3)  # The bound sqrt(2/tau).
 
 
 @pytest.mark.jax_range
 def test_limit_energy_is_symmetric_cutoff():
   e = jnp.asarray([-10.0, -2.1, -1.0, 5.0])
-  np.testing.assert_allclose(dmc.limit_energy(e, -2.0, 0.5), [-2.5, -2.1, -1.5, -1.5])
+  np.testing.assert_allclose(walk.limit_energy(e, -2.0, 0.5), [-2.5, -2.1, -1.5, -1.5])
 
 
 @pytest.mark.jax_range
@@ -82,7 +83,7 @@ def test_comb_keeps_shape_and_weighted_mean():
   exact = float(jnp.sum(w * f) / jnp.sum(w))
   means = []
   for i in range(400):
-    idx = dmc.comb(jax.random.PRNGKey(100 + i), w)
+    idx = walk.comb(jax.random.PRNGKey(100 + i), w)
     assert idx.shape == (64,)
     counts = np.bincount(np.asarray(idx), minlength=64)
     share = 64 * np.asarray(w) / float(jnp.sum(w))
@@ -102,8 +103,8 @@ def test_hydrogen_ground_state_is_exact_and_sampled_exactly():
   energies, state, history = run_dmc(hydrogen_1s(), system, x0, 0.2, 300, 100)
   np.testing.assert_allclose(energies, -0.5, atol=1e-10)
   radii = []
-  evaluate = dmc.make_evaluate(hydrogen_1s(), system, laplacians.JACFWD)
-  step = jax.jit(dmc.make_step(evaluate, 0.2, 1, 0))
+  evaluate = walk.make_evaluate(hydrogen_1s(), system, laplacians.JACFWD)
+  step = jax.jit(walk.make_step(evaluate, 0.2, 1, 0))
   for _ in range(400):
     state, _ = step({}, state)
     radii.append(np.linalg.norm(np.asarray(state.walkers.x), axis=-1))
@@ -127,8 +128,8 @@ def test_acceptance_falls_with_the_time_step_and_large_ones_are_named():
     per_tau.append({'tau': tau, 'acceptance': float(np.mean([h.acceptance for h in history]))})
   acceptance = [r['acceptance'] for r in per_tau]
   assert acceptance[0] > 0.99 and acceptance[0] > acceptance[1] > acceptance[2], acceptance
-  assert acceptance[2] < diffusion.LOW_ACCEPTANCE, acceptance
-  warnings = diffusion.time_step_warnings(per_tau)
+  assert acceptance[2] < stage.LOW_ACCEPTANCE, acceptance
+  warnings = stage.time_step_warnings(per_tau)
   assert len(warnings) == 1 and warnings[0].startswith('tau 0.5:'), warnings
 
 
@@ -163,7 +164,7 @@ def vmc_energy(network, system, x0, sweeps: int = 300) -> stats.Estimate:
   """The reblocked VMC energy of `network` (Metropolis sampling of |psi|^2, vmc/mcmc.py)."""
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 10))
-  evaluate = jax.jit(dmc.make_evaluate(network, system, laplacians.JACFWD))
+  evaluate = jax.jit(walk.make_evaluate(network, system, laplacians.JACFWD))
   walkers = mcmc.Walkers(x0, batch_log_psi({}, x0), jnp.asarray(0.3))
   energies = []
   for i in range(sweeps + 50):
@@ -205,7 +206,7 @@ def test_time_step_error_is_linear_and_extrapolates_to_exact():
     est = stats.reblock(e)
     energies.append(est.mean)
     errors.append(est.error)
-  fit = diffusion.extrapolate(taus, energies, errors)
+  fit = stage.extrapolate(taus, energies, errors)
   line = fit['energy'] + fit['slope'] * np.asarray(taus)
   chi2 = float(np.sum(((np.asarray(energies) - line) / np.asarray(errors)) ** 2))
   print(taus, energies, errors, fit, chi2)
