@@ -23,8 +23,7 @@ from typing import Optional, Sequence
 import jax
 import numpy as np
 
-from ferminet_fast import config
-from ferminet_fast import plan
+from ferminet_fast import config, plan
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim

@@ -1,8 +1,10 @@
-"""The one build path of every stage (training, evaluation and the stages after them):
-settings -> system -> network -> the step's parts -> the state, and a state restored from a
-run directory.
+"""A run's plan: the one place where the settings become typed objects (`resolve` ->
+`Plan`: the system with its boundary and geometry, the ansatz, the Laplacian operator, the
+optimizer, the clipping window, the walkers per chunk, the devices), and the one build
+path of every stage from it (training, evaluation, DMC): plan -> the step's parts -> the
+state.
 
-Every 'auto' and 'best' setting is resolved here, once: the Laplacian method ('best' by
+Every piece's name, 'auto' and 'best' setting is resolved here, once: the Laplacian method ('best' by
 what is installed, the system's size and the device; 'auto' by timing the candidates on the
 built network) and the chunk of walkers per local-energy evaluation (by the compiled step's
 memory, in train). Training records what they became in the run directory's resolved.json;
@@ -11,7 +13,7 @@ used.
 """
 
 import os
-from typing import Callable, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 from ml_collections import config_dict
@@ -28,13 +30,54 @@ from ferminet_fast.wavefunction import envelopes, networks
 RESOLVED = 'resolved.json'  # What 'auto' and 'best' settings became, by dotted key.
 
 
-class Built(NamedTuple):
-  """What a stage runs on."""
-  system: systems.System
-  network: networks.Network
-  parts: step.Parts  # The step's functions (vmc/step.py), with the resolved Laplacian.
-  state: step.TrainState  # Fresh: initial parameters, walkers and optimizer state.
+class Plan(NamedTuple):
+  """A run's every choice resolved into its object, once (`resolve`): what each stage is
+  built from. `record()` is the run's resolved.json, from which later stages resolve the
+  same plan again."""
+  cfg: Any  # The settings, validated and frozen (`settings`).
+  system: systems.System  # Electrons, nuclei (the geometry), ECPs and the boundary.
+  network: networks.Network  # The ansatz, its envelope and Jastrow records inside.
+  pieces: step.Pieces  # The Laplacian operator, optimizer, clipping window, walkers per chunk.
+  ctx: Optional[distributed.Context] = None  # Devices of the walkers (None: all devices).
   laplacian_ms: Optional[dict] = None  # Name -> ms per local energy, when 'auto' timed them.
+
+  @property
+  def boundary(self):
+    return self.system.boundary
+
+  def parts(self, chunk_size: Optional[int] = None) -> step.Parts:
+    """The step's parts (vmc/step.py); `chunk_size` replaces the planned walkers per chunk
+    (the memory fit of the compiled step tries smaller ones)."""
+    pieces = self.pieces if chunk_size is None else self.pieces._replace(chunk_size=chunk_size)
+    return step.make_parts(self.system, self.network, self.cfg.mcmc, self.cfg.optim, pieces)
+
+  def record(self, parts: Optional[step.Parts] = None) -> dict:
+    """resolved.json: what the 'auto' and 'best' settings became (with `parts`, the chunk
+    of walkers they were compiled with), and the CPU devices per process the walkers were
+    split over (None on other devices)."""
+    ctx, chunk = self.ctx, (parts or self.pieces).chunk_size
+    cpu = ctx is not None and ctx.mesh.devices.flat[0].platform == 'cpu'
+    return {'optim.laplacian': self.pieces.laplacian.name, 'optim.energy_chunk_size': chunk,
+            'distributed.cpu_devices': ctx.device_count // ctx.process_count if cpu else None}
+
+
+class Built(NamedTuple):
+  """A stage's plan, with the step's parts and a fresh state built from it."""
+  plan: Plan
+  parts: step.Parts  # The step's functions (vmc/step.py), with the resolved pieces.
+  state: step.TrainState  # Fresh: initial parameters, walkers and optimizer state.
+
+  @property
+  def system(self) -> systems.System:
+    return self.plan.system
+
+  @property
+  def network(self) -> networks.Network:
+    return self.plan.network
+
+  @property
+  def laplacian_ms(self) -> Optional[dict]:
+    return self.plan.laplacian_ms
 
 
 def settings(user_cfg, later_stage: bool = False):
@@ -153,12 +196,13 @@ def recorded_laplacian(name: str) -> laplacians.Method:
   return method
 
 
-def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
-          system: Optional[systems.System] = None, time_auto: bool = True) -> Built:
-  """Builds a stage from validated settings. `recorded`: what an earlier stage of the run
-  resolved (`recorded_of`), taken instead of resolving again; `time_auto`: whether an
-  'auto' Laplacian not recorded is chosen by timing (else 'best'). `ctx`: the device
-  context the walkers are laid out on (environment/distributed.py)."""
+def resolve(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
+            system: Optional[systems.System] = None, time_auto: bool = True) -> Plan:
+  """The plan of validated, frozen settings `cfg`: the one place where a piece's name,
+  'best' and 'auto' become objects. `recorded`: what an earlier stage of the run resolved
+  (`recorded_of`), taken instead of resolving again; `time_auto`: whether an 'auto'
+  Laplacian not recorded is chosen by timing (else 'best'). `ctx`: the device context the
+  walkers are laid out on (environment/distributed.py)."""
   recorded = recorded or {}
   system = system or system_of(cfg)
   network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
@@ -169,38 +213,39 @@ def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
     laplacian = recorded_laplacian(recorded['optim.laplacian'])
   else:
     laplacian, timed = laplacian_of(cfg, network, system, key, time_auto, chunk_size)
-  parts = make_parts(cfg, system, network, laplacian, chunk_size)
-  state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, key, ctx)
-  return Built(system, network, parts, state, timed)
+  return Plan(cfg, system, network, pieces_of(cfg, laplacian, chunk_size), ctx, timed)
+
+
+def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
+          system: Optional[systems.System] = None, time_auto: bool = True) -> Built:
+  """A stage built from validated settings: its plan (`resolve`, with the same arguments),
+  the step's parts and a fresh state."""
+  resolved = resolve(cfg, key, ctx, recorded, system, time_auto)
+  parts = resolved.parts()
+  state = step.init_state(parts, resolved.system, cfg.batch_size, cfg.mcmc, key, ctx)
+  return Built(resolved, parts, state)
+
+
+def pieces_of(cfg, laplacian: laplacians.Method, chunk_size: int) -> step.Pieces:
+  """The step's pieces: the resolved Laplacian method and chunk of walkers, the optimizer
+  and clipping window resolved here from their names."""
+  return step.Pieces(laplacian, optim.OPTIMIZERS[cfg.optim.optimizer],
+                     loss.CLIPPING[cfg.optim.clip_method], chunk_size)
 
 
 def make_parts(cfg, system, network, laplacian: laplacians.Method,
-               chunk_size: Optional[int] = None):
-  """The step's parts from the settings with the resolved Laplacian method and chunk of
-  walkers (None: chunk_size_of); the optimizer and clipping window are resolved here from
-  their names."""
+               chunk_size: Optional[int] = None) -> step.Parts:
+  """The step's parts of a network built by hand (scripts, tests): the settings with the
+  resolved Laplacian method and chunk of walkers (None: chunk_size_of)."""
   if chunk_size is None:
     chunk_size = chunk_size_of(cfg, network)
-  pieces = step.Pieces(laplacian, optim.OPTIMIZERS[cfg.optim.optimizer],
-                       loss.CLIPPING[cfg.optim.clip_method], chunk_size)
-  return step.make_parts(system, network, cfg.mcmc, cfg.optim, pieces)
-
-
-def parts_maker(cfg, built: Built) -> Callable[[int], step.Parts]:
-  """chunk_size -> the step's parts, for the memory fit of the compiled step."""
-  return lambda chunk: make_parts(cfg, built.system, built.network, built.parts.laplacian,
-                                  chunk)
-
-
-def resolved_of(parts: step.Parts, ctx=None) -> dict:
-  """The resolved values of the 'auto'/'best' settings that `parts` were made with, and the
-  CPU devices per process the walkers were split over (None on other devices)."""
-  cpu = ctx is not None and ctx.mesh.devices.flat[0].platform == 'cpu'
-  return {'optim.laplacian': parts.laplacian.name, 'optim.energy_chunk_size': parts.chunk_size,
-          'distributed.cpu_devices': ctx.device_count // ctx.process_count if cpu else None}
+  return Plan(cfg, system, network, pieces_of(cfg, laplacian, chunk_size)).parts()
 
 
 def recorded_of(run_dir: str) -> dict:
-  """What the run resolved (resolved.json), or {} for a run from before it was recorded."""
+  """What the run resolved (its resolved.json, written with its first checkpoint)."""
   path = os.path.join(run_dir, RESOLVED)
-  return rundir.read_json(path) if os.path.exists(path) else {}
+  if not os.path.exists(path):
+    raise InputError(f'--run {run_dir!r} has checkpoints but no {RESOLVED}: it was not '
+                     'written by this version of ferminet_fast')
+  return rundir.read_json(path)

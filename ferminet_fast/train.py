@@ -13,10 +13,10 @@ _T0 = time.perf_counter()  # Before the heavy imports, so start-up includes them
 
 import jax  # noqa: E402
 
+from ferminet_fast import plan  # noqa: E402
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
                                        machine, signals)
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
-from ferminet_fast import plan  # noqa: E402
 from ferminet_fast.runtime import (checkpoint, cli, context, memory, profiling,  # noqa: E402
                                    resume, rundir, watchdog)
 from ferminet_fast.stages import report, training  # noqa: E402
@@ -85,12 +85,12 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
   with watch.paused('compiling the training step'):
     parts, compiled, free_mb = memory.compile_to_fit(
-        plan.parts_maker(cfg, built), built.parts.chunk_size,
+        built.plan.parts, built.parts.chunk_size,
         cfg.optim.energy_chunk_size == 'auto', state, agree=run.ctx.smallest)
   watch.phase('the first chunk of pretraining steps')
   finish_pretraining(watch.beat)
   run.write(rundir.CONFIG, user_cfg.to_dict())  # Now: a failed resume leaves the old run.
-  run.write(plan.RESOLVED, plan.resolved_of(parts, run.ctx))
+  run.write(plan.RESOLVED, built.plan.record(parts))
 
   state, timers = _prepare(cfg, run, source, parts, compiled, state, start, free_mb, watch)
 

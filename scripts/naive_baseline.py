@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import coulomb
 from ferminet_fast import plan
+from ferminet_fast.physics import coulomb
 from ferminet_fast.runtime import cli, profiling
 from ferminet_fast.vmc import step
 from ferminet_fast.wavefunction import networks

@@ -25,9 +25,8 @@ def main():
 
   import jax
   import jax.numpy as jnp
-  from ferminet_fast import config
+  from ferminet_fast import config, plan
   from ferminet_fast.physics import laplacians, systems
-  from ferminet_fast import plan
   from ferminet_fast.wavefunction import networks
 
   cfg = config.default()

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, config, evaluate, train
+from ferminet_fast import InputError, config, evaluate, plan, train
 from ferminet_fast.environment import cpu_devices
-from ferminet_fast import plan
 from test_distributed import REPO, assert_close, overrides, params_of, run_worker
 
 NO_COUNT = '--xla_backend_optimization_level=0'  # The suite's flags without a device count.

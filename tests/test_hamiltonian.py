@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import electron_gas_hartree_fock_terms, tiny_config, tiny_network
-from ferminet_fast import config
+from ferminet_fast import config, plan
 from ferminet_fast.physics import coulomb, hamiltonian, laplacians, systems
-from ferminet_fast import plan
 
 METHODS = sorted(laplacians.METHODS)  # folx comes with the test extra.
 DENSE_METHODS = [m for m in METHODS if not laplacians.METHODS[m].sparse]

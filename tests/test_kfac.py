@@ -71,8 +71,7 @@ def test_gradient_from_the_curvature_pass_is_the_vmc_gradient(name):
   statistics (kfac.make_gradient): equal to the derivative of the energy (loss.make_energy's,
   the step's with any other optimizer), and those statistics equal to the ones KFAC's update
   computes from the walkers itself. float64, with clipping active."""
-  from ferminet_fast import config
-  from ferminet_fast import plan
+  from ferminet_fast import config, plan
   with jax.enable_x64(True):
     system, network, params = tiny_network('Li', jnp.float64, **NETWORKS[name])
     x = jax.random.normal(jax.random.PRNGKey(3), (6, network.n_coords), jnp.float64)

@@ -7,9 +7,8 @@ import jax
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, train
+from ferminet_fast import InputError, plan, train
 from ferminet_fast.physics import systems
-from ferminet_fast import plan
 from ferminet_fast.runtime import memory
 from ferminet_fast.vmc import step
 from ferminet_fast.wavefunction import networks

@@ -1,5 +1,5 @@
-"""The one build path: 'auto' and 'best' resolved once, recorded in resolved.json, and taken
-from there by the stages after training (evaluation does not choose again)."""
+"""The plan: every choice, 'auto' and 'best' resolved once, recorded in resolved.json, and
+taken from there by the stages after training (evaluation does not choose again)."""
 
 import dataclasses
 import json
@@ -8,10 +8,10 @@ import os
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import evaluate, train
+from ferminet_fast import evaluate, plan, train
 from ferminet_fast.environment import packages
+from ferminet_fast.errors import InputError
 from ferminet_fast.physics import laplacians, systems
-from ferminet_fast import plan
 from ferminet_fast.runtime import cli, profiling
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,9 +33,17 @@ def test_auto_is_resolved_once_recorded_and_reused(tmp_path, monkeypatch):
 
   monkeypatch.setattr(profiling, 'choose_laplacian', no_second_choice)
   evaluate.evaluate(str(run), steps=3, burn_in=1, quiet=True)
-  # A run from before resolved.json: 'auto' evaluates with 'best', without timing.
+  # The plan a later stage resolves from the record is the one training ran.
+  cfg = plan.settings(tiny_config('He', **{'optim.laplacian': 'auto'}), later_stage=True)
+  again = plan.resolve(cfg, None, recorded=plan.recorded_of(str(run)))
+  assert again.pieces.laplacian.name == resolved['optim.laplacian']
+  assert again.record()['optim.energy_chunk_size'] == resolved['optim.energy_chunk_size']
+  # A run without its record is refused with one message, its files left as they were.
   (run / plan.RESOLVED).unlink()
-  evaluate.evaluate(str(run), steps=3, burn_in=1, quiet=True)
+  before = sorted(os.listdir(run))
+  with pytest.raises(InputError, match='resolved.json'):
+    evaluate.evaluate(str(run), steps=3, burn_in=1, quiet=True)
+  assert sorted(os.listdir(run)) == before
 
 
 def test_settings_keep_best_for_the_build_and_are_frozen():

@@ -8,9 +8,8 @@ import pytest
 
 import faults
 from conftest import tiny_config
-from ferminet_fast import train
+from ferminet_fast import plan, train
 from ferminet_fast.physics import hamiltonian, laplacians, systems
-from ferminet_fast import plan
 from ferminet_fast.runtime import profiling
 from ferminet_fast.vmc import loss, step
 from ferminet_fast.wavefunction import networks

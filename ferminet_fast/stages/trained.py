@@ -7,10 +7,9 @@ from typing import NamedTuple
 
 import jax
 
-from ferminet_fast import config
+from ferminet_fast import config, plan
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast import plan
 from ferminet_fast.runtime import checkpoint
 from ferminet_fast.vmc import step
 
