@@ -29,6 +29,7 @@ import time
 
 from scripts import artifacts
 from scripts import benchmark
+from scripts import benchmark_tables
 from scripts import ferminet_reference as reference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,8 +88,8 @@ def ladder(fn_dir: str, systems: list, keys: dict) -> list:
   """One row per system, fewest electrons first: each code's measure(), or None for a
   code that failed on a smaller system."""
   rows, failed = [], set()
-  for name in sorted(systems, key=benchmark.ELECTRONS.get):
-    row = {'system': name, 'electrons': benchmark.ELECTRONS[name]}
+  for name in sorted(systems, key=benchmark_tables.ELECTRONS.get):
+    row = {'system': name, 'electrons': benchmark_tables.ELECTRONS[name]}
     with tempfile.TemporaryDirectory() as tmp:
       for code, (cmd, env, cwd) in commands(fn_dir, name, os.path.join(tmp, 'run'),
                                              keys).items():
@@ -174,7 +175,7 @@ def main():
   p.add_argument('--ferminet', required=True,
                  help='directory made by ../shared/anchors/setup-ferminet.sh')
   p.add_argument('--systems', nargs='+', default=['Ne', 'C2H4', 'C4H4'],
-                 choices=[s for s in reference.SYSTEMS if s in benchmark.ELECTRONS])
+                 choices=[s for s in reference.SYSTEMS if s in benchmark_tables.ELECTRONS])
   p.add_argument('--network', default='small', choices=list(reference.NETWORKS))
   p.add_argument('--batch', type=int, default=int(reference.SHARED['batch_size']))
   p.add_argument('--pretrain', type=int, default=5, help='pretraining steps of each code')

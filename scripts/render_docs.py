@@ -10,9 +10,10 @@ BENCHMARKS.md, RELIABILITY.md, COMPARISON.md, docs/...):
   ...the table and a one-line provenance note, written by this script...
   <!-- /rendered -->
 
-NAME is a key of the TABLES dict of a measuring script listed in SCRIPTS: each script owns
+NAME is a key of the TABLES dict of a module listed in SCRIPTS: each measuring script owns
 the function that renders its tables from its artifact (scripts/artifacts.py), so that the
-script can also render right after measuring. Text outside the markers is left alone.
+script can also render right after measuring; benchmark.py's are in benchmark_tables.py.
+Text outside the markers is left alone.
 """
 
 import argparse
@@ -25,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 # Scripts whose TABLES are rendered ({name: (document relative to the repo, function)}).
-SCRIPTS = ('accuracy', 'race', 'convergence', 'dmc_goals', 'chaos', 'compare', 'benchmark',
+SCRIPTS = ('accuracy', 'race', 'convergence', 'dmc_goals', 'chaos', 'compare', 'benchmark_tables',
            'step_cost', 'peak_memory', 'standing', 'precision', 'observables', 'accuracy_states',
            'startup')
 BLOCK = re.compile(r'(<!-- rendered: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /rendered -->)',

@@ -1,7 +1,8 @@
 """The current standing: every goal with its latest figure from an artifact, and whether it
 is met, missed, or not yet measured like for like. Rendered at the top of BENCHMARKS.md and
 ACCURACY.md by scripts/render_docs.py; it measures nothing itself, it reads the artifacts
-of benchmark.py, race.py, accuracy.py and accuracy_states.py through their own readers.
+of benchmark.py, race.py, accuracy.py and accuracy_states.py through their own readers
+(benchmark.py's in benchmark_tables.py).
 
 A figure counts as like for like when FermiNet ran at its best settings
 (ferminet_reference.PEER_SETTINGS) and, for the races, on at least three races judged on
@@ -13,7 +14,7 @@ import os
 from scripts import accuracy
 from scripts import accuracy_states
 from scripts import artifacts
-from scripts import benchmark
+from scripts import benchmark_tables
 from scripts import ferminet_reference as reference
 from scripts import peak_memory
 from scripts import race
@@ -52,7 +53,7 @@ def _newest(paths: list, keep, key, cost) -> dict:
   for path in paths:
     if not os.path.exists(path):
       continue
-    for run, r in benchmark._against_rows(path):
+    for run, r in benchmark_tables._against_rows(path):
       if r['label'] != 'FermiNet' or not keep(r):
         continue
       k, held = key(r), out.get(key(r))
@@ -81,7 +82,8 @@ def _fastest_note(r) -> str:
 def _latest_step_rows(network: str = 'small', paths=None) -> dict:
   """{(system, optimizer, ours' further settings): (run, row, path)} of `network` over the
   against-FermiNet artifacts `paths` (the CPU ones by default): _newest by step time."""
-  paths = paths or benchmark.WHOLE_TABLE + benchmark.AFTER_BLAS + [benchmark.AGAINST_JSON]
+  paths = paths or (benchmark_tables.WHOLE_TABLE + benchmark_tables.AFTER_BLAS
+                    + [benchmark_tables.AGAINST_JSON])
   return _newest(paths, lambda r: r['network'] == network and not r['pretrain'],
                  lambda r: (r['system'], r['optimizer'], tuple(sorted(r['set'].items()))),
                  lambda r: r['baseline'])
@@ -98,17 +100,17 @@ def step_rows() -> list:
   products at the device's default, TF32, as FermiNet's, and at its own default)."""
   rows = []
   for network, paths, where in (('small', None, ''), ('standard', None, ', standard network'),
-                                ('standard', [benchmark.AGAINST_GPU_JSON], ', standard network, '
-                                 'GPU')):
+                                ('standard', [benchmark_tables.AGAINST_GPU_JSON],
+                                 ', standard network, GPU')):
     for (system, opt, _), (run, r, path) in sorted(
         _latest_step_rows(network, paths).items(),
-        key=lambda kv: (benchmark.ELECTRONS[kv[0][0]], kv[0][1], kv[0][2])):
-      goal = benchmark.step_goal(system, network)
+        key=lambda kv: (benchmark_tables.ELECTRONS[kv[0][0]], kv[0][1], kv[0][2])):
+      goal = benchmark_tables.step_goal(system, network)
       if goal is None:
         continue
       best = r['peer_settings'] == 'best' or r.get('fastest', False)
       ours = ''.join(f', ours {k}={v}' for k, v in r['set'].items()) + _fastest_note(r)
-      device = f', {benchmark._device(run)}' if paths else ''
+      device = f', {benchmark_tables._device(run)}' if paths else ''
       rows.append((f'step time {system} {opt}{where}, ours / FermiNet', f'≤ {goal}',
                    f'{r["ratio"]:.2f} ({r["ours"]:.1f} / {r["baseline"]:.1f} ms; batch '
                    f'{r["batch"]}{ours}{device})',
@@ -134,7 +136,7 @@ def _startup_elsewhere(paths: list, held_run, held) -> list:
   that the held row's sitting (`held_run`) did not measure, from another sitting (reported
   beside the quoted row: one of FermiNet's settings may start faster than its best)."""
   rows = [(run, r) for path in filter(os.path.exists, paths)
-          for run, r in benchmark._against_rows(path)
+          for run, r in benchmark_tables._against_rows(path)
           if r['label'] == 'FermiNet' and _startup_kept(r) and r['system'] == held['system']]
   same = lambda run: (run.meta, run.data) == (held_run.meta, held_run.data)  # noqa: E731
   measured = {r['peer_settings'] for run, r in rows if same(run)}  # The held row's too.
@@ -147,7 +149,7 @@ def _startup_elsewhere(paths: list, held_run, held) -> list:
 
 def startup_rows() -> list:
   rows = []
-  paths = [PRETRAIN_STARTUP, benchmark.AGAINST_JSON]
+  paths = [PRETRAIN_STARTUP, benchmark_tables.AGAINST_JSON]
   for system, (run, r, path) in _latest_startup_rows(paths).items():
     st = r['startup_s']
     ratio = st['ours'] / st['baseline']
@@ -305,18 +307,18 @@ def step_cost_rows() -> list:
 def scaling_rows() -> list:
   """Whether our step time grows no faster with the number of electrons than FermiNet's:
   the exponents fitted to every size and to the larger ones, both to hold."""
-  path, rows = benchmark.SCALING_JSON, []
-  for (opt, setting), by_system in benchmark._scaling_rows(path).items():
+  path, rows = benchmark_tables.SCALING_JSON, []
+  for (opt, setting), by_system in benchmark_tables._scaling_rows(path).items():
     found = sorted((r for _, r in by_system.values()),
-                   key=lambda r: benchmark.ELECTRONS[r['system']])
+                   key=lambda r: benchmark_tables.ELECTRONS[r['system']])
     run = max((run for run, _ in by_system.values()), key=_date)
-    n_all = [benchmark.ELECTRONS[r['system']] for r in found]
-    fits = [[p for p, _ in pair] for _, _, pair in benchmark.scaling_fits(found)]
+    n_all = [benchmark_tables.ELECTRONS[r['system']] for r in found]
+    fits = [[p for p, _ in pair] for _, _, pair in benchmark_tables.scaling_fits(found)]
     rows.append((f'growth of the step time with size (N = {min(n_all)}–{max(n_all)}, {opt}), '
                  'ms ∝ N^p', "ours' p ≤ FermiNet's",
                  f'ours {fits[0][1]:.2f}, FermiNet {fits[0][0]:.2f} (all {len(found)} sizes); '
                  f'ours {fits[1][1]:.2f}, FermiNet {fits[1][0]:.2f} (N ≥ '
-                 f'{benchmark.SCALING_LARGER})',
+                 f'{benchmark_tables.SCALING_LARGER})',
                  _status(all(o <= b for b, o in fits), setting == 'best',
                          'FermiNet at its default settings'),
                  f'`{_rel(path)}`, {_date(run)}'))
@@ -368,7 +370,7 @@ def _sitting_step_rows(path: str) -> tuple:
   """(sitting, {(network, system, optimizer): {FermiNet setting: (run, row)}}) of the newest
   sitting in the against-FermiNet artifact `path` that timed a SITTING_STEPS pair (CPU, no
   pretraining, ours with no further settings); (None, {}) when there is none."""
-  kept = [(run, r) for run, r in benchmark._against_rows(path)
+  kept = [(run, r) for run, r in benchmark_tables._against_rows(path)
           if r['label'] == 'FermiNet' and (r['network'], r['system']) in SITTING_STEPS
           and not r['pretrain'] and not r['set'] and not (run.meta.get('machine') or {}).get(
               'gpus')] if os.path.exists(path) else []
@@ -386,7 +388,7 @@ def _sitting_step_rows(path: str) -> tuple:
 def _sitting_step_row(network: str, system: str, optimizer: str, by_setting: dict) -> tuple:
   """One per-step goal of a sitting, quoted against FermiNet's fastest setting there, with
   each setting's step and the ratio against its defaults beside."""
-  goal = benchmark.step_goal(system, network)
+  goal = benchmark_tables.step_goal(system, network)
   rows = {s: r for s, (_, r) in by_setting.items()}
   name, quoted = min(rows.items(), key=lambda kv: kv[1]['baseline'])
   per = quoted['ratio_per_repeat']
@@ -403,7 +405,7 @@ def _sitting_step_row(network: str, system: str, optimizer: str, by_setting: dic
 
 def render_sitting(path: str = None) -> str:
   """The speed goals of the newest sitting, with the commands that measured them."""
-  path = path or benchmark.AGAINST_JSON
+  path = path or benchmark_tables.AGAINST_JSON
   sitting, steps = _sitting_step_rows(path)
   if sitting is None:
     return f'No sitting in `{_rel(path)}` yet.'

@@ -1,13 +1,15 @@
 """scripts/benchmark.py's loop-period timing: FermiNet's per-step absl log lines and our
 stats.csv give the time of each step's end, and the period between two steps is the step
-time; scripts/ferminet_launch.py's replacement for jax.device_put_replicated puts one copy
-per device along a new leading axis, as the removed function did."""
+time; scripts/benchmark_tables.py's size sweep fits each code's exponent and says which
+grows faster; scripts/ferminet_launch.py's replacement for jax.device_put_replicated puts
+one copy per device along a new leading axis, as the removed function did."""
 
 import jax
 import numpy as np
 import pytest
 
 from scripts import benchmark
+from scripts import benchmark_tables
 from scripts import ferminet_launch
 
 
@@ -46,13 +48,13 @@ def test_device_put_replicated_replacement():
 
 def test_scaling_fit_recovers_a_power_law():
   n = [2, 4, 10, 14, 28]
-  p, err = benchmark.scaling_fit(n, [0.3 * k ** 2.7 for k in n])
+  p, err = benchmark_tables.scaling_fit(n, [0.3 * k ** 2.7 for k in n])
   assert p == pytest.approx(2.7, abs=1e-9) and err == pytest.approx(0.0, abs=1e-6)
   # Noise gives a standard error; three sizes give none.
   rng = np.random.default_rng(0)
-  p, err = benchmark.scaling_fit(n, [k ** 3 * np.exp(rng.normal(0, 0.1)) for k in n])
+  p, err = benchmark_tables.scaling_fit(n, [k ** 3 * np.exp(rng.normal(0, 0.1)) for k in n])
   assert abs(p - 3) < 0.3 and 0 < err < 0.3
-  assert benchmark.scaling_fit(n[:3], [k ** 2 for k in n[:3]])[1] is None
+  assert benchmark_tables.scaling_fit(n[:3], [k ** 2 for k in n[:3]])[1] is None
 
 
 def _sweep_row(system, peer_ms, ours_ms):
@@ -65,23 +67,21 @@ def _sweep_row(system, peer_ms, ours_ms):
 def test_scaling_table_fits_each_code_and_says_which_grows_faster(tmp_path):
   from scripts import artifacts
   path = str(tmp_path / 'sweep.json')
-  systems = ('He', 'Be', 'Ne', 'N2', 'C2H4', 'C4H4')
-  rows = [_sweep_row(s, 0.5 * benchmark.ELECTRONS[s] ** 3, 0.2 * benchmark.ELECTRONS[s] ** 2)
-          for s in systems]
+  systems, n = ('He', 'Be', 'Ne', 'N2', 'C2H4', 'C4H4'), benchmark_tables.ELECTRONS
+  rows = [_sweep_row(s, 0.5 * n[s] ** 3, 0.2 * n[s] ** 2) for s in systems]
   artifacts.append(path, {'rows': rows, 'measure': 'loop', 'label': 'FermiNet'},
                    {'date': '2026-01-01', 'machine': {}})
-  text = benchmark.render_scaling(path)
+  text = benchmark_tables.render_scaling(path)
   assert '| all 6 sizes (2, 4, 10, 14, 16, 28 electrons) | 3.00 ± 0.00 | 2.00 ± 0.00 | no ' \
          'faster |' in text
   assert '| N ≥ 10 (10, 14, 16, 28 electrons) | 3.00 ± 0.00 | 2.00 ± 0.00 |' in text
   # Ours growing faster is said so.
-  rows = [_sweep_row(s, 0.5 * benchmark.ELECTRONS[s] ** 2, 0.2 * benchmark.ELECTRONS[s] ** 3)
-          for s in systems]
+  rows = [_sweep_row(s, 0.5 * n[s] ** 2, 0.2 * n[s] ** 3) for s in systems]
   artifacts.append(path, {'rows': rows, 'measure': 'loop', 'label': 'FermiNet'},
                    {'date': '2026-01-02', 'machine': {}})
-  assert '**faster**' in benchmark.render_scaling(path)
+  assert '**faster**' in benchmark_tables.render_scaling(path)
   png = tmp_path / 'sweep.png'
-  benchmark.plot_scaling(path, str(png))
+  benchmark_tables.plot_scaling(path, str(png))
   assert png.stat().st_size > 1000
 
 
@@ -95,3 +95,12 @@ def test_ferminet_split_devices_follow_the_batch(monkeypatch):
       'XLA_FLAGS']
   assert 'XLA_FLAGS' not in reference.peer_env('best', {}, batch=6)
   assert reference.peer_settings_record('split', 6)['env']['XLA_FLAGS'] == flags
+
+
+def test_the_tables_never_import_the_runners():
+  import ast
+  tree = ast.parse(open(benchmark_tables.__file__).read())
+  names = [f'{n.module}.{a.name}' for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+           for a in n.names] + [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                                for a in n.names]
+  assert not [n for n in names if n == 'scripts.benchmark' or n.startswith('scripts.benchmark.')]

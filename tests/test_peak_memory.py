@@ -42,7 +42,7 @@ def _fake_ladder(monkeypatch, tmp_path, fails_from: dict):
   holding 10 MiB per electron, killed from `fails_from[code]` electrons on."""
 
   def commands(fn_dir, name, run_dir, keys):
-    n = peak_memory.benchmark.ELECTRONS[name]
+    n = peak_memory.benchmark_tables.ELECTRONS[name]
     kill = 'import os, signal\nos.kill(os.getpid(), signal.SIGKILL)'
     return {code: (_allocating(10 * n, kill if n >= fails_from.get(code, 99) else ''), None,
                    str(tmp_path)) for code in peak_memory.CODES}
