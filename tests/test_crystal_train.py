@@ -1,9 +1,11 @@
 """configs/lih_crystal.py end to end through the command line, at a tiny size: the LiH cube is
 pretrained from pyscf.pbc's k-point HF (the route and its energy per cell in the log), trains
 a few steps with finite energies, and its run evaluates; the hydrogen chain (periodic in one
-dimension) likewise, at the Gamma point and at twists (complex Bloch orbitals), whose runs
-the command line averages; and the slab (a layer of H2, periodic in two dimensions) with
-each network and optimizer."""
+dimension) likewise, at the Gamma point and at two twists (complex Bloch orbitals, one run
+with each network), whose runs the command line averages; and the slab (a layer of H2,
+periodic in two dimensions) with each network. The chain's and the slab's configs with their
+own network and optimizer (FermiNet, KFAC) train through the command line in
+tests/test_shipped_configs.py."""
 
 import json
 import os
@@ -64,56 +66,59 @@ def test_lih_crystal_config_pretrains_trains_and_evaluates(tmp_path):
   _evaluates(run)
 
 
-@pytest.mark.parametrize('network_type,optimizer', [('ferminet', 'kfac'), ('psiformer', 'spring')])
-def test_hydrogen_chain_config_pretrains_and_trains(tmp_path, network_type, optimizer):
-  """configs/h_chain.py, periodic in one dimension: pyscf.pbc's HF of the 10-atom cell with
-  dimension 1 (the route and pyscf's energy per cell in the log, below the 10 free atoms'
-  -4.6658 Ha in STO-3G: the chain binds), then a few finite training steps."""
+def test_hydrogen_chain_config_pretrains_and_trains(tmp_path):
+  """configs/h_chain.py, periodic in one dimension, with the Psiformer and SPRING: pyscf.pbc's
+  HF of the 10-atom cell with dimension 1 (the route and pyscf's energy per cell in the log,
+  below the 10 free atoms' -4.6658 Ha in STO-3G: the chain binds), then a few finite
+  training steps. (The config's own FermiNet and KFAC train through the command line in
+  tests/test_shipped_configs.py, and at a twist below.)"""
   pytest.importorskip('pyscf')
   run = tmp_path / 'chain'
-  proc = _train('configs/h_chain.py', run, *TINY[:-3],
-                f'--config.network.network_type={network_type}',
-                f'--config.optim.optimizer={optimizer}')
+  proc = _train('configs/h_chain.py', run, *TINY[:-3], '--config.network.network_type=psiformer',
+                '--config.optim.optimizer=spring')
   assert 'chain (periodic along a1)' in proc.stdout, proc.stdout[-3000:]
   assert _pretrain_energy(proc) < 10 * -0.46658
   _trained_three_finite_steps(run)
 
 
 @pytest.mark.slow
-def test_hydrogen_chain_at_a_twist_with_psiformer_and_adam_trains_and_evaluates(tmp_path):
-  """configs/h_chain.py at the twist (0.25, 0, 0) with Psiformer and Adam: a complex
-  wavefunction (said in the log), pretrained on pyscf.pbc's Bloch orbitals of the cell at that
-  twist, then a few finite training steps; its run evaluates to a finite energy."""
-  pytest.importorskip('pyscf')
-  run = tmp_path / 'chain'
-  proc = _train('configs/h_chain.py', run, *TINY, '--config.system.twist=(0.25, 0, 0)',
-                '--config.network.network_type=psiformer', '--config.optim.optimizer=adam')
-  assert 'twist (0.25, 0, 0), complex wavefunction' in proc.stdout, proc.stdout[-3000:]
-  assert np.isfinite(_pretrain_energy(proc))
-  _trained_three_finite_steps(run)
-  _evaluates(run)
-
-
-@pytest.mark.slow
 def test_hydrogen_chain_twist_average_through_the_command_line(tmp_path):
-  """configs/h_chain.py (FermiNet, KFAC) at the two twists of the half-shifted two-point grid
-  along the chain, +-(0.25, 0, 0): pyscf.pbc's HF energy per cell is the same at both (time
-  reversal: E(k) = E(-k)); each run trains and evaluates through the command line, and
+  """configs/h_chain.py at the two twists of the half-shifted two-point grid along the
+  chain, +-(0.25, 0, 0), one run with FermiNet and KFAC, the other with Psiformer and Adam:
+  each a complex wavefunction (said in the log), pretrained on pyscf.pbc's Bloch orbitals
+  of the cell at its twist, whose HF energy per cell is the same at both (time reversal:
+  E(k) = E(-k)); each trains a few finite steps and evaluates through the command line, and
   `python -m ferminet_fast.evaluate --twist_average` writes the mean of their evaluated
-  energies, the combined error and the energy per electron (10 per cell)."""
+  energies, the combined error and the energy per electron (10 per cell). A run not yet
+  evaluated, the same twist twice and neither --run nor --twist_average are each one clear
+  error (status 2) that writes nothing."""
   pytest.importorskip('pyscf')
   runs, pretrained = [tmp_path / 'plus', tmp_path / 'minus'], []
-  for run, twist in zip(runs, ('0.25', '-0.25')):
-    proc = _train('configs/h_chain.py', run, *TINY, f'--config.system.twist=({twist}, 0, 0)')
-    assert 'complex wavefunction' in proc.stdout, proc.stdout[-3000:]
+  for run, twist, (network, optimizer) in zip(runs, ('0.25', '-0.25'),
+                                              (('ferminet', 'kfac'), ('psiformer', 'adam'))):
+    proc = _train('configs/h_chain.py', run, *TINY, f'--config.system.twist=({twist}, 0, 0)',
+                  f'--config.network.network_type={network}',
+                  f'--config.optim.optimizer={optimizer}')
+    assert f'twist ({twist}, 0, 0), complex wavefunction' in proc.stdout, proc.stdout[-3000:]
     pretrained.append(_pretrain_energy(proc))
     _trained_three_finite_steps(run)
-    _evaluates(run)
+  assert np.isfinite(pretrained[0])
   assert pretrained[0] == pytest.approx(pretrained[1], abs=1e-6)
   target = tmp_path / 'twist_average.json'
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate',
-                         f'--twist_average={runs[0]},{runs[1]}', f'--out={target}'],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
+  average = lambda *args: subprocess.run(
+      [sys.executable, '-m', 'ferminet_fast.evaluate', *args, f'--out={target}'], cwd=REPO,
+      capture_output=True, text=True, timeout=600)
+  _evaluates(runs[0])
+  proc = average(f'--twist_average={runs[0]},{runs[1]}')
+  assert proc.returncode == 2 and 'has not been evaluated' in proc.stderr, proc.stderr[-3000:]
+  _evaluates(runs[1])
+  for args, words in (([f'--twist_average={runs[0]},{runs[0]}'], 'appears twice'),
+                      ([], 'either --run')):
+    proc = average(*args)
+    assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr[-3000:])
+    assert 'Traceback' not in proc.stderr
+  assert not target.exists()
+  proc = average(f'--twist_average={runs[0]},{runs[1]}')
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(target.read_text())
   evaluated = [json.loads((run / 'eval.json').read_text()) for run in runs]
@@ -124,12 +129,13 @@ def test_hydrogen_chain_twist_average_through_the_command_line(tmp_path):
   assert [t['twist'] for t in result['twists']] == [[0.25, 0.0, 0.0], [0.75, 0.0, 0.0]]
 
 
-@pytest.mark.parametrize('network_type,optimizer', [('ferminet', 'kfac'), ('psiformer', 'adam'),
-                                                    ('ferminet', 'spring')])
+@pytest.mark.parametrize('network_type,optimizer', [('psiformer', 'adam'), ('ferminet', 'spring')])
 def test_h2_layer_slab_pretrains_trains_and_evaluates(tmp_path, network_type, optimizer):
   """configs/h2_layer.py, a slab, at one molecule per cell: pyscf.pbc's HF of the cell in two
   periodic dimensions (its energy per cell in the log, below two free H atoms' 2 x -0.46658
-  Ha in STO-3G: the molecule binds), a few finite training steps, and the run evaluates."""
+  Ha in STO-3G: the molecule binds), a few finite training steps, and the run evaluates;
+  with each network, and the optimizers other than the config's own KFAC (which trains it
+  through the command line in tests/test_shipped_configs.py)."""
   pytest.importorskip('pyscf')
   run = tmp_path / 'layer'
   proc = _train('configs/h2_layer.py', run, *TINY, '--config.system.supercell=(1, 1, 1)',

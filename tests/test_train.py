@@ -286,47 +286,27 @@ def test_the_electron_gas_trains_with_each_network_optimizer_and_precision(
 
 
 @pytest.mark.slow
-def test_cli_electron_gas_at_two_twists_trains_evaluates_resumes_and_averages(tmp_path):
+def test_cli_electron_gas_at_a_twist_trains_evaluates_and_resumes(tmp_path):
   """python -m ferminet_fast.train --config configs/heg.py at a twist (the complex
-  wavefunction), then evaluate (eval.json) and the same command again with more steps, which
-  resumes from the checkpoint; a second twist trained by train(), and the two averaged by
-  the command: twist_average.json holds the mean of the two eval.json energies and their
-  combined error; a run not evaluated and the same twist twice are each one clear error
-  that writes nothing."""
-  from ferminet_fast import evaluate
-  runs = [tmp_path / 't0', tmp_path / 't1']
+  wavefunction), then python -m ferminet_fast.evaluate (eval.json with a finite energy at
+  that twist), then the same training command again with more steps, which resumes from the
+  checkpoint. (Runs at several twists are averaged through the command line in
+  tests/test_crystal_train.py.)"""
+  run = tmp_path / 't0'
   args = ['--config', 'configs/heg.py', *[f'--config.{k}={v}' for k, v in _heg_overrides(
-      tmp_path, **{'log.save_path': runs[0]}).items() if k != 'network.ferminet.hidden_dims'],
+      tmp_path, **{'log.save_path': run}).items() if k != 'network.ferminet.hidden_dims'],
           '--config.network.ferminet.hidden_dims=((8,4),)',
           '--config.system.twist=(0.5,0.5,0.5)']
   proc = run_cli(*args)
   assert proc.returncode == 0, proc.stderr
   assert 'electron gas' in proc.stdout and 'complex wavefunction' in proc.stdout
-  train.train(_heg_config(tmp_path, **{'log.save_path': str(runs[1]),
-                                       'system.twist': (0.25, 0.0, 0.0)}), quiet=True)
-  evaluate_cli = lambda *a: run_cli(*a, command='evaluate')
-  proc = evaluate_cli(f'--twist_average={runs[0]},{runs[1]}')
-  assert proc.returncode == 2 and 'has not been evaluated' in proc.stderr
-  proc = evaluate_cli(f'--run={runs[0]}', '--steps=4', '--burn_in=1')
+  proc = run_cli(f'--run={run}', '--steps=4', '--burn_in=1', command='evaluate')
   assert proc.returncode == 0, proc.stderr
-  evaluate.evaluate(str(runs[1]), steps=4, burn_in=1, quiet=True)
-  target = tmp_path / 'twists.json'
-  proc = evaluate_cli(f'--twist_average={runs[0]},{runs[1]}', f'--out={target}')
-  assert proc.returncode == 0, proc.stderr
-  result = json.loads(target.read_text())
-  evaluated = [json.loads((out / 'eval.json').read_text()) for out in runs]
-  assert all(np.isfinite(e['energy']) for e in evaluated)
-  assert result['energy'] == pytest.approx(np.mean([e['energy'] for e in evaluated]))
-  assert result['error'] == pytest.approx(np.hypot(*[e['error'] for e in evaluated]) / 2)
-  assert [t['twist'] for t in result['twists']] == [[0.5, 0.5, 0.5], [0.25, 0.0, 0.0]]
-  proc = evaluate_cli(f'--twist_average={runs[0]},{runs[0]}', f'--out={tmp_path / "again.json"}')
-  assert proc.returncode == 2 and 'appears twice' in proc.stderr
-  assert not (tmp_path / 'again.json').exists()
-  proc = evaluate_cli()
-  assert proc.returncode == 2 and 'either --run' in proc.stderr
+  evaluated = json.loads((run / 'eval.json').read_text())
+  assert np.isfinite(evaluated['energy'])
   proc = run_cli(*[a.replace('iterations=3', 'iterations=5') for a in args])
   assert proc.returncode == 0, proc.stderr
-  assert len((runs[0] / 'stats.csv').read_text().splitlines()) == 6
+  assert len((run / 'stats.csv').read_text().splitlines()) == 6
 
 
 def test_a_crystal_trains_from_its_primitive_cell(tmp_path):
