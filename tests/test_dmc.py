@@ -19,11 +19,11 @@ HE_EXACT = -2.903724  # Ha; Pekeris, Phys. Rev. 115, 1216 (1959).
 
 def analytic_network(signed_log, n_coords: int) -> base.Network:
   """A Network of the analytic trial function `signed_log(params, x (3N,)) -> (sign, log|psi|)`
-  (the nuclei fixed at the origin)."""
-  log_psi = lambda p, x: signed_log(p, x)[1]  # noqa: E731
-  return base.Network(init=lambda key: {}, apply=signed_log, log_psi=log_psi, orbitals=None,
-                      instrumented=None, log_psi_at=lambda p, x, atoms: log_psi(p, x),
-                      n_coords=n_coords, dtype=jnp.float64)
+  (the nuclei fixed at the origin: `atoms` is ignored)."""
+  apply = lambda p, x, atoms=None: signed_log(p, x)  # noqa: E731
+  log_psi = lambda p, x, atoms=None: signed_log(p, x)[1]  # noqa: E731
+  return base.Network(init=lambda key: {}, apply=apply, log_psi=log_psi, orbitals=None,
+                      instrumented=None, n_coords=n_coords, dtype=jnp.float64)
 
 
 def atom(symbol: str) -> systems.System:

@@ -60,9 +60,9 @@ def operator_matrix(a: jax.Array, local: jax.Array) -> jax.Array:
 def state_values(apply_states: Callable, params, x: jax.Array, k: int,
                  atoms: Optional[jax.Array] = None) -> tuple:
   """(signs, logs) (K states, K configurations) of one walker x (K 3N,), with the nuclei at
-  `atoms` (M, 3) bohr (None: the system's own)."""
-  signs, logs = jax.vmap(lambda p, xi: apply_states(p, xi, atoms), in_axes=(None, 0))(
-      params, configurations(x, k))
+  `atoms` (M, 3) bohr (None: apply_states(params, x) is called, the system's own)."""
+  f = apply_states if atoms is None else lambda p, xi: apply_states(p, xi, atoms)
+  signs, logs = jax.vmap(f, in_axes=(None, 0))(params, configurations(x, k))
   return signs.T, logs.T
 
 
@@ -70,12 +70,12 @@ def make_energy_matrix(apply_states: Callable, system: systems.System,
                        laplacian: laplacians.Method = laplacians.JVP_LOOP) -> Callable:
   """(params, x (K 3N,), geometry=None) -> E_L (K, K), Ha: the local-energy matrix of K
   states at one walker's K configurations (wavefunction/states.py), for
-  `apply_states(params, x (3N,), atoms=None) -> (signs (K,), logs (K,))`, with the nuclei
+  `apply_states(params, x (3N,)[, atoms]) -> (signs (K,), logs (K,))`, with the nuclei
   of `geometry` (a systems.Geometry; None: the system's own). Its trace is the local energy
   of the total wavefunction."""
   k = system.states
   state_energies = hamiltonian.make_local_energy(  # (params, x (3N,), geometry) -> (K,)
-      lambda params, x, atoms=None: apply_states(params, x, atoms)[1], system, laplacian)
+      lambda params, x, *atoms: apply_states(params, x, *atoms)[1], system, laplacian)
 
   def matrix(params, x, geometry=None):
     atoms = None if geometry is None else geometry.positions
