@@ -228,3 +228,35 @@ def test_nonfinite_walkers_are_dropped_and_moves_there_rejected():
   assert history[0].nonfinite > 0
   assert np.all(np.asarray(state.walkers.x[:, 0]) <= 1.0)
   assert np.all(np.isfinite(np.asarray(state.walkers.log_psi)))
+
+
+@pytest.mark.jax_range
+def test_dmc_step_with_a_geometry_is_the_step_of_the_system_built_there():
+  """One network's DMC step given a stretched H2 geometry as data equals the step of the
+  network built for that geometry (same parameters, walkers and key): the walkers' local
+  energies, drifts and the step's energy."""
+  from conftest import tiny_config
+  from ferminet_fast.wavefunction import networks
+
+  def built(bond):
+    cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
+                              'system.molecule': f'H 0 0 0; H 0 0 {bond}'})
+    system = systems.make_system(cfg.system)
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    evaluate = dmc.make_evaluate(network, system, laplacians.JACFWD)
+    return system, network, evaluate, jax.jit(dmc.make_step(evaluate, 0.01, 2, 10))
+
+  with jax.enable_x64(True):
+    _, network, evaluate, step = built(1.4)
+    stretched, _, evaluate_there, step_there = built(2.0)
+    params = network.init(jax.random.PRNGKey(0))
+    x = mcmc.init_positions(jax.random.PRNGKey(1), stretched, 32, 1.0, jnp.float64)
+    key = jax.random.PRNGKey(2)
+    expected = dmc.init_state(evaluate_there, params, x, key)
+    state = dmc.init_state(evaluate, params, x, key, geometry=stretched.geometry)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12),
+                 state, expected)
+    (got, got_stats), (want, want_stats) = (step(params, state, stretched.geometry),
+                                            step_there(params, expected))
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
+                 (got, got_stats), (want, want_stats))

@@ -9,6 +9,7 @@ from conftest import electron_gas_hartree_fock_terms, tiny_config, tiny_network
 from ferminet_fast import config
 from ferminet_fast.physics import coulomb, hamiltonian, laplacians, systems
 from ferminet_fast.run import build
+from ferminet_fast.wavefunction import networks
 
 METHODS = sorted(laplacians.METHODS)  # folx comes with the test extra.
 DENSE_METHODS = [m for m in METHODS if not laplacians.METHODS[m].sparse]
@@ -240,3 +241,36 @@ def _sample_hartree_fock(system, log_psi, kinetic, expected, log_psi_phase=None)
   estimate = stats.reblock(np.array(series))
   assert abs(estimate.mean - expected) < 3 * estimate.error, (estimate, expected)
   assert estimate.error < 0.02 * abs(expected)
+
+
+@pytest.mark.jax_range
+def test_local_energy_over_a_batch_of_geometries_is_that_of_each_system():
+  """One network's local energy vmapped over LiH geometries (three bond lengths) equals the
+  local energy of the network built for each (the same parameters), and is unchanged when
+  the nuclei and electrons are translated together."""
+  def built(bond):
+    cfg = tiny_config('Li', **{'system.atom': '', 'system.units': 'bohr',
+                               'system.molecule': f'Li 0 0 0; H 0 0 {bond}',
+                               'network.ferminet.hidden_dims': ((8, 4),)})
+    system = systems.make_system(cfg.system)
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    return system, network, hamiltonian.make_local_energy(network.log_psi, system,
+                                                          laplacians.JACFWD, dtype=jnp.float64)
+
+  with jax.enable_x64(True):
+    bonds = (2.5, 3.015, 4.0)
+    systems_ = [built(b) for b in bonds]
+    _, network, local = systems_[1]
+    params = network.init(jax.random.PRNGKey(0))
+    x = jax.random.normal(jax.random.PRNGKey(1), (4, 12), jnp.float64) + jnp.asarray(
+        [0, 0, 0.0] * 3 + [0, 0, 3.0])
+    stack = systems.Geometry(jnp.stack([jnp.asarray(s.positions) for s, _, _ in systems_]))
+    per_geometry = jax.jit(jax.vmap(jax.vmap(local, in_axes=(None, 0, None)),
+                                    in_axes=(None, None, 0)))(params, x, stack)
+    for i, (_, _, local_i) in enumerate(systems_):
+      expected = jax.jit(jax.vmap(local_i, in_axes=(None, 0)))(params, x)
+      np.testing.assert_allclose(per_geometry[i], expected, rtol=1e-10)
+    shift = jnp.asarray([0.3, -0.8, 1.1])
+    moved = jax.jit(jax.vmap(local, in_axes=(None, 0, None)))(
+        params, x + jnp.tile(shift, 4), systems.Geometry(stack.positions[1] + shift))
+    np.testing.assert_allclose(moved, per_geometry[1], rtol=1e-9)

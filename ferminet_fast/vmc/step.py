@@ -56,9 +56,8 @@ class Parts:
   mcmc_step: Callable
   energy: Callable  # (params, x (B, 3N), geometry=None) -> (E, EnergyAux), VMC gradient.
   # (params, x (B, 3N), geometry=None) -> ((E, EnergyAux), grads, curvature): local
-  # energies, the VMC
-  # gradient and, for an optimizer whose curvature pass gives the gradient too (KFAC:
-  # optim.fused_gradient), its curvature statistics (else None).
+  # energies, the VMC gradient and, for an optimizer whose curvature pass gives the gradient
+  # too (KFAC: optim.fused_gradient), its curvature statistics (else None).
   energy_grad: Callable
   # (params, opt_state, grads, Samples) -> (params, opt_state): the optimizer's update
   # applied (a rejected one changes nothing but opt_state.rejected: optim.reject_nonfinite).
