@@ -274,3 +274,32 @@ def test_local_energy_over_a_batch_of_geometries_is_that_of_each_system():
     moved = jax.jit(jax.vmap(local, in_axes=(None, 0, None)))(
         params, x + jnp.tile(shift, 4), systems.Geometry(stack.positions[1] + shift))
     np.testing.assert_allclose(moved, per_geometry[1], rtol=1e-9)
+
+
+@pytest.mark.jax_range
+def test_periodic_local_energy_moves_with_its_nuclei():
+  """H2 in a cubic cell at a twist (a complex wavefunction, the Ewald sum): the local energy
+  given the system's own geometry equals the one with constant positions, and translating
+  the nuclei and electrons together leaves it unchanged (both the periodic features and the
+  Ewald sum see only differences)."""
+  cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
+                            'system.molecule': 'H 0 0 0; H 1.4 0 0',
+                            'system.lattice': ((6.0, 0, 0), (0, 6.0, 0), (0, 0, 6.0)),
+                            'system.twist': (0.25, 0.0, 0.0), 'network.envelope': 'isotropic',
+                            'network.ferminet.hidden_dims': ((8, 4),)})
+  with jax.enable_x64(True):
+    system = systems.make_system(cfg.system)
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    assert network.complex
+    params = network.init(jax.random.PRNGKey(0))
+    local = jax.jit(jax.vmap(hamiltonian.make_local_energy(
+        network.log_psi, system, laplacians.JACFWD, dtype=jnp.float64,
+        log_psi_phase=network.log_psi_phase), in_axes=(None, 0, None)))
+    x = jax.random.normal(jax.random.PRNGKey(1), (4, 6), jnp.float64) + jnp.asarray(
+        [0, 0, 0, 1.4, 0, 0.0])
+    fixed = local(params, x, None)
+    np.testing.assert_allclose(local(params, x, system.geometry), fixed, rtol=1e-10)
+    shift = jnp.asarray([0.4, -0.9, 1.3])
+    moved = local(params, x + jnp.tile(shift, 2),
+                  systems.Geometry(jnp.asarray(system.positions) + shift))
+    np.testing.assert_allclose(moved, fixed, rtol=1e-8)

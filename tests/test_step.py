@@ -186,16 +186,23 @@ def test_one_compiled_energy_grad_serves_a_batch_of_geometries(optimizer):
     assert len({round(float(v), 6) for v in e}) == len(BONDS)  # The geometry mattered.
 
 
+@pytest.mark.parametrize('optimizer', ['kfac', 'spring'])
 @pytest.mark.jax_range
-def test_train_step_at_the_systems_own_geometry_is_the_step_without_one():
-  """Parts.train_step with the system's own geometry passed as data gives the state of the
-  step whose positions are constants (KFAC, float64), to rounding."""
+def test_train_step_with_a_geometry_is_the_step_of_the_system_built_there(optimizer):
+  """Parts.train_step given a geometry as data gives the state of the step whose positions
+  are constants (float64, to rounding): at the system's own geometry that of the same
+  Parts without one, at a stretched H2 that of Parts built for it (the same state in). The
+  optimizers' own passes through the network (SPRING's per-walker gradients) move too."""
   with jax.enable_x64(True):
-    cfg, system = h2_at(1.4, **{'optim.optimizer': 'kfac'})
+    cfg, system = h2_at(1.4, **{'optim.optimizer': optimizer})
+    cfg_there, stretched = h2_at(2.0, **{'optim.optimizer': optimizer})
     parts = parts_of(cfg, system)
     state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
-    fixed, fixed_stats = jax.jit(parts.train_step)(state)
-    moved, moved_stats = jax.jit(parts.train_step)(state, system.geometry)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
-                 (fixed, fixed_stats), (moved, moved_stats))
-    assert float(fixed_stats.lr) > 0
+    train_step = jax.jit(parts.train_step)
+    there = jax.jit(parts_of(cfg_there, stretched).train_step)
+    for geometry, fixed in ((system.geometry, train_step), (stretched.geometry, there)):
+      want, want_stats = fixed(state)
+      got, got_stats = train_step(state, geometry)
+      jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
+                   (got, got_stats), (want, want_stats))
+      assert float(want_stats.lr) > 0

@@ -85,20 +85,19 @@ def nuclei_of(system: systems.System, geometry: Optional[systems.Geometry],
 def make_local_energy(log_psi: Callable, system: systems.System,
                       laplacian: laplacians.Method = laplacians.JVP_LOOP,
                       apply: Optional[Callable] = None, dtype=jnp.float32,
-                      log_psi_phase: Optional[Callable] = None,
-                      with_gradient: bool = False) -> Callable:
+                      log_psi_phase: Optional[Callable] = None) -> Callable:
   """(params, x (3N,), geometry=None) -> E_L (), Ha, with the Laplacian method `laplacian`,
   the nuclei where `geometry` (a systems.Geometry) puts them, or with None at the system's
   own positions. `log_psi(params, x, atoms)`, as a Network's (atoms: the positions (M, 3)),
   is called as log_psi(params, x) without a geometry, so that a function of a fixed
-  geometry needs no `atoms`; so are `apply` and `log_psi_phase`. A system with effective core potentials adds their
-  energy (ecp.py), which needs the signed wavefunction `apply(params, x, atoms=None) ->
-  (sign, log|psi|)`. A periodic system's Coulomb energy is its Ewald sum, converged for
-  `dtype` (the walkers'). With `log_psi_phase(params, x, atoms=None) -> (log|psi|, theta)`
-  (a complex wavefunction) E_L is complex, differentiated through it. with_gradient:
-  (E_L, grad_x log|psi| (3N,))."""
+  geometry needs no `atoms`; so are `apply` and `log_psi_phase`. A system with effective
+  core potentials adds their energy (ecp.py), which needs the signed wavefunction
+  `apply(params, x, atoms=None) -> (sign, log|psi|)`. A periodic system's Coulomb energy is
+  its Ewald sum, converged for `dtype` (the walkers'). With `log_psi_phase(params, x,
+  atoms=None) -> (log|psi|, theta)` (a complex wavefunction) E_L is complex, differentiated
+  through it."""
   f = log_psi if log_psi_phase is None else log_psi_phase
-  local_energy = _local_energy(f, system.charges, laplacian, with_gradient,
+  local_energy = _local_energy(f, system.charges, laplacian, False,
                                coulomb_of(system, dtype), log_psi_phase is not None)
   ecp_energy = None
   if system.has_ecp:
@@ -108,11 +107,7 @@ def make_local_energy(log_psi: Callable, system: systems.System,
 
   def total(params, x, geometry=None):
     atoms = None if geometry is None else geometry.positions
-    out = local_energy(params, x, nuclei_of(system, geometry, x.dtype), atoms)
-    if ecp_energy is None:
-      return out
-    if with_gradient:
-      return out[0] + ecp_energy(params, x, atoms), out[1]
-    return out + ecp_energy(params, x, atoms)
+    e_l = local_energy(params, x, nuclei_of(system, geometry, x.dtype), atoms)
+    return e_l if ecp_energy is None else e_l + ecp_energy(params, x, atoms)
 
   return total

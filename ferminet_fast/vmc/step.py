@@ -93,10 +93,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   if optim_cfg.spin_penalty:
     spin_squared = observables.spin_squared(network.apply, system)
     weight = optim_cfg.spin_penalty
-
-    def penalty(params, x, geometry=None):
-      atoms = None if geometry is None else geometry.positions
-      return weight * spin_squared(params, x, atoms)[0]
+    penalty = lambda params, x, geometry=None: weight * spin_squared(  # noqa: E731
+        params, x, *atoms_of(geometry))[0]
   energy = loss.make_energy(network.log_psi, local_energy, pieces.clip,
                             optim_cfg.clip_local_energy, chunk_size, penalty,
                             network.log_psi_phase)

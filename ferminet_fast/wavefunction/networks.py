@@ -135,9 +135,10 @@ class _Slater(nn.Module):
   Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
   `__call__(x, return_orbitals=True)` the orbital blocks (k, n_s, n_orb) per spin (what
   Hartree-Fock pretraining fits). `atoms` (M, 3) bohr, if given, replaces the nuclear
-  positions `self.atoms` (every feature and envelope moves with its nucleus). With `states` = K > 1, K
-  wavefunctions share the features and the Jastrow factor, each with its own `determinants`
-  determinants (orbital blocks (K k, n_s, n_orb)), and the signs and logs are (K,).
+  positions `self.atoms` (every feature and envelope moves with its nucleus). With
+  `states` = K > 1, K wavefunctions share the features and the Jastrow factor, each with
+  its own `determinants` determinants (orbital blocks (K k, n_s, n_orb)), and the signs and
+  logs are (K,).
   """
   n_up: int = 1
   n_down: int = 0
