@@ -148,3 +148,44 @@ def test_training_with_an_ecp(optimizer, tmp_path):
   energies = result.history['energy']
   assert len(energies) == 10 and np.all(np.isfinite(energies))
   assert result.state.walkers.x.shape[1] == 6
+
+
+def test_ecp_energy_moves_with_its_nucleus():
+  """Si's ccECP energy (local and non-local parts) with a wavefunction that moves with its
+  nucleus, psi = exp(-sum_i |r_i - R|): translating the nucleus and all electrons together
+  leaves it unchanged, and moving the nucleus alone changes it. That psi is an s state about
+  R, so the quadrature's projections are exact in any frame: the random frames that the
+  translated electrons draw do not matter."""
+  system = ecp_system('Si')
+
+  def apply(params, x, atoms=None):
+    centre = jnp.asarray(system.positions if atoms is None else atoms, x.dtype)[0]
+    return jnp.ones((), x.dtype), -jnp.sum(jnp.linalg.norm(x.reshape(-1, 3) - centre, axis=-1))
+
+  with jax.enable_x64(True):
+    energy = jax.jit(ecp.make_ecp_energy(apply, system.positions, system.ecp))
+    x = jax.random.normal(jax.random.PRNGKey(0), (4, 3 * system.n_electrons), jnp.float64)
+    shift = jnp.asarray([0.7, -1.3, 2.1])
+    atoms = jnp.asarray(system.positions) + shift
+    for xi in x:
+      e = float(energy(None, xi))
+      np.testing.assert_allclose(energy(None, xi + jnp.tile(shift, system.n_electrons), atoms),
+                                 e, rtol=1e-10)
+      np.testing.assert_allclose(energy(None, xi, jnp.asarray(system.positions)), e, rtol=1e-12)
+      assert abs(float(energy(None, xi, atoms)) - e) > 1e-3
+
+
+def test_local_energy_at_the_systems_own_geometry_is_the_fixed_one_with_an_ecp():
+  """The local energy of a network of Si with its ECP, given the system's own geometry as
+  data, equals the one whose positions are constants."""
+  cfg = tiny_config('Si', **{'system.ecp': 'ccecp', 'network.ferminet.hidden_dims': ((8, 4),)})
+  with jax.enable_x64(True):
+    system = systems.make_system(cfg.system)
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    params = network.init(jax.random.PRNGKey(0))
+    local = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD,
+                                          apply=network.apply, dtype=jnp.float64)
+    batch = jax.jit(jax.vmap(local, in_axes=(None, 0, None)))
+    x = jax.random.normal(jax.random.PRNGKey(1), (4, 3 * system.n_electrons), jnp.float64)
+    np.testing.assert_allclose(batch(params, x, system.geometry), batch(params, x, None),
+                               rtol=1e-10)

@@ -101,7 +101,7 @@ def test_one_state_path_gives_the_finite_difference_local_energy(float64):
   network = networks.make_network(cfg.network, system, jnp.float64)
   params = network.init(jax.random.PRNGKey(0))
   one = lambda p, x: tuple(v[None] for v in network.apply(p, x))  # noqa: E731
-  total = states.total_network(network, one, 1, lambda p, x, atoms: one(p, x))
+  total = states.total_network(network, one, 1)
   x = jax.random.normal(jax.random.PRNGKey(1), (8, 9), jnp.float64) * 1.5
   signs = jax.vmap(network.apply, in_axes=(None, 0))(params, x)[0]
   assert set(np.asarray(signs).tolist()) == {-1.0, 1.0}

@@ -8,6 +8,7 @@ import pytest
 from conftest import electron_gas_hartree_fock_terms, tiny_config, tiny_network
 from ferminet_fast import config, plan
 from ferminet_fast.physics import coulomb, hamiltonian, laplacians, systems
+from ferminet_fast.wavefunction import networks
 
 METHODS = sorted(laplacians.METHODS)  # folx comes with the test extra.
 DENSE_METHODS = [m for m in METHODS if not laplacians.METHODS[m].sparse]
@@ -239,3 +240,65 @@ def _sample_hartree_fock(system, log_psi, kinetic, expected, log_psi_phase=None)
   estimate = stats.reblock(np.array(series))
   assert abs(estimate.mean - expected) < 3 * estimate.error, (estimate, expected)
   assert estimate.error < 0.02 * abs(expected)
+
+
+@pytest.mark.jax_range
+def test_local_energy_over_a_batch_of_geometries_is_that_of_each_system():
+  """One network's local energy vmapped over LiH geometries (three bond lengths) equals the
+  local energy of the network built for each (the same parameters), and is unchanged when
+  the nuclei and electrons are translated together."""
+  def built(bond):
+    cfg = tiny_config('Li', **{'system.atom': '', 'system.units': 'bohr',
+                               'system.molecule': f'Li 0 0 0; H 0 0 {bond}',
+                               'network.ferminet.hidden_dims': ((8, 4),)})
+    system = systems.make_system(cfg.system)
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    return system, network, hamiltonian.make_local_energy(network.log_psi, system,
+                                                          laplacians.JACFWD, dtype=jnp.float64)
+
+  with jax.enable_x64(True):
+    bonds = (2.5, 3.015, 4.0)
+    systems_ = [built(b) for b in bonds]
+    _, network, local = systems_[1]
+    params = network.init(jax.random.PRNGKey(0))
+    x = jax.random.normal(jax.random.PRNGKey(1), (4, 12), jnp.float64) + jnp.asarray(
+        [0, 0, 0.0] * 3 + [0, 0, 3.0])
+    stack = systems.Geometry(jnp.stack([jnp.asarray(s.positions) for s, _, _ in systems_]))
+    per_geometry = jax.jit(jax.vmap(jax.vmap(local, in_axes=(None, 0, None)),
+                                    in_axes=(None, None, 0)))(params, x, stack)
+    for i, (_, _, local_i) in enumerate(systems_):
+      expected = jax.jit(jax.vmap(local_i, in_axes=(None, 0)))(params, x)
+      np.testing.assert_allclose(per_geometry[i], expected, rtol=1e-10)
+    shift = jnp.asarray([0.3, -0.8, 1.1])
+    moved = jax.jit(jax.vmap(local, in_axes=(None, 0, None)))(
+        params, x + jnp.tile(shift, 4), systems.Geometry(stack.positions[1] + shift))
+    np.testing.assert_allclose(moved, per_geometry[1], rtol=1e-9)
+
+
+@pytest.mark.jax_range
+def test_periodic_local_energy_moves_with_its_nuclei():
+  """H2 in a cubic cell at a twist (a complex wavefunction, the Ewald sum): the local energy
+  given the system's own geometry equals the one with constant positions, and translating
+  the nuclei and electrons together leaves it unchanged (both the periodic features and the
+  Ewald sum see only differences)."""
+  cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
+                            'system.molecule': 'H 0 0 0; H 1.4 0 0',
+                            'system.lattice': ((6.0, 0, 0), (0, 6.0, 0), (0, 0, 6.0)),
+                            'system.twist': (0.25, 0.0, 0.0), 'network.envelope': 'isotropic',
+                            'network.ferminet.hidden_dims': ((8, 4),)})
+  with jax.enable_x64(True):
+    system = systems.make_system(cfg.system)
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    assert network.complex
+    params = network.init(jax.random.PRNGKey(0))
+    local = jax.jit(jax.vmap(hamiltonian.make_local_energy(
+        network.log_psi, system, laplacians.JACFWD, dtype=jnp.float64,
+        log_psi_phase=network.log_psi_phase), in_axes=(None, 0, None)))
+    x = jax.random.normal(jax.random.PRNGKey(1), (4, 6), jnp.float64) + jnp.asarray(
+        [0, 0, 0, 1.4, 0, 0.0])
+    fixed = local(params, x, None)
+    np.testing.assert_allclose(local(params, x, system.geometry), fixed, rtol=1e-10)
+    shift = jnp.asarray([0.4, -0.9, 1.3])
+    moved = local(params, x + jnp.tile(shift, 2),
+                  systems.Geometry(jnp.asarray(system.positions) + shift))
+    np.testing.assert_allclose(moved, fixed, rtol=1e-8)

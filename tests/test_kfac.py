@@ -272,14 +272,15 @@ class _BilinearLogPsi(nn.Module):
 def _bilinear_network(n_p, n_out):
   module = _BilinearLogPsi(n_p, n_out)
 
-  def instrumented(variables, x, mutable, interceptor):
+  def instrumented(variables, x, mutable, interceptor, atoms=None):
     with nn.intercept_methods(interceptor):
       return module.apply(variables, x, mutable=mutable)
 
   return networks.Network(
       init=lambda key: module.init(key, jnp.zeros((n_p + n_out,), jnp.float64)),
-      apply=module.apply, log_psi=lambda p, x: module.apply(p, x)[1], orbitals=None,
-      instrumented=instrumented, log_psi_at=None, n_coords=n_p + n_out, dtype=jnp.float64)
+      apply=lambda p, x, atoms=None: module.apply(p, x),
+      log_psi=lambda p, x, atoms=None: module.apply(p, x)[1], orbitals=None,
+      instrumented=instrumented, n_coords=n_p + n_out, dtype=jnp.float64)
 
 
 @pytest.mark.parametrize('fused', [False, True])

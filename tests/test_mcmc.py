@@ -104,3 +104,32 @@ def test_wrapped_moves_sample_the_uniform_density_of_a_periodic_cell():
   n = s.shape[0]
   np.testing.assert_allclose(s.mean(axis=0), 0.5, atol=5 * np.sqrt(1 / 12 / n))
   np.testing.assert_allclose(s.var(axis=0), 1 / 12, atol=5 * np.sqrt(1 / 180 / n))
+
+
+def test_sweep_with_a_geometry_is_the_sweep_of_the_system_built_there():
+  """One network's sweep given a geometry as data equals the fixed sweep (positions traced
+  as constants) of the network built for a System with its nuclei there: at the system's
+  own geometry, and at a stretched H2 (same parameters, walkers and key)."""
+  from ferminet_fast.vmc import loss
+  from ferminet_fast.wavefunction import networks
+
+  def built(bond):
+    cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
+                              'system.molecule': f'H 0 0 0; H 0 0 {bond}'})
+    system = systems.make_system(cfg.system)
+    network = networks.make_network(cfg.network, system)
+    return system, jax.jit(mcmc.make_sweep(loss.batch_network(network.log_psi), 5)), network
+
+  system, sweep, network = built(1.4)
+  stretched, stretched_sweep, _ = built(2.0)
+  params = network.init(jax.random.PRNGKey(0))
+  key = jax.random.PRNGKey(1)
+  x = mcmc.init_positions(key, system, 32, 1.0)
+  walkers = mcmc.Walkers(x, jax.vmap(network.log_psi, in_axes=(None, 0))(params, x),
+                         jnp.asarray(0.3))
+  for geometry, fixed in ((system.geometry, sweep), (stretched.geometry, stretched_sweep)):
+    expected, p_expected = fixed(params, walkers, key)
+    got, p_got = sweep(params, walkers, key, geometry)
+    np.testing.assert_allclose(got.x, expected.x, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got.log_psi, expected.log_psi, rtol=1e-5, atol=1e-5)
+    assert float(p_got) == float(p_expected)

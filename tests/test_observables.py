@@ -125,7 +125,7 @@ def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_t
                               'network.network_type': network_type, 'network.full_det': False})
     atoms, charges = jnp.asarray(system.positions), jnp.asarray(system.charges)
     m = len(charges)
-    terms = jax.jit(observables.force_terms(network.log_psi_at, system, laplacians.JACFWD))
+    terms = jax.jit(observables.force_terms(network.log_psi, system, laplacians.JACFWD))
     x = jnp.asarray(np.random.default_rng(4).normal(size=(5, 12)) * 1.5 + [0, 0, 1.0] * 4)
 
     def potential(x, nuclei):
@@ -146,7 +146,7 @@ def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_t
         hessians = jax.hessian(lambda y: q(y, i))(xi)  # (3, 3N, 3N)
         jac = jax.jacfwd(lambda y: q(y, i))(xi)  # (3, 3N)
         rows.append(expected[i] - 0.5 * jnp.trace(hessians, axis1=1, axis2=2) - jac @ g)
-      d = jax.grad(network.log_psi_at, argnums=2)(params, xi, atoms)
+      d = jax.grad(network.log_psi, argnums=2)(params, xi, atoms)
       e_l = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD)(params, xi)
       return jnp.stack(rows), d, g, e_l
 

@@ -142,3 +142,67 @@ def test_update_that_would_make_parameters_nan_is_rejected(run):
   assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(new.params),
                                                   jax.tree.leaves(good_params)))
   assert all(np.all(np.isfinite(a)) for a in jax.tree.leaves(new.params))
+
+
+def h2_at(bond: float, **overrides):
+  """(cfg, system) of H2 along z with the given bond length (bohr), float64, tiny network."""
+  cfg = tiny_config('H', **{'system.atom': '', 'system.molecule': f'H 0 0 0; H 0 0 {bond}',
+                            'system.units': 'bohr', 'precision': 'float64', 'batch_size': 16,
+                            **overrides})
+  return cfg, systems.make_system(cfg.system)
+
+
+def parts_of(cfg, system):
+  network = networks.make_network(cfg.network, system, jnp.float64)
+  return plan.make_parts(cfg, system, network, laplacians.JACFWD, chunk_size=0)
+
+
+BONDS = (1.0, 1.4, 2.2)  # bohr
+
+
+@pytest.mark.parametrize('optimizer', ['adam', 'kfac'])
+@pytest.mark.jax_range
+def test_one_compiled_energy_grad_serves_a_batch_of_geometries(optimizer):
+  """jax.vmap of one Parts.energy_grad over a stack of H2 geometries (three bond lengths)
+  gives, for each, the energy, local energies and gradient of Parts built for a System with
+  its nuclei there, the same parameters and walkers. With KFAC the gradient is its fused
+  curvature pass's."""
+  with jax.enable_x64(True):
+    built = [h2_at(b, **{'optim.optimizer': optimizer}) for b in BONDS]
+    cfg, system = built[1]
+    parts = parts_of(cfg, system)
+    params = parts.network.init(jax.random.PRNGKey(0))
+    x = (jax.random.normal(jax.random.PRNGKey(1), (16, 6), jnp.float64)
+         + jnp.asarray([0, 0, 0.0, 0, 0, 1.4]))
+    stack = systems.Geometry(jnp.stack([jnp.asarray(s.positions) for _, s in built]))
+    (e, aux), grads, _ = jax.jit(jax.vmap(parts.energy_grad, in_axes=(None, None, 0)))(
+        params, x, stack)
+    for i, (cfg_i, system_i) in enumerate(built):
+      (e_i, aux_i), grads_i, _ = jax.jit(parts_of(cfg_i, system_i).energy_grad)(params, x)
+      np.testing.assert_allclose(aux.local_energy[i], aux_i.local_energy, rtol=1e-10)
+      np.testing.assert_allclose(e[i], e_i, rtol=1e-10)
+      jax.tree.map(lambda a, b: np.testing.assert_allclose(a[i], b, rtol=1e-8, atol=1e-12),
+                   grads, grads_i)
+    assert len({round(float(v), 6) for v in e}) == len(BONDS)  # The geometry mattered.
+
+
+@pytest.mark.parametrize('optimizer', ['kfac', 'spring'])
+@pytest.mark.jax_range
+def test_train_step_with_a_geometry_is_the_step_of_the_system_built_there(optimizer):
+  """Parts.train_step given a geometry as data gives the state of the step whose positions
+  are constants (float64, to rounding): at the system's own geometry that of the same
+  Parts without one, at a stretched H2 that of Parts built for it (the same state in). The
+  optimizers' own passes through the network (SPRING's per-walker gradients) move too."""
+  with jax.enable_x64(True):
+    cfg, system = h2_at(1.4, **{'optim.optimizer': optimizer})
+    cfg_there, stretched = h2_at(2.0, **{'optim.optimizer': optimizer})
+    parts = parts_of(cfg, system)
+    state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
+    train_step = jax.jit(parts.train_step)
+    there = jax.jit(parts_of(cfg_there, stretched).train_step)
+    for geometry, fixed in ((system.geometry, train_step), (stretched.geometry, there)):
+      want, want_stats = fixed(state)
+      got, got_stats = train_step(state, geometry)
+      jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
+                   (got, got_stats), (want, want_stats))
+      assert float(want_stats.lr) > 0

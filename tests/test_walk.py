@@ -20,11 +20,11 @@ HE_EXACT = -2.903724  # Ha; Pekeris, Phys. Rev. 115, 1216 (1959).
 
 def analytic_network(signed_log, n_coords: int) -> base.Network:
   """A Network of the analytic trial function `signed_log(params, x (3N,)) -> (sign, log|psi|)`
-  (the nuclei fixed at the origin)."""
-  log_psi = lambda p, x: signed_log(p, x)[1]  # noqa: E731
-  return base.Network(init=lambda key: {}, apply=signed_log, log_psi=log_psi, orbitals=None,
-                      instrumented=None, log_psi_at=lambda p, x, atoms: log_psi(p, x),
-                      n_coords=n_coords, dtype=jnp.float64)
+  (the nuclei fixed at the origin: `atoms` is ignored)."""
+  apply = lambda p, x, atoms=None: signed_log(p, x)  # noqa: E731
+  log_psi = lambda p, x, atoms=None: signed_log(p, x)[1]  # noqa: E731
+  return base.Network(init=lambda key: {}, apply=apply, log_psi=log_psi, orbitals=None,
+                      instrumented=None, n_coords=n_coords, dtype=jnp.float64)
 
 
 def atom(symbol: str) -> systems.System:
@@ -229,3 +229,35 @@ def test_nonfinite_walkers_are_dropped_and_moves_there_rejected():
   assert history[0].nonfinite > 0
   assert np.all(np.asarray(state.walkers.x[:, 0]) <= 1.0)
   assert np.all(np.isfinite(np.asarray(state.walkers.log_psi)))
+
+
+@pytest.mark.jax_range
+def test_dmc_step_with_a_geometry_is_the_step_of_the_system_built_there():
+  """One network's DMC step given a stretched H2 geometry as data equals the step of the
+  network built for that geometry (same parameters, walkers and key): the walkers' local
+  energies, drifts and the step's energy."""
+  from conftest import tiny_config
+  from ferminet_fast.wavefunction import networks
+
+  def built(bond):
+    cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
+                              'system.molecule': f'H 0 0 0; H 0 0 {bond}'})
+    system = systems.make_system(cfg.system)
+    network = networks.make_network(cfg.network, system, jnp.float64)
+    evaluate = walk.make_evaluate(network, system, laplacians.JACFWD)
+    return system, network, evaluate, jax.jit(walk.make_step(evaluate, 0.01, 2, 10))
+
+  with jax.enable_x64(True):
+    _, network, evaluate, step = built(1.4)
+    stretched, _, evaluate_there, step_there = built(2.0)
+    params = network.init(jax.random.PRNGKey(0))
+    x = mcmc.init_positions(jax.random.PRNGKey(1), stretched, 32, 1.0, jnp.float64)
+    key = jax.random.PRNGKey(2)
+    expected = walk.init_state(evaluate_there, params, x, key)
+    state = walk.init_state(evaluate, params, x, key, geometry=stretched.geometry)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12),
+                 state, expected)
+    (got, got_stats), (want, want_stats) = (step(params, state, stretched.geometry),
+                                            step_there(params, expected))
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
+                 (got, got_stats), (want, want_stats))

@@ -99,37 +99,40 @@ def comb(key: jax.Array, weights: jax.Array) -> jax.Array:
 
 def make_evaluate(network, system: systems.System, laplacian: laplacians.Method,
                   chunk_size: int = 0) -> Callable:
-  """(params, x (B, 3N)) -> Walkers at x: sign, log|psi|, local energy (with the ECP's by
-  the locality approximation) and grad log|psi| of each walker, in chunks of `chunk_size`
-  walkers (0: all at once)."""
-  local = hamiltonian.make_local_energy_at(network.log_psi_at, system.charges, laplacian,
+  """(params, x (B, 3N), geometry=None) -> Walkers at x: sign, log|psi|, local energy (with
+  the ECP's by the locality approximation) and grad log|psi| of each walker, in chunks of
+  `chunk_size` walkers (0: all at once), the nuclei of `geometry` (a systems.Geometry;
+  None: the system's own)."""
+  local = hamiltonian.make_local_energy_at(network.log_psi, system.charges, laplacian,
                                            with_gradient=True)
   ecp_energy = (ecp.make_ecp_energy(network.apply, system.positions, system.ecp)
                 if system.has_ecp else None)
 
-  def one(params, x):
-    e, g = local(params, x, jnp.asarray(system.positions, x.dtype))
+  def one(params, x, geometry):
+    e, g = local(params, x, hamiltonian.nuclei_of(system, geometry, x.dtype))
+    at = () if geometry is None else (geometry.positions,)
     if ecp_energy is not None:
-      e = e + ecp_energy(params, x)
-    sign, log_psi = network.apply(params, x)
+      e = e + ecp_energy(params, x, *at)
+    sign, log_psi = network.apply(params, x, *at)
     return sign, log_psi, e, g
 
-  def evaluate(params, x):
+  def evaluate(params, x, geometry=None):
     if chunk_size and chunk_size < x.shape[0]:
-      out = jax.lax.map(lambda xi: one(params, xi), x, batch_size=chunk_size)
+      out = jax.lax.map(lambda xi: one(params, xi, geometry), x, batch_size=chunk_size)
     else:
-      out = jax.vmap(one, in_axes=(None, 0))(params, x)
+      out = jax.vmap(lambda p, xi: one(p, xi, geometry), in_axes=(None, 0))(params, x)
     return Walkers(x, *out)
 
   return evaluate
 
 
 def init_state(evaluate: Callable, params, x: jax.Array, key: jax.Array,
-               e_best=None) -> DMCState:
+               e_best=None, geometry=None) -> DMCState:
   """The state at the start of a tau: walkers at x (from VMC or the previous tau), the
-  estimate e_best (Ha) from before, or None: the median local energy of the walkers."""
+  estimate e_best (Ha) from before, or None: the median local energy of the walkers; the
+  nuclei of `geometry` (None: the system's own)."""
   zero = jnp.zeros((), x.dtype)
-  walkers = evaluate(params, x)
+  walkers = evaluate(params, x, geometry)
   if e_best is None:
     e_best = jnp.nanmedian(jnp.where(jnp.isfinite(walkers.local_energy),
                                      walkers.local_energy, jnp.nan))
@@ -147,16 +150,17 @@ def _propose(w: Walkers, key, tau):
 
 def make_step(evaluate: Callable, tau: float, n_electrons: int,
               equilibration: int) -> Callable:
-  """(params, DMCState) -> (DMCState, StepStats): one DMC step of every walker (propose,
-  accept or reject, weight, resample by comb), all on the device. The running estimate
-  e_best averages the step energies after the first half of `equilibration` steps."""
+  """(params, DMCState, geometry=None) -> (DMCState, StepStats): one DMC step of every walker
+  (propose, accept or reject, weight, resample by comb), all on the device, with the nuclei
+  of `geometry` (a systems.Geometry; None: the system's own). The running estimate e_best
+  averages the step energies after the first half of `equilibration` steps."""
   cutoff = ZEN_ALPHA * (n_electrons / tau) ** 0.5
 
-  def step(params, s: DMCState):
+  def step(params, s: DMCState, geometry=None):
     k_move, k_accept, k_comb, key = jax.random.split(s.key, 4)
     old = s.walkers
     x_new, log_g_fwd, dr2 = _propose(old, k_move, tau)
-    new = evaluate(params, x_new)
+    new = evaluate(params, x_new, geometry)
     v_new = jax.vmap(limit_drift, in_axes=(0, None))(new.drift, tau)
     back = old.x - x_new - tau * v_new
     log_g_back = -0.5 * jnp.sum(back * back, axis=-1) / tau

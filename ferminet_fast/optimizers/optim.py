@@ -38,6 +38,7 @@ class Samples(NamedTuple):
   # What the gradient's pass measured for the optimizer besides the gradient (KFAC's
   # curvature statistics: `fused_gradient`), or None.
   curvature: Any = None
+  atoms: Any = None  # (M, 3) bohr, the nuclei of the walkers' geometry; None: the system's.
 
 
 def lr_schedule(method: 'Method', lr_cfg) -> Callable:
@@ -240,7 +241,7 @@ def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   (`scaled_by_schedule`; this transformation gives the ascent direction -d).
   """
   s = optim_cfg.spring
-  per_walker_grad = jax.vmap(jax.grad(network.log_psi), in_axes=(None, 0))
+  grad_log_psi = jax.grad(network.log_psi)
 
   def init(params):
     flat, _ = jax.flatten_util.ravel_pytree(params)
@@ -249,7 +250,9 @@ def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   def update(grads, state, params=None, *, samples=None, **extra):
     del grads, extra  # The direction is rebuilt from per-walker gradients.
     _, unravel = jax.flatten_util.ravel_pytree(params)
-    leaves = jax.tree.leaves(per_walker_grad(params, samples.x))
+    one = (grad_log_psi if samples.atoms is None
+           else lambda p, xi: grad_log_psi(p, xi, samples.atoms))
+    leaves = jax.tree.leaves(jax.vmap(one, in_axes=(None, 0))(params, samples.x))
     o = jnp.concatenate([g.reshape(g.shape[0], -1) for g in leaves], axis=1)  # (B, P)
     b = o.shape[0]
     # Walkers whose gradient is non-finite (they also have zero weight in eps) are dropped.
@@ -277,8 +280,8 @@ class Method(choices.Choice):
   # bounded by optim.<name>.norm_constraint; None: unbounded.
   norm: Optional[str] = None
   complex: bool = True  # Trains a complex wavefunction (a periodic system at a twist).
-  # (network, n_coords) -> gradient(params, x (B, 3N), weights (B,)) -> (grads, curvature
-  # for Samples.curvature): a curvature pass that also gives the gradient, or None.
+  # (network, n_coords) -> gradient(params, x (B, 3N), weights (B,), atoms=None) -> (grads,
+  # curvature for Samples.curvature): a curvature pass that also gives the gradient, or None.
   fused_gradient: Optional[Callable] = None
 
 

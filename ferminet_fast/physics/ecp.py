@@ -111,9 +111,11 @@ def configuration_key(x: jax.Array) -> jax.Array:
 
 def make_ecp_energy(apply: Callable, positions: np.ndarray,
                     ecps: tuple) -> Optional[Callable]:
-  """(params, x (3N,)) -> the ECP energy of one configuration (Ha): local and non-local
-  terms of every atom with an ECP; `apply(params, x) -> (sign, log|psi|)`, `positions`
-  (M, 3) bohr, `ecps` one Ecp or None per atom. None when no atom has one."""
+  """(params, x (3N,), atoms=None) -> the ECP energy of one configuration (Ha): local and
+  non-local terms of every atom with an ECP, the nuclei at `atoms` (M, 3) bohr, or with
+  None at `positions` (M, 3) bohr (constants of the program); `apply(params, x[, atoms]) ->
+  (sign, log|psi|)` (called without atoms when they are None), `ecps` one Ecp or None per
+  atom. None when no atom has one."""
   with_ecp = [i for i, e in enumerate(ecps) if e is not None]
   if not with_ecp:
     return None
@@ -134,11 +136,17 @@ def make_ecp_energy(apply: Callable, positions: np.ndarray,
   def per_atom(terms, r):  # terms (K, T, 3), r (N, K) -> (N, K)
     return jax.vmap(radial, in_axes=(0, 1), out_axes=1)(terms, r)
 
-  def energy(params, x):
+  def energy(params, x, atoms=None):
     dtype = x.dtype
+    if atoms is None:
+      nuclei = lambda: jnp.asarray(centres, dtype)  # noqa: E731
+      psi = apply
+    else:
+      nuclei = lambda: jnp.asarray(atoms, dtype)[np.asarray(with_ecp)]  # noqa: E731
+      psi = lambda params, y: apply(params, y, atoms)  # noqa: E731
     r = x.reshape(-1, 3)
     n = r.shape[0]
-    d = r[:, None, :] - jnp.asarray(centres, dtype)[None]  # (N, K, 3)
+    d = r[:, None, :] - nuclei()[None]  # (N, K, 3)
     dist = jnp.linalg.norm(d, axis=-1)  # (N, K)
     total = jnp.sum(per_atom(local, dist))
     if channels is None:
@@ -147,12 +155,12 @@ def make_ecp_energy(apply: Callable, positions: np.ndarray,
     points = jnp.einsum('nij,qj->nqi', rotations(configuration_key(x), n, dtype),
                         jnp.asarray(ICOSAHEDRON, dtype))  # (N, 12, 3), one frame per electron
     cos = jnp.einsum('nki,nqi->nkq', d / dist[..., None], points)  # (N, K, 12)
-    moved = (jnp.asarray(centres, dtype)[None, :, None, :]
+    moved = (nuclei()[None, :, None, :]
              + dist[:, :, None, None] * points[:, None, :, :])  # (N, K, 12, 3)
-    sign, log_abs = apply(params, x)
+    sign, log_abs = psi(params, x)
 
     def ratio(i, position):  # psi(electron i at position) / psi(x)
-      sign_new, log_new = apply(params, r.at[i].set(position).reshape(-1))
+      sign_new, log_new = psi(params, r.at[i].set(position).reshape(-1))
       return sign_new * sign * jnp.exp(log_new - log_abs)
 
     ratios = jax.vmap(lambda i, p: jax.vmap(jax.vmap(lambda q: ratio(i, q)))(p))(

@@ -27,7 +27,7 @@ decomposition) of the averaged matrices, so they are propagated by recomputing i
 each block left out.
 """
 
-from typing import Callable
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -57,24 +57,31 @@ def operator_matrix(a: jax.Array, local: jax.Array) -> jax.Array:
   return jnp.linalg.solve(a.T, (local * a).T).T
 
 
-def state_values(apply_states: Callable, params, x: jax.Array, k: int) -> tuple:
-  """(signs, logs) (K states, K configurations) of one walker x (K 3N,)."""
-  signs, logs = jax.vmap(apply_states, in_axes=(None, 0))(params, configurations(x, k))
+def state_values(apply_states: Callable, params, x: jax.Array, k: int,
+                 atoms: Optional[jax.Array] = None) -> tuple:
+  """(signs, logs) (K states, K configurations) of one walker x (K 3N,), with the nuclei at
+  `atoms` (M, 3) bohr (None: apply_states(params, x) is called, the system's own)."""
+  f = apply_states if atoms is None else lambda p, xi: apply_states(p, xi, atoms)
+  signs, logs = jax.vmap(f, in_axes=(None, 0))(params, configurations(x, k))
   return signs.T, logs.T
 
 
 def make_energy_matrix(apply_states: Callable, system: systems.System,
                        laplacian: laplacians.Method = laplacians.JVP_LOOP) -> Callable:
-  """(params, x (K 3N,)) -> E_L (K, K), Ha: the local-energy matrix of K states at one
-  walker's K configurations (wavefunction/states.py), for `apply_states(params, x (3N,))
-  -> (signs (K,), logs (K,))`. Its trace is the local energy of the total wavefunction."""
+  """(params, x (K 3N,), geometry=None) -> E_L (K, K), Ha: the local-energy matrix of K
+  states at one walker's K configurations (wavefunction/states.py), for
+  `apply_states(params, x (3N,)[, atoms]) -> (signs (K,), logs (K,))`, with the nuclei
+  of `geometry` (a systems.Geometry; None: the system's own). Its trace is the local energy
+  of the total wavefunction."""
   k = system.states
-  state_energies = hamiltonian.make_local_energy(  # (params, x (3N,)) -> (K,)
-      lambda params, x: apply_states(params, x)[1], system, laplacian)
+  state_energies = hamiltonian.make_local_energy(  # (params, x (3N,), geometry) -> (K,)
+      lambda params, x, *atoms: apply_states(params, x, *atoms)[1], system, laplacian)
 
-  def matrix(params, x):
-    signs, logs = state_values(apply_states, params, x, k)
-    local = jax.vmap(state_energies, in_axes=(None, 0))(params, configurations(x, k))
+  def matrix(params, x, geometry=None):
+    atoms = None if geometry is None else geometry.positions
+    signs, logs = state_values(apply_states, params, x, k, atoms)
+    local = jax.vmap(lambda p, xi: state_energies(p, xi, geometry), in_axes=(None, 0))(
+        params, configurations(x, k))
     return operator_matrix(scaled_matrix(signs, logs)[0], local.T)
 
   return matrix

@@ -75,16 +75,18 @@ class Observable(NamedTuple):
 
 
 def spin_squared(apply: Callable, system: systems.System) -> Callable:
-  """<S^2> estimator for `apply(params, x) -> (sign, log|psi|)`, (params, x (3N,)) -> (1,);
-  see the module docstring. For `apply` of K states (signs and logs (K,)), each state's
-  local <S^2>, (K,)."""
+  """<S^2> estimator for `apply(params, x[, atoms]) -> (sign, log|psi|)`, (params, x (3N,),
+  atoms=None) -> (1,), the nuclei at `atoms` (M, 3) bohr or, with None, where `apply` has
+  them; see the module docstring. For `apply` of K states (signs and logs (K,)), each
+  state's local <S^2>, (K,)."""
   n_up, n_down = system.n_up, system.n_down
   s_z = 0.5 * (n_up - n_down)
   pairs = np.array([(i, j) for i in range(n_up) for j in range(n_up, n_up + n_down)],
                    dtype=np.int32).reshape(-1, 2)
 
-  def estimate(params, x):
+  def estimate(params, x, atoms=None):
     r = x.reshape(-1, 3)
+    psi = apply if atoms is None else (lambda p, y: apply(p, y, atoms))
 
     def exchanged(pair):  # x with the positions of electrons i (up) and j (down) exchanged.
       i, j = pair[0], pair[1]
@@ -94,7 +96,7 @@ def spin_squared(apply: Callable, system: systems.System) -> Callable:
     # determinants, not two independent ones that XLA may run side by side (which
     # deadlocks jaxlib 0.10.0-0.11.0 on CPU: vmc/ordering.py).
     configs = jnp.concatenate([x[None], jax.vmap(exchanged)(pairs)]) if len(pairs) else x[None]
-    signs, logs = jax.vmap(apply, in_axes=(None, 0))(params, configs)
+    signs, logs = jax.vmap(psi, in_axes=(None, 0))(params, configs)
     sign, log_abs = signs[0], logs[0]
     # psi(x')/psi(x): the sign of a real psi is its own inverse; a complex one's phase is
     # divided by its conjugate, and the estimator is the real part.
@@ -236,10 +238,10 @@ def _no_ecp(system: systems.System) -> None:
                      "derivative of the ECP's non-local term is not implemented)")
 
 
-def force_terms(log_psi_at: Callable, system: systems.System,
+def force_terms(log_psi: Callable, system: systems.System,
                 laplacian: laplacians.Method) -> Callable:
   """Per-configuration terms of the zero-variance zero-bias force (module docstring) for
-  `log_psi_at(params, x (3N,), atoms (M, 3)) -> log|psi|`: (params, x) -> (9 M + 1,),
+  `log_psi(params, x (3N,), atoms (M, 3)) -> log|psi|` (a Network's): (params, x) -> (9 M + 1,),
   the zero-variance force (M, 3), d log|psi| / dR (M, 3), E_L times it (M, 3) and E_L,
   flattened. `reduce_forces` turns a sweep of them into forces."""
   _no_ecp(system)
@@ -247,7 +249,7 @@ def force_terms(log_psi_at: Callable, system: systems.System,
   charges = np.asarray(system.charges, np.float64)
   # -dV_nn/dR_I = Z_I sum_J Z_J (R_I - R_J) / |R_I - R_J|^3, by differentiating V_nn.
   f_nn = -np.asarray(jax.grad(coulomb.nuclear_repulsion)(atoms, charges))
-  local_energy = hamiltonian.make_local_energy_at(log_psi_at, charges, laplacian,
+  local_energy = hamiltonian.make_local_energy_at(log_psi, charges, laplacian,
                                                   with_gradient=True)
 
   def terms(params, x):
@@ -260,7 +262,7 @@ def force_terms(log_psi_at: Callable, system: systems.System,
     tangential = (g - u * jnp.sum(u * g, axis=-1, keepdims=True)) / r  # (N, M, 3)
     f_zv = (jnp.asarray(f_nn, x.dtype)
             + jnp.asarray(charges, x.dtype)[:, None] * jnp.sum(tangential, axis=0))
-    d = jax.grad(log_psi_at, argnums=2)(params, x, nuclei)  # (M, 3)
+    d = jax.grad(log_psi, argnums=2)(params, x, nuclei)  # (M, 3)
     return jnp.concatenate([f_zv.ravel(), d.ravel(), (e_l * d).ravel(), e_l[None]])
 
   return terms
@@ -293,7 +295,7 @@ def warp_weights(r: jax.Array, atoms: jax.Array) -> jax.Array:
   return jax.nn.softmax(-2.0 * jnp.log(jnp.sum((r[None] - atoms) ** 2, axis=-1)))
 
 
-def warped_energy_terms(log_psi_at: Callable, system: systems.System,
+def warped_energy_terms(log_psi: Callable, system: systems.System,
                         laplacian: laplacians.Method,
                         step: float = WARP_STEP) -> Callable:
   """Per-configuration terms of forces by central finite differences of correlated-sampling
@@ -308,18 +310,18 @@ def warped_energy_terms(log_psi_at: Callable, system: systems.System,
   m = len(atoms)
   plus = step * np.eye(3 * m).reshape(3 * m, m, 3)
   displacements = np.concatenate([plus, -plus])  # (6 M, M, 3)
-  local_energy = hamiltonian.make_local_energy_at(log_psi_at, system.charges, laplacian)
+  local_energy = hamiltonian.make_local_energy_at(log_psi, system.charges, laplacian)
 
   def terms(params, x):
     nuclei = jnp.asarray(atoms, x.dtype)
     r = x.reshape(-1, 3)
-    log_psi = log_psi_at(params, x, nuclei)
+    log_psi_x = log_psi(params, x, nuclei)
 
     def displaced(delta):
       warp = lambda ri: ri + warp_weights(ri, nuclei) @ delta  # noqa: E731
       moved = jax.vmap(warp)(r).reshape(-1)
       _, log_jacobian = jnp.linalg.slogdet(jax.vmap(jax.jacfwd(warp))(r))  # (N,)
-      w = jnp.exp(2.0 * (log_psi_at(params, moved, nuclei + delta) - log_psi)
+      w = jnp.exp(2.0 * (log_psi(params, moved, nuclei + delta) - log_psi_x)
                   + jnp.sum(log_jacobian))
       return w, w * local_energy(params, moved, nuclei + delta)
 
@@ -378,9 +380,9 @@ OBSERVABLES = {
                                                             ('x', 'y', 'z')), 'e bohr'),
     'density': Observable(density, 'bohr^-3'),
     'forces': Observable(lambda net, system, lap: Estimator(
-        force_terms(net.log_psi_at, system, lap), force_labels(system), reduce_forces,
+        force_terms(net.log_psi, system, lap), force_labels(system), reduce_forces,
         report_forces), 'Ha/bohr'),
     'forces_warp': Observable(lambda net, system, lap: Estimator(
-        warped_energy_terms(net.log_psi_at, system, lap), force_labels(system),
+        warped_energy_terms(net.log_psi, system, lap), force_labels(system),
         reduce_warped_forces, report_forces), 'Ha/bohr'),
 }

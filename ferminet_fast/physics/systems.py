@@ -3,7 +3,7 @@ electron counts and, for crystals and the electron gas, the lattice (physics/lat
 
 import dataclasses
 import re
-from typing import Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
 
@@ -36,6 +36,13 @@ def is_periodic(sys_cfg) -> bool:
   """Whether the `system` settings describe a periodic system (a lattice or an electron gas)."""
   return bool(sys_cfg.lattice) or sys_cfg.rs is not None
 
+
+
+class Geometry(NamedTuple):
+  """Where a system's nuclei are: the data, as against the elements and electrons (which a
+  set of geometries shares, and which are fixed when a step is built). A pytree: a stack of
+  geometries, positions (G, M, 3), goes through jax.vmap of a function that takes one."""
+  positions: Any  # (M, 3) bohr, in the order of System.charges.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +80,11 @@ class System:
   @property
   def periodic(self) -> bool:
     return self.boundary.periodic
+
+  @property
+  def geometry(self) -> Geometry:
+    """The system's own geometry (numpy, bohr)."""
+    return Geometry(np.asarray(self.positions))
 
   @property
   def complex(self) -> bool:

@@ -67,23 +67,25 @@ CLIPPING = choices.table(MEDIAN_ABSDEV, MEAN_ABSDEV, MEDIAN_MAD)
 
 
 def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callable:
-  """(params, x (B, 3N)) -> (B,): vmapped, or in chunks of `chunk_size` walkers (a loop of
-  vmaps) when 0 < chunk_size < B.
+  """(params, x (B, 3N), geometry=None) -> (B,): vmapped, or in chunks of `chunk_size`
+  walkers (a loop of vmaps) when 0 < chunk_size < B. `geometry` (a systems.Geometry),
+  shared by the walkers, is passed on as local_energy(params, x, geometry); without it,
+  local_energy(params, x) is called.
 
   Chunk j holds walkers j, j + n, j + 2n, ... (n chunks), so that with the walkers split
   over devices in contiguous blocks each chunk takes the same number from every device
   and no walker moves between devices."""
-  vmapped = jax.vmap(local_energy, in_axes=(None, 0))
-  if not chunk_size:
-    return vmapped
 
-  def batched(params, x):
+  def batched(params, x, geometry=None):
+    one = (local_energy if geometry is None
+           else lambda params, xi: local_energy(params, xi, geometry))
+    vmapped = jax.vmap(one, in_axes=(None, 0))
     b = x.shape[0]
-    n = -(-b // chunk_size)
+    n = -(-b // chunk_size) if chunk_size else 1
     if n == 1:
       return vmapped(params, x)
     if b % n:  # Uneven: contiguous chunks and a remainder (lax.map's own batching).
-      return jax.lax.map(lambda xi: local_energy(params, xi), x, batch_size=chunk_size)
+      return jax.lax.map(lambda xi: one(params, xi), x, batch_size=chunk_size)
     strided = jnp.swapaxes(x.reshape(b // n, n, *x.shape[1:]), 0, 1)  # (n, B / n, 3N)
     out = jax.lax.map(lambda xs: vmapped(params, xs), strided)  # (n, B / n)
     return jnp.swapaxes(out, 0, 1).reshape(b)
@@ -141,18 +143,20 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
                 clip_k: float, chunk_size: int = 0,
                 penalty: Optional[Callable] = None,
                 log_psi_phase: Optional[Callable] = None) -> Callable:
-  """energy(params, x (B, 3N)) -> (E (), EnergyAux), differentiable in params.
+  """energy(params, x (B, 3N), geometry=None) -> (E (), EnergyAux), differentiable in params
+  (not in the geometry, whose tangent is dropped). `geometry` (a systems.Geometry) places
+  the nuclei of every walker; None: the system's own, as local_energy and log_psi have them.
 
   `clip`: a record of CLIPPING, the window of the local energies in the gradient, of
   half-width clip_k (0: none). log_psi, local_energy and `penalty` (if given: added to E_L in
-  the gradient only) act on one configuration: (params, x (3N,)) -> (). With
+  the gradient only) act on one configuration: (params, x (3N,)) -> (); with a geometry,
+  local_energy and penalty take it third, log_psi its positions (atoms (M, 3)). With
   `log_psi_phase` (params, x) -> (log|psi|, theta) (2,), the wavefunction is complex and so is local_energy: E is the mean of its
   real parts, and the gradient 2 <(Re E_L - E) d log|psi|> + 2 <Im E_L d theta>, both
   weights clipped and centred alike.
   """
   complex_output = log_psi_phase is not None
-  batch_log_psi = jax.vmap(log_psi if log_psi_phase is None else log_psi_phase,
-                           in_axes=(None, 0))
+  batch_log_psi = batch_network(log_psi if log_psi_phase is None else log_psi_phase)
   batch_local_energy = batch_local_energies(local_energy, chunk_size)
   batch_penalty = batch_local_energies(penalty, chunk_size) if penalty else None
 
@@ -163,8 +167,8 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
     return jnp.where(finite, e_l - jnp.sum(jnp.where(finite, e_l, 0.0)) / n, 0.0)
 
   @jax.custom_jvp
-  def energy(params, x):
-    e_l = batch_local_energy(params, x)
+  def energy(params, x, geometry=None):
+    e_l = batch_local_energy(params, x, geometry)
     imag = None
     if complex_output:
       e_l, imag = jnp.real(e_l), jnp.imag(e_l)
@@ -175,7 +179,7 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
     if batch_penalty is None:
       centred = centred_clipped(e_l, finite, mean)
     else:
-      g_l = e_l + batch_penalty(params, x)
+      g_l = e_l + batch_penalty(params, x, geometry)
       finite = jnp.isfinite(g_l)
       centred = centred_clipped(g_l, finite, jnp.sum(jnp.where(finite, g_l, 0.0)) /
                                 jnp.maximum(jnp.sum(finite), 1))
@@ -186,13 +190,13 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
 
   @energy.defjvp
   def energy_jvp(primals, tangents):
-    params, x = primals
-    mean, aux = energy(params, x)
+    params, x, geometry = primals
+    mean, aux = energy(params, x, geometry)
     # Walkers with a non-finite local energy get zero weight. (Should log|psi|'s parameter
     # derivative itself be non-finite there, e.g. a walker at a NaN position, 0 * NaN
     # reaches the gradient and the step rejects the update; the next sweep restarts such
     # walkers, mcmc.replace_nonfinite.)
-    _, dlog_psi = jax.jvp(lambda p: batch_log_psi(p, x), (params,), (tangents[0],))
+    _, dlog_psi = jax.jvp(lambda p: batch_log_psi(p, x, geometry), (params,), (tangents[0],))
     if complex_output:  # (B, 2): d log|psi| and d theta.
       tangent = (jnp.sum(gradient_weights(aux) * dlog_psi[:, 0])
                  + jnp.sum(gradient_weights(aux, imaginary=True) * dlog_psi[:, 1]))
@@ -204,14 +208,27 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
   return energy
 
 
+def batch_network(f: Callable) -> Callable:
+  """(params, x (B, 3N), geometry=None) -> f of each walker, for a network's function
+  f(params, x (3N,), atoms=None): called with the geometry's positions, or without them
+  for None (the network's own positions, constants of its program)."""
+
+  def batched(params, x, geometry=None):
+    one = f if geometry is None else lambda p, xi: f(p, xi, geometry.positions)
+    return jax.vmap(one, in_axes=(None, 0))(params, x)
+
+  return batched
+
+
 def make_local_energy(network, system: systems.System,
                       laplacian: laplacians.Method) -> Callable:
-  """(params, x) -> E_L (), Ha, of a networks.Network: one state's local energy (complex for a
-  complex wavefunction), or for several states that of the total wavefunction (the trace
-  of the energy matrix)."""
+  """(params, x, geometry=None) -> E_L (), Ha, of a networks.Network: one state's local
+  energy (complex for a complex wavefunction), or for several states that of the total
+  wavefunction (the trace of the energy matrix); the nuclei of `geometry` (a
+  systems.Geometry), or with None the system's own."""
   if network.states == 1:
     return hamiltonian.make_local_energy(network.log_psi, system, laplacian,
                                          apply=network.apply, dtype=network.dtype,
                                          log_psi_phase=network.log_psi_phase)
   matrix = excited_states.make_energy_matrix(network.apply_states, system, laplacian)
-  return lambda params, x: jnp.trace(matrix(params, x))
+  return lambda params, x, geometry=None: jnp.trace(matrix(params, x, geometry))

@@ -67,13 +67,17 @@ def _identity(x: jax.Array) -> jax.Array:
 
 
 def make_sweep(batch_log_psi: Callable, steps: int, wrap: Callable = _identity) -> Callable:
-  """Builds sweep(params, walkers, key) -> (walkers, pmove) doing `steps` MH moves.
+  """Builds sweep(params, walkers, key, geometry=None) -> (walkers, pmove) doing `steps` MH
+  moves of |psi|^2 with the nuclei of `geometry` (a systems.Geometry, shared by the
+  walkers; None: the system's own).
 
-  `batch_log_psi(params, x (B, 3N)) -> (B,)`. pmove is the fraction of accepted moves.
-  `wrap`: x (B, 3N) -> x, applied to each proposal (`wrapper`: into a periodic cell).
+  `batch_log_psi(params, x (B, 3N)[, geometry]) -> (B,)` (called without the geometry when
+  it is None). pmove is the fraction of accepted moves. `wrap`: x (B, 3N) -> x, applied to
+  each proposal (`wrapper`: into a periodic cell).
   """
 
-  def sweep(params, walkers: Walkers, key):
+  def sweep(params, walkers: Walkers, key, geometry=None):
+    at = () if geometry is None else (geometry,)
     width = walkers.width
     walkers = replace_nonfinite(walkers)
 
@@ -82,7 +86,7 @@ def make_sweep(batch_log_psi: Callable, steps: int, wrap: Callable = _identity) 
       k_move, k_accept = jax.random.split(jax.random.fold_in(key, i))
       x_new = x + width * jax.random.normal(k_move, x.shape, x.dtype)
       x_new = wrap(x_new)
-      log_psi_new = batch_log_psi(params, x_new)
+      log_psi_new = batch_log_psi(params, x_new, *at)
       # Accept with probability min(1, |psi'|^2 / |psi|^2), compared in log space.
       log_u = jnp.log(jax.random.uniform(k_accept, log_psi.shape, x.dtype))
       accept = log_u < 2.0 * (log_psi_new - log_psi)

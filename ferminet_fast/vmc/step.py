@@ -2,7 +2,10 @@
 ahead-of-time compilation; how its stages are timed is in profiling.py.
 
 `train_step(state) -> (state, stats)` runs entirely on the device; its input
-buffers are donated, and nothing in it returns to the host.
+buffers are donated, and nothing in it returns to the host. Every function of the step
+takes an optional last argument `geometry` (a systems.Geometry: where the nuclei are, data
+of the program, so that one compiled step serves many geometries); None, the default,
+traces the system's own positions into the program as constants.
 """
 
 import dataclasses
@@ -47,19 +50,20 @@ class Parts:
   step is their composition, sample -> energy_grad -> update; the stage timers
   (runtime/profiling.py) time the same functions."""
   network: networks.Network
-  batch_log_psi: Callable  # (params, x (B, 3N)) -> (B,)
-  sweep: Callable  # (params, Walkers, key) -> (Walkers, pmove): fixed width
-  mcmc_step: Callable  # TrainState -> (TrainState, pmove): sample, one sweep, width adapted
-  energy: Callable  # (params, x (B, 3N)) -> (E, EnergyAux), with the VMC gradient
-  # (params, x (B, 3N)) -> ((E, EnergyAux), grads, curvature): local energies, the VMC
-  # gradient and, for an optimizer whose curvature pass gives the gradient too (KFAC:
-  # optim.fused_gradient), its curvature statistics (else None).
+  batch_log_psi: Callable  # (params, x (B, 3N), geometry=None) -> (B,)
+  sweep: Callable  # (params, Walkers, key, geometry=None) -> (Walkers, pmove): fixed width
+  # (TrainState, geometry=None) -> (TrainState, pmove): sample, one sweep, width adapted.
+  mcmc_step: Callable
+  energy: Callable  # (params, x (B, 3N), geometry=None) -> (E, EnergyAux), VMC gradient.
+  # (params, x (B, 3N), geometry=None) -> ((E, EnergyAux), grads, curvature): local
+  # energies, the VMC gradient and, for an optimizer whose curvature pass gives the gradient
+  # too (KFAC: optim.fused_gradient), its curvature statistics (else None).
   energy_grad: Callable
   # (params, opt_state, grads, Samples) -> (params, opt_state): the optimizer's update
   # applied (a rejected one changes nothing but opt_state.rejected: optim.reject_nonfinite).
   update: Callable
   optimizer: optax.GradientTransformationExtraArgs
-  train_step: Callable  # TrainState -> (TrainState, StepStats)
+  train_step: Callable  # (TrainState, geometry=None) -> (TrainState, StepStats)
   dtype: Any
   laplacian: laplacians.Method
   chunk_size: int  # Walkers per chunk of local energies (0: all at once), resolved.
@@ -82,14 +86,15 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   settings and the resolved `pieces`."""
   laplacian, chunk_size = pieces.laplacian, pieces.chunk_size
   dtype = network.dtype
-  batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
+  batch_log_psi = loss.batch_network(network.log_psi)
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, mcmc.wrapper(system))
   local_energy = loss.make_local_energy(network, system, laplacian)
   penalty = None
   if optim_cfg.spin_penalty:
     spin_squared = observables.spin_squared(network.apply, system)
     weight = optim_cfg.spin_penalty
-    penalty = lambda params, x: weight * spin_squared(params, x)[0]  # noqa: E731
+    penalty = lambda params, x, geometry=None: weight * spin_squared(  # noqa: E731
+        params, x, *atoms_of(geometry))[0]
   energy = loss.make_energy(network.log_psi, local_energy, pieces.clip,
                             optim_cfg.clip_local_energy, chunk_size, penalty,
                             network.log_psi_phase)
@@ -97,42 +102,49 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   fused = optim.fused_gradient(pieces.optimizer, network)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
 
-  def mcmc_step(state: TrainState):
+  def mcmc_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
     """One sweep, then the width adapted for the next one."""
     key, k_mcmc = jax.random.split(state.key)
-    walkers, pmove = sweep(state.params, state.walkers, k_mcmc)
+    walkers, pmove = sweep(state.params, state.walkers, k_mcmc, geometry)
     walkers = walkers._replace(width=mcmc.adapt_width(walkers.width, pmove, target, rate))
     return state._replace(walkers=walkers, key=key), pmove
 
-  def energy_grad(params, x):
+  def energy_grad(params, x, geometry: Optional[systems.Geometry] = None):
     if fused is None:
-      return (*jax.value_and_grad(energy, has_aux=True)(params, x), None)
+      return (*jax.value_and_grad(energy, has_aux=True)(params, x, geometry), None)
     # One pass of log|psi|'s derivatives per walker gives the gradient and the curvature
     # statistics; the energy's own derivative (another pass) is not taken.
-    e, aux = energy(params, x)
-    grads, curvature = fused(params, x, loss.gradient_weights(aux))
+    e, aux = energy(params, x, geometry)
+    grads, curvature = fused(params, x, loss.gradient_weights(aux), *atoms_of(geometry))
     return (e, aux), grads, curvature
 
   def update(params, opt_state, grads, samples: optim.Samples):
     updates, opt_state = optimizer.update(grads, opt_state, params, samples=samples)
     return optax.apply_updates(params, updates), opt_state
 
-  def train_step(state: TrainState):
+  def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
     width = state.walkers.width
-    state, pmove = mcmc_step(state)
+    state, pmove = mcmc_step(state, geometry)
     x = state.walkers.x
-    (e, aux), grads, curvature = energy_grad(state.params, x)
+    (e, aux), grads, curvature = energy_grad(state.params, x, geometry)
     key, k_opt = jax.random.split(state.key)
     params, opt_state = update(state.params, state.opt_state, grads,
-                               optim.Samples(x, k_opt, aux.centred, curvature))
+                               optim.Samples(x, k_opt, aux.centred, curvature,
+                                             *atoms_of(geometry)))
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
-    walkers = state.walkers._replace(log_psi=batch_log_psi(params, x))
+    walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, geometry))
     stats = StepStats(e, aux.variance, pmove, width, optim.applied_lr(opt_state),
                       aux.nonfinite, opt_state.rejected.astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   return Parts(network, batch_log_psi, sweep, mcmc_step, energy, energy_grad, update, optimizer,
                train_step, dtype, laplacian, chunk_size)
+
+
+def atoms_of(geometry: Optional[systems.Geometry]) -> tuple:
+  """The trailing arguments of a network's function (or the optimizer's Samples) for
+  `geometry`: (its positions (M, 3),), or () with None."""
+  return () if geometry is None else (geometry.positions,)
 
 
 def init_state(parts: Parts, system: systems.System, batch_size: int, mcmc_cfg,

@@ -17,72 +17,75 @@ class Init(Protocol):
 
 
 class Apply(Protocol):
-  """(params, x (3N,) bohr) -> (sign (), log|psi| ()) at one configuration; for a complex
-  wavefunction the sign is its phase exp(i theta), a complex number of modulus one."""
+  """(params, x (3N,) bohr, atoms (M, 3) bohr or None) -> (sign (), log|psi| ()) at one
+  configuration; for a complex wavefunction the sign is its phase exp(i theta), a complex
+  number of modulus one. `atoms`: the nuclei's positions, the same parameters (what moves
+  the nuclei for forces and evaluates one network at many geometries); None: the system's
+  own, constants of the program. Every function of a Network takes `atoms` so."""
 
-  def __call__(self, params: Params, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  def __call__(self, params: Params, x: jax.Array,
+               atoms: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
     ...
 
 
 class LogPsi(Protocol):
-  """(params, x (3N,) bohr) -> log|psi| (): what samplers and energies differentiate."""
+  """(params, x (3N,) bohr, atoms (M, 3) or None) -> log|psi| (): what samplers and
+  energies differentiate."""
 
-  def __call__(self, params: Params, x: jax.Array) -> jax.Array:
+  def __call__(self, params: Params, x: jax.Array,
+               atoms: Optional[jax.Array] = None) -> jax.Array:
     ...
 
 
 class Orbitals(Protocol):
-  """(params, x (3N,) bohr) -> [(k, n_s, n_orb) per spin]: orbitals times envelopes, before
-  the determinants; n_orb = N with full_det, else n_s. What Hartree-Fock pretraining fits."""
+  """(params, x (3N,) bohr, atoms (M, 3) or None) -> [(k, n_s, n_orb) per spin]: orbitals
+  times envelopes, before the determinants; n_orb = N with full_det, else n_s. What
+  Hartree-Fock pretraining fits."""
 
-  def __call__(self, params: Params, x: jax.Array) -> list[jax.Array]:
+  def __call__(self, params: Params, x: jax.Array,
+               atoms: Optional[jax.Array] = None) -> list[jax.Array]:
     ...
 
 
 class Instrumented(Protocol):
-  """(variables, x (3N,), mutable, interceptor) -> (output, state): the flax module applied
-  with `variables` ('params' and any other collections), the collections named in `mutable`
-  returned in `state`, under the flax method interceptor `interceptor`: how an optimizer
-  instruments the layers without the network knowing (kfac.py). `output` is what `Apply`
-  gives; with several states, the variables other than 'params' hold a leading axis of the
-  K configurations, as the returned state does."""
+  """(variables, x (3N,), mutable, interceptor, atoms (M, 3) or None) -> (output, state):
+  the flax module applied with `variables` ('params' and any other collections), the
+  collections named in `mutable` returned in `state`, under the flax method interceptor
+  `interceptor`: how an optimizer instruments the layers without the network knowing
+  (kfac.py). `output` is what `Apply` gives; with several states, the variables other than
+  'params' hold a leading axis of the K configurations, as the returned state does."""
 
   def __call__(self, variables: Params, x: jax.Array, mutable: list,
-               interceptor: Callable) -> tuple[Any, Any]:
-    ...
-
-
-class LogPsiAt(Protocol):
-  """(params, x (3N,), atoms (M, 3)) -> log|psi| () with the nuclei at `atoms` (bohr) instead
-  of the system's positions, the parameters unchanged: what nuclear forces differentiate."""
-
-  def __call__(self, params: Params, x: jax.Array, atoms: jax.Array) -> jax.Array:
+               interceptor: Callable, atoms: Optional[jax.Array] = None) -> tuple[Any, Any]:
     ...
 
 
 class LogPsiPhase(Protocol):
-  """(params, x (3N,) bohr) -> (log|psi|, theta) (2,): a complex wavefunction's log psi =
-  log|psi| + i theta as two real functions, what its local energy differentiates."""
+  """(params, x (3N,) bohr, atoms (M, 3) or None) -> (log|psi|, theta) (2,): a complex
+  wavefunction's log psi = log|psi| + i theta as two real functions, what its local energy
+  differentiates."""
 
-  def __call__(self, params: Params, x: jax.Array) -> jax.Array:
+  def __call__(self, params: Params, x: jax.Array,
+               atoms: Optional[jax.Array] = None) -> jax.Array:
     ...
 
 
 class ApplyStates(Protocol):
-  """(params, x (3N,)) -> (signs (K,), log|psi_i| (K,)): the K states at one configuration."""
+  """(params, x (3N,), atoms (M, 3) or None) -> (signs (K,), log|psi_i| (K,)): the K states
+  at one configuration."""
 
-  def __call__(self, params: Params, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  def __call__(self, params: Params, x: jax.Array,
+               atoms: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
     ...
 
 
 class Network(NamedTuple):
-  """A wavefunction ansatz as pure functions of (params, x)."""
+  """A wavefunction ansatz as pure functions of (params, x[, atoms]) (`Apply`)."""
   init: Init
   apply: Apply
   log_psi: LogPsi
   orbitals: Orbitals
   instrumented: Instrumented
-  log_psi_at: LogPsiAt
   n_coords: int  # 3N, the length of x.
   dtype: Any = jnp.float32  # dtype of the parameters and of x.
   full_det: bool = True  # The layout of `orbitals` (see there).

@@ -134,10 +134,11 @@ class _Slater(nn.Module):
 
   Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
   `__call__(x, return_orbitals=True)` the orbital blocks (k, n_s, n_orb) per spin (what
-  Hartree-Fock pretraining fits). `atoms` (M, 3), if given, replaces the nuclear positions
-  (every feature and envelope moves with its nucleus). With `states` = K > 1, K
-  wavefunctions share the features and the Jastrow factor, each with its own `determinants`
-  determinants (orbital blocks (K k, n_s, n_orb)), and the signs and logs are (K,).
+  Hartree-Fock pretraining fits). `atoms` (M, 3) bohr, if given, replaces the nuclear
+  positions `self.atoms` (every feature and envelope moves with its nucleus). With
+  `states` = K > 1, K wavefunctions share the features and the Jastrow factor, each with
+  its own `determinants` determinants (orbital blocks (K k, n_s, n_orb)), and the signs and
+  logs are (K,).
   """
   n_up: int = 1
   n_down: int = 0
@@ -286,34 +287,28 @@ def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
   def init(key):
     return {'params': module.init(key, jnp.zeros((n_dim,), dtype))['params']}
 
-  def apply(params, x):
-    return module.apply(params, x)
+  def apply(params, x, atoms=None):
+    return module.apply(params, x, atoms=atoms)
 
-  def log_psi(params, x):
-    return module.apply(params, x)[1]
-
-  def orbitals(params, x):
-    return module.apply(params, x, return_orbitals=True)
-
-  def log_psi_at(params, x, atoms):
+  def log_psi(params, x, atoms=None):
     return module.apply(params, x, atoms=atoms)[1]
 
-  def log_psi_phase(params, x):
-    sign, log_abs = module.apply(params, x)
+  def orbitals(params, x, atoms=None):
+    return module.apply(params, x, return_orbitals=True, atoms=atoms)
+
+  def log_psi_phase(params, x, atoms=None):
+    sign, log_abs = module.apply(params, x, atoms=atoms)
     return jnp.stack([log_abs, jnp.angle(sign)])
 
-  def instrumented(variables, x, mutable, interceptor):
+  def instrumented(variables, x, mutable, interceptor, atoms=None):
     with nn.intercept_methods(interceptor):
-      return module.apply(variables, x, mutable=mutable)
+      return module.apply(variables, x, mutable=mutable, atoms=atoms)
 
   network = Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
-                    instrumented=instrumented, log_psi_at=log_psi_at,
-                    n_coords=n_dim, dtype=dtype, full_det=net_cfg.full_det,
+                    instrumented=instrumented, n_coords=n_dim, dtype=dtype,
+                    full_det=net_cfg.full_det,
                     log_psi_phase=log_psi_phase if boundary.complex else None)
   if system.states == 1:
     return network
 
-  def apply_states_at(params, x, atoms):
-    return module.apply(params, x, atoms=atoms)
-
-  return states.total_network(network, apply, system.states, apply_states_at)
+  return states.total_network(network, apply, system.states)

@@ -16,8 +16,6 @@ walkers (physics/excited_states.py).
 Everything here acts on ONE walker (K configurations); callers vmap.
 """
 
-from typing import Callable
-
 import jax
 import jax.numpy as jnp
 
@@ -32,37 +30,30 @@ def total_value(signs: jax.Array, logs: jax.Array) -> tuple:
   return sign, log_abs + jnp.sum(c)
 
 
-def total_network(base: Network, apply_states: ApplyStates, k: int,
-                  apply_states_at: Callable) -> Network:
+def total_network(base: Network, apply_states: ApplyStates, k: int) -> Network:
   """The total wavefunction of K states as a Network on x (K 3N,), from the
   network of one configuration: `base` (its init, dtype, and `instrumented`, which gives
-  the K states' values), `apply_states(params, x (3N,)) -> (signs (K,), logs (K,))` and
-  `apply_states_at(params, x, atoms)` the same with the nuclei at `atoms`. Samplers,
-  optimizers (KFAC's curvature then counts each dense layer once per configuration) and
-  checkpoints use it as they use a one-state network."""
+  the K states' values) and `apply_states(params, x (3N,), atoms=None) -> (signs (K,), logs
+  (K,))`. Samplers, optimizers (KFAC's curvature then counts each dense layer once per
+  configuration) and checkpoints use it as they use a one-state network; `atoms` moves the
+  nuclei of all K configurations alike."""
 
-  def apply(params, x):
-    return total_value(*excited_states.state_values(apply_states, params, x, k))
+  def apply(params, x, atoms=None):
+    return total_value(*excited_states.state_values(apply_states, params, x, k, atoms))
 
-  def log_psi(params, x):
-    return apply(params, x)[1]
+  def log_psi(params, x, atoms=None):
+    return apply(params, x, atoms)[1]
 
-  def log_psi_at(params, x, atoms):
-    signs, logs = jax.vmap(apply_states_at, in_axes=(None, 0, None))(
-        params, excited_states.configurations(x, k), atoms)
-    return total_value(signs.T, logs.T)[1]
-
-  def instrumented(variables, x, mutable, interceptor):
+  def instrumented(variables, x, mutable, interceptor, atoms=None):
     per_configuration = {c: v for c, v in variables.items() if c != 'params'}
 
     def one(other, xi):
       return base.instrumented({'params': variables['params'], **other}, xi, mutable,
-                               interceptor)
+                               interceptor, atoms)
 
     (signs, logs), state = jax.vmap(one)(per_configuration, excited_states.configurations(x, k))
     return total_value(signs.T, logs.T), state
 
   # `orbitals` stays the base network's: the blocks of all K states at ONE configuration.
-  return base._replace(apply=apply, log_psi=log_psi, log_psi_at=log_psi_at,
-                       instrumented=instrumented,
+  return base._replace(apply=apply, log_psi=log_psi, instrumented=instrumented,
                        n_coords=k * base.n_coords, states=k, apply_states=apply_states)
