@@ -21,7 +21,7 @@ from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.vmc import loss
-from ferminet_fast.wavefunction import envelopes, jastrows
+from ferminet_fast.wavefunction import envelopes, jastrows, networks
 
 # The swappable pieces: each keys its records by name in one table beside its code (name,
 # factory, what it needs and suits, choices.py); the keys that choose one take their allowed
@@ -30,6 +30,7 @@ LAPLACIANS = laplacians.METHODS
 OPTIMIZERS = optim.OPTIMIZERS
 ENVELOPES = envelopes.ENVELOPES
 JASTROWS = jastrows.JASTROWS
+ANSATZES = networks.ANSATZES
 CLIPPING = loss.CLIPPING
 # Which parameters the stages after training take from a checkpoint: the moving average of
 # the last updates (optim.average_fraction) or the last.
@@ -220,10 +221,9 @@ SETTINGS = {
                      'geometry.'),
 
     # The wavefunction: every key fixes the parameters' shapes.
-    'network.network_type': S('ferminet', "Wavefunction ansatz: 'ferminet' (Pfau et al. "
-                              "2020) or 'psiformer' (self-attention over electrons, von Glehn "
-                              'et al. 2023). Both use the determinant, envelope and Jastrow '
-                              'below.', one_of('ferminet', 'psiformer'), structural=True),
+    'network.network_type': S(networks.FERMINET.name, f'Wavefunction ansatz: '
+                              f'{listed(ANSATZES)}. Each uses the determinant, envelope and '
+                              'Jastrow below.', one_of(*ANSATZES), structural=True),
     'network.determinants': S(2, 'Number of determinants summed in psi.', _positive_int,
                               structural=True),
     'network.full_det': S(True, 'True: one N x N determinant over all electrons; False: one '

@@ -16,6 +16,7 @@ import os
 from typing import Any, NamedTuple, Optional
 
 import jax
+import jax.numpy as jnp
 from ml_collections import config_dict
 
 from ferminet_fast import config
@@ -25,7 +26,7 @@ from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.runtime import profiling, rundir
 from ferminet_fast.vmc import loss, mcmc, step
-from ferminet_fast.wavefunction import envelopes, networks
+from ferminet_fast.wavefunction import envelopes, jastrows, networks
 
 RESOLVED = 'resolved.json'  # What 'auto' and 'best' settings became, by dotted key.
 
@@ -205,7 +206,7 @@ def resolve(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
   walkers are laid out on (environment/distributed.py)."""
   recorded = recorded or {}
   system = system or system_of(cfg)
-  network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
+  network = network_of(cfg.network, system, step.DTYPES[cfg.precision])
   chunk_size = recorded.get('optim.energy_chunk_size')
   chunk_size = chunk_size_of(cfg, network) if chunk_size is None else chunk_size
   timed = None
@@ -224,6 +225,15 @@ def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
   parts = resolved.parts()
   state = step.init_state(parts, resolved.system, cfg.batch_size, cfg.mcmc, key, ctx)
   return Built(resolved, parts, state)
+
+
+def network_of(net_cfg, system: systems.System, dtype=jnp.float32) -> networks.Network:
+  """The network the settings `net_cfg` describe for `system`, its ansatz, envelope ('auto':
+  plane waves for the electron gas, else isotropic) and Jastrow factor resolved from their
+  names; parameters in `dtype`."""
+  envelope = envelopes.resolve(net_cfg.envelope, system.periodic, len(system.positions) > 0)
+  return networks.make_network(net_cfg, system, dtype, networks.ANSATZES[net_cfg.network_type],
+                               envelope, jastrows.JASTROWS[net_cfg.jastrow])
 
 
 def pieces_of(cfg, laplacian: laplacians.Method, chunk_size: int) -> step.Pieces:

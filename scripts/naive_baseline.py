@@ -23,7 +23,6 @@ from ferminet_fast import plan
 from ferminet_fast.physics import coulomb
 from ferminet_fast.runtime import cli, profiling
 from ferminet_fast.vmc import step
-from ferminet_fast.wavefunction import networks
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,7 +82,7 @@ def main():
 
   cfg = cli.load_config_file(args.config)
   system = plan.system_of(cfg)  # With the settings' float32 matmul precision, as training.
-  network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
+  network = plan.network_of(cfg.network, system, step.DTYPES[cfg.precision])
   laplacian, _ = plan.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
   parts = plan.make_parts(cfg, system, network, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))

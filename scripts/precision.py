@@ -61,7 +61,6 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
   import jax.numpy as jnp
   from ferminet_fast import plan
   from ferminet_fast.runtime import checkpoint
-  from ferminet_fast.wavefunction import networks
   key = jax.random.PRNGKey(0)
   built = plan.build(cfg, key, time_auto=False)
   state = built.state
@@ -72,7 +71,7 @@ def measure(cfg, burn_in: int, run_dir=None) -> dict:
   for _ in range(0 if run_dir else burn_in):
     state, _ = mcmc_step(state)
   e64 = jax.jit(built.parts.energy)(state.params, state.walkers.x)[1].local_energy
-  network32 = networks.make_network(cfg.network, built.system, jnp.float32)
+  network32 = plan.network_of(cfg.network, built.system, jnp.float32)
   parts32 = plan.make_parts(cfg, built.system, network32, built.parts.laplacian,
                              built.parts.chunk_size)
   cast = lambda t: jax.tree_util.tree_map(

@@ -61,10 +61,9 @@ def _lowered(name: str, cfg, method, walkers: int):
   from ferminet_fast.diffusion import walk
   from ferminet_fast.physics import systems
   from ferminet_fast.vmc import mcmc, step
-  from ferminet_fast.wavefunction import networks
 
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system, step.DTYPES[cfg.precision])
+  network = plan.network_of(cfg.network, system, step.DTYPES[cfg.precision])
   params = jax.eval_shape(network.init, jax.random.PRNGKey(0))
   x = jax.ShapeDtypeStruct((walkers, network.n_coords), network.dtype)
   scalar = jax.ShapeDtypeStruct((), network.dtype)

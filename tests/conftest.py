@@ -42,7 +42,7 @@ _share_compiled_programs()
 
 import pytest  # noqa: E402
 
-from ferminet_fast import config  # noqa: E402
+from ferminet_fast import config, plan  # noqa: E402
 from ferminet_fast.runtime import cli  # noqa: E402
 
 
@@ -122,10 +122,9 @@ def tiny_network(atom='He', dtype=None, seed=0, **overrides):
   import jax
   import jax.numpy as jnp
   from ferminet_fast.physics import systems
-  from ferminet_fast.wavefunction import networks
   cfg = tiny_config(atom, **overrides)
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system, dtype or jnp.float32)
+  network = plan.network_of(cfg.network, system, dtype or jnp.float32)
   return system, network, network.init(jax.random.PRNGKey(seed))
 
 

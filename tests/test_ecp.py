@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, config, train
+from ferminet_fast import InputError, config, plan, train
 from ferminet_fast.physics import ecp, hamiltonian, hartree_fock, laplacians, observables, systems
 from ferminet_fast.vmc import mcmc, stats
 from ferminet_fast.wavefunction import networks
@@ -181,7 +181,7 @@ def test_local_energy_at_the_systems_own_geometry_is_the_fixed_one_with_an_ecp()
   cfg = tiny_config('Si', **{'system.ecp': 'ccecp', 'network.ferminet.hidden_dims': ((8, 4),)})
   with jax.enable_x64(True):
     system = systems.make_system(cfg.system)
-    network = networks.make_network(cfg.network, system, jnp.float64)
+    network = plan.network_of(cfg.network, system, jnp.float64)
     params = network.init(jax.random.PRNGKey(0))
     local = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD,
                                           apply=network.apply, dtype=jnp.float64)

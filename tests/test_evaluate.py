@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, evaluate, train
+from ferminet_fast import InputError, evaluate, plan, train
 from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.runtime import checkpoint
 from ferminet_fast.vmc import stats
-from ferminet_fast.wavefunction import networks
 
 
 def metropolis_energies(network, system, params, x, width, moves, sweeps, key):
@@ -89,7 +88,7 @@ def test_evaluation_of_the_last_parameters_is_unbiased(trained):
   assert est.mean > -2.9037 - 5 * est.error  # Variational.
 
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   walkers = trained.state.walkers
   energies = metropolis_energies(network, system, trained.state.params, walkers.x,
                                  float(walkers.width), cfg.mcmc.steps, 510,

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import InputError, config, evaluate, train
+from ferminet_fast import InputError, config, evaluate, plan, train
 from ferminet_fast.physics import excited_states, hamiltonian, laplacians, systems
 from ferminet_fast.vmc import mcmc
-from ferminet_fast.wavefunction import networks, states
+from ferminet_fast.wavefunction import states
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # |<1s|z|2p_0>|^2 = 2^15 / 3^10 bohr^2 for normalised hydrogen states, so the 1s -> 2p_0
@@ -98,7 +98,7 @@ def test_one_state_path_gives_the_finite_difference_local_energy(float64):
   Configurations of both signs of psi, so that a sign lost in A or A^-1 shows."""
   cfg = tiny_config('Li', **{'network.ferminet.hidden_dims': ((8, 4),)})
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system, jnp.float64)
+  network = plan.network_of(cfg.network, system, jnp.float64)
   params = network.init(jax.random.PRNGKey(0))
   one = lambda p, x: tuple(v[None] for v in network.apply(p, x))  # noqa: E731
   total = states.total_network(network, one, 1)

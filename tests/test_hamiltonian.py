@@ -8,7 +8,6 @@ import pytest
 from conftest import electron_gas_hartree_fock_terms, tiny_config, tiny_network
 from ferminet_fast import config, plan
 from ferminet_fast.physics import coulomb, hamiltonian, laplacians, systems
-from ferminet_fast.wavefunction import networks
 
 METHODS = sorted(laplacians.METHODS)  # folx comes with the test extra.
 DENSE_METHODS = [m for m in METHODS if not laplacians.METHODS[m].sparse]
@@ -81,12 +80,12 @@ def test_laplacian_methods_agree_with_finite_differences(atom, overrides, method
 def _electron_gas_network(electrons: tuple, twist: tuple) -> tuple:
   """A small FermiNet of the electron gas at r_s = 1 and `twist`, in float64 (call under
   jax.enable_x64), its parameters and one configuration in the cell."""
-  from ferminet_fast.wavefunction import networks
+  from ferminet_fast import plan
   cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': electrons,
                            'system.twist': twist, 'network.envelope': 'auto',
                            'network.ferminet.hidden_dims': ((8, 4), (8, 4))})
   config.validate(cfg)
-  network = networks.make_network(cfg.network, systems.make_system(cfg.system), jnp.float64)
+  network = plan.network_of(cfg.network, systems.make_system(cfg.system), jnp.float64)
   x = jax.random.uniform(jax.random.PRNGKey(1), (3 * sum(electrons),), jnp.float64, 0, 2)
   return network, network.init(jax.random.PRNGKey(0)), x
 
@@ -252,7 +251,7 @@ def test_local_energy_over_a_batch_of_geometries_is_that_of_each_system():
                                'system.molecule': f'Li 0 0 0; H 0 0 {bond}',
                                'network.ferminet.hidden_dims': ((8, 4),)})
     system = systems.make_system(cfg.system)
-    network = networks.make_network(cfg.network, system, jnp.float64)
+    network = plan.network_of(cfg.network, system, jnp.float64)
     return system, network, hamiltonian.make_local_energy(network.log_psi, system,
                                                           laplacians.JACFWD, dtype=jnp.float64)
 
@@ -288,7 +287,7 @@ def test_periodic_local_energy_moves_with_its_nuclei():
                             'network.ferminet.hidden_dims': ((8, 4),)})
   with jax.enable_x64(True):
     system = systems.make_system(cfg.system)
-    network = networks.make_network(cfg.network, system, jnp.float64)
+    network = plan.network_of(cfg.network, system, jnp.float64)
     assert network.complex
     params = network.init(jax.random.PRNGKey(0))
     local = jax.jit(jax.vmap(hamiltonian.make_local_energy(

@@ -132,6 +132,7 @@ PIECE_TABLES = {
     'wavefunction/envelopes.py': ('ferminet_fast.wavefunction.envelopes', 'ENVELOPES'),
     'wavefunction/jastrows.py': ('ferminet_fast.wavefunction.jastrows', 'JASTROWS'),
     'vmc/loss.py': ('ferminet_fast.vmc.loss', 'CLIPPING'),
+    'wavefunction/networks.py': ('ferminet_fast.wavefunction.networks', 'ANSATZES'),
 }
 
 

@@ -54,14 +54,14 @@ def test_complex_gradient_is_the_derivative_of_the_sampled_energy():
   from ferminet_fast import config
   from ferminet_fast.physics import systems
   from ferminet_fast.vmc import mcmc
-  from ferminet_fast.wavefunction import networks
+  from ferminet_fast import plan
   cfg = tiny_config('', **{'system.rs': 1.0, 'system.electrons': (1, 1),
                            'system.twist': (0.1, 0.27, -0.31), 'network.envelope': 'auto',
                            'network.ferminet.hidden_dims': ((8, 4),)})
   config.validate(cfg)
   system = systems.make_system(cfg.system)
   with jax.enable_x64(True):
-    network = networks.make_network(cfg.network, system, jnp.float64)
+    network = plan.network_of(cfg.network, system, jnp.float64)
     params = network.init(jax.random.PRNGKey(0))
     local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD,
                                                  dtype=jnp.float64,

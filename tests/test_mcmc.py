@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
+from ferminet_fast import plan
 from ferminet_fast.physics import systems
 from ferminet_fast.vmc import mcmc, stats
 
@@ -111,13 +112,12 @@ def test_sweep_with_a_geometry_is_the_sweep_of_the_system_built_there():
   as constants) of the network built for a System with its nuclei there: at the system's
   own geometry, and at a stretched H2 (same parameters, walkers and key)."""
   from ferminet_fast.vmc import loss
-  from ferminet_fast.wavefunction import networks
 
   def built(bond):
     cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
                               'system.molecule': f'H 0 0 0; H 0 0 {bond}'})
     system = systems.make_system(cfg.system)
-    network = networks.make_network(cfg.network, system)
+    network = plan.network_of(cfg.network, system)
     return system, jax.jit(mcmc.make_sweep(loss.batch_network(network.log_psi), 5)), network
 
   system, sweep, network = built(1.4)

@@ -11,14 +11,13 @@ from ferminet_fast import InputError, plan, train
 from ferminet_fast.physics import systems
 from ferminet_fast.runtime import memory
 from ferminet_fast.vmc import step
-from ferminet_fast.wavefunction import networks
 
 
 @pytest.fixture(scope='module')
 def setup():
   cfg = tiny_config('He', batch_size=16)
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   laplacian, _ = plan.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
 
   def make_parts(chunk):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config, tiny_network
-from ferminet_fast import config
+from ferminet_fast import config, plan
 from ferminet_fast.wavefunction import envelopes, networks
 
 
@@ -131,7 +131,7 @@ def test_periodic_network_is_lattice_periodic(network_type, envelope):
   system = systems_lib.make_system(cfg.system)
   assert envelopes.resolve(envelope, True, True).name == (
       'isotropic' if envelope == 'auto' else envelope)
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = jax.random.uniform(jax.random.PRNGKey(1), (6,), minval=0.0, maxval=3.0)
   sign, log = network.apply(params, x)
@@ -166,7 +166,7 @@ def test_twisted_network_obeys_the_twisted_boundary_conditions(network_type, sys
   system = systems_lib.make_system(cfg.system)
   n = system.n_electrons
   with jax.enable_x64(True):
-    network = networks.make_network(cfg.network, system, jnp.float64)
+    network = plan.network_of(cfg.network, system, jnp.float64)
     params = network.init(jax.random.PRNGKey(0))
     x = jax.random.uniform(jax.random.PRNGKey(1), (3 * n,), jnp.float64, 0.0, 3.0)
     phase, log = network.apply(params, x)
@@ -249,7 +249,7 @@ def test_slab_and_chain_networks_are_periodic_only_along_their_periods(network_t
   config.validate(cfg)
   system = systems_lib.make_system(cfg.system)
   assert system.lattice.dims == settings['system.periodic_dims']
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = jax.random.uniform(jax.random.PRNGKey(1), (6,), minval=0.0, maxval=3.0)
   sign, log = network.apply(params, x)

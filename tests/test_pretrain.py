@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
+from ferminet_fast import plan
 from ferminet_fast.physics import hartree_fock, systems
 from ferminet_fast.vmc import mcmc, pretrain
-from ferminet_fast.wavefunction import networks
 
 
 def test_pretraining_reduces_orbital_mismatch():
   pytest.importorskip('pyscf')
   cfg = tiny_config('Li', **{'pretrain.iterations': 40, 'pretrain.lr': 3e-3})
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = mcmc.init_positions(jax.random.PRNGKey(1), system, cfg.batch_size, 1.0, jnp.float32)
   new_params, new_x, losses = pretrain.pretrain(cfg.pretrain, cfg.mcmc, system, network, params, x,
@@ -126,7 +126,7 @@ def test_pretraining_a_periodic_network_reduces_orbital_mismatch():
                  **{'pretrain.iterations': 60, 'pretrain.lr': 3e-3,
                     'network.envelope': 'planewave'})
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = mcmc.init_positions(jax.random.PRNGKey(1), system, cfg.batch_size, 1.0, jnp.float32)
   _, new_x, losses = pretrain.pretrain(cfg.pretrain, cfg.mcmc, system, network, params, x,
@@ -154,7 +154,7 @@ def test_pretraining_a_crystal_at_a_twist_fits_complex_bloch_orbitals():
   twisted = phf.hartree_fock(system.lattice.vectors, system.symbols, system.positions,
                              'sto-3g', n_up=2, n_down=2, kpt=kpt)
   assert method == 'KRHF' and energy == pytest.approx(twisted.energy, abs=1e-6)
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = mcmc.init_positions(jax.random.PRNGKey(1), system, cfg.batch_size, 1.0, jnp.float32)
   assert all(jnp.iscomplexobj(b) for b in network.orbitals(params, x[0]))

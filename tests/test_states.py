@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
+from ferminet_fast import plan
 from ferminet_fast.physics import coulomb, excited_states, laplacians, systems
-from ferminet_fast.wavefunction import networks, states
+from ferminet_fast.wavefunction import states
 
 
 
@@ -24,7 +25,7 @@ def helium_states():
   cfg = tiny_config('He', **{'system.states': 3, 'network.ferminet.hidden_dims': ((8, 4),)})
   system = systems.make_system(cfg.system)
   with jax.enable_x64(True):
-    network = networks.make_network(cfg.network, system, jnp.float64)
+    network = plan.network_of(cfg.network, system, jnp.float64)
     params = network.init(jax.random.PRNGKey(1))
     # Perturb the envelopes away from their equal initial values, so the states differ more.
     params = jax.tree.map(lambda p: p + 0.3 * jax.random.normal(

@@ -12,14 +12,13 @@ from ferminet_fast import plan, train
 from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.runtime import profiling
 from ferminet_fast.vmc import loss, step
-from ferminet_fast.wavefunction import networks
 
 
 @pytest.fixture(scope='module')
 def run():
   cfg = tiny_config('Li')
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   laplacian, _ = plan.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
   parts = plan.make_parts(cfg, system, network, laplacian)
   state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
@@ -153,7 +152,7 @@ def h2_at(bond: float, **overrides):
 
 
 def parts_of(cfg, system):
-  network = networks.make_network(cfg.network, system, jnp.float64)
+  network = plan.network_of(cfg.network, system, jnp.float64)
   return plan.make_parts(cfg, system, network, laplacians.JACFWD, chunk_size=0)
 
 

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ferminet_fast import config
+from ferminet_fast import config, plan
 from ferminet_fast.physics import laplacians, systems
 from ferminet_fast.diffusion import stage
 from ferminet_fast.diffusion import walk
@@ -237,13 +237,12 @@ def test_dmc_step_with_a_geometry_is_the_step_of_the_system_built_there():
   network built for that geometry (same parameters, walkers and key): the walkers' local
   energies, drifts and the step's energy."""
   from conftest import tiny_config
-  from ferminet_fast.wavefunction import networks
 
   def built(bond):
     cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
                               'system.molecule': f'H 0 0 0; H 0 0 {bond}'})
     system = systems.make_system(cfg.system)
-    network = networks.make_network(cfg.network, system, jnp.float64)
+    network = plan.network_of(cfg.network, system, jnp.float64)
     evaluate = walk.make_evaluate(network, system, laplacians.JACFWD)
     return system, network, evaluate, jax.jit(walk.make_step(evaluate, 0.01, 2, 10))
 

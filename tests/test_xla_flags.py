@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import pytest
 
 from conftest import tiny_config
+from ferminet_fast import plan
 from ferminet_fast.physics import systems
 from ferminet_fast.environment import xla_flags
-from ferminet_fast.wavefunction import networks
 
 pytestmark = pytest.mark.jax_range
 
@@ -29,7 +29,7 @@ def test_compiled_forward_pass_has_no_ynn_fusions():
   cfg = tiny_config('He')
   cfg.system.atom, cfg.system.molecule = '', 'Li 0 0 0; H 0 0 3.015'
   system = systems.make_system(cfg.system)
-  network = networks.make_network(cfg.network, system)
+  network = plan.network_of(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = jnp.ones((8, network.n_coords))
   hlo = jax.jit(jax.vmap(network.log_psi, (None, 0))).lower(params, x).compile().as_text()

@@ -255,32 +255,45 @@ def _rows(a) -> tuple:
   return tuple(tuple(float(c) for c in row) for row in np.asarray(a))
 
 
-def make_network(net_cfg, system: systems.System, dtype=jnp.float32) -> Network:
-  """Builds the configured ansatz for `system`; parameters are created in `dtype`. A
-  periodic system's network has periodic features (and, for 'planewave' envelopes, the
-  filled k-shells of its larger spin; a crystal at a twist, the Bloch factor of the twist on
-  each orbital); the electron gas, which has no nuclei, gets the cell's origin as the one
-  centre of its one-electron features (a reference point of no charge)."""
+def _ferminet(net_cfg, **common) -> FermiNet:
+  return FermiNet(hidden_dims=tuple(tuple(d) for d in net_cfg.ferminet.hidden_dims), **common)
+
+
+def _psiformer(net_cfg, **common) -> Psiformer:
+  p = net_cfg.psiformer
+  return Psiformer(layers=p.layers, heads=p.heads, head_dim=p.head_dim,
+                   layer_norm=p.layer_norm, **common)
+
+
+# The ansatzes: each factory makes its flax module from the network settings (its own block,
+# network.ferminet or network.psiformer) and the keyword arguments every ansatz shares.
+FERMINET = choices.Choice('ferminet', _ferminet, 'FermiNet (Pfau et al. 2020)')
+PSIFORMER = choices.Choice('psiformer', _psiformer,
+                           'Psiformer, self-attention over electrons (von Glehn et al. 2023)')
+ANSATZES = choices.table(FERMINET, PSIFORMER)
+
+
+def make_network(net_cfg, system: systems.System, dtype, ansatz: choices.Choice,
+                 envelope: envelopes.Kind, jastrow: choices.Choice) -> Network:
+  """Builds the ansatz `ansatz` (a record of ANSATZES) with the envelope and Jastrow factor
+  given (their records) for `system`, its sizes from the network settings `net_cfg`;
+  parameters are created in `dtype`. A periodic system's network has periodic features
+  (and, for 'planewave' envelopes, the filled k-shells of its larger spin; a crystal at a
+  twist, the Bloch factor of the twist on each orbital); the electron gas, which has no
+  nuclei, gets the cell's origin as the one centre of its one-electron features (a
+  reference point of no charge)."""
   boundary = system.boundary
-  envelope = envelopes.resolve(net_cfg.envelope, boundary.periodic, len(system.positions) > 0)
   centres = system.positions if len(system.positions) else np.zeros((1, 3))
   # Plane-wave envelopes carry the twist in their wavevectors; the others are periodic.
   bloch = (tuple(float(c) for c in boundary.twist_vector())
            if boundary.complex and not envelope.carries_twist else ())
-  common = dict(
-      n_up=system.n_up, n_down=system.n_down, atoms=_rows(centres),
+  module = ansatz(
+      net_cfg, n_up=system.n_up, n_down=system.n_down, atoms=_rows(centres),
       determinants=net_cfg.determinants, full_det=net_cfg.full_det,
-      envelope=envelope, jastrow=jastrows.JASTROWS[net_cfg.jastrow], param_dtype=dtype,
+      envelope=envelope, jastrow=jastrow, param_dtype=dtype,
       states=system.states, boundary=boundary,
       kpoints=_rows(boundary.kpoints(max(system.n_up, system.n_down))),
       complex_output=boundary.complex, bloch=bloch)
-  if net_cfg.network_type == 'psiformer':
-    p = net_cfg.psiformer
-    module = Psiformer(layers=p.layers, heads=p.heads, head_dim=p.head_dim,
-                       layer_norm=p.layer_norm, **common)
-  else:
-    module = FermiNet(hidden_dims=tuple(tuple(d) for d in net_cfg.ferminet.hidden_dims),
-                      **common)
   n_dim = 3 * system.n_electrons
 
   @jax.jit

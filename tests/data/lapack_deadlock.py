@@ -17,10 +17,9 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from ferminet_fast import config
+from ferminet_fast import config, plan
 from ferminet_fast.physics import systems
 from ferminet_fast.vmc import ordering
-from ferminet_fast.wavefunction import networks
 
 mode, calls = sys.argv[1], int(sys.argv[2])
 cfg = config.default()
@@ -29,7 +28,7 @@ cfg.network.network_type = 'psiformer'
 cfg.network.psiformer.layers, cfg.network.psiformer.heads = 1, 2
 cfg.network.psiformer.head_dim = 4
 system = systems.make_system(cfg.system)
-network = networks.make_network(cfg.network, system)
+network = plan.network_of(cfg.network, system)
 pairs = jnp.array([(i, j) for i in range(system.n_up)
                    for j in range(system.n_up, system.n_electrons)])
 
