@@ -218,7 +218,7 @@ def _sample_hartree_fock(system, log_psi, kinetic, expected, log_psi_phase=None)
   error bars."""
   from ferminet_fast.vmc import mcmc, stats
   batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
-  sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 20, mcmc.wrapper(system)))
+  sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 20, system.boundary.wrap))
   laplacian = plan.best_laplacian(system)
   e_l = hamiltonian.make_local_energy(log_psi, system, laplacian,
                                      dtype=jnp.float64, log_psi_phase=log_psi_phase)

@@ -71,7 +71,7 @@ def test_complex_gradient_is_the_derivative_of_the_sampled_energy():
     v = jax.tree.map(lambda p: jax.random.normal(jax.random.PRNGKey(p.size), p.shape,
                                                  p.dtype), params)
     batch = jax.vmap(network.log_psi, in_axes=(None, 0))
-    sweep = jax.jit(mcmc.make_sweep(batch, 10, mcmc.wrapper(system)))
+    sweep = jax.jit(mcmc.make_sweep(batch, 10, system.boundary.wrap))
     x = mcmc.init_positions(jax.random.PRNGKey(1), system, 512, 1.0, jnp.float64)
     walkers = mcmc.Walkers(x, batch(params, x), jnp.asarray(0.3))
 

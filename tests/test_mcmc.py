@@ -95,7 +95,7 @@ def test_wrapped_moves_sample_the_uniform_density_of_a_periodic_cell():
                            'network.envelope': 'auto'})
   system = systems.make_system(cfg.system)
   flat = lambda params, x: jnp.zeros(x.shape[0], x.dtype)
-  sweep = jax.jit(mcmc.make_sweep(flat, 20, mcmc.wrapper(system)))
+  sweep = jax.jit(mcmc.make_sweep(flat, 20, system.boundary.wrap))
   x = jnp.zeros((4000, 3))
   walkers = mcmc.Walkers(x, flat(None, x), jnp.asarray(1.5))
   walkers, pmove = sweep(None, walkers, jax.random.PRNGKey(0))

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import systems
+from ferminet_fast.physics import boundary, systems
 
 MIN_WIDTH, MAX_WIDTH = 1e-3, 10.0  # bohr; keeps a pathological sweep from collapsing the walk.
 
@@ -56,24 +56,15 @@ def init_positions(key: jax.Array, system: systems.System, batch: int, init_widt
   return system.boundary.wrap(x)
 
 
-def wrapper(system: systems.System) -> Callable:
-  """x (B, 3N) -> the same electrons moved by lattice vectors into the cell (the identity,
-  which adds no op to a traced program, for open boundaries)."""
-  return system.boundary.wrap
-
-
-def _identity(x: jax.Array) -> jax.Array:
-  return x
-
-
-def make_sweep(batch_log_psi: Callable, steps: int, wrap: Callable = _identity) -> Callable:
+def make_sweep(batch_log_psi: Callable, steps: int,
+               wrap: Callable = boundary.OPEN.wrap) -> Callable:
   """Builds sweep(params, walkers, key, geometry=None) -> (walkers, pmove) doing `steps` MH
   moves of |psi|^2 with the nuclei of `geometry` (a systems.Geometry, shared by the
   walkers; None: the system's own).
 
   `batch_log_psi(params, x (B, 3N)[, geometry]) -> (B,)` (called without the geometry when
   it is None). pmove is the fraction of accepted moves. `wrap`: x (B, 3N) -> x, applied to
-  each proposal (`wrapper`: into a periodic cell).
+  each proposal (the system's boundary's: into a periodic cell).
   """
 
   def sweep(params, walkers: Walkers, key, geometry=None):

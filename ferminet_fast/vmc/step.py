@@ -87,7 +87,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   laplacian, chunk_size = pieces.laplacian, pieces.chunk_size
   dtype = network.dtype
   batch_log_psi = loss.batch_network(network.log_psi)
-  sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, mcmc.wrapper(system))
+  sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, system.boundary.wrap)
   local_energy = loss.make_local_energy(network, system, laplacian)
   penalty = None
   if optim_cfg.spin_penalty:
