@@ -12,6 +12,9 @@ sweep for `--steps` sweeps (default: the run's config.evaluation), and the walke
 each requested observable (physics/observables.py). Each estimate is the reblocked mean
 with its standard error and integrated autocorrelation time, written to <run>/eval.json.
 Unlike the running mean of training, the parameters do not move while it is measured.
+A run over a set of geometries is evaluated at each one (its own chain and nuclei, the same
+parameters): <run>/pes.json lists them with their energies and errors, and
+<run>/plots/pes.png draws the curve (with matplotlib installed).
 `--twist_average` averages the evaluated runs of one periodic system at several twists
 (stages/twists.py) into one JSON file.
 """
@@ -23,7 +26,7 @@ from typing import Optional, Sequence
 import jax
 import numpy as np
 
-from ferminet_fast import config, plan
+from ferminet_fast import config, plan, plot
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
@@ -32,6 +35,7 @@ from ferminet_fast.stages import evaluation, trained, twists
 from ferminet_fast.vmc import stats
 
 PARAMETERS = config.PARAMETERS
+PES = 'pes.json'  # Each geometry's evaluated energy, for a run over a set of geometries.
 
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
@@ -58,6 +62,10 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   run = trained.TrainedRun.load(run_dir, cfg, parameters, ctx)
   built, system, state, which, trained_step = (run.built, run.built.system, run.state,
                                                run.parameters, run.trained_step)
+  stack = built.parts.geometries  # A set of geometries (None: one).
+  if stack is not None and observables:
+    raise InputError(f'--observables {",".join(observables)}: a run over a set of geometries '
+                     'is evaluated for its energies only')
   chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
@@ -65,7 +73,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   state = state._replace(key=jax.random.PRNGKey(seed))
   horizon = (optim.average_horizon(state.opt_state, cfg.optim.average_fraction)
              if which == 'average' else 1.0)  # Read now: the sweeps consume the state.
-  move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states)
+  move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states, stack)
   # Compiled before the clock starts, under the watchdog with its clock held (the
   # compilation is not a sweep; on the CPU a deadlock while lowering still ends the process
   # with a report), then every sweep is watched (runtime/watchdog.py).
@@ -87,6 +95,13 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
             'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
             'wall_s': wall, **estimates}
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
+  if stack is not None:  # The surface: each geometry's energy, and its curve.
+    rundir.write_json(os.path.join(run_dir, PES), {
+        'label': system.surface.label, 'checkpoint_step': trained_step, 'parameters': which,
+        'steps': steps, 'burn_in': burn_in, 'walkers_per_geometry':
+        cfg.batch_size // len(stack.positions), 'geometries': result['geometries']})
+    say(f'Wrote {os.path.join(run_dir, PES)}' + ''.join(
+        f' and {p}' for p in plot.plot_surface(run_dir, quiet=True)))
   total = 'the sum of the states, ' if system.states > 1 else ''
   averaged_over = (f'parameters averaged over ~{result["average_updates"]:.0f} updates, '
                    if which == 'average' else 'last parameters, ')

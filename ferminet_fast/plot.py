@@ -54,8 +54,9 @@ def running_mean(x: np.ndarray, window: int) -> np.ndarray:
 
 
 def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
-  """Writes energy.png, variance.png, pmove.png, (if timed) timers.png and (if evaluated
-  with the density) density.png; returns paths."""
+  """Writes energy.png, variance.png, pmove.png, (if timed) timers.png, (if evaluated
+  with the density) density.png and (if a set of geometries was evaluated) pes.png; returns
+  paths."""
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
@@ -80,6 +81,8 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   density_path = os.path.join(run_dir, 'density.csv')  # From evaluate --observables density.
   if os.path.exists(density_path):
     _density(plt, save, density_path, name)
+  if os.path.exists(os.path.join(run_dir, 'pes.json')):  # From evaluating a set of geometries.
+    paths += plot_surface(run_dir, out_dir)
   return paths
 
 
@@ -126,6 +129,39 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
     ax.set(xlabel='tau (1/Ha)', ylabel='energy (Ha)', title=f'{name}: time-step extrapolation')
     ax.legend(fontsize=8)
     save(fig, 'dmc_tau.png')
+  return paths
+
+
+def plot_surface(run_dir: str, out_dir: Optional[str] = None, quiet: bool = False) -> list:
+  """Writes pes.png, the evaluated energy of each geometry (pes.json) against its scan
+  coordinate (or its index) with error bars; returns its path ([] when `quiet` and
+  matplotlib is missing)."""
+  try:
+    import matplotlib
+  except ImportError:
+    if quiet:
+      return []
+    raise InputError("plotting needs matplotlib: pip install 'ferminet_fast[plot]'") from None
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  path = os.path.join(run_dir, 'pes.json')
+  if not os.path.exists(path):
+    raise InputError(f'{run_dir!r} holds no pes.json (evaluate a run over a set of geometries '
+                     'first)')
+  pes = rundir.read_json(path)
+  rows = pes['geometries']
+  scan = all('coordinate' in r for r in rows)
+  x = [r['coordinate'] if scan else r['index'] for r in rows]
+  out_dir = out_dir or os.path.join(run_dir, 'plots')
+  os.makedirs(out_dir, exist_ok=True)
+  paths = []
+  fig, ax = plt.subplots(figsize=(6, 4))
+  ax.errorbar(x, [r['energy'] for r in rows], [r['error'] for r in rows], fmt='o-', ms=3,
+              label='VMC (evaluated)')
+  ax.set(xlabel=pes['label'] if scan else 'geometry', ylabel='energy (Ha)',
+         title=f'{os.path.basename(os.path.normpath(run_dir))}: energy surface')
+  ax.legend(fontsize=8)
+  _saver(plt, out_dir, paths)(fig, 'pes.png')
   return paths
 
 

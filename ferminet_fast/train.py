@@ -12,6 +12,7 @@ import time
 _T0 = time.perf_counter()  # Before the heavy imports, so start-up includes them.
 
 import jax  # noqa: E402
+import numpy as np  # noqa: E402
 
 from ferminet_fast import plan  # noqa: E402
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
@@ -79,7 +80,7 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
   elif cfg.pretrain.iterations:  # Dispatched; it runs while the step compiles.
     with watch.paused('the Hartree-Fock SCF (pretraining dispatched after it)'):
       state, finish_pretraining = pretrain.pretrain_state(
-          cfg.pretrain, cfg.mcmc, system, built.network, built.parts.batch_log_psi, state,
+          cfg.pretrain, cfg.mcmc, system, built.network, built.parts.walkers_log_psi, state,
           run.say)
   # Compiled before anything is written: a step that cannot fit the device's memory stops
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
@@ -99,7 +100,8 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
       return timers.measure(compiled, s)
 
   out = training.train(cfg.log, cfg.optim, run, source, state, start, compiled.train_step, stop,
-                   remeasure=timers and remeasure, watch=watch)
+                   remeasure=timers and remeasure, watch=watch,
+                   geometries=system.geometry_count)
   # The report: the final estimate, result.json and the closing lines.
   return report.finish(cfg.log.final_fraction, system, run, out, start, _T0)
 
@@ -131,10 +133,16 @@ def _prepare(cfg, run: context.Run, source: resume.Source, parts: step.Parts,
          else '') + (f' ({free_mb:.0f} MiB free)' if free_mb is not None else '')
   run.say(f'Network {n_params} parameters; Laplacian {parts.laplacian.name} on {chunks} at once; '
           f'compiled in {compiled.compile_s:.1f} s{mem}; move width '
-          f'{float(state.walkers.width):.3f} bohr; first step {timings["startup_s"]:.1f} s '
+          f'{_widths(state.walkers.width)} bohr; first step {timings["startup_s"]:.1f} s '
           'after start')
   run.save_timings()
   return state, timers
+
+
+def _widths(width) -> str:
+  """The move width, or over a set of geometries the range of theirs."""
+  w = np.asarray(jax.device_get(width))
+  return f'{float(w):.3f}' if w.ndim == 0 else f'{w.min():.3f}-{w.max():.3f}'
 
 
 def run() -> None:

@@ -96,6 +96,31 @@ def test_gradient_from_the_curvature_pass_is_the_vmc_gradient(name):
       np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)  # Roundoff only.
 
 
+def test_statistics_with_each_walkers_nuclei_pool_those_of_each_geometry():
+  """Walkers of two geometries in one batch, each with its own nuclei (atoms (B, M, 3)):
+  the gradient is the sum, and every curvature statistic the mean, of those of each
+  geometry's walkers alone with the nuclei shared (a set of geometries trained at once)."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('H', jnp.float64, **{
+        'system.atom': '', 'system.molecule': 'H 0 0 0; H 0 0 1.4', 'system.units': 'bohr'})
+    b = 6
+    x = jax.random.normal(jax.random.PRNGKey(3), (2 * b, network.n_coords), jnp.float64)
+    w = jax.random.normal(jax.random.PRNGKey(4), (2 * b,), jnp.float64)
+    stack = jnp.asarray([[[0, 0, 0], [0, 0, 1.4]], [[0, 0, 0.1], [0, 0, 2.3]]], jnp.float64)
+    statistics, _ = kfac.make_statistics(network, params, network.n_coords)
+    (factors, diagonal), grads = jax.jit(statistics)(params, x, w, jnp.repeat(stack, b, 0))
+    alone = [statistics(params, x[i * b:(i + 1) * b], w[i * b:(i + 1) * b], stack[i])
+             for i in range(2)]
+    jax.tree.map(lambda got, *each: np.testing.assert_allclose(got, sum(each), rtol=1e-10,
+                                                               atol=1e-12),
+                 grads, *[g for _, g in alone])
+    jax.tree.map(lambda got, *each: np.testing.assert_allclose(got, sum(each) / 2, rtol=1e-10,
+                                                               atol=1e-12),
+                 (factors, diagonal), *[c for c, _ in alone])
+    one = statistics(params, x, w, stack[0])[1]  # The nuclei mattered.
+    assert not np.allclose(jax.tree.leaves(one)[0], jax.tree.leaves(grads)[0])
+
+
 @pytest.mark.parametrize('name', list(NETWORKS))
 def test_statistics_are_the_kronecker_factors_of_the_concatenated_rows(name):
   """Each dense layer's factors as defined in kfac.py, formed here from the concatenated

@@ -33,11 +33,14 @@ def test_learning_rate_defaults_follow_the_optimizer():
   assert optim.lr_schedule(optim.ADAM, cfg.lr)(1000.0) == pytest.approx(0.0015)
 
 
+@pytest.mark.parametrize('groups', [1, 2])
 @pytest.mark.jax_range
-def test_spring_direction_is_the_damped_natural_gradient():
+def test_spring_direction_is_the_damped_natural_gradient(groups):
   """With momentum 0 (MinSR) the B x B solve must equal the P x P one,
   d = (O^T O + damping I)^-1 O^T eps, with O the centred per-walker d log|psi| / sqrt(B)
-  (the 11^T / B term does not change it: eps and the centred O are orthogonal to 1)."""
+  (the 11^T / B term does not change it: eps and the centred O are orthogonal to 1). With
+  walkers of two geometries (groups, each walker with its own nuclei), O and eps are centred
+  within each geometry."""
   with jax.enable_x64(True):
     system, network, params = tiny_network('He', jnp.float64, **{
         'network.ferminet.hidden_dims': ((6, 2),), 'network.determinants': 1})
@@ -46,15 +49,23 @@ def test_spring_direction_is_the_damped_natural_gradient():
     cfg.spring.norm_constraint, cfg.lr.rate = 1e10, 1.0  # Return the bare direction.
     b = 16
     x = jax.random.normal(jax.random.PRNGKey(0), (b, 3 * system.n_electrons), jnp.float64)
-    e = jax.random.normal(jax.random.PRNGKey(1), (b,), jnp.float64)
-    samples = optim.Samples(x, jax.random.PRNGKey(2), e - e.mean())
+    e = jax.random.normal(jax.random.PRNGKey(1), (b,), jnp.float64).reshape(groups, -1)
+    centred = (e - e.mean(1, keepdims=True)).reshape(b)
+    atoms = None
+    if groups > 1:  # The second geometry's nucleus 0.3 bohr off the origin.
+      atoms = jnp.repeat(jnp.asarray([[[0.0, 0, 0]], [[0.3, 0, 0]]]), b // groups, axis=0)
+    samples = optim.Samples(x, jax.random.PRNGKey(2), centred, None, atoms, groups)
     spring = optim.make_optimizer(optim.OPTIMIZERS[cfg.optimizer], cfg, network)
     updates, state = jax.jit(spring.update)(None, spring.init(params), params, samples=samples)
     flat, _ = jax.flatten_util.ravel_pytree(updates)
 
-    o = jax.jit(jax.vmap(lambda xi: jax.flatten_util.ravel_pytree(
-        jax.grad(network.log_psi)(params, xi))[0]))(x)
-    o = (o - o.mean(0)) / np.sqrt(b)
+    def grad_at(xi, at):
+      return jax.flatten_util.ravel_pytree(
+          jax.grad(network.log_psi)(params, xi, *([] if at is None else [at])))[0]
+
+    o = jnp.stack([grad_at(x[i], None if atoms is None else atoms[i]) for i in range(b)])
+    o = o.reshape(groups, b // groups, -1)
+    o = ((o - o.mean(1, keepdims=True)) / np.sqrt(b)).reshape(b, -1)
     eps = -samples.centred / np.sqrt(b)
     expected = jnp.linalg.solve(o.T @ o + 1e-3 * jnp.eye(o.shape[1]), o.T @ eps)
     np.testing.assert_allclose(flat, expected, rtol=1e-6, atol=1e-9)
@@ -64,7 +75,6 @@ def test_spring_direction_is_the_damped_natural_gradient():
     assert jnp.vdot(-2 * o.T @ eps, flat) < 0
 
 
-@pytest.mark.jax_range
 def test_adam_is_optax_adam_with_our_schedule():
   """The composition (direction, schedule, rejection) is optax's own Adam step for step."""
   cfg = config.default().optim

@@ -164,3 +164,53 @@ def test_pretraining_a_crystal_at_a_twist_fits_complex_bloch_orbitals():
   assert losses.shape == (60,) and np.all(np.isfinite(losses))
   assert losses[-10:].mean() < 0.5 * losses[:5].mean(), (losses[:5], losses[-10:])
   assert new_x.shape == x.shape and bool(jnp.all(jnp.isfinite(new_x)))
+
+
+def test_pretraining_over_a_set_of_geometries_fits_each_ones_orbitals():
+  """LiH at three bond lengths, one network: the HF orbitals as data are pyscf's at each
+  geometry (hartree_fock.make_orbitals there, up to each orbital's sign), and pretraining
+  lowers the mismatch at every geometry, each against its own HF orbitals and nuclei, its
+  walkers gathered around its own nuclei."""
+  pytest.importorskip('pyscf')
+  import dataclasses
+  bonds = (2.0, 3.0, 4.5)
+  cfg = tiny_config('Li', **{'system.atom': '', 'system.molecule': 'Li 0 0 0; H 0 0 3.0',
+                             'system.units': 'bohr', 'pretrain.iterations': 60,
+                             'pretrain.lr': 3e-3, 'batch_size': 96})
+  system = systems.make_system(cfg.system)
+  stack = np.array([[[0, 0, 0], [0, 0, b]] for b in bonds], np.float64)
+  system = dataclasses.replace(system, surface=type('Set', (), {'positions': stack})())
+  network = plan.network_of(cfg.network, system)
+  params = network.init(jax.random.PRNGKey(0))
+  x = mcmc.init_positions(jax.random.PRNGKey(1), system, cfg.batch_size, 1.0, jnp.float32)
+  hf_orbitals, (nuclei, data), _, energies = pretrain.surface_orbitals(cfg.pretrain, system)
+  assert len(set(np.round(energies, 6))) == len(bonds)
+  for g, r in enumerate(stack):
+    alone = dataclasses.replace(system, positions=r, surface=None)
+    hf = hartree_fock.hartree_fock(alone, cfg.pretrain.basis, cfg.pretrain.restricted)
+    want = jax.vmap(hartree_fock.make_orbitals(hf, alone))(x[:8])
+    got = jax.vmap(lambda xi: hf_orbitals(xi, jax.tree.map(lambda a: a[g], data)))(x[:8])
+    for w, o in zip(want, got):  # Columns equal up to a sign each.
+      sign = np.sign(np.sum(np.asarray(w) * np.asarray(o), axis=(0, 1)))
+      np.testing.assert_allclose(o * sign, w, rtol=1e-4, atol=1e-5)
+
+  new_params, new_x, losses = pretrain.pretrain(cfg.pretrain, cfg.mcmc, system, network, params,
+                                                x, jax.random.PRNGKey(2), say=lambda *a: None)
+  assert np.all(np.isfinite(losses)) and losses[-10:].mean() < 0.5 * losses[:5].mean()
+  per = cfg.batch_size // len(bonds)
+  for g in range(len(bonds)):
+    xs = new_x[g * per:(g + 1) * per]
+    # The chain of geometry g samples around its own nuclei: its mean z of the electrons
+    # moves out with the bond (Li at the origin).
+    if g:
+      assert float(jnp.mean(xs[:, 2::3])) > float(jnp.mean(new_x[(g - 1) * per:g * per, 2::3]))
+    one = jax.tree.map(lambda a: a[g], data)
+    targets = pretrain.target_blocks(jax.vmap(lambda xi: hf_orbitals(xi, one))(xs),
+                                     cfg.network.full_det, system.n_electrons)
+
+    def mismatch(p):
+      blocks = jax.vmap(network.orbitals, in_axes=(None, 0, None))(p, xs, stack[g])
+      return sum(float(jnp.mean(jnp.sum((b - t[:, None]) ** 2, axis=(1, 2, 3))))
+                 for b, t in zip(blocks, targets))
+
+    assert mismatch(new_params) < 0.5 * mismatch(params), g

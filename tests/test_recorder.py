@@ -17,6 +17,7 @@ class Stats(NamedTuple):  # The fields of vmc.step.StepStats, as host scalars.
   lr: float
   nonfinite: int
   rejected: int
+  energies: object = None  # (G,) over a set of geometries.
 
 
 def ok(e):
@@ -93,3 +94,19 @@ def test_a_sustained_blowup_counts_in_a_row_and_single_outliers_do_not():
   assert counts[:150].max() == 2 and counts[60:62].tolist() == [1, 2]
   assert counts[150:169].tolist() == list(range(1, 20))
   assert rec.bad_reason.startswith('variance 7') and 'blowup_factor' in rec.bad_reason
+
+
+def test_each_geometrys_energy_has_its_column_through_a_resume(tmp_path):
+  """Over a set of geometries stats.csv adds each one's energy (energy_0, energy_1, ...), and
+  a resume keeps the columns and the rows before its step."""
+  path = str(tmp_path / 'stats.csv')
+  rec = recorder.Recorder(path, 0, lambda *a: None, resume_from=None, geometries=2)
+  for t in range(4):
+    rec.push(t, ok(-1.0 - t)._replace(energies=np.array([-1.0 - t, -2.0 - t])))
+  rec.finish()
+  assert list(rows(path)[0]) == list(rundir.STATS_COLUMNS) + ['energy_0', 'energy_1']
+  rec = recorder.Recorder(path, 0, lambda *a: None, resume_from=2, geometries=2)
+  assert rec.history['energy_1'] == [-2.0, -3.0]
+  rec.push(2, ok(-9.0)._replace(energies=np.array([-8.0, -10.0])))
+  rec.finish()
+  assert [float(r['energy_1']) for r in rows(path)] == [-2.0, -3.0, -10.0]

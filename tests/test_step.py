@@ -1,6 +1,9 @@
 """The jitted step and the loop around it: nothing compiled after the first step, chunked
 energies equal unchunked, Laplacian auto-choice."""
 
+import dataclasses
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -205,3 +208,42 @@ def test_train_step_with_a_geometry_is_the_step_of_the_system_built_there(optimi
       jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
                    (got, got_stats), (want, want_stats))
       assert float(want_stats.lr) > 0
+
+
+class _Stack(NamedTuple):
+  positions: np.ndarray  # (G, M, 3) bohr
+
+
+def h2_surface(optimizer: str, **overrides):
+  """H2 over BONDS as one system (its surface), with the Parts of each bond length alone."""
+  built = [h2_at(b, **{'optim.optimizer': optimizer}, **overrides) for b in BONDS]
+  cfg, system = built[1]
+  stack = np.stack([s.positions for _, s in built])
+  return cfg, dataclasses.replace(system, surface=_Stack(stack)), built
+
+
+@pytest.mark.parametrize('optimizer', ['sgd', 'kfac', 'spring'])
+def test_surface_step_lowers_the_mean_of_the_energies_at_each_geometry(optimizer):
+  """The train step over a set of geometries: each geometry's energy is that of the Parts
+  built there at its own walkers (after the step's sweep, each chain with its own width),
+  and with SGD the update is params - lr * the mean of those Parts' gradients."""
+  with jax.enable_x64(True):
+    cfg, system, built = h2_surface(optimizer, batch_size=24)
+    parts = parts_of(cfg, system)
+    state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
+    assert state.walkers.width.shape == (len(BONDS),)
+    new, stats = jax.jit(parts.train_step)(state)
+    xs = new.walkers.x.reshape(len(BONDS), -1, 6)
+    grads = []
+    for i, (cfg_i, system_i) in enumerate(built):
+      (e_i, _), g_i, _ = jax.jit(parts_of(cfg_i, system_i).energy_grad)(state.params, xs[i])
+      np.testing.assert_allclose(stats.energies[i], e_i, rtol=1e-10)
+      grads.append(g_i)
+    np.testing.assert_allclose(stats.energy, np.mean(stats.energies), rtol=1e-12)
+    assert len({round(float(v), 6) for v in stats.energies}) == len(BONDS)
+    assert float(stats.lr) > 0 and not int(stats.rejected)
+    if optimizer == 'sgd':
+      mean = jax.tree.map(lambda *g: sum(g) / len(g), *grads)
+      want = jax.tree.map(lambda p, g: p - stats.lr * g, state.params, mean)
+      jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
+                   new.params, want)

@@ -42,6 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ferminet_fast import batching
+
 FISHER_SCALE = 2.0  # 1 / variance of the normal likelihood on log|psi|.
 TAPS_IN = 'kfac_inputs'  # Collection of the dense layers' input rows (sown when mutable).
 TAPS_OUT = 'kfac_outputs'  # Collection of zero perturbations of the dense layers' outputs.
@@ -125,8 +127,8 @@ def _columns(blocks: tuple, bias: bool) -> tuple:
 
 def make_statistics(network, params, n_coords: int) -> tuple:
   """(statistics(params, x (B, 3N), weights=None, atoms=None), layers): per-layer (A, G,
-  repeats) and per-parameter diagonal of F of this batch (the nuclei at `atoms` (M, 3), None:
-  the network's own), as defined above, and with `weights` (B,) also
+  repeats) and per-parameter diagonal of F of this batch (the nuclei at `atoms`: (M, 3), or
+  (B, M, 3) per walker; None: the network's own), as defined above, and with `weights` (B,) also
   sum_i weights_i d log|psi(x_i)| / d params, assembled from the same pass (the VMC
   gradient, for weights dE/dlog|psi_i|): `((factors, diagonal), grads)`. `params` (arrays
   or shapes) fix the layers."""
@@ -134,7 +136,7 @@ def make_statistics(network, params, n_coords: int) -> tuple:
   layers = _layers(zero_taps(network, params, jnp.zeros((n_coords,), dtype)))
   dense = {path + (leaf,) for path in layers for leaf in ('kernel', 'bias')}
 
-  def per_walker(params, x, atoms):
+  def per_walker(params, x, atoms=None):
     flat = traverse_util.flatten_dict(params['params'])
     diagonal = {k: v for k, v in flat.items() if k not in dense}
 
@@ -147,8 +149,7 @@ def make_statistics(network, params, n_coords: int) -> tuple:
     return inputs, grads
 
   def statistics(params, x, weights=None, atoms=None):
-    inputs, (g_diag, g_taps) = jax.vmap(lambda p, xi: per_walker(p, xi, atoms),
-                                        in_axes=(None, 0))(params, x)
+    inputs, (g_diag, g_taps) = batching.over_walkers(per_walker)(params, x, atoms)
     b = x.shape[0]
     inputs, g_taps = traverse_util.flatten_dict(inputs), traverse_util.flatten_dict(g_taps)
     flat = traverse_util.flatten_dict(params['params'])

@@ -20,17 +20,19 @@ was.
 import dataclasses
 from typing import Any, Callable, NamedTuple, Optional
 
+import flax.struct
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import jax.scipy.linalg
 import optax
 
-from ferminet_fast import choices
+from ferminet_fast import batching, choices
 from ferminet_fast.optimizers import kfac as kfac_lib
 
 
-class Samples(NamedTuple):
+@flax.struct.dataclass
+class Samples:
   """What one step measured, besides the gradient."""
   x: jax.Array  # (B, 3N) bohr, the walkers.
   key: jax.Array  # PRNG key for stochastic curvature estimates.
@@ -38,7 +40,12 @@ class Samples(NamedTuple):
   # What the gradient's pass measured for the optimizer besides the gradient (KFAC's
   # curvature statistics: `fused_gradient`), or None.
   curvature: Any = None
-  atoms: Any = None  # (M, 3) bohr, the nuclei of the walkers' geometry; None: the system's.
+  # bohr, the nuclei of the walkers' geometry (M, 3), or of each walker's (B, M, 3); None: the
+  # system's own.
+  atoms: Any = None
+  # The walkers are this many groups of B / groups in a row, each of one geometry, each
+  # sampling its own |psi|^2 (`centred` centred within each). Static: it fixes shapes.
+  groups: int = flax.struct.field(pytree_node=False, default=1)
 
 
 def lr_schedule(method: 'Method', lr_cfg) -> Callable:
@@ -236,7 +243,9 @@ def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
     d = mu * d_prev + O^T (O O^T + damping I + 11^T / B)^-1 (eps - mu O d_prev)
   minimises |O d - eps|^2 + damping |d - mu d_prev|^2 (mu = 0 is MinSR). The B x B solve
   costs O(B^2 P + B^3) instead of the P x P Fisher's, exact rather than Kronecker-factored;
-  the 11^T / B term only lifts the zero eigenvalue that centring creates. The step is
+  the 11^T / B term only lifts the zero eigenvalue that centring creates. Walkers of several
+  geometries (Samples.groups) are centred within their own geometry, and 11^T is then one
+  block of ones per geometry. The step is
   lr * d, bounded like KFAC's but in the Euclidean norm: lr^2 |d|^2 <= norm_constraint
   (`scaled_by_schedule`; this transformation gives the ascent direction -d).
   """
@@ -250,16 +259,20 @@ def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   def update(grads, state, params=None, *, samples=None, **extra):
     del grads, extra  # The direction is rebuilt from per-walker gradients.
     _, unravel = jax.flatten_util.ravel_pytree(params)
-    one = (grad_log_psi if samples.atoms is None
-           else lambda p, xi: grad_log_psi(p, xi, samples.atoms))
-    leaves = jax.tree.leaves(jax.vmap(one, in_axes=(None, 0))(params, samples.x))
-    o = jnp.concatenate([g.reshape(g.shape[0], -1) for g in leaves], axis=1)  # (B, P)
-    b = o.shape[0]
+    per_walker = batching.over_walkers(grad_log_psi)(params, samples.x, samples.atoms)
+    o = jnp.concatenate([g.reshape(g.shape[0], -1) for g in jax.tree.leaves(per_walker)],
+                        axis=1)  # (B, P)
+    b, groups = o.shape[0], samples.groups
     # Walkers whose gradient is non-finite (they also have zero weight in eps) are dropped.
     o = jnp.where(jnp.all(jnp.isfinite(o), axis=1, keepdims=True), o, 0.0)
-    o = (o - jnp.mean(o, axis=0)) / jnp.sqrt(b)
+    o = o.reshape(groups, b // groups, -1)  # Centred within each group (geometry).
+    o = ((o - jnp.mean(o, axis=1, keepdims=True)) / jnp.sqrt(b)).reshape(b, -1)
     eps = -samples.centred / jnp.sqrt(b)
-    kernel = o @ o.T + s.damping * jnp.eye(b, dtype=o.dtype) + 1.0 / b
+    ones = 1.0 / b  # 11^T / B, or a block of ones per geometry.
+    if groups > 1:
+      same = jnp.repeat(jnp.eye(groups, dtype=o.dtype), b // groups, axis=0)  # (B, G)
+      ones = same @ same.T / b
+    kernel = o @ o.T + s.damping * jnp.eye(b, dtype=o.dtype) + ones
     rhs = eps - s.momentum * (o @ state.previous)
     coef = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(kernel), rhs)
     descent = o.T @ coef + s.momentum * state.previous

@@ -8,7 +8,7 @@ Only spherical (pyscf's default) Gaussian shells are used; their values equal py
 `mol.eval_gto('GTOval_sph', r)` (tests/test_hartree_fock.py).
 """
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -121,10 +121,12 @@ def shell_values(s: Shell, d: jnp.ndarray) -> jnp.ndarray:
   return (radial[:, :, None] * angular[:, None, :]).reshape(d.shape[0], -1)
 
 
-def atomic_orbitals(shells: tuple, r: jnp.ndarray) -> jnp.ndarray:
-  """Basis functions at points r (n, 3), bohr -> (n, n_ao), pyscf's AO order."""
-  return jnp.concatenate([shell_values(s, r - jnp.asarray(s.center, r.dtype)) for s in shells],
-                         axis=-1)
+def atomic_orbitals(shells: tuple, r: jnp.ndarray, centres=None) -> jnp.ndarray:
+  """Basis functions at points r (n, 3), bohr -> (n, n_ao), pyscf's AO order; `centres`
+  (n_shells, 3) bohr, the shells' centres as data (None: their own)."""
+  if centres is None:
+    centres = [jnp.asarray(s.center, r.dtype) for s in shells]
+  return jnp.concatenate([shell_values(s, r - c) for s, c in zip(shells, centres)], axis=-1)
 
 
 def make_orbitals(hf: HartreeFock, system: systems.System) -> Callable:
@@ -138,3 +140,33 @@ def make_orbitals(hf: HartreeFock, system: systems.System) -> Callable:
     return [ao[lo:hi] @ jnp.asarray(c, x.dtype) for lo, hi, c in blocks]
 
   return orbitals
+
+
+class Orbitals(NamedTuple):
+  """One geometry's occupied orbitals as data, for `orbitals_over_geometries`."""
+  centres: Any  # (n_shells, 3) bohr, the basis shells' centres.
+  coeffs: tuple  # ((n_ao, n_s) per spin with electrons) molecular-orbital coefficients.
+
+
+def orbitals_over_geometries(hfs: list, system: systems.System) -> tuple:
+  """(orbitals(x (3N,), data) -> [(n_s, n_s) per spin with electrons], data: Orbitals stacked
+  over the geometries (G, ...)): the HF of one molecule at G geometries (same elements and
+  basis, so the same shells but for their centres) as one function of data, for jax.vmap
+  over the geometries. Each orbital's sign is chosen to agree with the previous geometry's
+  (a positive overlap of their coefficients), so that a smooth function of the geometry can
+  fit them all."""
+  coeffs = [list(hf.coeffs) for hf in hfs]  # (n_ao, n_up), (n_ao, n_down) each.
+  for g in range(1, len(coeffs)):
+    for spin, (c, before) in enumerate(zip(coeffs[g], coeffs[g - 1])):
+      coeffs[g][spin] = c * np.where(np.sum(c * before, axis=0) < 0, -1.0, 1.0)
+  blocks = systems.spin_blocks(*system.electrons)
+  spin = {'up': 0, 'down': 1}
+  data = Orbitals(np.stack([[s.center for s in hf.shells] for hf in hfs]),
+                  tuple(np.stack([c[spin[name]] for c in coeffs]) for name, _, _ in blocks))
+  shells = hfs[0].shells
+
+  def orbitals(x, one: Orbitals):
+    ao = atomic_orbitals(shells, x.reshape(-1, 3), one.centres.astype(x.dtype))  # (N, n_ao)
+    return [ao[lo:hi] @ c.astype(x.dtype) for (_, lo, hi), c in zip(blocks, one.coeffs)]
+
+  return orbitals, data

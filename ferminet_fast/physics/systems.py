@@ -65,6 +65,11 @@ class System:
   states: int = 1
   boundary: boundary_lib.Boundary = boundary_lib.OPEN
   primitive: Optional[lattice_lib.Lattice] = None  # A crystal's primitive cell (None otherwise).
+  surface: Any = None
+
+  @property
+  def geometry_count(self) -> int:
+    return 1 if self.surface is None else len(self.surface.positions)
 
   @property
   def lattice(self) -> Optional[lattice_lib.Lattice]:

@@ -26,11 +26,12 @@ class Recorder:
   def __init__(self, path: Optional[str], print_every: int, say: Callable,
                resume_from: Optional[int], total: int = 0, progress: bool = False,
                tensorboard_dir: Optional[str] = None, blowup_factor: float = 0.0,
-               blowup_window: int = 500):
+               blowup_window: int = 500, geometries: int = 1):
     self._blowup_factor, self._blowup_window = blowup_factor, blowup_window
-    self._writer = rundir.StatsWriter(path, resume_from) if path else None
+    self._columns = rundir.stats_columns(geometries)
+    self._writer = rundir.StatsWriter(path, resume_from, self._columns) if path else None
     rows = self._writer.kept_rows if self._writer else []
-    self.history = {c: [float(r[c]) for r in rows] for c in rundir.STATS_COLUMNS}
+    self.history = {c: [float(r[c]) for r in rows] for c in self._columns}
     self._print_every, self._say = print_every, say
     self._pending = None
     self.consecutive_bad = 0  # Bad steps in a row (class docstring).
@@ -83,7 +84,7 @@ class Recorder:
     """Forgets the steps from `t` on (the run continues from step t)."""
     self._pending = None
     keep = sum(1 for s in self.history['step'] if s < t)
-    for c in rundir.STATS_COLUMNS:
+    for c in self._columns:
       del self.history[c][keep:]
     if self._writer is not None:
       self._writer.truncate(t)
@@ -108,6 +109,8 @@ class Recorder:
            'pmove': float(s.pmove), 'move_width': float(s.width), 'lr': float(s.lr),
            'nonfinite': int(s.nonfinite), 'rejected': int(s.rejected),
            'step_time_ms': 1e3 * (now - self.last)}
+    if s.energies is not None:
+      row.update({f'energy_{g}': float(e) for g, e in enumerate(s.energies)})
     reason = ('update rejected' if row['rejected'] else
               'non-finite local energies' if row['nonfinite'] else
               f"variance {row['variance']:.3g} Ha^2, over optim.blowup_factor times its "
@@ -118,7 +121,7 @@ class Recorder:
       self._say(f'step {t + 1}: update rejected (it would make parameters non-finite); '
                 f'{self.consecutive_bad} bad steps in a row')
     self.last = now
-    for c in rundir.STATS_COLUMNS:
+    for c in self._columns:
       self.history[c].append(row[c])
     if self._writer is not None:
       self._writer.write(row)

@@ -15,6 +15,13 @@ STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'non
                  'rejected', 'step_time_ms')
 
 
+def stats_columns(geometries: int = 1) -> tuple:
+  """stats.csv's columns: STATS_COLUMNS, and over a set of geometries the mean local energy
+  of each, energy_0 ... energy_{G-1} (Ha; `energy` is then their mean)."""
+  return STATS_COLUMNS + (tuple(f'energy_{g}' for g in range(geometries)) if geometries > 1
+                          else ())
+
+
 def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
   """Creates the run directory; returns (path, resume).
 
@@ -129,8 +136,9 @@ class StatsWriter:
   resumed) are dropped first, so the file has each step exactly once.
   """
 
-  def __init__(self, path: str, resume_from: Optional[int] = None):
-    self._path, self._file = path, None
+  def __init__(self, path: str, resume_from: Optional[int] = None,
+               columns: tuple = STATS_COLUMNS):
+    self._path, self._file, self._columns = path, None, columns
     if resume_from is not None and os.path.exists(path):
       self.kept_rows = self.truncate(resume_from)
     else:
@@ -147,16 +155,16 @@ class StatsWriter:
         rows = [r for r in csv.DictReader(f) if int(r['step']) < step]
     tmp = self._path + '.tmp'
     with open(tmp, 'w', newline='') as f:
-      writer = csv.DictWriter(f, STATS_COLUMNS)
+      writer = csv.DictWriter(f, self._columns)
       writer.writeheader()
       writer.writerows(rows)
     os.replace(tmp, self._path)
     self._file = open(self._path, 'a', newline='', buffering=1)  # Line-buffered: current.
-    self._writer = csv.DictWriter(self._file, STATS_COLUMNS)
+    self._writer = csv.DictWriter(self._file, self._columns)
     return rows
 
   def write(self, row: dict) -> None:
-    self._writer.writerow({c: row[c] for c in STATS_COLUMNS})
+    self._writer.writerow({c: row[c] for c in self._columns})
 
   def flush(self) -> None:
     self._file.flush()

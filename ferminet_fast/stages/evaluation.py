@@ -50,24 +50,38 @@ def estimators(names: Sequence[str], network, system, laplacian: laplacians.Meth
       excited_states.reduce)}
 
 
-def sweep_functions(parts: step.Parts, chosen: dict, k: int) -> tuple:
+def sweep_functions(parts: step.Parts, chosen: dict, k: int, stack=None) -> tuple:
   """(move, sweep), both state -> (state, ...): one MCMC sweep at fixed width and
   parameters; and a move followed by the mean local energy (non-finite ones left out, as
   in training) and each estimator's estimate from the sweep's walkers (its `reduce`). With
   several states the local energy is the trace of the local-energy matrix, not computed a
   second time. The estimates are made one after the other (vmc/ordering.py: side by side,
-  two batched determinant factorisations deadlock jaxlib 0.10.0-0.11.0 on CPU)."""
+  two batched determinant factorisations deadlock jaxlib 0.10.0-0.11.0 on CPU).
+
+  Over a set of geometries, `stack` (a systems.Geometry of positions (G, M, 3)): each
+  geometry's chain moves with its own nuclei and width, and the energy and acceptance are
+  (G,), one per geometry (no other estimator)."""
   per_walker = {name: jax.vmap(est.per_config, in_axes=(None, 0))
                 for name, est in chosen.items()}
 
   def move(s):
     key, sub = jax.random.split(s.key)
-    walkers, pmove = parts.sweep(s.params, s.walkers, sub)
+    if stack is None:
+      walkers, pmove = parts.sweep(s.params, s.walkers, sub)
+    else:
+      keys = jax.random.split(sub, stack.positions.shape[0])
+      chains, pmove = jax.vmap(parts.sweep, in_axes=(None, 0, 0, 0))(
+          s.params, step.by_geometry(s.walkers, stack), keys, stack)
+      walkers = step.in_a_row(chains)
     return s._replace(walkers=walkers, key=key), pmove
 
   def sweep(s):
     s, pmove = move(s)
     x, means, done = s.walkers.x, {}, ()
+    if stack is not None:
+      xs = step.by_geometry(s.walkers, stack).x
+      mean, _ = jax.vmap(parts.energy, in_axes=(None, 0, 0))(s.params, xs, stack)
+      return s, (mean, pmove, means)
     if STATES not in chosen:
       mean, _ = parts.energy(s.params, x)
       done = mean
@@ -83,8 +97,8 @@ def sweep_functions(parts: step.Parts, chosen: dict, k: int) -> tuple:
 
 class Series(NamedTuple):
   """What the sweeps recorded."""
-  energies: list  # Mean local energy of each sweep, Ha.
-  pmoves: list  # Acceptance of each sweep.
+  energies: list  # Mean local energy of each sweep, Ha (G,) over a set of geometries.
+  pmoves: list  # Acceptance of each sweep ((G,) likewise).
   values: list  # Per sweep: name -> estimate, for the estimators kept per sweep.
   sums: dict  # name -> estimate summed over sweeps, for those that `accumulate`.
 
@@ -98,8 +112,8 @@ def run_sweeps(move: Callable, sweep: Callable, state, steps: int, burn_in: int,
 
   def record(out):
     e, pmove, means = jax.device_get(out)
-    series.energies.append(float(e))
-    series.pmoves.append(float(pmove))
+    series.energies.append(np.asarray(e, np.float64))
+    series.pmoves.append(np.asarray(pmove, np.float64))
     for name in [n for n in means if chosen[n].accumulate]:  # Summed, not kept per sweep.
       series.sums[name] = series.sums.get(name, 0.0) + np.asarray(means.pop(name), np.float64)
     series.values.append(means)
@@ -124,8 +138,11 @@ def report(series: Series, chosen: dict, system, run_dir: str, say: Callable) ->
   """(energy estimate, eval.json's estimates): the reblocked energy, each observable (its
   reblocked components, or for those that accumulate the summary its report writes) and,
   with several states, each state's; the observables' lines printed."""
-  estimate = stats.reblock(np.asarray(series.energies))
+  energies = np.asarray(series.energies)  # (steps,) or (steps, G)
+  estimate = stats.reblock(energies if energies.ndim == 1 else energies.mean(axis=1))
   result = {}
+  if energies.ndim == 2:
+    result['geometries'] = surface_report(energies, system, say)
   for name, obs in chosen.items():
     if name == STATES:
       result['states'] = report_states(
@@ -174,3 +191,21 @@ def report_states(series: np.ndarray, k: int, say: Callable) -> dict:
         f'{values["oscillator_strength_sum"][0]:.4f} +- {errors["oscillator_strength_sum"][0]:.4f}')
   return {name: {'value': values[name].tolist(), 'error': errors[name].tolist()}
           for name in values}
+
+
+def surface_report(energies: np.ndarray, system, say: Callable) -> list:
+  """Each geometry's reblocked energy from the sweeps' energies (steps, G): its nuclei
+  (bohr), its scan coordinate if any, energy, error, tau; printed. (pes.json's rows.)"""
+  surface, rows = system.surface, []
+  say(f'  {len(surface.positions)} geometries:')
+  for g, positions in enumerate(np.asarray(surface.positions)):
+    e = stats.reblock(energies[:, g])
+    row = {'index': g, 'positions_bohr': positions.tolist(), 'energy': e.mean,
+           'error': e.error, 'tau': e.tau, 'sweeps': int(energies.shape[0])}
+    where = f'geometry {g}'
+    if surface.coordinate is not None:
+      row['coordinate'] = float(surface.coordinate[g])
+      where += f' ({surface.label} = {row["coordinate"]:.4f})'
+    say(f'    {where}: {e.mean:.6f} +- {e.error:.6f} Ha (tau={e.tau:.1f})')
+    rows.append(row)
+  return rows

@@ -19,6 +19,8 @@ class Result(NamedTuple):
   state: object  # step.TrainState after the last step.
   run_dir: str
   stopped_by: Optional[str] = None  # Name of the signal that stopped training early.
+  # Over a set of geometries, each one's estimate (as `estimate`, which is then their mean).
+  geometries: Optional[list] = None
 
   @property
   def error_mha(self) -> Optional[float]:
@@ -54,12 +56,19 @@ def finish(final_fraction: float, system: systems.System, run: context.Run, out,
                   'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
   run.save_timings()
   exact = system.exact_reported_energy
-  result = Result(estimate, exact, out.history, timings, out.state, run_dir, out.stopped_by)
+  each = None
+  if system.surface is not None:
+    each = [stats.final_estimate(out.history[f'energy_{g}'][:t], final_fraction)
+            for g in range(system.geometry_count)]
+  result = Result(estimate, exact, out.history, timings, out.state, run_dir, out.stopped_by,
+                  each)
   run.write('result.json', {
       'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
       'samples': estimate.n, 'exact_energy': exact, 'states': system.states,
       'error_mha': result.error_mha, 'iterations': t, 'complete': not out.stopped_by,
-      'wall_s': timings['total_s']})
+      'wall_s': timings['total_s'],
+      **({'geometries': [{'energy': e.mean, 'error': e.error, 'tau': e.tau, 'samples': e.n}
+                         for e in each]} if each else {})})
   say(f'Trained steps {start}-{t} in {wall:.1f} s ({timings["iterations_per_s"]:.1f} it/s); '
       f'total {timings["total_s"]:.1f} s')
   # Each step measures parameters just fitted to nearly the same walkers, so the training
@@ -68,5 +77,8 @@ def finish(final_fraction: float, system: systems.System, run: context.Run, out,
       f'size); for a number to quote: python -m ferminet_fast.evaluate --run {run_dir}')
   say(final_line(result, t) + (f' (the sum of the {system.states} states; their energies: '
                                 f'python -m ferminet_fast.evaluate --run {run_dir})'
-                                if system.states > 1 else ''))
+                                if system.states > 1 else '')
+      + (f' (the mean over the {len(each)} geometries)' if each else ''))
+  for g, e in enumerate(each or ()):
+    say(f'  geometry {g}: {e.mean:.6f} +- {e.error:.6f} Ha')
   return result

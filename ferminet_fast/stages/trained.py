@@ -50,5 +50,5 @@ def with_parameters(parts: step.Parts, state: step.TrainState,
   if which != 'average' or not int(optim.averaged_updates(state.opt_state)) > 0:
     return state, 'last'
   params = optim.averaged_params(state.opt_state, state.params)
-  walkers = state.walkers._replace(log_psi=parts.batch_log_psi(params, state.walkers.x))
+  walkers = state.walkers._replace(log_psi=parts.walkers_log_psi(params, state.walkers.x))
   return state._replace(params=params, walkers=walkers), 'average'

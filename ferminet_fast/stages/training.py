@@ -24,14 +24,15 @@ class Outcome(NamedTuple):
 
 def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, start: int,
         train_step: Callable, stop, remeasure: Optional[Callable] = None,
-        watch: Optional[watchdog.Watchdog] = None) -> Outcome:
+        watch: Optional[watchdog.Watchdog] = None, geometries: int = 1) -> Outcome:
   """Runs `train_step` from step `start` to `optim_cfg.iterations` (or a stop signal), with
   records, checkpoints and timers as the `log` settings say and rewinds as the `optim`
   ones say, for `run` (its directory, printing, timings and devices).
 
   `remeasure(state) -> dict` re-times the stages every `log_cfg.timers_every` steps; each
   result, with its step, goes into the run's timings.json. `watch` is told of every step
-  whose results arrived (runtime/watchdog.py). Raises TrainingError, with the last good
+  whose results arrived (runtime/watchdog.py). `geometries`: how many the run trains at
+  once (each one's energy is recorded). Raises TrainingError, with the last good
   state checkpointed, when the run cannot recover from non-finite steps."""
   ctx = run.ctx
   record = recorder.Recorder(
@@ -40,7 +41,8 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
       progress=log_cfg.progress and not run.quiet,
       tensorboard_dir=(os.path.join(source.run_dir, 'tensorboard') if log_cfg.tensorboard
                        else None),
-      blowup_factor=optim_cfg.blowup_factor, blowup_window=optim_cfg.blowup_window)
+      blowup_factor=optim_cfg.blowup_factor, blowup_window=optim_cfg.blowup_window,
+      geometries=geometries)
   saver = checkpoint.Checkpointer(source.run_dir, log_cfg.keep_checkpoints, log_cfg.save_every,
                                   log_cfg.save_frequency)
   rewinder = recovery.Rewinder(state, optim_cfg.snapshot_every, optim_cfg.rewind_after,

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast import choices
+from ferminet_fast import batching, choices
 from ferminet_fast.physics import excited_states, hamiltonian, laplacians, systems
 
 
@@ -210,14 +210,12 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
 
 def batch_network(f: Callable) -> Callable:
   """(params, x (B, 3N), geometry=None) -> f of each walker, for a network's function
-  f(params, x (3N,), atoms=None): called with the geometry's positions, or without them
-  for None (the network's own positions, constants of its program)."""
-
-  def batched(params, x, geometry=None):
-    one = f if geometry is None else lambda p, xi: f(p, xi, geometry.positions)
-    return jax.vmap(one, in_axes=(None, 0))(params, x)
-
-  return batched
+  f(params, x (3N,), atoms=None): called with the geometry's positions ((M, 3), shared by the
+  walkers, or (B, M, 3), one geometry per walker), or without them for None (the network's
+  own positions, constants of its program)."""
+  batched = batching.over_walkers(f)
+  return lambda params, x, geometry=None: batched(
+      params, x, None if geometry is None else geometry.positions)
 
 
 def make_local_energy(network, system: systems.System,

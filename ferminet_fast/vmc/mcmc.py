@@ -45,12 +45,19 @@ def init_positions(key: jax.Array, system: systems.System, batch: int, init_widt
   """(batch, 3N) positions: each electron Gaussian-distributed around its home nucleus;
   (batch, K 3N) for K states, K independent configurations per walker. In a periodic cell
   they are wrapped into it; a system without nuclei (the electron gas) starts uniform in
-  its cell."""
+  its cell. Over a set of G geometries (system.surface), G groups of batch / G walkers in a
+  row, each around the nuclei of its own geometry."""
   if not len(system.charges):
     s = system.boundary.uniform_positions(
         key, (batch, system.n_electrons * system.states), dtype)
     return s.reshape(batch, -1)
   homes = systems.electron_homes(system)
+  if system.surface is not None:
+    stack = np.asarray(system.surface.positions)
+    per = batch // len(stack)
+    centres = jnp.asarray(np.repeat(stack[:, homes].reshape(len(stack), -1), per, axis=0),
+                          dtype)  # (batch, 3N)
+    return centres + init_width * jax.random.normal(key, centres.shape, dtype)
   centres = jnp.asarray(np.tile(system.positions[homes].reshape(-1), system.states), dtype)
   x = centres[None] + init_width * jax.random.normal(key, (batch, centres.shape[0]), dtype)
   return system.boundary.wrap(x)

@@ -13,6 +13,7 @@ pretraining is skipped with a message. It is called once, for the SCF; the orbit
 evaluated on the device (hartree_fock.py), so the whole pretraining step is one jitted call.
 """
 
+import dataclasses
 import importlib.util
 import time
 from typing import Callable, NamedTuple, Optional
@@ -62,19 +63,32 @@ class PretrainState(NamedTuple):
 
 
 def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orbitals: Callable,
-                       n: int) -> tuple:
+                       n: int, geometries: Optional[tuple] = None) -> tuple:
   """(init, step) from the `pretrain` and `mcmc` settings: init(params, x (B, 3N), key) ->
   PretrainState; step(PretrainState) -> (PretrainState, mismatch): `mcmc_steps` MCMC moves
   from the mixture (move width adapted after them, as in burn-in), then one Adam step on the
   mean squared orbital mismatch sum_{k, spin} |orbitals_k - HF|^2 per walker, averaged over
-  walkers."""
-  batch_orbitals = jax.vmap(network.orbitals, in_axes=(None, 0))
-  batch_hf = jax.vmap(hf_orbitals)
-  batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
+  walkers. hf_orbitals(x (3N,)) -> [(n_s, n_s) per spin].
+
+  Over a set of G geometries, `geometries` = (nuclei (G, M, 3), HF data stacked (G, ...))
+  and hf_orbitals(x, one geometry's data): the walkers are G groups of B / G in a row, each
+  a chain of its own geometry's mixture with its own width (G,), and the mismatch is the
+  mean over the geometries."""
   f = pretrain_cfg.hf_fraction
 
-  def mixture_log_psi(params, x):
+  def at(where):
+    """(orbitals, HF orbitals, log|psi|) of walkers x (B, 3N) at one geometry, `where` =
+    (nuclei, HF data), or at the network's own (None)."""
+    atoms, data = where if where is not None else (None, None)
+    nuclei = () if atoms is None else (atoms,)
+    hf = hf_orbitals if where is None else lambda x: hf_orbitals(x, data)
+    return (jax.vmap(lambda p, x: network.orbitals(p, x, *nuclei), in_axes=(None, 0)),
+            jax.vmap(hf), jax.vmap(lambda p, x: network.log_psi(p, x, *nuclei),
+                                   in_axes=(None, 0)))
+
+  def mixture_log_psi(params, x, where=None):
     """log sqrt(f |psi_HF|^2 + (1 - f) |psi_net|^2), the sampling density of pretraining."""
+    _, batch_hf, batch_log_psi = at(where)
     log_hf = sum(networks.slogdet(m)[1] for m in batch_hf(x))
     terms = []
     if f > 0:
@@ -86,26 +100,48 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
   sweep = mcmc.make_sweep(mixture_log_psi, pretrain_cfg.mcmc_steps)
   optimizer = optax.adam(pretrain_cfg.lr)
 
-  def mismatch(params, x, targets):
+  def mismatch(params, x, where=None):
+    batch_orbitals, batch_hf, _ = at(where)
+    targets = target_blocks(batch_hf(x), network.full_det, n)
     blocks = batch_orbitals(params, x)  # [(B, k, n_s, n_orb)], complex at a twist
     return sum(jnp.mean(jnp.sum(squared_modulus(b - t[:, None]), axis=(1, 2, 3)))
                for b, t in zip(blocks, targets))
 
+  def adapted(walkers, pmove):
+    return walkers._replace(width=mcmc.adapt_width(
+        walkers.width, pmove, mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate))
+
   def step(state: PretrainState):
     key, k_mcmc = jax.random.split(state.key)
-    walkers, pmove = sweep(state.params, state.walkers, k_mcmc)
-    walkers = walkers._replace(width=mcmc.adapt_width(
-        walkers.width, pmove, mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate))
-    targets = target_blocks(batch_hf(walkers.x), network.full_det, n)
-    loss, grads = jax.value_and_grad(mismatch)(state.params, walkers.x, targets)
+    if geometries is None:
+      walkers, pmove = sweep(state.params, state.walkers, k_mcmc)
+      walkers = adapted(walkers, pmove)
+      loss, grads = jax.value_and_grad(mismatch)(state.params, walkers.x)
+    else:
+      g = geometries[0].shape[0]
+      chains = mcmc.Walkers(state.walkers.x.reshape(g, -1, state.walkers.x.shape[-1]),
+                            state.walkers.log_psi.reshape(g, -1), state.walkers.width)
+      chains, pmove = jax.vmap(sweep, in_axes=(None, 0, 0, 0))(
+          state.params, chains, jax.random.split(k_mcmc, g), geometries)
+      chains = adapted(chains, pmove)
+      loss, grads = jax.value_and_grad(lambda p: jnp.mean(jax.vmap(
+          mismatch, in_axes=(None, 0, 0))(p, chains.x, geometries)))(state.params)
+      walkers = mcmc.Walkers(chains.x.reshape(state.walkers.x.shape),
+                             chains.log_psi.reshape(-1), chains.width)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     return PretrainState(params, opt_state, walkers, key), loss
 
   def init(params, x, key):
+    width = jnp.asarray(mcmc_cfg.move_width, x.dtype)
+    if geometries is None:
+      return PretrainState(params, optimizer.init(params),
+                           mcmc.Walkers(x, mixture_log_psi(params, x), width), key)
+    g = geometries[0].shape[0]
+    log_psi = jax.vmap(mixture_log_psi, in_axes=(None, 0, 0))(
+        params, x.reshape(g, -1, x.shape[-1]), geometries)
     return PretrainState(params, optimizer.init(params),
-                         mcmc.Walkers(x, mixture_log_psi(params, x),
-                                      jnp.asarray(mcmc_cfg.move_width, x.dtype)), key)
+                         mcmc.Walkers(x, log_psi.reshape(-1), jnp.full((g,), width)), key)
 
   return init, step
 
@@ -137,6 +173,19 @@ def reference_orbitals(pretrain_cfg, system: systems.System) -> tuple:
   return _REFERENCES[type(system.boundary)](pretrain_cfg, system)
 
 
+def surface_orbitals(pretrain_cfg, system: systems.System) -> tuple:
+  """(hf_orbitals(x, data), (nuclei (G, M, 3), data (G, ...)), the method's name, the
+  energies (G,) Ha): the molecular HF at each geometry of the set (system.surface) as one
+  function of data (hartree_fock.orbitals_over_geometries)."""
+  p = pretrain_cfg
+  stack = np.asarray(system.surface.positions)
+  hfs = [hartree_fock.hartree_fock(dataclasses.replace(system, positions=r, surface=None),
+                                   p.basis, p.restricted, p.ecp_basis) for r in stack]
+  orbitals, data = hartree_fock.orbitals_over_geometries(hfs, system)
+  return (orbitals, (stack, data), 'ROHF' if p.restricted else 'UHF',
+          np.array([hf.energy for hf in hfs]))
+
+
 class Pretraining(NamedTuple):
   """Pretraining dispatched to the devices and maybe still running (JAX dispatches
   asynchronously): its final parameters and walkers (B, 3N), and the orbital mismatch of
@@ -163,10 +212,18 @@ def start(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Netw
   """Dispatches `pretrain_cfg.iterations` steps from (params, walkers x (B, 3N)) without
   waiting for them: the caller can compile the training step meanwhile."""
   p = pretrain_cfg
-  hf_orbitals, method, energy = reference_orbitals(p, system)
-  say(f'Pretrain {method}/{p.basis} energy {energy:.6f} Ha; fitting the orbitals for '
-      f'{p.iterations} steps')
-  init, step = make_pretrain_step(p, mcmc_cfg, network, hf_orbitals, system.n_electrons)
+  geometries = None
+  if system.surface is None:
+    hf_orbitals, method, energy = reference_orbitals(p, system)
+    said = f'energy {energy:.6f} Ha'
+  else:
+    hf_orbitals, geometries, method, energies = surface_orbitals(p, system)
+    geometries = jax.tree.map(lambda a: jnp.asarray(a, x.dtype), geometries)
+    said = (f'energies {energies.min():.6f} to {energies.max():.6f} Ha over '
+            f'{len(energies)} geometries')
+  say(f'Pretrain {method}/{p.basis} {said}; fitting the orbitals for {p.iterations} steps')
+  init, step = make_pretrain_step(p, mcmc_cfg, network, hf_orbitals, system.n_electrons,
+                                  geometries)
 
   def run(state, n):
     """n <= CHUNK steps (n is traced, so one compilation serves every chunk length) inside one
@@ -204,7 +261,7 @@ def pretrain(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.N
 
 
 def pretrain_state(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Network,
-                   batch_log_psi: Callable, state, say: Callable = print) -> tuple:
+                   walkers_log_psi: Callable, state, say: Callable = print) -> tuple:
   """(`state` (a fresh TrainState) with its parameters pretrained and its walkers moved to
   where the pretraining left them, its layout over devices kept; `finish`). The steps are
   dispatched, not awaited, so that the training step compiles while they run (a start-up
@@ -222,7 +279,7 @@ def pretrain_state(pretrain_cfg, mcmc_cfg, system: systems.System, network: netw
   # Jitted: op by op, each operation is dispatched and compiled on its own, a noticeable
   # part of start-up (BENCHMARKS.md, "Start-up at Ne and N2 with pretraining").
   walkers = state.walkers._replace(
-      x=running.x, log_psi=jax.jit(batch_log_psi)(running.params, running.x))
+      x=running.x, log_psi=jax.jit(walkers_log_psi)(running.params, running.x))
   shardings = jax.tree.map(lambda a: a.sharding, state)
 
   def finish(beat: Optional[Callable[[str], None]] = None):

@@ -42,6 +42,9 @@ class StepStats(NamedTuple):
   lr: jax.Array  # Learning rate of the update applied (after any norm constraint); 0 if rejected.
   nonfinite: jax.Array  # Walkers whose local energy was NaN/inf (left out of E and gradient).
   rejected: jax.Array  # 1 if the update would have made a parameter non-finite (not applied).
+  # Over a set of geometries (the fields above are then means over them, nonfinite a sum):
+  # (G,) Ha, the mean local energy of each geometry's walkers; None for one geometry.
+  energies: Optional[jax.Array] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +70,16 @@ class Parts:
   dtype: Any
   laplacian: laplacians.Method
   chunk_size: int  # Walkers per chunk of local energies (0: all at once), resolved.
+  # Over a set of geometries (system.surface), their nuclei stacked, positions (G, M, 3): the
+  # state's walkers are G groups of B / G in a row, each at its own. None for one geometry.
+  geometries: Optional[systems.Geometry] = None
+
+  def walkers_log_psi(self, params, x: jax.Array) -> jax.Array:
+    """log|psi| (B,) of a state's walkers x (B, 3N), each at its own geometry."""
+    if self.geometries is None:
+      return self.batch_log_psi(params, x)
+    per = x.shape[0] // self.geometries.positions.shape[0]
+    return self.batch_log_psi(params, x, systems.Geometry(each_walker(self.geometries, per)))
 
 
 class Pieces(NamedTuple):
@@ -137,8 +150,91 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
                       aux.nonfinite, opt_state.rejected.astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
+  geometries = None
+  if system.surface is not None:
+    geometries = systems.Geometry(jnp.asarray(system.surface.positions, dtype))
+    mcmc_step, train_step = _surface_steps(geometries, sweep, energy, fused, update,
+                                           batch_log_psi, mcmc_cfg)
   return Parts(network, batch_log_psi, sweep, mcmc_step, energy, energy_grad, update, optimizer,
-               train_step, dtype, laplacian, chunk_size)
+               train_step, dtype, laplacian, chunk_size, geometries)
+
+
+def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, batch_log_psi,
+                   mcmc_cfg) -> tuple:
+  """(mcmc_step, train_step) over a set of G geometries (physics/geometries.py): one network,
+  its parameters shared, sees the nuclei of each geometry as inputs. The walkers are G groups
+  of W = B / G in a row, one chain per geometry with its own move width (G,); each step
+  sweeps every chain with its own nuclei, and the update lowers the mean of the G energies,
+  each walker's local energy centred on its own geometry's mean. Both take an optional
+  stack of geometries (positions (G, M, 3)); None: the surface's own, as constants."""
+  target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
+  energies = jax.vmap(energy, in_axes=(None, 0, 0))  # Per geometry: (G,), EnergyAux of (G, W).
+
+  def stack_of(geometry):
+    return geometries if geometry is None else geometry
+
+  def mcmc_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
+    stack = stack_of(geometry)
+    key, k_mcmc = jax.random.split(state.key)
+    chains = by_geometry(state.walkers, stack)
+    keys = jax.random.split(k_mcmc, stack.positions.shape[0])
+    chains, pmove = jax.vmap(sweep, in_axes=(None, 0, 0, 0))(state.params, chains, keys, stack)
+    chains = chains._replace(width=mcmc.adapt_width(chains.width, pmove, target, rate))
+    return state._replace(walkers=in_a_row(chains), key=key), pmove
+
+  def energy_grad(params, xs, stack):
+    """((E (G,), EnergyAux of (G, W)), gradient of the mean of E, curvature or None)."""
+    if fused is None:
+      def mean_energy(p):
+        e, aux = energies(p, xs, stack)
+        return jnp.mean(e), (e, aux)
+      (_, out), grads = jax.value_and_grad(mean_energy, has_aux=True)(params)
+      return out, grads, None
+    e, aux = energies(params, xs, stack)
+    weights = jax.vmap(loss.gradient_weights)(aux) / xs.shape[0]
+    grads, curvature = fused(params, xs.reshape(-1, xs.shape[-1]), weights.reshape(-1),
+                             each_walker(stack, xs.shape[1]))
+    return (e, aux), grads, curvature
+
+  def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
+    stack = stack_of(geometry)
+    width = state.walkers.width
+    state, pmove = mcmc_step(state, stack)
+    chains = by_geometry(state.walkers, stack)
+    (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
+    key, k_opt = jax.random.split(state.key)
+    g, w = chains.log_psi.shape
+    atoms = each_walker(stack, w)
+    x = state.walkers.x
+    params, opt_state = update(state.params, state.opt_state, grads,
+                               optim.Samples(x, k_opt, aux.centred.reshape(g * w), curvature,
+                                             atoms, groups=g))
+    walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, systems.Geometry(atoms)))
+    stats = StepStats(jnp.mean(e), jnp.mean(aux.variance), jnp.mean(pmove), jnp.mean(width),
+                      optim.applied_lr(opt_state), jnp.sum(aux.nonfinite),
+                      opt_state.rejected.astype(jnp.int32), energies=e)
+    return TrainState(params, opt_state, walkers, key, state.step + 1), stats
+
+  return mcmc_step, train_step
+
+
+def by_geometry(walkers: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
+  """The walkers of a surface, B in a row, as G chains: x (G, W, 3N), log|psi| (G, W),
+  widths (G,)."""
+  g = stack.positions.shape[0]
+  return mcmc.Walkers(walkers.x.reshape(g, -1, walkers.x.shape[-1]),
+                      walkers.log_psi.reshape(g, -1), walkers.width)
+
+
+def in_a_row(chains: mcmc.Walkers) -> mcmc.Walkers:
+  """The inverse of by_geometry."""
+  return mcmc.Walkers(chains.x.reshape(-1, chains.x.shape[-1]), chains.log_psi.reshape(-1),
+                      chains.width)
+
+
+def each_walker(stack: systems.Geometry, per_geometry: int) -> jax.Array:
+  """(G W, M, 3): the nuclei of each walker of G groups of `per_geometry` in a row."""
+  return jnp.repeat(stack.positions, per_geometry, axis=0)
 
 
 def atoms_of(geometry: Optional[systems.Geometry]) -> tuple:
@@ -158,8 +254,10 @@ def init_state(parts: Parts, system: systems.System, batch_size: int, mcmc_cfg,
     k_params, k_walkers, _, k_run = jax.random.split(key, 4)
     params = parts.network.init(k_params)
     x = mcmc.init_positions(k_walkers, system, batch_size, mcmc_cfg.init_width, parts.dtype)
-    walkers = mcmc.Walkers(x, parts.batch_log_psi(params, x),
-                           jnp.asarray(mcmc_cfg.move_width, parts.dtype))
+    width = jnp.asarray(mcmc_cfg.move_width, parts.dtype)
+    if parts.geometries is not None:  # A chain per geometry, each with its own width.
+      width = jnp.full(parts.geometries.positions.shape[:1], width)
+    walkers = mcmc.Walkers(x, parts.walkers_log_psi(params, x), width)
     return TrainState(params, parts.optimizer.init(params), walkers, k_run,
                       jnp.zeros((), jnp.int32))
 
