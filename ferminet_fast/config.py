@@ -18,7 +18,7 @@ from ml_collections import config_dict
 from ferminet_fast.environment import packages
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import laplacians, systems
+from ferminet_fast.physics import geometries, laplacians, systems
 from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.vmc import loss
 from ferminet_fast.wavefunction import envelopes, jastrows, networks
@@ -66,6 +66,11 @@ def one_of(*allowed) -> Callable:
 
 def _positive_int(v):
   return None if v > 0 else 'must be a positive integer'
+
+
+def _count(v):
+  ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+  return None if ok else 'must be an integer >= 0'
 
 
 def _non_negative(v):
@@ -159,8 +164,32 @@ SETTINGS = {
     'system.molecule': S('', "Nuclei as 'SYMBOL x y z; SYMBOL x y z; ...' (the pyscf atom "
                          'string), in `units`; or the path of an .xyz file (angstrom, as the '
                          'format says; read again on resume and evaluation).', structural=True),
-    'system.units': S('bohr', "Units of `molecule` coordinates: 'bohr' or 'angstrom'.",
-                      one_of('bohr', 'angstrom'), structural=True),
+    'system.units': S('bohr', "Units of the coordinates of `molecule` and `geometries` (when "
+                      "given as text), of `lattice` and of the scan's distances: 'bohr' or "
+                      "'angstrom'.", one_of('bohr', 'angstrom'), structural=True),
+    # A set of geometries of one system, over which one network is trained (a potential
+    # energy surface): a list or file of geometries, or a scan of one interatomic distance
+    # of `molecule` (physics/geometries.py). Not for periodic systems, atoms or several states.
+    'system.geometries': S('', "A set of geometries: a tuple of molecule strings ('SYMBOL x "
+                           "y z; ...' in `units`, as `molecule`), or the path of an .xyz file "
+                           'of one or more frames one after another (angstrom); every '
+                           'geometry holds the same elements in the same order (those of '
+                           "`molecule`, if given). '' for none. The run's nuclei start at the "
+                           'first geometry.', geometries.geometries_problem, structural=True,
+                           kind=object),
+    'system.scan.atoms': S((), 'A scan of one interatomic distance of `molecule`: the pair (i, '
+                           'j) of atom indices (from 0, i != j); atom j moves along the axis '
+                           'from atom i to atom j, the other atoms stay. () for no scan.',
+                           geometries.pair_problem, structural=True, kind=object),
+    'system.scan.start': S(None, 'The scanned distance |R_j - R_i| of the first geometry, in '
+                           '`units`, > 0. None: no scan.', _positive, structural=True,
+                           kind=float),
+    'system.scan.stop': S(None, 'The scanned distance of the last geometry, in `units`, > 0 '
+                          '(smaller or larger than `start`). None: no scan.', _positive,
+                          structural=True, kind=float),
+    'system.scan.points': S(0, 'Geometries of the scan, >= 1: distances evenly spaced from '
+                            '`start` to `stop`, both included. 0: no scan.', _count,
+                            structural=True),
     'system.charge': S(0, 'Total charge in units of e (positive: electrons removed).',
                        structural=True),
     'system.spin': S(None, "n_up - n_down. None: the ground-state spin for atoms (Hund's "
@@ -545,6 +574,7 @@ def validate(cfg: config_dict.ConfigDict) -> None:
       if on:
         raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
                          'available with several states (use states = 1)')
+  geometries.check(cfg.system, systems.is_periodic(cfg.system))
   _validate_periodic(cfg)
   method = LAPLACIANS.get(cfg.optim.laplacian)
   if method is not None and not method.installed():

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import plan
-from ferminet_fast.physics import hartree_fock, systems
+from ferminet_fast.physics import geometries, hartree_fock, systems
 from ferminet_fast.vmc import mcmc, pretrain
 
 
@@ -179,7 +179,7 @@ def test_pretraining_over_a_set_of_geometries_fits_each_ones_orbitals():
                              'pretrain.lr': 3e-3, 'batch_size': 96})
   system = systems.make_system(cfg.system)
   stack = np.array([[[0, 0, 0], [0, 0, b]] for b in bonds], np.float64)
-  system = dataclasses.replace(system, surface=type('Set', (), {'positions': stack})())
+  system = dataclasses.replace(system, surface=geometries.Surface(stack))
   network = plan.network_of(cfg.network, system)
   params = network.init(jax.random.PRNGKey(0))
   x = mcmc.init_positions(jax.random.PRNGKey(1), system, cfg.batch_size, 1.0, jnp.float32)

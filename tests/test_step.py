@@ -2,7 +2,6 @@
 energies equal unchunked, Laplacian auto-choice."""
 
 import dataclasses
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -12,7 +11,7 @@ import pytest
 import faults
 from conftest import tiny_config
 from ferminet_fast import plan, train
-from ferminet_fast.physics import hamiltonian, laplacians, systems
+from ferminet_fast.physics import geometries, hamiltonian, laplacians, systems
 from ferminet_fast.runtime import profiling
 from ferminet_fast.vmc import loss, step
 
@@ -210,16 +209,12 @@ def test_train_step_with_a_geometry_is_the_step_of_the_system_built_there(optimi
       assert float(want_stats.lr) > 0
 
 
-class _Stack(NamedTuple):
-  positions: np.ndarray  # (G, M, 3) bohr
-
-
 def h2_surface(optimizer: str, **overrides):
   """H2 over BONDS as one system (its surface), with the Parts of each bond length alone."""
   built = [h2_at(b, **{'optim.optimizer': optimizer}, **overrides) for b in BONDS]
   cfg, system = built[1]
   stack = np.stack([s.positions for _, s in built])
-  return cfg, dataclasses.replace(system, surface=_Stack(stack)), built
+  return cfg, dataclasses.replace(system, surface=geometries.Surface(stack)), built
 
 
 @pytest.mark.parametrize('optimizer', ['sgd', 'kfac', 'spring'])

@@ -2,7 +2,6 @@
 electron counts and, for crystals and the electron gas, the lattice (physics/lattice.py)."""
 
 import dataclasses
-import re
 from typing import Any, Mapping, NamedTuple, Optional
 
 import numpy as np
@@ -10,15 +9,12 @@ import numpy as np
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import ecp as ecp_lib
+from ferminet_fast.physics import geometries as geometries_lib
 from ferminet_fast.physics import lattice as lattice_lib
+# The element table and the geometry readers, where they live (physics/geometries.py).
+from ferminet_fast.physics.geometries import (BOHR_PER_ANGSTROM, ELEMENTS,  # noqa: F401
+                                              atomic_number, parse_molecule)
 
-BOHR_PER_ANGSTROM = 1.0 / 0.529177210903
-
-# Element symbols by atomic number, H to Kr.
-ELEMENTS = ('H', 'He', 'Li', 'Be', 'B', 'C', 'N', 'O', 'F', 'Ne',
-            'Na', 'Mg', 'Al', 'Si', 'P', 'S', 'Cl', 'Ar',
-            'K', 'Ca', 'Sc', 'Ti', 'V', 'Cr', 'Mn', 'Fe', 'Co', 'Ni', 'Cu', 'Zn',
-            'Ga', 'Ge', 'As', 'Se', 'Br', 'Kr')
 # Unpaired electrons (n_up - n_down) of each element's ground state (Hund's rules; the
 # measured ground terms of the 3d metals, e.g. Cr 7S (3d5 4s1) and Cu 2S (3d10 4s1)).
 GROUND_STATE_SPIN = (1, 0, 1, 0, 1, 2, 3, 2, 1, 0, 1, 0, 1, 2, 3, 2, 1, 0,
@@ -65,11 +61,9 @@ class System:
   states: int = 1
   boundary: boundary_lib.Boundary = boundary_lib.OPEN
   primitive: Optional[lattice_lib.Lattice] = None  # A crystal's primitive cell (None otherwise).
-  surface: Any = None
-
-  @property
-  def geometry_count(self) -> int:
-    return 1 if self.surface is None else len(self.surface.positions)
+  # A set of geometries of these nuclei (a list or a scan), whose first is `positions`;
+  # None for one geometry.
+  surface: Optional[geometries_lib.Surface] = None
 
   @property
   def lattice(self) -> Optional[lattice_lib.Lattice]:
@@ -90,6 +84,19 @@ class System:
   def geometry(self) -> Geometry:
     """The system's own geometry (numpy, bohr)."""
     return Geometry(np.asarray(self.positions))
+
+  @property
+  def geometry_count(self) -> int:
+    """G, the number of geometries: the surface's, or 1 without one."""
+    return 1 if self.surface is None else len(self.surface.positions)
+
+  @property
+  def geometries(self) -> Geometry:
+    """Every geometry of the system, stacked: positions (G, M, 3) bohr (numpy), the
+    surface's or the system's own as a set of one."""
+    if self.surface is None:
+      return Geometry(np.asarray(self.positions)[None])
+    return Geometry(np.asarray(self.surface.positions))
 
   @property
   def complex(self) -> bool:
@@ -128,60 +135,11 @@ class System:
     return float(e)
 
 
-def atomic_number(symbol: str, where: str) -> int:
-  if symbol not in ELEMENTS:
-    close = [e for e in ELEMENTS if e.lower() == symbol.lower()]
-    hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(ELEMENTS)})"
-    raise InputError(f'{where}: unknown element symbol {symbol!r}{hint}')
-  return ELEMENTS.index(symbol) + 1
-
-
-def parse_molecule(text: str, units: str) -> tuple:
-  """Parses 'H 0 0 0; H 0 0 1.4' (entries split by ';' or newlines) into symbols, bohr."""
-  scale = {'bohr': 1.0, 'angstrom': BOHR_PER_ANGSTROM}[units]
-  symbols, coords = [], []
-  for entry in [e.strip() for e in re.split(r'[;\n]', text) if e.strip()]:
-    fields = entry.replace(',', ' ').split()
-    if len(fields) != 4:
-      raise InputError(f"config.system.molecule: entry {entry!r} is not 'SYMBOL x y z'")
-    atomic_number(fields[0], 'config.system.molecule')
-    try:
-      xyz = [float(v) for v in fields[1:]]
-    except ValueError:
-      raise InputError(
-          f'config.system.molecule: coordinates of {entry!r} are not numbers') from None
-    if not np.all(np.isfinite(xyz)):
-      raise InputError(f'config.system.molecule: coordinates of {entry!r} are not finite')
-    symbols.append(fields[0])
-    coords.append(xyz)
-  if not symbols:
-    raise InputError('config.system.molecule is empty')
-  positions = np.asarray(coords, dtype=np.float64) * scale
-  for a in range(len(symbols)):
-    for b in range(a):
-      if np.linalg.norm(positions[a] - positions[b]) < 1e-3:
-        raise InputError(f'config.system.molecule: nuclei {b + 1} ({symbols[b]}) and {a + 1} '
-                         f'({symbols[a]}) are at the same position')
-  return tuple(symbols), positions
-
-
 def read_xyz(path: str) -> tuple:
   """Symbols and positions (bohr) from an .xyz file: the atom count, a comment line, then
-  one 'SYMBOL x y z' line per atom in angstrom (the format's unit; extra columns ignored)."""
-  where = f'config.system.molecule {path!r}'
-  try:
-    with open(path) as f:
-      lines = f.read().splitlines()
-  except OSError as e:
-    raise InputError(f'{where} cannot be read: {e.strerror}') from None
-  try:
-    count = int(lines[0].split()[0])
-  except (IndexError, ValueError):
-    raise InputError(f'{where}: the first line must be the number of atoms') from None
-  atoms = [line.split()[:4] for line in lines[2:] if line.strip()]
-  if count <= 0 or len(atoms) < count:
-    raise InputError(f'{where}: says {count} atoms but has {len(atoms)} atom lines')
-  return parse_molecule('; '.join(' '.join(a) for a in atoms[:count]), 'angstrom')
+  one 'SYMBOL x y z' line per atom in angstrom (the format's unit; extra columns ignored).
+  Its first frame; what follows is ignored."""
+  return geometries_lib.read_frames(path, f'config.system.molecule {path!r}', first_only=True)[0]
 
 
 def _spin_counts(n_electrons: int, spin: int, where: str) -> tuple:
@@ -196,19 +154,10 @@ def _spin_counts(n_electrons: int, spin: int, where: str) -> tuple:
 
 def make_system(sys_cfg) -> System:
   """Builds a System from the `config.system` block, checking it for consistency."""
+  geometries_lib.check(sys_cfg, is_periodic(sys_cfg))
   if sys_cfg.rs is not None:
     return electron_gas(sys_cfg)
-  if bool(sys_cfg.atom) == bool(sys_cfg.molecule):
-    raise InputError('config.system: give exactly one of atom (a symbol) or molecule '
-                     "(e.g. 'H 0 0 0; H 0 0 1.4')")
-  if sys_cfg.atom:
-    symbols = (sys_cfg.atom,)
-    atomic_number(sys_cfg.atom, 'config.system.atom')
-    positions = np.zeros((1, 3))
-  elif sys_cfg.molecule.strip().lower().endswith('.xyz'):
-    symbols, positions = read_xyz(sys_cfg.molecule.strip())
-  else:
-    symbols, positions = parse_molecule(sys_cfg.molecule, sys_cfg.units)
+  symbols, positions, surface = nuclei(sys_cfg)
   lattice = primitive = None
   if sys_cfg.lattice:
     symbols, positions, lattice = crystal(sys_cfg, symbols, positions)
@@ -267,7 +216,30 @@ def make_system(sys_cfg) -> System:
   return System(symbols=symbols, positions=positions, charges=charges, n_up=int(n_up),
                 n_down=int(n_down), name=name, exact_energy=exact, ecp=ecps,
                 states=int(sys_cfg.states), boundary=boundary_of(lattice, sys_cfg.twist),
-                primitive=primitive)
+                primitive=primitive, surface=surface)
+
+
+def nuclei(sys_cfg) -> tuple:
+  """(symbols, positions (M, 3) bohr, Surface or None) of `atom`, `molecule` or a set of
+  geometries; with a set, the positions are its first geometry's."""
+  if sys_cfg.atom and sys_cfg.molecule or not (
+      sys_cfg.atom or sys_cfg.molecule or sys_cfg.geometries):
+    raise InputError('config.system: give exactly one of atom (a symbol) or molecule '
+                     "(e.g. 'H 0 0 0; H 0 0 1.4'), or a set of geometries")
+  symbols = positions = surface = None
+  if sys_cfg.atom:
+    symbols = (sys_cfg.atom,)
+    atomic_number(sys_cfg.atom, 'config.system.atom')
+    positions = np.zeros((1, 3))
+  elif sys_cfg.molecule.strip().lower().endswith('.xyz'):
+    symbols, positions = read_xyz(sys_cfg.molecule.strip())
+  elif sys_cfg.molecule:
+    symbols, positions = parse_molecule(sys_cfg.molecule, sys_cfg.units)
+  if geometries_lib.given(sys_cfg):
+    base = None if symbols is None else (symbols, positions)
+    symbols, surface = geometries_lib.read(sys_cfg, base)
+    positions = surface.positions[0].copy()
+  return symbols, positions, surface
 
 
 def boundary_of(lattice: Optional[lattice_lib.Lattice], twist) -> boundary_lib.Boundary:
@@ -388,6 +360,9 @@ def describe(system: System) -> str:
                  for s, e in zip(system.symbols, system.ecp) if e is not None})
   ecp = f'; ECP {", ".join(ecps)}' if ecps else ''
   states = f'; the lowest {system.states} states' if system.states > 1 else ''
+  if system.surface is not None:
+    states += (f'; {geometries_lib.describe(system.surface)}'
+               + (' (the first shown)' if system.surface.coordinate is None else ''))
   if not system.periodic:
     cell = '; open boundaries'
   else:

@@ -114,14 +114,15 @@ def check_overrides(argv: Sequence[str], cfg: config_dict.ConfigDict) -> None:
 
 # Keys of which a config holds one: the one given on the command line clears the other
 # (a molecule given to a config file of an atom replaces the atom), unless both are given.
-ALTERNATIVES = (('system.atom', 'system.molecule'),)
+ALTERNATIVES = (('system.atom', 'system.molecule'), ('system.atom', 'system.geometries'))
 # Keys that change the system a config file's exact energy belongs to: one of them given on
 # the command line without system.exact_energy clears it (the error against the energy of
 # another system would mislead; an atom's comes from the table again).
 CHANGE_THE_SYSTEM = ('system.atom', 'system.molecule', 'system.units', 'system.charge',
                      'system.electrons', 'system.spin', 'system.ecp', 'system.lattice',
                      'system.cell', 'system.rs', 'system.supercell', 'system.twist',
-                     'system.periodic_dims')
+                     'system.periodic_dims', 'system.geometries', 'system.scan.atoms',
+                     'system.scan.start', 'system.scan.stop', 'system.scan.points')
 
 
 def after_parsing(argv: Sequence[str]) -> tuple:

@@ -1,0 +1,25 @@
+"""H2's potential energy curve: one network over 12 bond lengths, 0.5 to 6.0 bohr (a scan
+of the H0-H1 distance of the molecule below, which gives the axis).
+
+The network and optimizer of configs/h2.py. No single reference energy: the exact
+Born-Oppenheimer curve is Kolos & Wolniewicz's, -1.174475 Ha at 1.4 bohr.
+"""
+
+from ferminet_fast import config
+
+
+def get_config():
+  cfg = config.default()
+  cfg.system.atom = ''
+  cfg.system.molecule = 'H 0 0 -0.7; H 0 0 0.7'
+  cfg.system.units = 'bohr'
+  cfg.system.scan.atoms = (0, 1)
+  cfg.system.scan.start = 0.5
+  cfg.system.scan.stop = 6.0
+  cfg.system.scan.points = 12
+  cfg.system.name = 'H2_pes'
+  cfg.system.exact_energy = None
+  cfg.network.ferminet.hidden_dims = ((64, 8), (64, 8))
+  cfg.optim.optimizer = 'kfac'
+  cfg.optim.iterations = 6000
+  return cfg
