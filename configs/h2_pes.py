@@ -21,5 +21,6 @@ def get_config():
   cfg.system.exact_energy = None
   cfg.network.ferminet.hidden_dims = ((64, 8), (64, 8))
   cfg.optim.optimizer = 'kfac'
+  cfg.batch_size = 384  # 32 walkers per geometry.
   cfg.optim.iterations = 6000
   return cfg

@@ -21,6 +21,7 @@ def get_config():
   cfg.network.ferminet.hidden_dims = ((64, 8), (64, 8))
   cfg.network.determinants = 2
   cfg.optim.optimizer = 'kfac'
+  cfg.batch_size = 320  # 32 walkers per geometry.
   cfg.optim.iterations = 11000
   cfg.evaluation.steps = 3000
   return cfg

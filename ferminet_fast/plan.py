@@ -134,12 +134,18 @@ def dry_run(user_cfg) -> str:
 def system_of(cfg) -> systems.System:
   """The system of `cfg`, with JAX first set to the settings' precision: float64 where they
   ask for it, and the precision of float32 matrix products (JAX's default on NVIDIA GPUs
-  is TF32)."""
+  is TF32). Over a set of geometries the walkers must split evenly among them."""
   if cfg.precision == 'float64':
     jax.config.update('jax_enable_x64', True)
   jax.config.update('jax_default_matmul_precision',
                     None if cfg.matmul_precision == 'default' else cfg.matmul_precision)
-  return systems.make_system(cfg.system)
+  system = systems.make_system(cfg.system)
+  g = system.geometry_count
+  if cfg.batch_size % g:
+    raise InputError(f'config.batch_size = {cfg.batch_size} does not split evenly over the {g} '
+                     f'geometries (a chain of walkers each): use a multiple of {g}, e.g. '
+                     f'{g * max(1, cfg.batch_size // g)}')
+  return system
 
 
 def best_laplacian(system: systems.System, platform: Optional[str] = None
