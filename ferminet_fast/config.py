@@ -440,6 +440,12 @@ SETTINGS = {
     'log.keep_checkpoints': S(3, 'Newest checkpoints kept; older ones are deleted.',
                               _positive_int),
     'log.restore_path': S('', 'Start from the newest checkpoint of this other run directory.'),
+    'log.fine_tune_from': S('', "A trained run's directory whose parameters (their average, "
+                            'as evaluation takes them) this run starts from, at its own '
+                            'geometry or set of geometries: the same elements in the same '
+                            'order, electrons, network and precision (checked); the walkers, '
+                            'optimizer state and step count start afresh and pretraining is '
+                            "skipped. '' starts from initialised (or pretrained) parameters."),
     'log.progress': S(True, 'A progress bar (energy, variance, pmove, it/s, ETA) when the '
                       "output is a terminal; batch jobs' logs get the `print_every` lines "
                       'instead.'),

@@ -12,7 +12,6 @@ import time
 _T0 = time.perf_counter()  # Before the heavy imports, so start-up includes them.
 
 import jax  # noqa: E402
-import numpy as np  # noqa: E402
 
 from ferminet_fast import plan  # noqa: E402
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
@@ -20,9 +19,9 @@ from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  
 from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
 from ferminet_fast.runtime import (checkpoint, cli, context, memory, profiling,  # noqa: E402
                                    resume, rundir, watchdog)
-from ferminet_fast.stages import report, training  # noqa: E402
+from ferminet_fast.stages import report, trained, training  # noqa: E402
 from ferminet_fast.stages.report import Result, final_line  # noqa: E402,F401  (the public API)
-from ferminet_fast.vmc import pretrain, step  # noqa: E402
+from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
 
 EXIT_PREEMPTED = cli.EXIT_PREEMPTED
 
@@ -48,6 +47,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   system = plan.system_of(cfg)
   if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
     hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
+  trained.check_fine_tune(cfg, system)  # Before the run directory is made.
   source = resume.decide(ctx, user_cfg, system.name)
   run = context.Run(source.run_dir, ctx, quiet)
   run.say(f'System  {systems.describe(system)}')
@@ -70,13 +70,15 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
     built = plan.build(cfg, jax.random.PRNGKey(cfg.debug.seed), run.ctx, system=system)
   if built.laplacian_ms:
     run.timings['laplacian_auto_ms'] = built.laplacian_ms
-    run.say('Laplacian auto: ' + ', '.join(f'{m} {t:.2f} ms' for m, t in
-                                           built.laplacian_ms.items())
-            + f' -> {built.parts.laplacian.name}')
+    run.say(f'Laplacian auto: {profiling.format_ms(built.laplacian_ms)} -> '
+            f'{built.parts.laplacian.name}')
   start, state, finish_pretraining = 0, built.state, lambda beat: None
   if source.restore_from:
     start, state = checkpoint.restore_latest(source.restore_from, state)
     run.say(f'Restored step {start} from {checkpoint.directory(source.restore_from)}')
+  elif cfg.log.fine_tune_from:
+    with watch.paused(f'loading the parameters of {cfg.log.fine_tune_from}'):
+      state = trained.fine_tuned(cfg.log.fine_tune_from, built.parts, state, run.say)
   elif cfg.pretrain.iterations:  # Dispatched; it runs while the step compiles.
     with watch.paused('the Hartree-Fock SCF (pretraining dispatched after it)'):
       state, finish_pretraining = pretrain.pretrain_state(
@@ -133,16 +135,10 @@ def _prepare(cfg, run: context.Run, source: resume.Source, parts: step.Parts,
          else '') + (f' ({free_mb:.0f} MiB free)' if free_mb is not None else '')
   run.say(f'Network {n_params} parameters; Laplacian {parts.laplacian.name} on {chunks} at once; '
           f'compiled in {compiled.compile_s:.1f} s{mem}; move width '
-          f'{_widths(state.walkers.width)} bohr; first step {timings["startup_s"]:.1f} s '
+          f'{mcmc.width_text(state.walkers.width)} bohr; first step {timings["startup_s"]:.1f} s '
           'after start')
   run.save_timings()
   return state, timers
-
-
-def _widths(width) -> str:
-  """The move width, or over a set of geometries the range of theirs."""
-  w = np.asarray(jax.device_get(width))
-  return f'{float(w):.3f}' if w.ndim == 0 else f'{w.min():.3f}-{w.max():.3f}'
 
 
 def run() -> None:

@@ -108,29 +108,71 @@ def test_later_stages_refuse_what_a_surface_does_not_have(tmp_path):
     assert 'Traceback' not in proc.stderr
 
 
-def test_a_short_surface_training_follows_the_full_ci_curve(tmp_path):
-  """One network, 400 KFAC steps over H2 at 1.0, 1.5 and 2.0 bohr, evaluated at each: every
-  energy within 5 mHa of pyscf's full CI in cc-pVQZ (itself within 1 mHa of the exact
-  Born-Oppenheimer energies there, Kolos & Wolniewicz, J. Chem. Phys. 43, 2429 (1965)), above
-  it beyond the noise only by that much, and the curve's two differences within 5 mHa of
-  full CI's: the network learned each geometry, not their mean."""
-  pyscf = pytest.importorskip('pyscf')
+def full_ci(bond: float) -> float:
+  """pyscf's full CI of H2 at `bond` (bohr) in cc-pVQZ, Ha: within 1 mHa of the exact
+  Born-Oppenheimer energy from 1 to 2 bohr (Kolos & Wolniewicz, J. Chem. Phys. 43, 2429
+  (1965))."""
   from pyscf import fci, gto, scf
-  del pyscf
-  reference = []
-  for bond in BONDS:
-    mol = gto.M(atom=f'H 0 0 0; H 0 0 {bond}', unit='bohr', basis='cc-pvqz', verbose=0)
-    reference.append(fci.FCI(scf.RHF(mol).run()).kernel()[0])
-  run = tmp_path / 'run'
-  cfg = h2_scan(run, **{'batch_size': 96, 'optim.iterations': 400, 'optim.optimizer': 'kfac',
-                        'mcmc.burn_in': 100, 'mcmc.steps': 10, 'pretrain.iterations': 0,
-                        'network.ferminet.hidden_dims': ((16, 4), (16, 4)),
-                        'network.determinants': 2})
-  train.train(cfg, quiet=True)
+  mol = gto.M(atom=f'H 0 0 0; H 0 0 {bond}', unit='bohr', basis='cc-pvqz', verbose=0)
+  return fci.FCI(scf.RHF(mol).run()).kernel()[0]
+
+
+SHORT = {'batch_size': 96, 'optim.optimizer': 'kfac', 'mcmc.burn_in': 100, 'mcmc.steps': 10,
+         'pretrain.iterations': 0, 'network.ferminet.hidden_dims': ((16, 4), (16, 4)),
+         'network.determinants': 2}
+
+
+@pytest.fixture(scope='module')
+def surface_run(tmp_path_factory):
+  """400 KFAC steps of one network over H2 at BONDS, evaluated at each geometry."""
+  pytest.importorskip('pyscf')
+  run = tmp_path_factory.mktemp('surface') / 'run'
+  train.train(h2_scan(run, **SHORT, **{'optim.iterations': 400}), quiet=True)
   evaluate.evaluate(str(run), steps=200, burn_in=20, quiet=True)
-  rows = json.loads((run / 'pes.json').read_text())['geometries']
+  return run
+
+
+def test_a_short_surface_training_follows_the_full_ci_curve(surface_run):
+  """Every evaluated energy within 5 mHa of full CI (above it beyond the noise only by
+  that), and the curve's two differences within 5 mHa of full CI's: the network learned
+  each geometry, not their mean."""
+  reference = np.array([full_ci(b) for b in BONDS])
+  rows = json.loads((surface_run / 'pes.json').read_text())['geometries']
   energies = np.array([r['energy'] for r in rows])
   errors = np.array([r['error'] for r in rows])
   assert np.all(np.abs(energies - reference) < 5e-3 + 3 * errors), (energies, reference)
-  differences = energies - energies[1]
-  np.testing.assert_allclose(differences, np.asarray(reference) - reference[1], atol=5e-3)
+  np.testing.assert_allclose(energies - energies[1], reference - reference[1], atol=5e-3)
+
+
+def test_a_geometry_outside_the_set_fine_tunes_from_the_surface(surface_run, tmp_path):
+  """H2 at 1.25 bohr, between the trained bond lengths: 50 steps from the surface's
+  parameters reach 5 mHa of full CI, which 50 steps from initialised parameters do not."""
+  at = {'system.scan.points': 0, 'system.scan.atoms': (), 'system.scan.start': None,
+        'system.scan.stop': None, 'system.molecule': 'H 0 0 0; H 0 0 1.25', 'optim.iterations': 50}
+  reference = full_ci(1.25)
+  energies = {}
+  for name, source in (('fine-tuned', str(surface_run)), ('fresh', '')):
+    run = tmp_path / name
+    train.train(h2_scan(run, **SHORT, **at, **{'log.fine_tune_from': source}), quiet=True)
+    estimate = evaluate.evaluate(str(run), steps=100, burn_in=20, quiet=True)
+    energies[name] = estimate.mean - reference, estimate.error
+  tuned, fresh = energies['fine-tuned'], energies['fresh']
+  assert abs(tuned[0]) < 5e-3 + 3 * tuned[1], energies
+  assert fresh[0] > 5e-3 + 3 * fresh[1], energies
+
+
+def test_fine_tuning_refuses_parameters_of_another_molecule_or_network(surface_run, tmp_path):
+  for overrides, said in (
+      ({'system.molecule': 'H 0 0 0; H 0 0 1.2; H 0 0 2.4'},
+       'only the positions of the nuclei may differ'),
+      ({'system.molecule': 'H 0 0 0; H 0 0 1.2', 'network.determinants': 1},
+       'network.determinants: 2 -> 1')):
+    cfg = h2_scan(tmp_path / 'run', **SHORT, **{'system.scan.points': 0,
+                                                'system.scan.atoms': (),
+                                                'system.scan.start': None,
+                                                'system.scan.stop': None,
+                                                'log.fine_tune_from': str(surface_run),
+                                                **overrides})
+    with pytest.raises(InputError, match=said):
+      train.train(cfg, quiet=True)
+    assert not os.path.exists(tmp_path / 'run')

@@ -104,6 +104,11 @@ def time_train_step(compiled: Compiled, state: TrainState, repeats: int = 5) -> 
   return 1e3 * float(np.median(times[1:]))
 
 
+def format_ms(ms: dict) -> str:
+  """'name 1.23 ms, ...' of timings in ms by name (the 'auto' Laplacian's candidates)."""
+  return ', '.join(f'{m} {t:.2f} ms' for m, t in ms.items())
+
+
 def format_timings(t: dict) -> str:
   keys = ('train_step_ms', 'mcmc_ms', 'energy_grad_ms', 'optimizer_ms', 'forward_ms')
   return '  '.join(f'{k}={t[k]:.3f}' for k in keys if k in t) + f'  compile_s={t["compile_s"]:.2f}'

@@ -3,15 +3,20 @@ the scripts that study a run): its settings from config.json, the network and st
 with what training resolved (resolved.json, plan.py), and its newest checkpoint
 restored with the parameters asked for (the average of the last updates, or the last)."""
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 
 from ferminet_fast import config, plan
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.runtime import checkpoint
+from ferminet_fast.runtime import checkpoint, rundir
 from ferminet_fast.vmc import step
+
+# Settings a run fine-tuned from another may change: where the nuclei are (one geometry or a
+# set), and its labels. Every other setting that fixes the parameters' shapes must agree.
+GEOMETRY_KEYS = ('system.molecule', 'system.units', 'system.geometries', 'system.scan.',
+                 'system.name', 'system.exact_energy')
 
 class TrainedRun(NamedTuple):
   """A run directory's trained state, rebuilt."""
@@ -52,3 +57,42 @@ def with_parameters(parts: step.Parts, state: step.TrainState,
   params = optim.averaged_params(state.opt_state, state.params)
   walkers = state.walkers._replace(log_psi=parts.walkers_log_psi(params, state.walkers.x))
   return state._replace(params=params, walkers=walkers), 'average'
+
+
+def check_fine_tune(cfg, system) -> None:
+  """Raises InputError unless `cfg.log.fine_tune_from` is a trained run whose parameters fit
+  the network of `cfg` for `system`: its settings that fix the parameters differ only in
+  where the nuclei are (GEOMETRY_KEYS), with the same elements in the same order and the
+  same electrons (nothing to check without one). Reads only its files."""
+  source = cfg.log.fine_tune_from
+  if not source:
+    return
+  saved = rundir.read_config(source, 'config.log.fine_tune_from')
+  if not checkpoint.has_checkpoint(source):
+    raise InputError(f'config.log.fine_tune_from {source!r} holds no checkpoint')
+  diffs = [d for d in config.structural_differences(saved.to_dict(), cfg.to_dict())
+           if not d.startswith(GEOMETRY_KEYS)]
+  if diffs:
+    raise InputError(f'config.log.fine_tune_from {source!r} was trained with a different '
+                     f'{"; ".join(diffs)}: its parameters do not fit this network')
+  other = plan.system_of(config.freeze(saved))
+  if other.symbols != system.symbols or other.electrons != system.electrons:
+    raise InputError(f'config.log.fine_tune_from {source!r} is {other.name} '
+                     f'({", ".join(other.symbols)}; electrons {other.electrons}), not '
+                     f'{system.name} ({", ".join(system.symbols)}; electrons '
+                     f'{system.electrons}): only the positions of the nuclei may differ')
+
+
+def fine_tuned(source: str, parts: step.Parts, state: step.TrainState,
+               say: Callable = print) -> step.TrainState:
+  """`state` with the parameters of the trained run `source` (their average where its
+  checkpoint holds one) laid out like its own, its walkers' log|psi| for them; says which.
+  check_fine_tune first."""
+  cfg = plan.settings(rundir.read_config(source, 'config.log.fine_tune_from'),
+                      later_stage=True)
+  run = TrainedRun.load(source, cfg, 'average')
+  params = jax.device_put(run.state.params, jax.tree.map(lambda a: a.sharding, state.params))
+  walkers = state.walkers._replace(log_psi=parts.walkers_log_psi(params, state.walkers.x))
+  say(f'Fine-tuning the {"averaged" if run.parameters == "average" else "last"} parameters '
+      f'of step {run.trained_step} of {source}')
+  return state._replace(params=params, walkers=walkers)

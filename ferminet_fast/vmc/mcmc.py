@@ -115,6 +115,12 @@ def adapt_width(width: jax.Array, pmove: jax.Array, target: float, rate: float) 
   return jnp.clip(width * jnp.exp(rate * (pmove - target)), MIN_WIDTH, MAX_WIDTH)
 
 
+def width_text(width) -> str:
+  """The move width in bohr, or over a set of geometries the range of theirs, as text."""
+  w = np.asarray(jax.device_get(width))
+  return f'{float(w):.3f}' if w.ndim == 0 else f'{w.min():.3f}-{w.max():.3f}'
+
+
 def n_sweeps(steps: int, per_sweep: int) -> int:
   """Number of sweeps of `per_sweep` moves covering `steps` moves."""
   return int(np.ceil(steps / per_sweep)) if steps > 0 else 0

@@ -68,12 +68,10 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
   PretrainState; step(PretrainState) -> (PretrainState, mismatch): `mcmc_steps` MCMC moves
   from the mixture (move width adapted after them, as in burn-in), then one Adam step on the
   mean squared orbital mismatch sum_{k, spin} |orbitals_k - HF|^2 per walker, averaged over
-  walkers. hf_orbitals(x (3N,)) -> [(n_s, n_s) per spin].
-
-  Over a set of G geometries, `geometries` = (nuclei (G, M, 3), HF data stacked (G, ...))
-  and hf_orbitals(x, one geometry's data): the walkers are G groups of B / G in a row, each
-  a chain of its own geometry's mixture with its own width (G,), and the mismatch is the
-  mean over the geometries."""
+  walkers. hf_orbitals(x (3N,)) -> [(n_s, n_s) per spin]. Over a set of G geometries,
+  `geometries` = (nuclei (G, M, 3), HF data (G, ...)) and hf_orbitals(x, one's data): G
+  groups of B / G walkers in a row, a chain of each one's mixture with its own width (G,),
+  the mismatch the mean over the geometries."""
   f = pretrain_cfg.hf_fraction
 
   def at(where):

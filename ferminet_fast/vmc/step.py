@@ -150,13 +150,12 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
                       aux.nonfinite, opt_state.rejected.astype(jnp.int32))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
-  geometries = None
+  geometries, steps = None, (mcmc_step, train_step)
   if system.surface is not None:
     geometries = systems.Geometry(jnp.asarray(system.surface.positions, dtype))
-    mcmc_step, train_step = _surface_steps(geometries, sweep, energy, fused, update,
-                                           batch_log_psi, mcmc_cfg)
-  return Parts(network, batch_log_psi, sweep, mcmc_step, energy, energy_grad, update, optimizer,
-               train_step, dtype, laplacian, chunk_size, geometries)
+    steps = _surface_steps(geometries, sweep, energy, fused, update, batch_log_psi, mcmc_cfg)
+  return Parts(network, batch_log_psi, sweep, steps[0], energy, energy_grad, update, optimizer,
+               steps[1], dtype, laplacian, chunk_size, geometries)
 
 
 def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, batch_log_psi,
