@@ -13,9 +13,8 @@ each requested observable (physics/observables.py). Each estimate is the reblock
 with its standard error and integrated autocorrelation time, written to <run>/eval.json.
 Unlike the running mean of training, the parameters do not move while it is measured.
 A run over a set of geometries is evaluated at each one (its own chain and nuclei, the same
-parameters): <run>/pes.json lists them with their energies and errors and the
-correlated-sampling energy differences of adjacent ones (stages/differences.py), and
-<run>/plots/pes.png draws the curve (with matplotlib installed).
+parameters): <run>/pes.json lists their energies and the correlated-sampling differences of
+adjacent ones (stages/differences.py); <run>/plots/pes.png draws the curve (matplotlib).
 `--twist_average` averages the evaluated runs of one periodic system at several twists
 (stages/twists.py) into one JSON file.
 """
@@ -41,13 +40,11 @@ PES = 'pes.json'  # Each geometry's evaluated energy, for a run over a set of ge
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
              quiet: bool = False, seed: int = 1, observables: Sequence[str] = (),
-             parameters: str = 'average', differences: bool = True) -> stats.Estimate:
+             parameters: str = 'average') -> stats.Estimate:
   """Evaluates the newest checkpoint of run_dir; returns the energy estimate and writes
   eval.json. steps, burn_in: sweeps recorded and discarded; None takes the run's
   config.evaluation. observables: names from observables.OBSERVABLES, estimated too.
   parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'.
-  differences: over a set of geometries, also the correlated-sampling energy differences of
-  adjacent ones (stages/differences.py) in pes.json.
   A sweep that stops completing ends the process (runtime/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if not checkpoint.has_checkpoint(run_dir):
@@ -76,8 +73,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   state = state._replace(key=jax.random.PRNGKey(seed))
   horizon = (optim.average_horizon(state.opt_state, cfg.optim.average_fraction)
              if which == 'average' else 1.0)  # Read now: the sweeps consume the state.
-  move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states, stack,
-                                           differences)
+  move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states, stack)
   # Compiled before the clock starts, under the watchdog with its clock held (the
   # compilation is not a sweep; on the CPU a deadlock while lowering still ends the process
   # with a report), then every sweep is watched (runtime/watchdog.py).
@@ -104,7 +100,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
         'label': system.surface.label, 'checkpoint_step': trained_step, 'parameters': which,
         'steps': steps, 'burn_in': burn_in, 'walkers_per_geometry':
         cfg.batch_size // len(stack.positions), 'geometries': result['geometries'],
-        **{k: result[k] for k in ('differences',) if k in result}})
+        'differences': result.get('differences', [])})
     say(f'Wrote {os.path.join(run_dir, PES)}' + ''.join(
         f' and {p}' for p in plot.plot_surface(run_dir, quiet=True)))
   total = 'the sum of the states, ' if system.states > 1 else ''

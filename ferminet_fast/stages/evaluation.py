@@ -51,8 +51,7 @@ def estimators(names: Sequence[str], network, system, laplacian: laplacians.Meth
       excited_states.reduce)}
 
 
-def sweep_functions(parts: step.Parts, chosen: dict, k: int, stack=None,
-                    pairs: bool = True) -> tuple:
+def sweep_functions(parts: step.Parts, chosen: dict, k: int, stack=None) -> tuple:
   """(move, sweep), both state -> (state, ...): one MCMC sweep at fixed width and
   parameters; and a move followed by the mean local energy (non-finite ones left out, as
   in training) and each estimator's estimate from the sweep's walkers (its `reduce`). With
@@ -62,10 +61,10 @@ def sweep_functions(parts: step.Parts, chosen: dict, k: int, stack=None,
 
   Over a set of geometries, `stack` (a systems.Geometry of positions (G, M, 3)): each
   geometry's chain moves with its own nuclei and width, and the energy and acceptance are
-  (G,), one per geometry (no other estimator); with `pairs` and G >= 2, the correlated
-  differences of adjacent geometries too (differences.py), ordered after the energies."""
+  (G,), one per geometry (no other estimator); with G >= 2, the correlated differences of
+  adjacent geometries too (differences.py), ordered after the energies."""
   differ = (differences.make_pairs(parts)
-            if pairs and stack is not None and stack.positions.shape[0] >= 2 else None)
+            if stack is not None and stack.positions.shape[0] >= 2 else None)
   per_walker = {name: jax.vmap(est.per_config, in_axes=(None, 0))
                 for name, est in chosen.items()}
 
