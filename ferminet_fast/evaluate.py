@@ -13,8 +13,8 @@ each requested observable (physics/observables.py). Each estimate is the reblock
 with its standard error and integrated autocorrelation time, written to <run>/eval.json.
 Unlike the running mean of training, the parameters do not move while it is measured.
 A run over a set of geometries is evaluated at each one (its own chain and nuclei, the same
-parameters): <run>/pes.json lists them with their energies and errors, and
-<run>/plots/pes.png draws the curve (with matplotlib installed).
+parameters): <run>/pes.json lists their energies and the correlated-sampling differences of
+adjacent ones (stages/differences.py); <run>/plots/pes.png draws the curve (matplotlib).
 `--twist_average` averages the evaluated runs of one periodic system at several twists
 (stages/twists.py) into one JSON file.
 """
@@ -99,7 +99,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     rundir.write_json(os.path.join(run_dir, PES), {
         'label': system.surface.label, 'checkpoint_step': trained_step, 'parameters': which,
         'steps': steps, 'burn_in': burn_in, 'walkers_per_geometry':
-        cfg.batch_size // len(stack.positions), 'geometries': result['geometries']})
+        cfg.batch_size // len(stack.positions), 'geometries': result['geometries'],
+        'differences': result.get('differences', [])})
     say(f'Wrote {os.path.join(run_dir, PES)}' + ''.join(
         f' and {p}' for p in plot.plot_surface(run_dir, quiet=True)))
   total = 'the sum of the states, ' if system.states > 1 else ''

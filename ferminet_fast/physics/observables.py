@@ -295,16 +295,41 @@ def warp_weights(r: jax.Array, atoms: jax.Array) -> jax.Array:
   return jax.nn.softmax(-2.0 * jnp.log(jnp.sum((r[None] - atoms) ** 2, axis=-1)))
 
 
+def space_warp(x: jax.Array, atoms: jax.Array, moved_atoms: jax.Array) -> tuple:
+  """(x' (3N,), log|det dx'/dx| ()): the space warp of Filippi & Umrigar (Phys. Rev. B 61,
+  R16291 (2000)) of one configuration x (3N,) when the nuclei move from atoms to
+  moved_atoms (M, 3), bohr: each electron r -> r + sum_I omega_I(r) (R'_I - R_I). An
+  electron's image depends on its own position only, so the Jacobian is block diagonal and
+  its determinant the product of the electrons' 3x3 ones."""
+  delta = moved_atoms - atoms
+  warp = lambda ri: ri + warp_weights(ri, atoms) @ delta  # noqa: E731
+  r = x.reshape(-1, 3)
+  _, log_jacobian = jnp.linalg.slogdet(jax.vmap(jax.jacfwd(warp))(r))  # (N,)
+  return jax.vmap(warp)(r).reshape(-1), jnp.sum(log_jacobian)
+
+
+def warped_log_weight(log_psi: Callable, params, x: jax.Array, atoms: jax.Array,
+                      moved_atoms: jax.Array, log_psi_x: Optional[jax.Array] = None) -> tuple:
+  """(x' (3N,), log w ()): the configuration x (3N,) sampled from |psi_R|^2 warped to the
+  nuclei moved_atoms (space_warp), and the log of its correlated-sampling weight
+  w = |psi_R'(x')|^2 / |psi_R(x)|^2 |dx'/dx|. log_psi(params, x, atoms) -> log|psi|;
+  log_psi_x: log|psi_R(x)| if already known."""
+  moved, log_jacobian = space_warp(x, atoms, moved_atoms)
+  if log_psi_x is None:
+    log_psi_x = log_psi(params, x, atoms)
+  return moved, 2.0 * (log_psi(params, moved, moved_atoms) - log_psi_x) + log_jacobian
+
+
 def warped_energy_terms(log_psi: Callable, system: systems.System,
                         laplacian: laplacians.Method,
                         step: float = WARP_STEP) -> Callable:
   """Per-configuration terms of forces by central finite differences of correlated-sampling
-  energies with the space warp (Filippi & Umrigar, Phys. Rev. B 61, R16291 (2000)): for each
-  displacement Delta of one nucleus along one axis by +-step, every electron moves by
-  sum_I omega_I(r) Delta_I, and E(R + Delta) = <w E_L'> / <w> over the walkers of |psi|^2,
-  w = |psi_{R+Delta}(x')|^2 / |psi_R(x)|^2 |dx'/dx|. (params, x) -> (12 M,): w (6 M,) and
-  w E_L' (6 M,), displacements ordered +step for each (nucleus, axis), then -step.
-  Costs 6 M local energies per configuration; an independent check of 'forces'."""
+  energies with the space warp (`warped_log_weight`): for each displacement Delta of one
+  nucleus along one axis by +-step, E(R + Delta) = <w E_L'> / <w> over the walkers of
+  |psi|^2, E_L' the local energy at the warped configuration and moved nuclei.
+  (params, x) -> (12 M,): w (6 M,) and w E_L' (6 M,), displacements ordered +step for each
+  (nucleus, axis), then -step. Costs 6 M local energies per configuration; an independent
+  check of 'forces'."""
   _no_ecp(system)
   atoms = np.asarray(system.positions, np.float64)
   m = len(atoms)
@@ -314,15 +339,11 @@ def warped_energy_terms(log_psi: Callable, system: systems.System,
 
   def terms(params, x):
     nuclei = jnp.asarray(atoms, x.dtype)
-    r = x.reshape(-1, 3)
     log_psi_x = log_psi(params, x, nuclei)
 
     def displaced(delta):
-      warp = lambda ri: ri + warp_weights(ri, nuclei) @ delta  # noqa: E731
-      moved = jax.vmap(warp)(r).reshape(-1)
-      _, log_jacobian = jnp.linalg.slogdet(jax.vmap(jax.jacfwd(warp))(r))  # (N,)
-      w = jnp.exp(2.0 * (log_psi(params, moved, nuclei + delta) - log_psi_x)
-                  + jnp.sum(log_jacobian))
+      moved, log_w = warped_log_weight(log_psi, params, x, nuclei, nuclei + delta, log_psi_x)
+      w = jnp.exp(log_w)
       return w, w * local_energy(params, moved, nuclei + delta)
 
     w, w_e = jax.vmap(displaced)(jnp.asarray(displacements, x.dtype))

@@ -13,6 +13,7 @@ from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import excited_states, laplacians
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.runtime import watchdog
+from ferminet_fast.stages import differences
 from ferminet_fast.vmc import ordering, stats, step
 
 STATES = 'states'  # Key of the several states' matrices among the estimators.
@@ -60,7 +61,10 @@ def sweep_functions(parts: step.Parts, chosen: dict, k: int, stack=None) -> tupl
 
   Over a set of geometries, `stack` (a systems.Geometry of positions (G, M, 3)): each
   geometry's chain moves with its own nuclei and width, and the energy and acceptance are
-  (G,), one per geometry (no other estimator)."""
+  (G,), one per geometry (no other estimator); with G >= 2, the correlated differences of
+  adjacent geometries too (differences.py), ordered after the energies."""
+  differ = (differences.make_pairs(parts)
+            if stack is not None and stack.positions.shape[0] >= 2 else None)
   per_walker = {name: jax.vmap(est.per_config, in_axes=(None, 0))
                 for name, est in chosen.items()}
 
@@ -81,6 +85,8 @@ def sweep_functions(parts: step.Parts, chosen: dict, k: int, stack=None) -> tupl
     if stack is not None:
       xs = step.by_geometry(s.walkers, stack).x
       mean, _ = jax.vmap(parts.energy, in_axes=(None, 0, 0))(s.params, xs, stack)
+      if differ is not None:
+        means[differences.DIFFERENCES] = differ(s.params, ordering.after(xs, mean), stack, mean)
       return s, (mean, pmove, means)
     if STATES not in chosen:
       mean, _ = parts.energy(s.params, x)
@@ -99,7 +105,9 @@ class Series(NamedTuple):
   """What the sweeps recorded."""
   energies: list  # Mean local energy of each sweep, Ha (G,) over a set of geometries.
   pmoves: list  # Acceptance of each sweep ((G,) likewise).
-  values: list  # Per sweep: name -> estimate, for the estimators kept per sweep.
+  # Per sweep: name -> estimate, for the estimators kept per sweep; over a set of geometries
+  # differences.DIFFERENCES -> its pairs' (2, G - 1).
+  values: list
   sums: dict  # name -> estimate summed over sweeps, for those that `accumulate`.
 
 
@@ -114,7 +122,8 @@ def run_sweeps(move: Callable, sweep: Callable, state, steps: int, burn_in: int,
     e, pmove, means = jax.device_get(out)
     series.energies.append(np.asarray(e, np.float64))
     series.pmoves.append(np.asarray(pmove, np.float64))
-    for name in [n for n in means if chosen[n].accumulate]:  # Summed, not kept per sweep.
+    # Summed, not kept per sweep.
+    for name in [n for n in means if n in chosen and chosen[n].accumulate]:
       series.sums[name] = series.sums.get(name, 0.0) + np.asarray(means.pop(name), np.float64)
     series.values.append(means)
 
@@ -143,6 +152,10 @@ def report(series: Series, chosen: dict, system, run_dir: str, say: Callable) ->
   result = {}
   if energies.ndim == 2:
     result['geometries'] = surface_report(energies, system, say)
+    if differences.DIFFERENCES in series.values[0]:
+      result['differences'] = differences.report(
+          np.stack([v[differences.DIFFERENCES] for v in series.values]).astype(np.float64),
+          result['geometries'], say)
   for name, obs in chosen.items():
     if name == STATES:
       result['states'] = report_states(

@@ -1,0 +1,88 @@
+"""Energy differences between adjacent geometries of a surface by correlated sampling.
+
+In every evaluation sweep the walkers of geometry g's chain (sampled from |psi_g|^2) also
+estimate the energy of geometry g + 1: each configuration x is carried by the space warp of
+Filippi & Umrigar (Phys. Rev. B 61, R16291 (2000); physics/observables.py `space_warp`) to
+x', weighted by w = |psi_{g+1}(x')|^2 / |psi_g(x)|^2 |dx'/dx|, and its local energy taken at
+g + 1's nuclei: E_{g+1} ~ sum w E_L'(x') / sum w. Less that sweep's plain mean of E_L over
+the same walkers, this is one sample of E_{g+1} - E_g whose fluctuations largely cancel
+(the same walkers, near-identical local energies), reblocked over the sweeps. The cost is
+one more local energy per walker of chains 0 .. G-2 per sweep.
+"""
+
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast.physics import observables, systems
+from ferminet_fast.vmc import stats, step
+
+DIFFERENCES = 'differences'  # Key of a sweep's pair estimates among its per-sweep values.
+
+
+def weighted_mean(log_w: jax.Array, e_l: jax.Array) -> tuple:
+  """(sum w E_L / sum w, (sum w)^2 / (n sum w^2)) of one sweep's walkers, from log w (W,)
+  and E_L (W,): the weights normalised in log space (no overflow), walkers with a
+  non-finite weight or local energy left out; the second is the effective sample size as
+  a fraction of the n = W walkers (1 for equal weights)."""
+  ok = jnp.isfinite(log_w) & jnp.isfinite(e_l)
+  p = jax.nn.softmax(jnp.where(ok, log_w, -jnp.inf))
+  mean = jnp.sum(p * jnp.where(ok, e_l, 0.0))
+  return mean, 1.0 / (log_w.shape[0] * jnp.sum(p ** 2))
+
+
+def correlated_energy(log_psi: Callable, local_energies: Callable, params, x: jax.Array,
+                      atoms: jax.Array, moved_atoms: jax.Array) -> tuple:
+  """(E' (), effective sample size fraction ()): the energy at nuclei moved_atoms (M, 3)
+  estimated from walkers x (W, 3N) sampled from |psi|^2 at atoms, each warped and weighted
+  (observables.warped_log_weight) and its local energy taken there (weighted_mean).
+  log_psi(params, x (3N,), atoms) -> log|psi|; local_energies(params, x (W, 3N), atoms)
+  -> E_L (W,), Ha."""
+  warp = jax.vmap(functools.partial(observables.warped_log_weight, log_psi),
+                  in_axes=(None, 0, None, None))
+  moved, log_w = warp(params, x, atoms, moved_atoms)
+  return weighted_mean(log_w, local_energies(params, moved, moved_atoms))
+
+
+def make_pairs(parts: step.Parts) -> Callable:
+  """(params, xs (G, W, 3N), stack (positions (G, M, 3)), energies (G,)) -> (2, G - 1):
+  for each adjacent pair (g, g + 1), this sweep's correlated difference E_{g+1} - E_g (Ha;
+  `energies` are the chains' plain means of E_L in the same sweep) and the effective
+  sample size fraction of its weights."""
+  def local_energies(params, x, atoms):
+    return parts.energy(params, x, systems.Geometry(atoms))[1].local_energy
+
+  pair = functools.partial(correlated_energy, parts.network.log_psi, local_energies)
+
+  def pairs(params, xs, stack, energies):
+    r = stack.positions
+    e_next, ess = jax.vmap(pair, in_axes=(None, 0, 0, 0))(params, xs[:-1], r[:-1], r[1:])
+    return jnp.stack([e_next - energies[:-1], ess])
+
+  return pairs
+
+
+def report(values: np.ndarray, rows: list, say: Callable) -> list:
+  """pes.json's 'differences': for each adjacent pair, the reblocked correlated difference
+  from the sweeps' values (steps, 2, G - 1) (`make_pairs`), the independent one from the
+  geometries' rows (surface_report: energies and errors, combined in quadrature) and the
+  mean effective sample size fraction of the weights; printed."""
+  say('  energy differences of adjacent geometries (correlated sampling with a space warp; '
+      'independent: of the separate energies):')
+  out = []
+  for g in range(values.shape[2]):
+    c = stats.reblock(values[:, 0, g])
+    a, b = rows[g], rows[g + 1]
+    independent, error = b['energy'] - a['energy'], float(np.hypot(a['error'], b['error']))
+    ess = float(np.mean(values[:, 1, g]))
+    out.append({'from': g, 'to': g + 1, 'correlated': c.mean, 'correlated_error': c.error,
+                'correlated_tau': c.tau, 'independent': independent,
+                'independent_error': error, 'effective_sample_fraction': ess})
+    where = (f'{a["coordinate"]:.4f} -> {b["coordinate"]:.4f}' if 'coordinate' in a
+             else f'{g} -> {g + 1}')
+    say(f'    {where}: correlated {c.mean:+.6f} +- {c.error:.6f} Ha, independent '
+        f'{independent:+.6f} +- {error:.6f} Ha (effective sample fraction {ess:.3f})')
+  return out
