@@ -35,7 +35,6 @@ from ferminet_fast.stages import evaluation, trained, twists
 from ferminet_fast.vmc import stats
 
 PARAMETERS = config.PARAMETERS
-PES = 'pes.json'  # Each geometry's evaluated energy, for a run over a set of geometries.
 
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
@@ -63,9 +62,6 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   built, system, state, which, trained_step = (run.built, run.built.system, run.state,
                                                run.parameters, run.trained_step)
   stack = built.parts.geometries  # A set of geometries (None: one).
-  if stack is not None and observables:
-    raise InputError(f'--observables {",".join(observables)}: a run over a set of geometries '
-                     'is evaluated for its energies only')
   chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
@@ -95,14 +91,9 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
             'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
             'wall_s': wall, **estimates}
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
-  if stack is not None:  # The surface: each geometry's energy, and its curve.
-    rundir.write_json(os.path.join(run_dir, PES), {
-        'label': system.surface.label, 'checkpoint_step': trained_step, 'parameters': which,
-        'steps': steps, 'burn_in': burn_in, 'walkers_per_geometry':
-        cfg.batch_size // len(stack.positions), 'geometries': result['geometries'],
-        'differences': result.get('differences', [])})
-    say(f'Wrote {os.path.join(run_dir, PES)}' + ''.join(
-        f' and {p}' for p in plot.plot_surface(run_dir, quiet=True)))
+  if stack is not None:  # The surface: each geometry's energy (pes.json), and its curve.
+    path = evaluation.write_surface(run_dir, system, result, cfg.batch_size)
+    say(f'Wrote {path}' + ''.join(f' and {p}' for p in plot.plot_surface(run_dir, True)))
   total = 'the sum of the states, ' if system.states > 1 else ''
   averaged_over = (f'parameters averaged over ~{result["average_updates"]:.0f} updates, '
                    if which == 'average' else 'last parameters, ')

@@ -82,7 +82,7 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   if os.path.exists(density_path):
     _density(plt, save, density_path, name)
   if os.path.exists(os.path.join(run_dir, 'pes.json')):  # From evaluating a set of geometries.
-    paths += plot_surface(run_dir, out_dir)
+    paths += plot_surface(run_dir, out_dir=out_dir)
   return paths
 
 
@@ -132,7 +132,7 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
   return paths
 
 
-def plot_surface(run_dir: str, out_dir: Optional[str] = None, quiet: bool = False) -> list:
+def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = None) -> list:
   """Writes pes.png, the evaluated energy of each geometry (pes.json) against its scan
   coordinate (or its index) with error bars; returns its path ([] when `quiet` and
   matplotlib is missing)."""

@@ -2,6 +2,7 @@
 the report (eval.json and the printed lines); the trained run comes from stages/trained.py.
 The entry point, evaluate.py, puts them together."""
 
+import os
 from typing import Callable, NamedTuple, Sequence
 
 import jax
@@ -12,7 +13,7 @@ from ferminet_fast.errors import InputError
 from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import excited_states, laplacians
 from ferminet_fast.physics import observables as observables_lib
-from ferminet_fast.runtime import watchdog
+from ferminet_fast.runtime import rundir, watchdog
 from ferminet_fast.stages import differences
 from ferminet_fast.vmc import ordering, stats, step
 
@@ -28,6 +29,9 @@ def estimators(names: Sequence[str], network, system, laplacian: laplacians.Meth
   """name -> observables.Estimator for the observables `names` (observables.OBSERVABLES),
   and with several states their local matrices under STATES (which hold each state's
   <S^2> and the dipoles: s2 and dipole are accepted there, the others refused)."""
+  if system.surface is not None and names:
+    raise InputError(f'--observables {",".join(names)}: a run over a set of geometries is '
+                     'evaluated for its energies only')
   unknown = [n for n in names if n not in observables_lib.OBSERVABLES]
   if unknown:
     raise InputError(f'unknown observable {unknown[0]!r} (known: '
@@ -222,3 +226,19 @@ def surface_report(energies: np.ndarray, system, say: Callable) -> list:
     say(f'    {where}: {e.mean:.6f} +- {e.error:.6f} Ha (tau={e.tau:.1f})')
     rows.append(row)
   return rows
+
+
+PES = 'pes.json'  # Each geometry's evaluated energy, for a run over a set of geometries.
+
+
+def write_surface(run_dir: str, system, result: dict, batch_size: int) -> str:
+  """Writes <run_dir>/pes.json from eval.json's `result` of a run over a set of geometries:
+  each geometry's row (surface_report) and the correlated differences; returns its path."""
+  path = os.path.join(run_dir, PES)
+  rundir.write_json(path, {
+      'label': system.surface.label, 'checkpoint_step': result['checkpoint_step'],
+      'parameters': result['parameters'], 'steps': result['steps'],
+      'burn_in': result['burn_in'],
+      'walkers_per_geometry': batch_size // system.geometry_count,
+      'geometries': result['geometries'], 'differences': result.get('differences', [])})
+  return path
