@@ -5,22 +5,19 @@ The network and optimizer of configs/h2.py. No single reference energy: the exac
 Born-Oppenheimer curve is Kolos & Wolniewicz's, -1.174475 Ha at 1.4 bohr.
 """
 
-from ferminet_fast import config
+import os
+
+from ferminet_fast.runtime import cli
 
 
 def get_config():
-  cfg = config.default()
-  cfg.system.atom = ''
-  cfg.system.molecule = 'H 0 0 -0.7; H 0 0 0.7'
-  cfg.system.units = 'bohr'
+  cfg = cli.load_config_file(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                          'h2.py'))
   cfg.system.scan.atoms = (0, 1)
   cfg.system.scan.start = 0.5
   cfg.system.scan.stop = 6.0
   cfg.system.scan.points = 12
   cfg.system.name = 'H2_pes'
   cfg.system.exact_energy = None
-  cfg.network.ferminet.hidden_dims = ((64, 8), (64, 8))
-  cfg.optim.optimizer = 'kfac'
   cfg.batch_size = 384  # 32 walkers per geometry.
-  cfg.optim.iterations = 6000
   return cfg

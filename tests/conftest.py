@@ -84,6 +84,18 @@ def combinations(every, covering):
   return covering if COMBINATIONS == 'covering' else every
 
 
+def network_optimizer_precision(optimizers):
+  """The combination matrix of every network, optimizer (of `optimizers`) and precision a
+  user may pick, as (network, optimizer, precision) sets for `combinations`, with its
+  pairwise-covering subset."""
+  return combinations(
+      [(n, o, p) for n in ('ferminet', 'psiformer') for o in optimizers
+       for p in ('float32', 'float64')],
+      [(n, o, p) for k, o in enumerate(optimizers)
+       for n, p in (('ferminet', ('float32', 'float64')[k % 2]),
+                    ('psiformer', ('float64', 'float32')[k % 2]))])
+
+
 def tiny_config(atom='He', **overrides):
   """A small, fast config; `overrides` are dotted keys, e.g. {'optim.iterations': 10}."""
   cfg = config.default()

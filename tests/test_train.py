@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import combinations, tiny_config
+from conftest import combinations, network_optimizer_precision, tiny_config
 from ferminet_fast import InputError, train
 from ferminet_fast.environment import packages
 from ferminet_fast.runtime import cli, rundir
@@ -174,12 +174,7 @@ def test_cli_molecule_replaces_the_config_files_atom_and_back():
 
 
 OPTIMIZERS = ('adam', 'kfac', 'spring', 'sgd')
-MOLECULE_RUNS = combinations(
-    [(n, o, p) for n in ('ferminet', 'psiformer') for o in OPTIMIZERS
-     for p in ('float32', 'float64')],
-    [(n, o, p) for k, o in enumerate(OPTIMIZERS)
-     for n, p in (('ferminet', ('float32', 'float64')[k % 2]),
-                  ('psiformer', ('float64', 'float32')[k % 2]))])
+MOLECULE_RUNS = network_optimizer_precision(OPTIMIZERS)
 
 
 @pytest.mark.parametrize('network,optimizer,precision', MOLECULE_RUNS)

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import combinations, tiny_config
+from conftest import network_optimizer_precision, tiny_config
 from ferminet_fast import InputError, evaluate, train
 from ferminet_fast.runtime import rundir
 
@@ -33,12 +33,7 @@ def h2_scan(path, **overrides):
       'network.psiformer.head_dim': 4, 'log.save_path': str(path), **overrides})
 
 
-RUNS = combinations(
-    [(n, o, p) for n in ('ferminet', 'psiformer') for o in OPTIMIZERS
-     for p in ('float32', 'float64')],
-    [(n, o, p) for k, o in enumerate(OPTIMIZERS)
-     for n, p in (('ferminet', ('float32', 'float64')[k % 2]),
-                  ('psiformer', ('float64', 'float32')[k % 2]))])
+RUNS = network_optimizer_precision(OPTIMIZERS)
 
 
 @pytest.mark.parametrize('network,optimizer,precision', RUNS)
