@@ -11,12 +11,14 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import tiny_config
+from conftest import tiny_config, xla_flags
 from ferminet_fast import InputError, config, evaluate, plan, train
 from ferminet_fast.environment import cpu_devices
 from test_distributed import REPO, assert_close, overrides, params_of, run_worker
 
-NO_COUNT = '--xla_backend_optimization_level=0'  # The suite's flags without a device count.
+# The suite's flags without a device count.
+NO_COUNT = ' '.join(f for f in xla_flags().split()
+                    if not f.startswith('--xla_force_host_platform_device_count'))
 
 
 @pytest.mark.parametrize('batch, cores, expected', [

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import tiny_config
+from conftest import tiny_config, xla_flags
 from ferminet_fast import dmc, train
 from ferminet_fast.runtime import rundir
 
@@ -142,7 +142,7 @@ def test_li_dmc_lies_between_exact_and_vmc(tmp_path):
 
 def test_walkers_split_over_two_devices(he_run):
   """The DMC step jitted over two (host) devices, the walkers split between them."""
-  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
+  env = dict(os.environ, XLA_FLAGS=xla_flags(2))
   proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={he_run}',
                          '--tau=0.02', '--steps=5', '--equilibration=1'], cwd=REPO, env=env,
                         capture_output=True, text=True, timeout=600)

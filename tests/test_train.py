@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import combinations, network_optimizer_precision, tiny_config
-from ferminet_fast import InputError, train
+from ferminet_fast import InputError, plan, train
 from ferminet_fast.environment import packages
 from ferminet_fast.runtime import cli, rundir
 
@@ -87,13 +87,33 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize('args,message', BAD_INPUTS)
+# Refused before absl parses the command line (an unknown key), and by train() once the config
+# is built (an impossible spin): the two places a refusal comes from, each through a fresh
+# process, its exit status and its one line. Every bad input is checked in process below.
+REFUSED_IN_A_PROCESS = [BAD_INPUTS[0], BAD_INPUTS[4]]
+
+
+@pytest.mark.parametrize('args,message', REFUSED_IN_A_PROCESS)
 def test_cli_bad_input_is_one_clear_error(tmp_path, args, message):
   proc = run_cli(*args, f'--config.log.save_path={tmp_path / "run"}')
   assert proc.returncode == 2, proc.stderr
   assert message in proc.stderr, proc.stderr
   assert 'Traceback' not in proc.stderr + proc.stdout
   assert not (tmp_path / 'run').exists()
+
+
+def test_every_bad_input_is_refused_with_its_message(tmp_path):
+  """Each of BAD_INPUTS by the command line's own steps in this process (cli.resolve, as
+  run_training parses it, then train()): one InputError of one line naming the problem, and
+  nothing written. (The exit status and stderr of a refusal: the test above.)"""
+  for k, (args, message) in enumerate(BAD_INPUTS):
+    run = tmp_path / f'run{k}'
+    with pytest.raises(InputError) as refused:
+      cfg = cli.resolve(['train', *args, f'--config.log.save_path={run}'])
+      train.train(cfg, quiet=True)
+    assert message in str(refused.value), (args, str(refused.value))
+    assert '\n' not in str(refused.value).strip(), args
+    assert not run.exists(), args
 
 
 def test_cli_never_overwrites_an_earlier_run(tmp_path):
@@ -139,38 +159,40 @@ def test_cli_dry_run_prints_the_resolved_config():
   assert re.search(r'cpu_devices: \d+\n', proc.stdout), proc.stdout + proc.stderr
 
 
+def dry_run(*args) -> str:
+  """What `python -m ferminet_fast.train ARGS --dry-run` prints, by the same steps in this
+  process: the command line resolved as run_training resolves it (cli.resolve), then
+  plan.dry_run. (The entry point's own --dry-run: the test above.)"""
+  return plan.dry_run(cli.resolve(['train', *args, '--dry-run']))
+
+
 def test_cli_keys_whose_default_is_none_take_none_again(tmp_path):
   """A config file sets the exact energy and spin; None on the command line unsets them."""
   cfg = tmp_path / 'li.py'
   cfg.write_text('from ferminet_fast import config\n\n'
                  'def get_config():\n  c = config.default()\n  c.system.atom = "Li"\n'
                  '  c.system.exact_energy = -7.0\n  c.system.spin = 1\n  return c\n')
-  proc = run_cli('--config', str(cfg), '--dry-run')
-  assert 'exact_energy: -7.0' in proc.stdout and 'spin: 1' in proc.stdout, proc.stderr
-  proc = run_cli('--config', str(cfg), '--config.system.exact_energy=None',
-                 '--config.system.spin=None', '--dry-run')
-  assert proc.returncode == 0, proc.stderr
-  assert 'exact_energy: null' in proc.stdout and 'spin: null' in proc.stdout
+  out = dry_run('--config', str(cfg))
+  assert 'exact_energy: -7.0' in out and 'spin: 1' in out, out
+  out = dry_run('--config', str(cfg), '--config.system.exact_energy=None',
+                '--config.system.spin=None')
+  assert 'exact_energy: null' in out and 'spin: null' in out, out
 
 
-def test_cli_molecule_replaces_the_config_files_atom_and_back():
-  proc = run_cli('--config', 'configs/li.py', '--config.system.molecule=H 0 0 0; H 0 0 1.4',
-                 '--dry-run')
-  assert proc.returncode == 0, proc.stderr
-  assert "atom: ''" in proc.stdout and 'molecule: H 0 0 0; H 0 0 1.4' in proc.stdout
-  proc = run_cli('--config', 'configs/lih.py', '--config.system.atom=Be', '--dry-run')
-  assert proc.returncode == 0, proc.stderr
-  assert 'atom: Be' in proc.stdout and "molecule: ''" in proc.stdout
+def test_cli_molecule_replaces_the_config_files_atom_and_back(monkeypatch):
+  monkeypatch.chdir(REPO)
+  out = dry_run('--config', 'configs/li.py', '--config.system.molecule=H 0 0 0; H 0 0 1.4')
+  assert "atom: ''" in out and 'molecule: H 0 0 0; H 0 0 1.4' in out, out
+  out = dry_run('--config', 'configs/lih.py', '--config.system.atom=Be')
+  assert 'atom: Be' in out and "molecule: ''" in out, out
   # The config file's exact energy was LiH's: with another system given it no longer applies
   # (Be's comes from the table of atoms), unless the command line gives one.
-  assert 'exact_energy: null' in proc.stdout and '-8.07' not in proc.stdout
-  proc = run_cli('--config', 'configs/lih.py', '--config.optim.iterations=5', '--dry-run')
-  assert proc.returncode == 0, proc.stderr
-  assert 'exact_energy: -8.070548' in proc.stdout  # Not the system: the file's value stays.
-  proc = run_cli('--config', 'configs/h2.py', '--config.system.molecule=H 0 0 0; H 0 0 6',
-                 '--config.system.exact_energy=-1.0', '--dry-run')
-  assert proc.returncode == 0, proc.stderr
-  assert 'exact_energy: -1.0' in proc.stdout
+  assert 'exact_energy: null' in out and '-8.07' not in out
+  out = dry_run('--config', 'configs/lih.py', '--config.optim.iterations=5')
+  assert 'exact_energy: -8.070548' in out  # Not the system: the file's value stays.
+  out = dry_run('--config', 'configs/h2.py', '--config.system.molecule=H 0 0 0; H 0 0 6',
+                '--config.system.exact_energy=-1.0')
+  assert 'exact_energy: -1.0' in out, out
 
 
 OPTIMIZERS = ('adam', 'kfac', 'spring', 'sgd')
