@@ -162,12 +162,10 @@ def test_fine_tuning_refuses_parameters_of_another_molecule_or_network(surface_r
        'only the positions of the nuclei may differ'),
       ({'system.molecule': 'H 0 0 0; H 0 0 1.2', 'network.determinants': 1},
        'network.determinants: 2 -> 1')):
-    cfg = h2_scan(tmp_path / 'run', **SHORT, **{'system.scan.points': 0,
-                                                'system.scan.atoms': (),
-                                                'system.scan.start': None,
-                                                'system.scan.stop': None,
-                                                'log.fine_tune_from': str(surface_run),
-                                                **overrides})
+    cfg = h2_scan(tmp_path / 'run', **{**SHORT, 'system.scan.points': 0,
+                                       'system.scan.atoms': (), 'system.scan.start': None,
+                                       'system.scan.stop': None,
+                                       'log.fine_tune_from': str(surface_run), **overrides})
     with pytest.raises(InputError, match=said):
       train.train(cfg, quiet=True)
     assert not os.path.exists(tmp_path / 'run')
