@@ -280,6 +280,11 @@ SETTINGS = {
 
     # Optimisation.
     'optim.iterations': S(2000, 'Parameter updates (training steps).', _non_negative),
+    'optim.geometries_per_step': S(0, 'Over a set of geometries (`system.geometries` or '
+                                   '`system.scan`): how many of them each step draws at '
+                                   'random, without replacement, to sweep and train on (their '
+                                   'chains of batch_size / G walkers each; the others wait). '
+                                   '0: all of them, every step.', _count),
     'optim.optimizer': S(optim.KFAC.name, f'The optimizer: {listed(OPTIMIZERS)}.',
                          one_of(*OPTIMIZERS), structural=True),
     'optim.laplacian': S('best', f'Laplacian of log|psi| for the kinetic energy: '

@@ -145,6 +145,13 @@ def system_of(cfg) -> systems.System:
     raise InputError(f'config.batch_size = {cfg.batch_size} does not split evenly over the {g} '
                      f'geometries (a chain of walkers each): use a multiple of {g}, e.g. '
                      f'{g * max(1, cfg.batch_size // g)}')
+  drawn = cfg.optim.geometries_per_step
+  if drawn and system.surface is None:
+    raise InputError(f'config.optim.geometries_per_step = {drawn} is for a set of geometries '
+                     '(system.geometries or system.scan); this run has one: use 0')
+  if drawn > g:
+    raise InputError(f'config.optim.geometries_per_step = {drawn} exceeds the {g} geometries '
+                     f'of the set: use 1 to {g} (or 0 for all)')
   return system
 
 

@@ -242,3 +242,39 @@ def test_surface_step_lowers_the_mean_of_the_energies_at_each_geometry():
     want = jax.tree.map(lambda p, g: p - stats.lr * g, state.params, mean)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
                  new.params, want)
+
+
+def test_a_step_over_drawn_geometries_trains_on_those_alone():
+  """optim.geometries_per_step = 2 of three H2 geometries: the step sweeps the two drawn
+  chains (their energies those of the Parts built there at their new walkers, NaN for the
+  third), leaves the third chain as it was, and SGD's update is params - lr * the mean of
+  the drawn Parts' gradients. Over steps every geometry is drawn."""
+  with jax.enable_x64(True):
+    cfg, system, built = h2_surface('sgd', batch_size=24, **{'optim.geometries_per_step': 2})
+    parts = parts_of(cfg, system)
+    state = step.init_state(parts, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
+    train_step = jax.jit(parts.train_step)
+    new, stats = train_step(state)
+    drawn = np.flatnonzero(~np.isnan(stats.energies))
+    assert len(drawn) == 2
+    (waiting,) = set(range(len(BONDS))) - set(drawn)
+    xs, old = new.walkers.x.reshape(len(BONDS), -1, 6), state.walkers.x.reshape(len(BONDS), -1, 6)
+    np.testing.assert_array_equal(xs[waiting], old[waiting])
+    assert new.walkers.width[waiting] == state.walkers.width[waiting]
+    grads = []
+    for i in drawn:
+      assert not np.allclose(xs[i], old[i])
+      cfg_i, system_i = built[i]
+      (e_i, _), g_i, _ = jax.jit(parts_of(cfg_i, system_i).energy_grad)(state.params, xs[i])
+      np.testing.assert_allclose(stats.energies[i], e_i, rtol=1e-10)
+      grads.append(g_i)
+    np.testing.assert_allclose(stats.energy, np.mean(stats.energies[drawn]), rtol=1e-12)
+    mean = jax.tree.map(lambda *g: sum(g) / len(g), *grads)
+    want = jax.tree.map(lambda p, g: p - stats.lr * g, state.params, mean)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
+                 new.params, want)
+    seen = set(drawn)
+    for _ in range(8):
+      new, stats = train_step(new)
+      seen |= set(np.flatnonzero(~np.isnan(stats.energies)))
+    assert seen == set(range(len(BONDS)))

@@ -83,6 +83,38 @@ def test_pretrained_surface_resumes_and_evaluates_each_geometry(tmp_path):
     assert (run / 'plots' / 'pes.png').exists()
 
 
+@pytest.mark.parametrize('optimizer', OPTIMIZERS)
+def test_each_optimizer_trains_on_geometries_drawn_each_step(tmp_path, optimizer):
+  """optim.geometries_per_step = 2 of 3: each step's row holds the energies of two
+  geometries (NaN for the third) and their mean; over the run every geometry is drawn,
+  and result.json estimates each from the steps that drew it."""
+  run = tmp_path / 'run'
+  cfg = h2_scan(run, **{'optim.optimizer': optimizer, 'optim.geometries_per_step': 2,
+                        'optim.iterations': 8, 'log.final_fraction': 1.0})
+  result = train.train(cfg, quiet=True)
+  with open(run / 'stats.csv', newline='') as f:
+    rows = list(csv.DictReader(f))
+  each = np.array([[float(r[f'energy_{g}']) for g in range(len(BONDS))] for r in rows])
+  drawn = np.isfinite(each)
+  assert drawn.sum(axis=1).tolist() == [2] * 8 and drawn.any(axis=0).all()
+  np.testing.assert_allclose([float(r['energy']) for r in rows],
+                             np.nanmean(each, axis=1), rtol=1e-5)
+  for g, estimate in enumerate(result.geometries):
+    assert estimate.n == drawn[:, g].sum()
+    assert estimate.mean == pytest.approx(np.mean(each[drawn[:, g], g]), rel=1e-6)
+
+
+def test_drawing_more_geometries_than_the_set_holds_is_refused(tmp_path):
+  with pytest.raises(InputError, match='geometries_per_step = 4 exceeds the 3 geometries'):
+    train.train(h2_scan(tmp_path / 'run', **{'optim.geometries_per_step': 4}), quiet=True)
+  one = h2_scan(tmp_path / 'one', **{'optim.geometries_per_step': 1})
+  one.system.scan.atoms, one.system.scan.start, one.system.scan.stop = (), None, None
+  one.system.scan.points = 0
+  with pytest.raises(InputError, match='is for a set of geometries'):
+    train.train(one, quiet=True)
+  assert not os.path.exists(tmp_path / 'run') and not os.path.exists(tmp_path / 'one')
+
+
 def test_a_batch_that_does_not_split_over_the_geometries_is_refused(tmp_path):
   with pytest.raises(InputError, match='batch_size = 25 does not split evenly over the 3'):
     train.train(h2_scan(tmp_path / 'run', batch_size=25), quiet=True)

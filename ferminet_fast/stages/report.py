@@ -58,8 +58,8 @@ def finish(final_fraction: float, system: systems.System, run: context.Run, out,
   exact = system.exact_reported_energy
   each = None
   if system.surface is not None:
-    each = [stats.final_estimate(out.history[f'energy_{g}'][:t], final_fraction)
-            for g in range(system.geometry_count)]
+    each = [stats.final_estimate(out.history[f'energy_{g}'][:t], final_fraction,
+                                 drawn_only=True) for g in range(system.geometry_count)]
   result = Result(estimate, exact, out.history, timings, out.state, run_dir, out.stopped_by,
                   each)
   run.write('result.json', {

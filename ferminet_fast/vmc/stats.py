@@ -52,10 +52,15 @@ def reblock(series) -> Estimate:
   return Estimate(mean, error, float(tau), n, chosen[0])
 
 
-def final_estimate(energies, fraction: float) -> Estimate:
+def final_estimate(energies, fraction: float, drawn_only: bool = False) -> Estimate:
   """The reblocked mean of the last `fraction` of a run's step energies (at least one);
-  NaN with n = 0 for an empty run."""
-  energies = np.asarray(energies)
-  if not len(energies):
+  NaN with n = 0 for an empty run. `drawn_only`: the NaN of the steps that did not sample
+  this energy (a geometry not drawn, optim.geometries_per_step) are left out of that last
+  fraction."""
+  energies = np.asarray(energies, float)
+  last = energies[-max(1, int(round(fraction * len(energies)))):] if len(energies) else energies
+  if drawn_only:
+    last = last[~np.isnan(last)]
+  if not len(last):
     return Estimate(float('nan'), float('nan'), float('nan'), 0, 1)
-  return reblock(energies[-max(1, int(round(fraction * len(energies)))):])
+  return reblock(last)

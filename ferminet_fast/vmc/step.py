@@ -153,32 +153,54 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   geometries, steps = None, (mcmc_step, train_step)
   if system.surface is not None:
     geometries = systems.Geometry(jnp.asarray(system.surface.positions, dtype))
-    steps = _surface_steps(geometries, sweep, energy, fused, update, batch_log_psi, mcmc_cfg)
+    steps = _surface_steps(geometries, sweep, energy, fused, update, batch_log_psi, mcmc_cfg,
+                           optim_cfg.geometries_per_step)
   return Parts(network, batch_log_psi, sweep, steps[0], energy, energy_grad, update, optimizer,
                steps[1], dtype, laplacian, chunk_size, geometries)
 
 
 def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, batch_log_psi,
-                   mcmc_cfg) -> tuple:
+                   mcmc_cfg, per_step: int = 0) -> tuple:
   """(mcmc_step, train_step) over a set of G geometries (physics/geometries.py): one network,
   its parameters shared, sees the nuclei of each geometry as inputs. The walkers are G groups
   of W = B / G in a row, one chain per geometry with its own move width (G,); each step
   sweeps every chain with its own nuclei, and the update lowers the mean of the G energies,
   each walker's local energy centred on its own geometry's mean. Both take an optional
-  stack of geometries (positions (G, M, 3)); None: the surface's own, as constants."""
+  stack of geometries (positions (G, M, 3)); None: the surface's own, as constants.
+
+  `per_step` = S (0 or G: all): each train step draws S of the G geometries at random,
+  without replacement (S is static, so the step stays one compiled function), and sweeps
+  and trains on their chains only, an unbiased estimate of the mean's gradient from S W
+  walkers; the other chains wait, their log|psi| recomputed for the parameters of the step
+  that next draws them (so does mcmc_step, for all of them). StepStats.energies holds NaN
+  for the geometries not drawn."""
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
   energies = jax.vmap(energy, in_axes=(None, 0, 0))  # Per geometry: (G,), EnergyAux of (G, W).
+  count = geometries.positions.shape[0]
+  subset = 0 < per_step < count
 
   def stack_of(geometry):
     return geometries if geometry is None else geometry
+
+  def refreshed(params, chains: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
+    """`chains` with log|psi| (G', W) of `params`, each chain at its own nuclei."""
+    x = chains.x.reshape(-1, chains.x.shape[-1])
+    atoms = systems.Geometry(each_walker(stack, chains.x.shape[1]))
+    return chains._replace(log_psi=batch_log_psi(params, x, atoms).reshape(chains.log_psi.shape))
+
+  def swept(params, chains: mcmc.Walkers, stack: systems.Geometry, key):
+    """One sweep of each chain at its nuclei, then each width adapted: (chains, pmove (G',))."""
+    keys = jax.random.split(key, stack.positions.shape[0])
+    chains, pmove = jax.vmap(sweep, in_axes=(None, 0, 0, 0))(params, chains, keys, stack)
+    return chains._replace(width=mcmc.adapt_width(chains.width, pmove, target, rate)), pmove
 
   def mcmc_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
     stack = stack_of(geometry)
     key, k_mcmc = jax.random.split(state.key)
     chains = by_geometry(state.walkers, stack)
-    keys = jax.random.split(k_mcmc, stack.positions.shape[0])
-    chains, pmove = jax.vmap(sweep, in_axes=(None, 0, 0, 0))(state.params, chains, keys, stack)
-    chains = chains._replace(width=mcmc.adapt_width(chains.width, pmove, target, rate))
+    if subset:  # Chains that waited carry log|psi| of earlier parameters.
+      chains = refreshed(state.params, chains, stack)
+    chains, pmove = swept(state.params, chains, stack, k_mcmc)
     return state._replace(walkers=in_a_row(chains), key=key), pmove
 
   def energy_grad(params, xs, stack):
@@ -195,24 +217,48 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
                              each_walker(stack, xs.shape[1]))
     return (e, aux), grads, curvature
 
+  def trained(state: TrainState, chains: mcmc.Walkers, stack: systems.Geometry, key):
+    """The update from `chains` (G', W) swept at `stack`: (params, opt_state, E (G',),
+    EnergyAux, the walkers in a row with their nuclei (G' W, M, 3))."""
+    (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
+    g, w = chains.log_psi.shape
+    atoms = each_walker(stack, w)
+    x = chains.x.reshape(g * w, -1)
+    params, opt_state = update(state.params, state.opt_state, grads,
+                               optim.Samples(x, key, aux.centred.reshape(g * w), curvature,
+                                             atoms, groups=g))
+    return params, opt_state, e, aux, x, atoms
+
+  def stats_of(e, aux, pmove, width, opt_state, energies_of_all):
+    return StepStats(jnp.mean(e), jnp.mean(aux.variance), jnp.mean(pmove), jnp.mean(width),
+                     optim.applied_lr(opt_state), jnp.sum(aux.nonfinite),
+                     opt_state.rejected.astype(jnp.int32), energies=energies_of_all)
+
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
     stack = stack_of(geometry)
+    if subset:
+      return train_subset(state, stack)
     width = state.walkers.width
     state, pmove = mcmc_step(state, stack)
     chains = by_geometry(state.walkers, stack)
-    (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
     key, k_opt = jax.random.split(state.key)
-    g, w = chains.log_psi.shape
-    atoms = each_walker(stack, w)
-    x = state.walkers.x
-    params, opt_state = update(state.params, state.opt_state, grads,
-                               optim.Samples(x, k_opt, aux.centred.reshape(g * w), curvature,
-                                             atoms, groups=g))
+    params, opt_state, e, aux, x, atoms = trained(state, chains, stack, k_opt)
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, systems.Geometry(atoms)))
-    stats = StepStats(jnp.mean(e), jnp.mean(aux.variance), jnp.mean(pmove), jnp.mean(width),
-                      optim.applied_lr(opt_state), jnp.sum(aux.nonfinite),
-                      opt_state.rejected.astype(jnp.int32), energies=e)
+    stats = stats_of(e, aux, pmove, width, opt_state, e)
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
+
+  def train_subset(state: TrainState, stack: systems.Geometry):
+    key, k_pick, k_mcmc, k_opt = jax.random.split(state.key, 4)
+    picked = jax.random.choice(k_pick, count, (per_step,), replace=False)
+    chains = by_geometry(state.walkers, stack)
+    drawn = systems.Geometry(stack.positions[picked])
+    sub = refreshed(state.params, jax.tree.map(lambda a: a[picked], chains), drawn)
+    sub, pmove = swept(state.params, sub, drawn, k_mcmc)
+    params, opt_state, e, aux, _, _ = trained(state, sub, drawn, k_opt)
+    chains = jax.tree.map(lambda a, b: a.at[picked].set(b), chains, sub)
+    stats = stats_of(e, aux, pmove, state.walkers.width[picked], opt_state,
+                     jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e))
+    return TrainState(params, opt_state, in_a_row(chains), key, state.step + 1), stats
 
   return mcmc_step, train_step
 
