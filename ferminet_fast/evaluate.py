@@ -14,7 +14,8 @@ with its standard error and integrated autocorrelation time, written to <run>/ev
 Unlike the running mean of training, the parameters do not move while it is measured.
 A run over a set of geometries is evaluated at each one (its own chain and nuclei, the same
 parameters): <run>/pes.json lists their energies and the correlated-sampling differences of
-adjacent ones (stages/differences.py); <run>/plots/pes.png draws the curve (matplotlib).
+adjacent ones (stages/differences.py), and with `--reference fci/cc-pv[q5]z` (say) a
+pyscf reference at each geometry; <run>/plots/pes.png draws the curve (matplotlib).
 `--twist_average` averages the evaluated runs of one periodic system at several twists
 (stages/twists.py) into one JSON file.
 """
@@ -30,6 +31,7 @@ from ferminet_fast import config, plan, plot
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
+from ferminet_fast.physics import references
 from ferminet_fast.runtime import checkpoint, cli, rundir, watchdog
 from ferminet_fast.stages import evaluation, trained, twists
 from ferminet_fast.vmc import stats
@@ -39,11 +41,13 @@ PARAMETERS = config.PARAMETERS
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
              quiet: bool = False, seed: int = 1, observables: Sequence[str] = (),
-             parameters: str = 'average') -> stats.Estimate:
+             parameters: str = 'average', reference: str = '') -> stats.Estimate:
   """Evaluates the newest checkpoint of run_dir; returns the energy estimate and writes
   eval.json. steps, burn_in: sweeps recorded and discarded; None takes the run's
   config.evaluation. observables: names from observables.OBSERVABLES, estimated too.
   parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'.
+  reference: over a set of geometries, 'METHOD/BASIS' computed with pyscf at each one
+  (physics/references.py) into pes.json and its plot; '' for none.
   A sweep that stops completing ends the process (runtime/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if not checkpoint.has_checkpoint(run_dir):
@@ -62,6 +66,13 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   built, system, state, which, trained_step = (run.built, run.built.system, run.state,
                                                run.parameters, run.trained_step)
   stack = built.parts.geometries  # A set of geometries (None: one).
+  chosen_reference = None
+  if reference:
+    if stack is None:
+      raise InputError('--reference is for a run over a set of geometries (its curve); '
+                       'this run has one geometry')
+    chosen_reference = references.parse(reference)
+    references.check(chosen_reference, system)
   chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
@@ -92,7 +103,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
             'wall_s': wall, **estimates}
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
   if stack is not None:  # The surface: each geometry's energy (pes.json), and its curve.
-    path = evaluation.write_surface(run_dir, system, result, cfg.batch_size)
+    path = evaluation.write_surface(run_dir, system, result, cfg.batch_size,
+                                    chosen_reference, say)
     say(f'Wrote {path}' + ''.join(f' and {p}' for p in plot.plot_surface(run_dir, True)))
   total = 'the sum of the states, ' if system.states > 1 else ''
   averaged_over = (f'parameters averaged over ~{result["average_updates"]:.0f} updates, '
@@ -118,7 +130,7 @@ def main(argv) -> None:
       return
     names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
     evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names,
-             parameters=f.parameters)
+             parameters=f.parameters, reference=f.reference)
 
 
 def run() -> None:
@@ -136,6 +148,10 @@ def run() -> None:
   flags.DEFINE_string('parameters', 'average', "'average': the parameters averaged over the "
                       "last updates (the run's config.optim.average_fraction); 'last': the "
                       'parameters of the last update.')
+  flags.DEFINE_string('reference', '', "Over a set of geometries: 'METHOD/BASIS' (METHOD "
+                      "hf, ccsd, ccsd(t) or fci; BASIS a pyscf basis, or 'cc-pv[q5]z' for "
+                      'the complete-basis extrapolation from two) computed with pyscf at '
+                      'each geometry into pes.json and drawn beside the curve.')
   flags.DEFINE_string('observables', '', 'Comma-separated observables to estimate besides the '
                       'energy: s2 (total spin <S^2>), dipole (e bohr), density (radial '
                       'profile of an atom to density.csv; a molecule\'s on a grid to '

@@ -134,7 +134,8 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
 
 def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = None) -> list:
   """Writes pes.png, the evaluated energy of each geometry (pes.json) against its scan
-  coordinate (or its index) with error bars; returns its path ([] when `quiet` and
+  coordinate (or its index) with error bars, and its reference curve if it has one;
+  returns its path ([] when `quiet` and
   matplotlib is missing)."""
   try:
     import matplotlib
@@ -158,6 +159,8 @@ def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = Non
   fig, ax = plt.subplots(figsize=(6, 4))
   ax.errorbar(x, [r['energy'] for r in rows], [r['error'] for r in rows], fmt='o-', ms=3,
               label='VMC (evaluated)')
+  if pes.get('reference'):
+    ax.plot(x, [r['reference'] for r in rows], 'k--', lw=1, label=pes['reference'])
   ax.set(xlabel=pes['label'] if scan else 'geometry', ylabel='energy (Ha)',
          title=f'{os.path.basename(os.path.normpath(run_dir))}: energy surface')
   ax.legend(fontsize=8)

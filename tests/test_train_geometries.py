@@ -69,8 +69,14 @@ def test_pretrained_surface_resumes_and_evaluates_each_geometry(tmp_path):
   more = train.train(h2_scan(run, **{'pretrain.iterations': 5, 'optim.iterations': 6}),
                      quiet=True)
   assert len(more.history['energy']) == 6 and len(more.history['energy_2']) == 6
-  estimate = evaluate.evaluate(str(run), steps=4, burn_in=1, quiet=True)
+  estimate = evaluate.evaluate(str(run), steps=4, burn_in=1, quiet=True,
+                               reference='hf/sto-3g')
   pes = json.loads((run / 'pes.json').read_text())
+  assert pes['reference'] == 'hf/sto-3g'
+  from pyscf import gto, scf
+  for r, bond in zip(pes['geometries'], BONDS):  # Each row's reference is at its own bond.
+    mol = gto.M(atom=f'H 0 0 0; H 0 0 {bond}', unit='bohr', basis='sto-3g', verbose=0)
+    assert r['reference'] == pytest.approx(scf.RHF(mol).kernel(), abs=1e-8)
   assert pes['walkers_per_geometry'] == 8 and pes['label'].startswith('R(H0-H1)')
   rows = pes['geometries']
   np.testing.assert_allclose([r['coordinate'] for r in rows], BONDS, rtol=1e-12)
@@ -119,6 +125,25 @@ def test_a_batch_that_does_not_split_over_the_geometries_is_refused(tmp_path):
   with pytest.raises(InputError, match='batch_size = 25 does not split evenly over the 3'):
     train.train(h2_scan(tmp_path / 'run', batch_size=25), quiet=True)
   assert not os.path.exists(tmp_path / 'run')
+
+
+def test_a_reference_curve_is_refused_for_one_geometry_or_a_bad_name(tmp_path):
+  """evaluate --reference: a run of one geometry has no curve; a malformed name or an
+  unknown basis is one clear error, before any sweep."""
+  one = h2_scan(tmp_path / 'one')
+  one.system.scan.atoms, one.system.scan.start, one.system.scan.stop = (), None, None
+  one.system.scan.points = 0
+  train.train(one, quiet=True)
+  with pytest.raises(InputError, match='--reference is for a run over a set of geometries'):
+    evaluate.evaluate(str(tmp_path / 'one'), steps=2, burn_in=0, quiet=True,
+                      reference='hf/sto-3g')
+  run = tmp_path / 'run'
+  train.train(h2_scan(run), quiet=True)
+  for text, said in (('mp2/sto-3g', "give 'METHOD/BASIS'"), ('hf/no-such-basis',
+                                                              'pyscf has no such basis')):
+    with pytest.raises(InputError, match=said):
+      evaluate.evaluate(str(run), steps=2, burn_in=0, quiet=True, reference=text)
+  assert not (run / 'pes.json').exists()
 
 
 def test_later_stages_refuse_what_a_surface_does_not_have(tmp_path):

@@ -8,7 +8,7 @@ Only spherical (pyscf's default) Gaussian shells are used; their values equal py
 `mol.eval_gto('GTOval_sph', r)` (tests/test_hartree_fock.py).
 """
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -41,8 +41,10 @@ def bases(system: systems.System, basis: str, ecp_basis: str) -> dict:
   return {s: ecp_basis if s in with_ecp else basis for s in sorted(set(system.symbols))}
 
 
-def check_basis(basis: str, system: systems.System, ecp_basis: str = '') -> None:
-  """Raises InputError unless pyscf knows the basis of every element of `system`."""
+def check_basis(basis: str, system: systems.System, ecp_basis: str = '',
+                setting: Optional[str] = None) -> None:
+  """Raises InputError unless pyscf knows the basis of every element of `system`; the
+  message names `setting` (None: config.pretrain's basis key)."""
   from pyscf import gto
   with_ecp = {s for s, e in zip(system.symbols, system.ecp) if e is not None}
   for symbol, name in bases(system, basis, ecp_basis).items():
@@ -50,7 +52,8 @@ def check_basis(basis: str, system: systems.System, ecp_basis: str = '') -> None
     try:
       gto.basis.load(name, symbol)
     except Exception as e:  # pyscf raises BasisNotFoundError, KeyError, ... by format.
-      raise InputError(f'config.pretrain.{key} = {name!r}: pyscf has no such basis for '
+      where = setting or f'config.pretrain.{key}'
+      raise InputError(f'{where} = {name!r}: pyscf has no such basis for '
                        f'{symbol} ({type(e).__name__})') from e
 
 
@@ -89,18 +92,27 @@ def scf_energy(mf) -> float:
     return float(mf.kernel())
 
 
+def molecule(system: systems.System, basis: str, ecp_basis: str = '',
+             setting: Optional[str] = None):
+  """The pyscf.gto.Mole of `system` at its positions (bohr) in `basis`: its charge and spin,
+  and atoms with an effective core potential given it and `ecp_basis` (an unknown basis:
+  InputError naming `setting`, as check_basis)."""
+  from pyscf import gto
+  check_basis(basis, system, ecp_basis, setting)
+  ecp = {s: e.name for s, e in zip(system.symbols, system.ecp) if e is not None}
+  return gto.M(atom=[(s, tuple(p)) for s, p in zip(system.symbols, system.positions)],
+               unit='bohr', basis=bases(system, basis, ecp_basis), ecp=ecp,
+               spin=system.n_up - system.n_down,
+               charge=int(round(float(np.sum(system.charges)))) - system.n_electrons,
+               verbose=0)
+
+
 def hartree_fock(system: systems.System, basis: str, restricted: bool,
                  ecp_basis: str = '') -> HartreeFock:
   """UHF (ROHF if `restricted`) of `system` in `basis`, occupied orbitals per spin; atoms
   with an effective core potential get it and `ecp_basis`."""
-  from pyscf import gto, scf
-  check_basis(basis, system, ecp_basis)
-  ecp = {s: e.name for s, e in zip(system.symbols, system.ecp) if e is not None}
-  mol = gto.M(atom=[(s, tuple(p)) for s, p in zip(system.symbols, system.positions)],
-              unit='bohr', basis=bases(system, basis, ecp_basis), ecp=ecp,
-              spin=system.n_up - system.n_down,
-              charge=int(round(float(np.sum(system.charges)))) - system.n_electrons,
-              verbose=0)
+  from pyscf import scf
+  mol = molecule(system, basis, ecp_basis)
   mf = (scf.ROHF if restricted else scf.UHF)(mol)
   energy = scf_energy(mf)
   coeff = mf.mo_coeff if mf.mo_coeff.ndim == 3 else (mf.mo_coeff, mf.mo_coeff)

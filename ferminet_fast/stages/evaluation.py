@@ -3,7 +3,7 @@ the report (eval.json and the printed lines); the trained run comes from stages/
 The entry point, evaluate.py, puts them together."""
 
 import os
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +11,7 @@ import numpy as np
 
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import boundary as boundary_lib
-from ferminet_fast.physics import excited_states, laplacians
+from ferminet_fast.physics import excited_states, laplacians, references
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.runtime import rundir, watchdog
 from ferminet_fast.stages import differences
@@ -231,14 +231,26 @@ def surface_report(energies: np.ndarray, system, say: Callable) -> list:
 PES = 'pes.json'  # Each geometry's evaluated energy, for a run over a set of geometries.
 
 
-def write_surface(run_dir: str, system, result: dict, batch_size: int) -> str:
+def write_surface(run_dir: str, system, result: dict, batch_size: int,
+                  reference: Optional[references.Reference] = None,
+                  say: Callable = print) -> str:
   """Writes <run_dir>/pes.json from eval.json's `result` of a run over a set of geometries:
-  each geometry's row (surface_report) and the correlated differences; returns its path."""
+  each geometry's row (surface_report) and the correlated differences, and with
+  `reference` its energy at each geometry (physics/references.py, pyscf; the VMC energy's
+  difference from it printed); returns its path."""
   path = os.path.join(run_dir, PES)
+  rows = result['geometries']
+  if reference is not None:
+    say(f'  Reference {reference.name} at each geometry (pyscf) ...')
+    for row, e in zip(rows, references.energies(system, reference)):
+      row['reference'] = float(e)
+      say(f"    geometry {row['index']}: {e:.6f} Ha, VMC - reference "
+          f"{1e3 * (row['energy'] - e):+.2f} +- {1e3 * row['error']:.2f} mHa")
   rundir.write_json(path, {
+      'reference': None if reference is None else reference.name,
       'label': system.surface.label, 'checkpoint_step': result['checkpoint_step'],
       'parameters': result['parameters'], 'steps': result['steps'],
       'burn_in': result['burn_in'],
       'walkers_per_geometry': batch_size // system.geometry_count,
-      'geometries': result['geometries'], 'differences': result.get('differences', [])})
+      'geometries': rows, 'differences': result.get('differences', [])})
   return path

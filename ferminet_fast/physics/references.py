@@ -1,0 +1,91 @@
+"""Reference energies of a molecule from pyscf at each geometry of a set: the curve that a
+surface's evaluated energies are drawn beside (pes.json, plots/pes.png).
+
+A reference is named 'METHOD/BASIS': METHOD one of METHODS (Hartree-Fock, CCSD, CCSD(T),
+full CI, on RHF orbitals for closed shells, else ROHF), BASIS a pyscf basis name, or a
+pair of cardinal numbers in brackets, 'cc-pv[q5]z', for the two-point extrapolation to the
+complete-basis limit: the Hartree-Fock energy of the larger basis plus the correlation
+energy extrapolated as E_X = E_CBS + A X^-3 (Helgaker, Klopper, Koch and Noga, J. Chem.
+Phys. 106, 9639 (1997)). Atoms with an effective core potential take BASIS for it.
+"""
+
+import dataclasses
+import re
+from typing import NamedTuple
+
+import numpy as np
+
+from ferminet_fast.errors import InputError
+from ferminet_fast.physics import hartree_fock, systems
+
+METHODS = ('hf', 'ccsd', 'ccsd(t)', 'fci')
+CARDINALS = {'d': 2, 't': 3, 'q': 4, '5': 5, '6': 6, '7': 7}  # The X of cc-pVXZ.
+_PAIR = re.compile(r'^(?P<head>[^\[\]]*)\[(?P<x>\w)(?P<y>\w)\](?P<tail>[^\[\]]*)$')
+
+
+class Reference(NamedTuple):
+  """What a reference is: `method`, and the bases with the cardinal number each stands for
+  (one basis with None, or the two of an extrapolation)."""
+  method: str
+  bases: tuple  # ((basis, X or None), ...)
+  name: str  # As given: 'fci/cc-pv[q5]z'.
+
+
+def parse(text: str, setting: str = '--reference') -> Reference:
+  """The reference `text` names ('METHOD/BASIS'); InputError naming `setting` if malformed
+  or its method unknown (the basis is checked against each system: `energies`)."""
+  method, _, basis = text.strip().lower().partition('/')
+  if method not in METHODS or not basis:
+    raise InputError(f"{setting} = {text!r}: give 'METHOD/BASIS', METHOD one of "
+                     f"{', '.join(METHODS)}, e.g. 'ccsd(t)/cc-pvtz' or 'fci/cc-pv[q5]z' (a "
+                     'complete-basis extrapolation)')
+  pair = _PAIR.match(basis)
+  if pair is None:
+    return Reference(method, ((basis, None),), text)
+  x, y = (CARDINALS.get(pair[k]) for k in ('x', 'y'))
+  if x is None or y is None or x >= y:
+    raise InputError(f'{setting} = {text!r}: the bracket holds two cardinal numbers in '
+                     f"rising order from {''.join(CARDINALS)}, e.g. 'cc-pv[tq]z'")
+  return Reference(method, tuple((pair['head'] + c + pair['tail'], n) for c, n in
+                                 ((pair['x'], x), (pair['y'], y))), text)
+
+
+def check(reference: Reference, system: systems.System, setting: str = '--reference') -> None:
+  """Raises InputError unless pyscf has each basis of `reference` for `system`'s elements."""
+  for basis, _ in reference.bases:
+    hartree_fock.check_basis(basis, system, basis, setting)
+
+
+def parts(system: systems.System, method: str, basis: str) -> tuple:
+  """(Hartree-Fock, correlation) energy, Ha, of `system` at its positions by `method`."""
+  from pyscf import cc, fci, scf
+  mol = hartree_fock.molecule(system, basis, basis)
+  mf = (scf.RHF if mol.spin == 0 else scf.ROHF)(mol)
+  e_hf = hartree_fock.scf_energy(mf)
+  if method == 'hf':
+    return e_hf, 0.0
+  if method == 'fci':
+    return e_hf, float(fci.FCI(mf).kernel()[0]) - e_hf
+  solver = cc.CCSD(mf).run()
+  e_corr = float(solver.e_corr)
+  if method == 'ccsd(t)':
+    e_corr += float(solver.ccsd_t())
+  return e_hf, e_corr
+
+
+def energy(system: systems.System, reference: Reference) -> float:
+  """The reference energy, Ha, of `system` at its positions."""
+  (basis, x), *larger = reference.bases
+  e_hf, e_corr = parts(system, reference.method, basis)
+  if not larger:
+    return e_hf + e_corr
+  (basis_y, y), = larger
+  e_hf_y, e_corr_y = parts(system, reference.method, basis_y)
+  return e_hf_y + (y ** 3 * e_corr_y - x ** 3 * e_corr) / (y ** 3 - x ** 3)
+
+
+def energies(system: systems.System, reference: Reference) -> np.ndarray:
+  """The reference energy (G,) Ha at each geometry of `system` (its surface's, or its own)."""
+  check(reference, system)
+  return np.array([energy(dataclasses.replace(system, positions=r, surface=None), reference)
+                   for r in system.geometries.positions])

@@ -1,0 +1,67 @@
+"""pyscf reference energies at each geometry: the complete-basis extrapolation against the
+exact Born-Oppenheimer energy of H2, and the names a reference may have."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from conftest import tiny_config
+from ferminet_fast import InputError
+from ferminet_fast.physics import geometries, references, systems
+
+pytest.importorskip('pyscf')
+
+# H2 at R = 1.4011 bohr: -1.174475714220 Ha, the Born-Oppenheimer energy of K. Pachucki,
+# Phys. Rev. A 82, 032509 (2010) (Table I), converged far beyond the digits used here.
+H2_BOND, H2_EXACT = 1.4011, -1.174475714220
+
+
+def h2(*bonds):
+  cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
+                            'system.molecule': f'H 0 0 0; H 0 0 {bonds[0]}'})
+  system = systems.make_system(cfg.system)
+  if len(bonds) == 1:
+    return system
+  stack = np.array([[[0, 0, 0], [0, 0, b]] for b in bonds], float)
+  return dataclasses.replace(system, surface=geometries.Surface(stack))
+
+
+def test_the_basis_limit_extrapolation_gives_the_exact_h2_energy():
+  """Correlation in cc-pVTZ and cc-pVQZ extrapolated by X^-3 is within 0.1 mHa of the exact
+  energy, while cc-pVQZ alone is above it by more than 0.5 mHa (the basis error the
+  extrapolation removes) and Hartree-Fock by the correlation energy, ~41 mHa. For two
+  electrons CCSD is full CI, so CCSD stands in for it (faster), and full CI must agree."""
+  system = h2(H2_BOND)
+  (hf_t, corr_t), (hf_q, corr_q) = (references.parts(system, 'ccsd', f'cc-pv{x}z')
+                                    for x in 'tq')
+  cbs = hf_q + (64 * corr_q - 27 * corr_t) / (64 - 27)
+  assert references.energy(system, references.parse('ccsd/cc-pv[tq]z')) == pytest.approx(
+      cbs, abs=1e-10)
+  assert abs(cbs - H2_EXACT) < 1e-4
+  assert hf_q + corr_q - H2_EXACT > 5e-4
+  assert 0.040 < hf_q - H2_EXACT < 0.042
+  fci = references.energy(system, references.parse('fci/cc-pvdz'))
+  assert fci == pytest.approx(references.energy(system, references.parse('ccsd/cc-pvdz')),
+                              abs=1e-7)
+
+
+def test_each_geometry_gets_its_own_reference():
+  """Over a set, the energies follow the bond: HF/STO-3G of H2 is lowest near 1.35 bohr
+  (its known STO-3G minimum, 0.712 angstrom) and rises either side."""
+  e = references.energies(h2(1.0, 1.35, 2.0), references.parse('hf/sto-3g'))
+  assert e[1] < e[0] and e[1] < e[2] and e[0] != e[2]
+
+
+@pytest.mark.parametrize('text,said', [
+    ('fci', "give 'METHOD/BASIS'"), ('mp2/cc-pvdz', "give 'METHOD/BASIS'"),
+    ('fci/cc-pv[qt]z', 'two cardinal numbers in rising order'),
+    ('fci/cc-pv[qx]z', 'two cardinal numbers in rising order')])
+def test_a_malformed_reference_is_one_clear_error(text, said):
+  with pytest.raises(InputError, match=said):
+    references.parse(text)
+
+
+def test_a_basis_pyscf_does_not_have_is_refused():
+  with pytest.raises(InputError, match="--reference = 'cc-pv9z': pyscf has no such basis"):
+    references.check(references.parse('hf/cc-pv9z'), h2(1.4))
