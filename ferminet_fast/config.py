@@ -18,7 +18,7 @@ from ml_collections import config_dict
 from ferminet_fast.environment import packages
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import geometries, laplacians, systems
+from ferminet_fast.physics import geometries, laplacians, relaxation, systems
 from ferminet_fast.physics import lattice as lattice_lib
 from ferminet_fast.vmc import loss
 from ferminet_fast.wavefunction import envelopes, jastrows, networks
@@ -190,6 +190,14 @@ SETTINGS = {
     'system.scan.points': S(0, 'Geometries of the scan, >= 1: distances evenly spaced from '
                             '`start` to `stop`, both included. 0: no scan.', _count,
                             structural=True),
+    # Geometry optimisation (physics/relaxation.py, stages/relax.py): the nuclei move to
+    # the energy minimum while the wavefunction trains; one geometry of a molecule, one
+    # state, no ECPs. The path and the final geometry go to <run>/relax.json; evaluation
+    # and DMC of the run take the geometry the nuclei had at its checkpoint.
+    'system.relax': S(False, 'Relax the geometry: every `relax.every` steps the nuclei move '
+                      'along the mean force of those steps (the `relax` settings), until the '
+                      'stopping criterion holds; then they stay at the final geometry. The '
+                      'nuclei start at `molecule`.', structural=True),
     'system.charge': S(0, 'Total charge in units of e (positive: electrons removed).',
                        structural=True),
     'system.spin': S(None, "n_up - n_down. None: the ground-state spin for atoms (Hund's "
@@ -364,6 +372,37 @@ SETTINGS = {
                                '(He: lr 0.2 with mu 0.9), and at stable rates it converged '
                                'more slowly than mu = 0.', in_range(0, 1, '[)')),
     'optim.spring.norm_constraint': S(0.1, 'Bound on lr^2 |d|^2 of each update.', _positive),
+
+    # Geometry optimisation (with system.relax = True): damped steepest descent with
+    # momentum on the zero-variance forces averaged over the steps between moves, the net
+    # force and torque removed (physics/relaxation.py). A move meets the stopping criterion
+    # when every force component and its standard error are below `threshold`.
+    'relax.start': S(200, 'Training steps before the nuclei first move (the forces of a '
+                     'wavefunction that has barely trained point anywhere); their forces '
+                     'are not used. Counted from step 0, so a resumed run does not wait '
+                     'again.', _count),
+    'relax.every': S(20, 'Training steps between moves of the nuclei; the forces of those '
+                     'steps (one estimate per step from its walkers) are averaged.',
+                     _positive_int),
+    'relax.step_size': S(0.5, 'bohr^2/Ha: displacement of a nucleus per unit of mean force. '
+                         'Stable for force constants up to about 2 (1 + momentum) / '
+                         'step_size Ha/bohr^2 (the stiffest bonds of first-row molecules are '
+                         'about 1.5).', _positive),
+    'relax.momentum': S(0.5, 'Weight of the previous move in the next, in [0, 1); reset to 0 '
+                        'when the force opposes the previous move.', in_range(0, 1, '[)')),
+    'relax.max_displacement': S(0.05, 'bohr: the most any nucleus moves in one move (the '
+                                'move is scaled down to it).', _positive),
+    'relax.threshold': S(0.01, 'Ha/bohr: a move meets the stopping criterion when every '
+                         'component of the mean force, and every standard error, is below '
+                         'this.', _positive),
+    'relax.patience': S(3, 'Consecutive moves meeting the criterion after which the nuclei '
+                        'stop at the final geometry.', _positive_int),
+    'relax.max_moves': S(0, 'Moves after which the nuclei stop at the final geometry whether '
+                         'or not the criterion holds (0: no limit but optim.iterations).',
+                         _count),
+    'relax.window': S(10, 'The most positions of the path averaged for the final geometry '
+                      'and its standard error: those of the trailing moves that met the '
+                      'criterion, or the last ones when fewer than two did.', _positive_int),
 
     # Hartree-Fock pretraining (needs the pyscf extra): before VMC, the network's orbitals
     # are fitted to the occupied HF orbitals by Adam, at walkers sampled from
@@ -586,6 +625,7 @@ def validate(cfg: config_dict.ConfigDict) -> None:
         raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
                          'available with several states (use states = 1)')
   geometries.check(cfg.system, systems.is_periodic(cfg.system))
+  relaxation.check(cfg.system, systems.is_periodic(cfg.system))
   _validate_periodic(cfg)
   method = LAPLACIANS.get(cfg.optim.laplacian)
   if method is not None and not method.installed():

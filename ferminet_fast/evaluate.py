@@ -62,7 +62,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
   cfg = plan.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
   ctx = distributed.context(cfg.batch_size)  # The walkers split over them, as in training.
-  run = trained.TrainedRun.load(run_dir, cfg, parameters, ctx)
+  run = trained.TrainedRun.load(run_dir, cfg, parameters, ctx, say)
   built, system, state, which, trained_step = (run.built, run.built.system, run.state,
                                                run.parameters, run.trained_step)
   stack = built.parts.geometries  # A set of geometries (None: one).

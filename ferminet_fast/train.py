@@ -16,10 +16,10 @@ import jax  # noqa: E402
 from ferminet_fast import plan  # noqa: E402
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
                                        machine, signals)
-from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
+from ferminet_fast.physics import hartree_fock, relaxation, systems  # noqa: E402
 from ferminet_fast.runtime import (checkpoint, cli, context, memory, profiling,  # noqa: E402
                                    resume, rundir, watchdog)
-from ferminet_fast.stages import report, trained, training  # noqa: E402
+from ferminet_fast.stages import relax, report, trained, training  # noqa: E402
 from ferminet_fast.stages.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
 
@@ -48,6 +48,8 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
     hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
   trained.check_fine_tune(cfg, system)  # Before the run directory is made.
+  if cfg.system.relax:
+    relaxation.check_system(system)
   source = resume.decide(ctx, user_cfg, system.name)
   run = context.Run(source.run_dir, ctx, quiet)
   run.say(f'System  {systems.describe(system)}')
@@ -84,12 +86,25 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
       state, finish_pretraining = pretrain.pretrain_state(
           cfg.pretrain, cfg.mcmc, system, built.network, built.parts.walkers_log_psi, state,
           run.say)
+  # Relaxing the geometry: the nuclei are data of the step, which gives the forces too,
+  # and start where the restored run had them (stages/relax.py).
+  relaxing, make_parts = None, built.plan.parts
+  if cfg.system.relax:
+    relaxing = relax.Relaxation(cfg.relax, system, run, state, built.parts.dtype,
+                                source.restore_from, start, cfg.log.print_every > 0)
+    make_parts = lambda chunk: relax.with_forces(built.plan.parts(chunk), system)  # noqa: E731
   # Compiled before anything is written: a step that cannot fit the device's memory stops
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
   with watch.paused('compiling the training step'):
     parts, compiled, free_mb = memory.compile_to_fit(
-        built.plan.parts, built.parts.chunk_size,
-        cfg.optim.energy_chunk_size == 'auto', state, agree=run.ctx.smallest)
+        make_parts, built.parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state,
+        agree=run.ctx.smallest, geometry=relaxing and relaxing.geometry)
+  train_step = compiled.train_step
+  if relaxing is not None:
+    compiled = relaxing.attach(parts, compiled)
+    train_step = relaxing.step
+    if relaxing.resumed:
+      run.say(f'Relax   continuing from step {start}, {relaxing.moves} moves done')
   watch.phase('the first chunk of pretraining steps')
   finish_pretraining(watch.beat)
   run.write(rundir.CONFIG, user_cfg.to_dict())  # Now: a failed resume leaves the old run.
@@ -101,9 +116,11 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
     with watch.paused('the stage timers (compiling and timing the stages)'):
       return timers.measure(compiled, s)
 
-  out = training.train(cfg.log, cfg.optim, run, source, state, start, compiled.train_step, stop,
-                   remeasure=timers and remeasure, watch=watch,
-                   geometries=system.geometry_count)
+  out = training.train(cfg.log, cfg.optim, run, source, state, start, train_step, stop,
+                       remeasure=timers and remeasure, watch=watch,
+                       geometries=system.geometry_count, relax=relaxing)
+  if relaxing is not None:
+    relaxing.finish(out.steps)
   # The report: the final estimate, result.json and the closing lines.
   return report.finish(cfg.log.final_fraction, system, run, out, start, _T0)
 

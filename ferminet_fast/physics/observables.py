@@ -243,7 +243,9 @@ def force_terms(log_psi: Callable, system: systems.System,
   """Per-configuration terms of the zero-variance zero-bias force (module docstring) for
   `log_psi(params, x (3N,), atoms (M, 3)) -> log|psi|` (a Network's): (params, x) -> (9 M + 1,),
   the zero-variance force (M, 3), d log|psi| / dR (M, 3), E_L times it (M, 3) and E_L,
-  flattened. `reduce_forces` turns a sweep of them into forces."""
+  flattened. `reduce_forces` turns a sweep of them into forces. An optional third argument,
+  `atoms` (M, 3) bohr, places the nuclei there (data of the program, for nuclei that move:
+  stages/relax.py); without it they are the system's, constants."""
   _no_ecp(system)
   atoms = np.asarray(system.positions, np.float64)
   charges = np.asarray(system.charges, np.float64)
@@ -252,15 +254,19 @@ def force_terms(log_psi: Callable, system: systems.System,
   local_energy = hamiltonian.make_local_energy_at(log_psi, charges, laplacian,
                                                   with_gradient=True)
 
-  def terms(params, x):
-    nuclei = jnp.asarray(atoms, x.dtype)
+  def terms(params, x, moved=None):
+    if moved is None:
+      nuclei, repulsion = jnp.asarray(atoms, x.dtype), jnp.asarray(f_nn, x.dtype)
+    else:
+      nuclei = moved.astype(x.dtype)
+      repulsion = -jax.grad(coulomb.nuclear_repulsion)(nuclei, jnp.asarray(charges, x.dtype))
     e_l, g = local_energy(params, x, nuclei)
     g = g.reshape(-1, 1, 3)
     u = x.reshape(-1, 1, 3) - nuclei[None]  # (N, M, 3)
     r = jnp.linalg.norm(u, axis=-1, keepdims=True)
     u = u / r
     tangential = (g - u * jnp.sum(u * g, axis=-1, keepdims=True)) / r  # (N, M, 3)
-    f_zv = (jnp.asarray(f_nn, x.dtype)
+    f_zv = (repulsion
             + jnp.asarray(charges, x.dtype)[:, None] * jnp.sum(tangential, axis=0))
     d = jax.grad(log_psi, argnums=2)(params, x, nuclei)  # (M, 3)
     return jnp.concatenate([f_zv.ravel(), d.ravel(), (e_l * d).ravel(), e_l[None]])

@@ -71,7 +71,7 @@ def free_bytes(devices: Sequence[jax.Device]) -> Optional[int]:
 
 def compile_to_fit(make_parts: Callable[[int], step.Parts], chunk_size: int, adjustable: bool,
                    state: step.TrainState, free: Optional[Callable] = None,
-                   agree: Optional[Callable] = None) -> tuple:
+                   agree: Optional[Callable] = None, geometry=None) -> tuple:
   """(parts, compiled step, MiB free or None): the step of `make_parts(chunk_size)` compiled
   for `state`, with its planned memory set against the free memory of the state's devices.
 
@@ -79,7 +79,8 @@ def compile_to_fit(make_parts: Callable[[int], step.Parts], chunk_size: int, adj
   into chunks of half as many walkers (the whole batch first), recompiling, down to one
   walker per device; otherwise InputError with the numbers. `free(devices)`: bytes free on
   this process's devices (default free_bytes); `agree(bytes)`: the value every process
-  decides by (distributed.Context.smallest: the same decision on every host)."""
+  decides by (distributed.Context.smallest: the same decision on every host). `geometry`:
+  the nuclei as an argument of the step (step.compile_step), for nuclei that move."""
   free, agree = free or free_bytes, agree or (lambda v: v)
   devices = state.walkers.x.sharding.device_set
   local = sorted((d for d in devices if d.process_index == jax.process_index()),
@@ -87,7 +88,7 @@ def compile_to_fit(make_parts: Callable[[int], step.Parts], chunk_size: int, adj
   batch = state.walkers.x.shape[0]
   while True:
     parts = make_parts(chunk_size)
-    compiled = step.compile_step(parts, state)
+    compiled = step.compile_step(parts, state, geometry)
     plan, have = planned_bytes(compiled.train_step), agree(free(local))
     if plan is None or have is None or plan['new'] <= have:
       return parts, compiled, None if have is None else have / MIB

@@ -11,12 +11,13 @@ from ferminet_fast import config, plan
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
 from ferminet_fast.runtime import checkpoint, rundir
+from ferminet_fast.stages import relax
 from ferminet_fast.vmc import step
 
 # Settings a run fine-tuned from another may change: where the nuclei are (one geometry or a
 # set), and its labels. Every other setting that fixes the parameters' shapes must agree.
 GEOMETRY_KEYS = ('system.molecule', 'system.units', 'system.geometries', 'system.scan.',
-                 'system.name', 'system.exact_energy')
+                 'system.relax', 'system.name', 'system.exact_energy')
 
 class TrainedRun(NamedTuple):
   """A run directory's trained state, rebuilt."""
@@ -29,18 +30,23 @@ class TrainedRun(NamedTuple):
 
   @classmethod
   def load(cls, run_dir: str, cfg, parameters: str = 'average',
-           ctx=None) -> 'TrainedRun':
+           ctx=None, say: Callable = lambda *a: None) -> 'TrainedRun':
     """The run in `run_dir` with settings `cfg` (rundir.read_config, then plan.settings
     with later_stage=True, a later stage's own keys changed), walkers laid out over `ctx`
     (environment/distributed.py; default all devices). 'average' falls back to the last
-    parameters where the checkpoint holds no average yet."""
+    parameters where the checkpoint holds no average yet. A relaxed run (config.system.relax)
+    is loaded with its nuclei where they were at the checkpoint (stages/relax.py), which
+    `say` reports."""
     if parameters not in config.PARAMETERS:
       raise InputError(f'--parameters {parameters!r} is not one of '
                        f'{", ".join(config.PARAMETERS)}')
     if not checkpoint.has_checkpoint(run_dir):
       raise InputError(f'--run {run_dir!r} holds no checkpoint')
+    system = plan.system_of(cfg)
+    if cfg.system.relax:  # Where the nuclei were at the checkpoint.
+      system = relax.at_relaxed_geometry(run_dir, system, say)
     built = plan.build(cfg, jax.random.PRNGKey(0), ctx, recorded=plan.recorded_of(run_dir),
-                        system=plan.system_of(cfg), time_auto=False)
+                        system=system, time_auto=False)
     found, state = checkpoint.restore_latest(run_dir, built.state,
                                              ('params', 'opt_state', 'walkers'))
     state, which = with_parameters(built.parts, state, parameters)

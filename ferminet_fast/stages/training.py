@@ -24,7 +24,8 @@ class Outcome(NamedTuple):
 
 def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, start: int,
         train_step: Callable, stop, remeasure: Optional[Callable] = None,
-        watch: Optional[watchdog.Watchdog] = None, geometries: int = 1) -> Outcome:
+        watch: Optional[watchdog.Watchdog] = None, geometries: int = 1,
+        relax=None) -> Outcome:
   """Runs `train_step` from step `start` to `optim_cfg.iterations` (or a stop signal), with
   records, checkpoints and timers as the `log` settings say and rewinds as the `optim`
   ones say, for `run` (its directory, printing, timings and devices).
@@ -32,7 +33,9 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
   `remeasure(state) -> dict` re-times the stages every `log_cfg.timers_every` steps; each
   result, with its step, goes into the run's timings.json. `watch` is told of every step
   whose results arrived (runtime/watchdog.py). `geometries`: how many the run trains at
-  once (each one's energy is recorded). Raises TrainingError, with the last good
+  once (each one's energy is recorded). `relax` (stages/relax.Relaxation) moves the nuclei
+  after a step, `relax.after_step(t, state) -> state`, before the state is kept or saved,
+  and is told of every rewind, `relax.rewound(t)`. Raises TrainingError, with the last good
   state checkpointed, when the run cannot recover from non-finite steps."""
   ctx = run.ctx
   record = recorder.Recorder(
@@ -70,7 +73,11 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
                  f'{rewinder.rewinds} of {rewinder.max_rewinds})')
       t, state = back
       record.rewind(t)
+      if relax is not None:
+        relax.rewound(t)
       continue
+    if relax is not None:
+      state = relax.after_step(t, state)
     if record.consecutive_bad == 0:  # No snapshot of a state that is going wrong.
       rewinder.offer(t, state)
     if remeasure and log_cfg.timers_every and t % log_cfg.timers_every == 0:

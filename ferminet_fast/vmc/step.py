@@ -323,15 +323,21 @@ class Compiled(NamedTuple):
   compile_s: float
 
 
-def compile_step(parts: Parts, state: TrainState) -> Compiled:
+def compile_step(parts: Parts, state: TrainState,
+                 geometry: Optional[systems.Geometry] = None) -> Compiled:
   """Compiles, ahead of the loop, the train step and the MCMC sweep for the shapes and
-  shardings of `state`; their outputs keep those shardings, so each step feeds the next."""
+  shardings of `state`; their outputs keep those shardings, so each step feeds the next.
+  With `geometry` (nuclei that move: positions (M, 3), replicated), both take it as their
+  second argument, data of the program, and are called as f(state, geometry)."""
   start = time.perf_counter()
   shardings, replicated = shardings_of(state)
-  step = jax.jit(parts.train_step, donate_argnums=0, in_shardings=(shardings,),
-                 out_shardings=(shardings, replicated)).lower(state).compile()
-  sweep = jax.jit(parts.mcmc_step, in_shardings=(shardings,),
-                  out_shardings=(shardings, replicated)).lower(state).compile()
+  args, in_shardings = (state,), (shardings,)
+  if geometry is not None:
+    args, in_shardings = (state, geometry), (shardings, replicated)
+  step = jax.jit(parts.train_step, donate_argnums=0, in_shardings=in_shardings,
+                 out_shardings=(shardings, replicated)).lower(*args).compile()
+  sweep = jax.jit(parts.mcmc_step, in_shardings=in_shardings,
+                  out_shardings=(shardings, replicated)).lower(*args).compile()
   return Compiled(step, sweep, time.perf_counter() - start)
 
 

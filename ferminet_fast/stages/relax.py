@@ -1,0 +1,348 @@
+"""Geometry optimisation while the wavefunction trains (config.system.relax): the step
+compiled with the nuclei as its data and the forces of its samples as an output, the
+moves of the nuclei (physics/relaxation.py says how and when they stop), and relax.json,
+the path and the final geometry, from which a resumed run continues and evaluation takes
+its geometry.
+
+Each training step also estimates the force on each nucleus from the configurations its
+sweep sampled (the zero-variance zero-bias estimator of physics/observables.py at the
+parameters that sampled them), about the cost of one more local energy per walker. After
+every `relax.every` steps their mean moves the nuclei; the walkers move with them by the
+space warp (observables.space_warp: each electron follows the nuclei near it), so that
+they stay close to equilibrium, and their log|psi| is taken at the new nuclei.
+
+relax.json (written at every move and at the end):
+  symbols; settings (the `relax` block); criterion (in words);
+  path: one entry per geometry the nuclei took, in order: step (the training steps done when
+    they arrived there), positions_bohr (M, 3), velocity_bohr (the move that brought them,
+    the optimiser's state), forces_ha_per_bohr and force_errors_ha_per_bohr (M, 3: the mean
+    over the steps spent there, net force and torque removed, and its standard error;
+    null before two steps), force_samples (steps averaged), meets (whether it met the
+    criterion), stop ('criterion' or 'max_moves' on the entry where the nuclei stopped);
+  moves; converged (the criterion was met); stopped_by ('criterion', 'max_moves' or null:
+    still moving when training ended); stopped_at_step;
+  final: positions_bohr and errors_bohr (M, 3), the mean of the positions before the stop
+    (or the end) that `final_geometry` takes, and its standard error (reblocked),
+    distances (each pair: atoms, distance_bohr, error_bohr), positions_averaged;
+  current_positions_bohr: where the nuclei are at the end, the geometry of the last
+    checkpoint's parameters (the final geometry once stopped).
+A resumed run keeps the path up to the step of its checkpoint and continues from there.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ferminet_fast.errors import InputError
+from ferminet_fast.physics import observables, relaxation, systems
+from ferminet_fast.runtime import checkpoint, context, rundir
+from ferminet_fast.vmc import stats, step
+
+FILE = 'relax.json'
+
+
+def with_forces(parts: step.Parts, system: systems.System) -> step.Parts:
+  """`parts` whose train_step(state, geometry) also gives the sweep's forces (M 3,) Ha/bohr,
+  (state, (stats, forces)): the zero-variance estimate of the walkers just sampled, at the
+  parameters that sampled them."""
+  terms = jax.vmap(observables.force_terms(parts.network.log_psi, system, parts.laplacian),
+                   in_axes=(None, 0, None))
+  train_step = parts.train_step
+
+  def relax_step(state: step.TrainState, geometry: systems.Geometry):
+    new, out = train_step(state, geometry)
+    forces = observables.reduce_forces(terms(state.params, new.walkers.x, geometry.positions))
+    return new, (out, forces)
+
+  return dataclasses.replace(parts, train_step=relax_step)
+
+
+def mean_and_error(series: np.ndarray) -> tuple:
+  """(mean, standard error) over the first axis of `series` (n, ...), each component's error
+  reblocked (vmc/stats.py; NaN for n < 2)."""
+  flat = series.reshape(len(series), -1)
+  pairs = [stats.reblock(flat[:, k]) for k in range(flat.shape[1])]
+  shape = series.shape[1:]
+  return (np.array([p.mean for p in pairs]).reshape(shape),
+          np.array([p.error for p in pairs]).reshape(shape))
+
+
+def final_geometry(path: list, window: int) -> dict:
+  """The mean of the positions (bohr) of the trailing entries of `path` that met the
+  criterion (at most `window`; the positions before them were still on the way down), or,
+  with fewer than two, of its last `window` entries; their standard errors, and every
+  internuclear distance with its error. Stops are left out."""
+  moving = [e for e in path if not e.get('stop')]
+  met = 0
+  while met < min(window, len(moving)) and moving[-1 - met].get('meets'):
+    met += 1
+  moving = moving[-(met if met >= 2 else window):]
+  positions = np.array([e['positions_bohr'] for e in moving])  # (n, M, 3)
+  mean, error = mean_and_error(positions)
+  m = positions.shape[1]
+  distances = []
+  for j in range(m):
+    for i in range(j):
+      d, e = mean_and_error(np.linalg.norm(positions[:, j] - positions[:, i], axis=-1))
+      distances.append({'atoms': [i, j], 'distance_bohr': float(d), 'error_bohr': float(e)})
+  return {'positions_bohr': mean.tolist(), 'errors_bohr': error.tolist(),
+          'distances': distances, 'positions_averaged': len(moving)}
+
+
+def newest_checkpoint_step(run_dir: str) -> Optional[int]:
+  d = checkpoint.directory(run_dir)
+  steps = [int(n) for n in os.listdir(d) if n.isdigit()] if os.path.isdir(d) else []
+  return max(steps) if steps else None
+
+
+def read_path(run_dir: str, at_step: Optional[int]) -> Optional[dict]:
+  """relax.json of `run_dir` cut to the entries of steps <= `at_step` (None: all), or None
+  where the run has none."""
+  path = os.path.join(run_dir, FILE)
+  if not os.path.exists(path):
+    return None
+  saved = rundir.read_json(path)
+  entries = [e for e in saved['path'] if at_step is None or e['step'] <= at_step]
+  if not entries:
+    return None
+  return {**saved, 'path': entries}
+
+
+def positions_at(run_dir: str, at_step: Optional[int] = None) -> Optional[np.ndarray]:
+  """(M, 3) bohr: where a relaxed run's nuclei were after `at_step` steps (None: the step of
+  its newest checkpoint), from its relax.json; None without one."""
+  if at_step is None:
+    at_step = newest_checkpoint_step(run_dir)
+  saved = read_path(run_dir, at_step)
+  return None if saved is None else np.asarray(saved['path'][-1]['positions_bohr'], np.float64)
+
+
+def at_relaxed_geometry(run_dir: str, system: systems.System, say=print) -> systems.System:
+  """`system` with the nuclei where the relaxed run in `run_dir` had them at its newest
+  checkpoint (what its parameters were trained at); `system` itself without relax.json."""
+  positions = positions_at(run_dir)
+  if positions is None:
+    return system
+  if positions.shape != np.shape(system.positions):
+    raise InputError(f'{os.path.join(run_dir, FILE)} holds {len(positions)} nuclei, the run '
+                     f'{len(system.positions)}')
+  say(f'Relaxed geometry of {run_dir} (relax.json), bohr: ' + '; '.join(
+      f'{s} ' + ' '.join(f'{c:.4f}' for c in p) for s, p in zip(system.symbols, positions)))
+  return dataclasses.replace(system, positions=positions)
+
+
+class _AtGeometry:
+  """A compiled f(state, geometry) called as f(state) at the relaxation's current nuclei.
+  `split`: f is the step of with_forces, whose (state, (stats, forces)) is returned as
+  (state, stats), the forces given to `keep` (if any). Other attributes (memory_analysis)
+  are the compiled function's."""
+
+  def __init__(self, fn, relaxation_run: 'Relaxation', split: bool = False, keep=None):
+    self._fn, self._run, self._split, self._keep = fn, relaxation_run, split, keep
+
+  def __call__(self, state):
+    out = self._fn(state, self._run.geometry)
+    if not self._split:
+      return out
+    state, (stats_, forces) = out
+    if self._keep is not None:
+      self._keep(forces)
+    return state, stats_
+
+  def __getattr__(self, name):
+    return getattr(self._fn, name)
+
+
+class Relaxation:
+  """The nuclei of one run, moved between training steps (stages/training.py calls
+  `after_step` and `rewound`); `geometry` is where they are now, on the devices."""
+
+  def __init__(self, relax_cfg, system: systems.System, run: context.Run, state: step.TrainState,
+               dtype, source_dir: str = '', start: int = 0, print_moves: bool = True):
+    self.settings = relaxation.settings_of(relax_cfg)
+    self.symbols, self.run, self.dtype = tuple(system.symbols), run, dtype
+    self._shardings, self._replicated = step.shardings_of(state)
+    saved = read_path(source_dir, start) if source_dir else None
+    if saved is not None and len(saved['path'][-1]['positions_bohr']) != len(self.symbols):
+      raise InputError(f'{os.path.join(source_dir, FILE)} holds another molecule\'s path')
+    first = {'step': start, 'positions_bohr': np.asarray(system.positions, np.float64).tolist(),
+             'velocity_bohr': np.zeros_like(system.positions, np.float64).tolist()}
+    self.path = saved['path'] if saved is not None else [first]
+    self.resumed = saved is not None
+    for key in ('forces_ha_per_bohr', 'force_errors_ha_per_bohr', 'force_samples', 'meets'):
+      self.path[-1].pop(key, None)  # Its forces are measured again from here.
+    self.print_moves = print_moves
+    self._pending, self._samples, self._mark = [], [], start
+    self._warp, self.parts = None, None
+    self.geometry = self._on_device(self.positions)
+
+  # The nuclei and the optimiser's state.
+  @property
+  def positions(self) -> np.ndarray:
+    return np.asarray(self.path[-1]['positions_bohr'], np.float64)
+
+  @property
+  def stopped(self) -> Optional[dict]:
+    return next((e for e in self.path if e.get('stop')), None)
+
+  @property
+  def moves(self) -> int:
+    return sum(1 for e in self.path[1:] if not e.get('stop'))
+
+  def _on_device(self, positions) -> systems.Geometry:
+    return systems.Geometry(jax.device_put(np.asarray(positions, self.dtype), self._replicated))
+
+  # The compiled functions.
+  def attach(self, parts: step.Parts, compiled: step.Compiled) -> step.Compiled:
+    """The run's parts (with_forces's) and compiled step; returns the compiled step and
+    sweep called with the state alone at the current nuclei (the forces dropped: the burn-in
+    and the stage timers), and keeps the step that records them (`step`)."""
+    self.parts = parts
+    self._step = _AtGeometry(compiled.train_step, self, True, self._pending.append)
+    return step.Compiled(_AtGeometry(compiled.train_step, self, True),
+                         _AtGeometry(compiled.mcmc, self), compiled.compile_s)
+
+  def step(self, state):
+    """One training step at the current nuclei; its forces are kept for the next move."""
+    return self._step(state)
+
+  def _warp_walkers(self, state, old: np.ndarray, new: np.ndarray):
+    """The walkers carried from nuclei `old` to `new` by the space warp, log|psi| at `new`."""
+    if self._warp is None:
+      parts = self.parts
+
+      def warp(s, old, new):
+        x = jax.vmap(lambda xi: observables.space_warp(xi, old, new)[0])(s.walkers.x)
+        log_psi = parts.batch_log_psi(s.params, x, systems.Geometry(new))
+        return s._replace(walkers=s.walkers._replace(x=x, log_psi=log_psi))
+
+      self._warp = jax.jit(warp, donate_argnums=0,
+                           in_shardings=(self._shardings, self._replicated, self._replicated),
+                           out_shardings=self._shardings)
+    return self._warp(state, *(jax.device_put(np.asarray(p, self.dtype), self._replicated)
+                               for p in (old, new)))
+
+  # The loop's hooks.
+  def _collect(self) -> None:
+    if self._pending:
+      self._samples.extend(np.asarray(jnp.stack(self._pending), np.float64))
+      self._pending.clear()
+
+  def _measure(self) -> bool:
+    """Sets the current entry's mean forces and errors from its steps' samples; whether
+    there were two finite ones at least."""
+    samples = np.array(self._samples).reshape(len(self._samples), len(self.symbols), 3)
+    samples = samples[np.all(np.isfinite(samples), axis=(1, 2))]
+    if len(samples) < 2:
+      return False
+    mean, error = mean_and_error(relaxation.project(samples, self.positions))
+    entry = self.path[-1]
+    entry.update(forces_ha_per_bohr=mean.tolist(), force_errors_ha_per_bohr=error.tolist(),
+                 force_samples=len(samples),
+                 meets=relaxation.meets(mean, error, self.settings.threshold))
+    return True
+
+  def after_step(self, t: int, state):
+    """After `t` steps: every `relax.every` steps, the forces measured since the last move
+    and, unless the nuclei have stopped, a move (or the stop), the walkers carried along."""
+    if t <= self.settings.start:  # Not yet: these steps' forces are not used.
+      self._pending.clear()
+      self._mark = t
+      return state
+    if t - self._mark < self.settings.every:
+      return state
+    self._mark = t
+    self._collect()
+    if self.stopped or not self._measure():
+      return state
+    entry, s = self.path[-1], self.settings
+    tail = 0
+    for e in reversed(self.path):
+      if not e.get('meets'):
+        break
+      tail += 1
+    old = self.positions
+    if tail >= s.patience or (s.max_moves and self.moves >= s.max_moves):
+      why = 'criterion' if tail >= s.patience else 'max_moves'
+      final = final_geometry(self.path, s.window)
+      new = np.asarray(final['positions_bohr'])
+      self.path.append({'step': t, 'positions_bohr': new.tolist(),
+                        'velocity_bohr': np.zeros_like(new).tolist(), 'stop': why,
+                        'errors_bohr': final['errors_bohr']})
+      said = (f'the criterion held for {tail} moves' if why == 'criterion' else
+              f'relax.max_moves = {s.max_moves}')
+      self.run.say(f'Relax   step {t}: stopped after {self.moves} moves ({said}); the nuclei '
+                   f'stay at the final geometry, {_distances(final, self.symbols)}')
+    else:
+      forces = np.asarray(entry['forces_ha_per_bohr'])
+      new, velocity = relaxation.move(old, np.asarray(entry['velocity_bohr']), forces, s)
+      self.path.append({'step': t, 'positions_bohr': new.tolist(),
+                        'velocity_bohr': velocity.tolist()})
+      if self.print_moves:
+        errors = np.asarray(entry['force_errors_ha_per_bohr'])
+        self.run.say(f'Relax   step {t}: move {self.moves}, max |F| {np.max(np.abs(forces)):.4f}'
+                     f' +- {np.max(errors):.4f} Ha/bohr, largest displacement '
+                     f'{np.max(np.linalg.norm(velocity, axis=-1)):.4f} bohr')
+    self._samples = []
+    state = self._warp_walkers(state, old, new)
+    self.geometry = self._on_device(new)
+    self.write(t)
+    return state
+
+  def rewound(self, t: int) -> None:
+    """The loop went back to the state after `t` steps: the nuclei go back to where they
+    were then."""
+    self.path = [e for e in self.path if e['step'] <= t]
+    self._pending.clear()
+    self._samples, self._mark = [], t
+    self.geometry = self._on_device(self.positions)
+
+  def finish(self, t: int) -> dict:
+    """relax.json at the end of training after `t` steps (the forces measured since the last
+    move in its last entry); says where the nuclei are and whether they converged."""
+    self._collect()
+    self._measure()  # At the final geometry once stopped: its residual forces.
+    record = self.write(t)
+    stop = self.stopped
+    if stop is None:
+      self.run.say(f'Relax   {self.moves} moves in {t} steps, still moving (the criterion '
+                   'was not met); mean of the last positions: '
+                   + _distances(record['final'], self.symbols))
+    self.run.say(f'Relax   path and final geometry: {os.path.join(self.run.dir, FILE)}')
+    return record
+
+  def record(self, t: int) -> dict:
+    s, stop = self.settings, self.stopped
+    final = final_geometry(self.path, s.window)
+    if stop is not None:
+      final.update(positions_bohr=stop['positions_bohr'], errors_bohr=stop['errors_bohr'])
+    return {
+        'symbols': list(self.symbols), 'settings': s._asdict(), 'criterion': criterion(s),
+        'steps': t, 'path': self.path, 'moves': self.moves,
+        'converged': stop is not None and stop['stop'] == 'criterion',
+        'stopped_by': None if stop is None else stop['stop'],
+        'stopped_at_step': None if stop is None else stop['step'], 'final': final,
+        'current_positions_bohr': self.path[-1]['positions_bohr']}
+
+  def write(self, t: int) -> dict:
+    record = self.record(t)
+    self.run.write(FILE, record)
+    return record
+
+
+def criterion(s: relaxation.Settings) -> str:
+  """The stopping criterion of settings `s`, in words (relax.json)."""
+  limit = f', or after {s.max_moves} moves' if s.max_moves else ''
+  return (f'from step {s.start}, every component of the mean force over {s.every} steps and '
+          f'its standard error below {s.threshold:g} Ha/bohr for {s.patience} consecutive '
+          f'moves{limit}')
+
+
+def _distances(final: dict, symbols: tuple) -> str:
+  return ', '.join(f'R({symbols[a]}{a}-{symbols[b]}{b}) {d["distance_bohr"]:.4f} +- '
+                   f'{d["error_bohr"]:.4f} bohr' for d in final['distances']
+                   for a, b in [d['atoms']])
