@@ -100,8 +100,10 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
         make_parts, built.parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state,
         agree=run.ctx.smallest, geometry=relaxing and relaxing.geometry)
   train_step = compiled.train_step
-  if relaxing is not None:
-    compiled = relaxing.attach(parts, compiled)
+  if relaxing is not None:  # And the step without the forces, for after the nuclei stop.
+    with watch.paused('compiling the training step without forces'):
+      settled = step.compile_step(built.plan.parts(parts.chunk_size), state, relaxing.geometry)
+    compiled = relaxing.attach(parts, compiled, settled)
     train_step = relaxing.step
     if relaxing.resumed:
       run.say(f'Relax   continuing from step {start}, {relaxing.moves} moves done')

@@ -129,6 +129,9 @@ def test_a_resumed_relaxation_continues_from_the_saved_geometry_and_evaluation_t
   assert saved['converged'] is False and saved['stopped_at_step'] == 10
   stop = saved['path'][-1]
   assert stop['stop'] == 'max_moves' and stop['step'] == 10
+  # The residual forces at the final geometry come from the relax.every = 2 steps after
+  # the stop; the steps after those (13, 14) ran without forces.
+  assert stop['force_samples'] == 2 and np.all(np.isfinite(stop['forces_ha_per_bohr']))
   # The final geometry is the mean of the last 2 positions before the stop.
   expected = np.mean([e['positions_bohr'] for e in saved['path'][-3:-1]], axis=0)
   np.testing.assert_allclose(saved['final']['positions_bohr'], expected, atol=1e-12)

@@ -6,7 +6,9 @@ its geometry.
 
 Each training step also estimates the force on each nucleus from the configurations its
 sweep sampled (the zero-variance zero-bias estimator of physics/observables.py at the
-parameters that sampled them), about the cost of one more local energy per walker. After
+parameters that sampled them), about the cost of one more local energy per walker, until
+the nuclei have stopped and the residual forces there are measured (`relax.every` steps);
+then the step without them, compiled beside it before the loop, takes over. After
 every `relax.every` steps their mean moves the nuclei; the walkers move with them by the
 space warp (observables.space_warp: each electron follows the nuclei near it), so that
 they stay close to equilibrium, and their log|psi| is taken at the new nuclei.
@@ -177,8 +179,9 @@ class Relaxation:
       self.path[-1].pop(key, None)  # Its forces are measured again from here.
     self.print_moves = print_moves
     self._pending, self._samples, self._mark = [], [], start
-    self._warp, self.parts = None, None
+    self._warp, self.parts, self._settled_step = None, None, None
     self.geometry = self._on_device(self.positions)
+    self.settled = self._settled_by(start)
 
   # The nuclei and the optimiser's state.
   @property
@@ -196,18 +199,32 @@ class Relaxation:
   def _on_device(self, positions) -> systems.Geometry:
     return systems.Geometry(jax.device_put(np.asarray(positions, self.dtype), self._replicated))
 
+  def _settled_by(self, t: int) -> bool:
+    """Whether after `t` steps the nuclei have stopped and the residual forces at the final
+    geometry have been measured over `relax.every` steps: the forces are no longer needed."""
+    stop = self.stopped
+    return stop is not None and t >= stop['step'] + self.settings.every
+
   # The compiled functions.
-  def attach(self, parts: step.Parts, compiled: step.Compiled) -> step.Compiled:
+  def attach(self, parts: step.Parts, compiled: step.Compiled,
+             settled: Optional[step.Compiled] = None) -> step.Compiled:
     """The run's parts (with_forces's) and compiled step; returns the compiled step and
     sweep called with the state alone at the current nuclei (the forces dropped: the burn-in
-    and the stage timers), and keeps the step that records them (`step`)."""
+    and the stage timers), and keeps the step that records them (`step`). `settled`: the
+    plain step compiled with the nuclei as data, which `step` takes once the nuclei have
+    stopped and their residual forces are measured (it saves the forces' cost, about one
+    more local energy per walker, for the rest of the training)."""
     self.parts = parts
     self._step = _AtGeometry(compiled.train_step, self, True, self._pending.append)
+    self._settled_step = None if settled is None else _AtGeometry(settled.train_step, self)
     return step.Compiled(_AtGeometry(compiled.train_step, self, True),
                          _AtGeometry(compiled.mcmc, self), compiled.compile_s)
 
   def step(self, state):
-    """One training step at the current nuclei; its forces are kept for the next move."""
+    """One training step at the current nuclei; its forces are kept for the next move (or,
+    settled, the step without them)."""
+    if self.settled and self._settled_step is not None:
+      return self._settled_step(state)
     return self._step(state)
 
   def _warp_walkers(self, state, old: np.ndarray, new: np.ndarray):
@@ -253,6 +270,9 @@ class Relaxation:
       self._pending.clear()
       self._mark = t
       return state
+    if not self.settled and self._settled_by(t):
+      self.settled = True
+      self._collect()
     if t - self._mark < self.settings.every:
       return state
     self._mark = t
@@ -299,6 +319,7 @@ class Relaxation:
     self.path = [e for e in self.path if e['step'] <= t]
     self._pending.clear()
     self._samples, self._mark = [], t
+    self.settled = self._settled_by(t)
     self.geometry = self._on_device(self.positions)
 
   def finish(self, t: int) -> dict:
