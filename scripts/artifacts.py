@@ -240,3 +240,22 @@ def provenance(path: str, runs: Optional[list] = None) -> str:
   shown = sum(n for _, n in groups[-3:])
   more = f' (the latest {shown} of {len(runs)} runs)' if len(runs) > shown else ''
   return f'*From `{rel}`{more}: ' + '; '.join(notes) + '.*'
+
+
+def row_arguments(doc: str, rows, json_path: str, extra=()) -> tuple:
+  """(parser, arguments, chosen rows) of a goal script: --rows (comma-separated, of `rows`),
+  --keep DIR (keep the run directories), --json (the artifact to append to), and the
+  `extra` arguments ((name, keyword arguments), ...); unknown rows are a usage error."""
+  import argparse
+  p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+  p.add_argument('--rows', default=','.join(rows), help='comma-separated, of ' + ','.join(rows))
+  for name, kwargs in extra:
+    p.add_argument(name, **kwargs)
+  p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR/<row>')
+  p.add_argument('--json', default=json_path, help='the artifact each row is appended to')
+  args = p.parse_args()
+  chosen = [r.strip() for r in args.rows.split(',') if r.strip()]
+  unknown = [r for r in chosen if r not in rows]
+  if unknown:
+    p.error(f'unknown rows {unknown} (known: {", ".join(rows)})')
+  return p, args, chosen

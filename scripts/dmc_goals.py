@@ -24,7 +24,6 @@ and errors are computed when rendering, from the recorded energies and the packa
 energies (physics/systems.py and the configs, with their citations).
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -223,16 +222,8 @@ def adopt(old: str, command: str, path: str = JSON) -> None:
 
 
 def main():
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument('--rows', default=','.join(ROWS), help='comma-separated, of ' + ','.join(ROWS))
-  p.add_argument('--ferminet', help='DeepMind FermiNet directory (setup-ferminet.sh) for Ne')
-  p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR/<row>')
-  p.add_argument('--json', default=JSON, help='the artifact each row is appended to')
-  args = p.parse_args()
-  rows = [r.strip() for r in args.rows.split(',') if r.strip()]
-  unknown = [r for r in rows if r not in ROWS]
-  if unknown:
-    p.error(f'unknown rows {unknown} (known: {", ".join(ROWS)})')
+  p, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON, (('--ferminet', {
+      'help': 'DeepMind FermiNet directory (setup-ferminet.sh) for Ne'}),))
   try:  # An unreadable artifact stops here, before hours of runs.
     artifacts.read(args.json)
   except ValueError:

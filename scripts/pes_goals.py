@@ -28,7 +28,6 @@ kept with its date, machine, versions, commit and command line); TABLES renders 
 run of each row into ACCURACY.md.
 """
 
-import argparse
 import json
 import math
 import os
@@ -260,15 +259,7 @@ TABLES = {'pes_goals': ('ACCURACY.md', render_table)}  # Rendered by scripts/ren
 
 
 def main():
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument('--rows', default=','.join(ROWS), help='comma-separated, of ' + ','.join(ROWS))
-  p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR/<row>')
-  p.add_argument('--json', default=JSON, help='the artifact each row is appended to')
-  args = p.parse_args()
-  rows = [r.strip() for r in args.rows.split(',') if r.strip()]
-  unknown = [r for r in rows if r not in ROWS]
-  if unknown:
-    p.error(f'unknown rows {unknown} (known: {", ".join(ROWS)})')
+  _, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON)
   for row in rows:
     run_meta = artifacts.meta()
     with tempfile.TemporaryDirectory() as tmp:
