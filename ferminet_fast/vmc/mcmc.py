@@ -124,3 +124,16 @@ def width_text(width) -> str:
 def n_sweeps(steps: int, per_sweep: int) -> int:
   """Number of sweeps of `per_sweep` moves covering `steps` moves."""
   return int(np.ceil(steps / per_sweep)) if steps > 0 else 0
+
+
+def as_chains(walkers: Walkers, g: int) -> Walkers:
+  """B walkers in a row as G chains of B / G (a chain per geometry of a surface, each with
+  its own width (G,)): x (G, W, 3N), log|psi| (G, W)."""
+  return Walkers(walkers.x.reshape(g, -1, walkers.x.shape[-1]), walkers.log_psi.reshape(g, -1),
+                 walkers.width)
+
+
+def in_a_row(chains: Walkers) -> Walkers:
+  """The inverse of as_chains."""
+  return Walkers(chains.x.reshape(-1, chains.x.shape[-1]), chains.log_psi.reshape(-1),
+                 chains.width)

@@ -117,15 +117,13 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
       loss, grads = jax.value_and_grad(mismatch)(state.params, walkers.x)
     else:
       g = geometries[0].shape[0]
-      chains = mcmc.Walkers(state.walkers.x.reshape(g, -1, state.walkers.x.shape[-1]),
-                            state.walkers.log_psi.reshape(g, -1), state.walkers.width)
+      chains = mcmc.as_chains(state.walkers, g)
       chains, pmove = jax.vmap(sweep, in_axes=(None, 0, 0, 0))(
           state.params, chains, jax.random.split(k_mcmc, g), geometries)
       chains = adapted(chains, pmove)
       loss, grads = jax.value_and_grad(lambda p: jnp.mean(jax.vmap(
           mismatch, in_axes=(None, 0, 0))(p, chains.x, geometries)))(state.params)
-      walkers = mcmc.Walkers(chains.x.reshape(state.walkers.x.shape),
-                             chains.log_psi.reshape(-1), chains.width)
+      walkers = mcmc.in_a_row(chains)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     return PretrainState(params, opt_state, walkers, key), loss

@@ -264,17 +264,12 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
 
 
 def by_geometry(walkers: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
-  """The walkers of a surface, B in a row, as G chains: x (G, W, 3N), log|psi| (G, W),
-  widths (G,)."""
-  g = stack.positions.shape[0]
-  return mcmc.Walkers(walkers.x.reshape(g, -1, walkers.x.shape[-1]),
-                      walkers.log_psi.reshape(g, -1), walkers.width)
+  """The walkers of a surface, B in a row, as a chain per geometry of `stack`
+  (mcmc.as_chains)."""
+  return mcmc.as_chains(walkers, stack.positions.shape[0])
 
 
-def in_a_row(chains: mcmc.Walkers) -> mcmc.Walkers:
-  """The inverse of by_geometry."""
-  return mcmc.Walkers(chains.x.reshape(-1, chains.x.shape[-1]), chains.log_psi.reshape(-1),
-                      chains.width)
+in_a_row = mcmc.in_a_row  # The inverse of by_geometry.
 
 
 def each_walker(stack: systems.Geometry, per_geometry: int) -> jax.Array:
