@@ -62,7 +62,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   built, system, state, which, trained_step = (run.built, run.built.system, run.state,
                                                run.parameters, run.trained_step)
   stack = built.parts.geometries  # A set of geometries (None: one).
-  chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
+  chosen = evaluation.estimators(observables, built.network, system, built.parts.hamiltonian)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
         'the last ones')
