@@ -73,7 +73,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
                        'this run has one geometry')
     chosen_reference = references.parse(reference)
     references.check(chosen_reference, system)
-  chosen = evaluation.estimators(observables, built.network, system, built.parts.laplacian)
+  chosen = evaluation.estimators(observables, built.network, system, built.parts.hamiltonian)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
         'the last ones')

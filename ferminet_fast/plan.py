@@ -1,8 +1,8 @@
 """A run's plan: the one place where the settings become typed objects (`resolve` ->
-`Plan`: the system with its boundary and geometry, the ansatz, the Laplacian operator, the
-optimizer, the clipping window, the walkers per chunk, the devices), and the one build
-path of every stage from it (training, evaluation, DMC): plan -> the step's parts -> the
-state.
+`Plan`: the system with its boundary and geometry, the ansatz, the Hamiltonian with its
+Laplacian operator, the optimizer, the clipping window, the walkers per chunk, the devices),
+and the one build path of every stage from it (training, evaluation, DMC): plan -> the
+step's parts -> the state.
 
 Every piece's name, 'auto' and 'best' setting is resolved here, once: the Laplacian method ('best' by
 what is installed, the system's size and the device; 'auto' by timing the candidates on the
@@ -23,7 +23,7 @@ from ferminet_fast import config
 from ferminet_fast.environment import cpu_devices, distributed, xla_flags
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import laplacians, systems
+from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.runtime import profiling, rundir
 from ferminet_fast.vmc import loss, mcmc, step
 from ferminet_fast.wavefunction import envelopes, jastrows, networks
@@ -38,13 +38,20 @@ class Plan(NamedTuple):
   cfg: Any  # The settings, validated and frozen (`settings`).
   system: systems.System  # Electrons, nuclei (the geometry), ECPs and the boundary.
   network: networks.Network  # The ansatz, its envelope and Jastrow records inside.
-  pieces: step.Pieces  # The Laplacian operator, optimizer, clipping window, walkers per chunk.
+  # The Hamiltonian (its Laplacian operator), optimizer, clipping window, walkers per chunk.
+  pieces: step.Pieces
   ctx: Optional[distributed.Context] = None  # Devices of the walkers (None: all devices).
   laplacian_ms: Optional[dict] = None  # Name -> ms per local energy, when 'auto' timed them.
 
   @property
   def boundary(self):
     return self.system.boundary
+
+  @property
+  def hamiltonian(self) -> hamiltonian.Hamiltonian:
+    """The Hamiltonian whose local energy every stage takes: the system's, with the resolved
+    Laplacian operator and the Coulomb energy in the network's precision."""
+    return self.pieces.hamiltonian
 
   def parts(self, chunk_size: Optional[int] = None) -> step.Parts:
     """The step's parts (vmc/step.py); `chunk_size` replaces the planned walkers per chunk
@@ -58,7 +65,8 @@ class Plan(NamedTuple):
     split over (None on other devices)."""
     ctx, chunk = self.ctx, (parts or self.pieces).chunk_size
     cpu = ctx is not None and ctx.mesh.devices.flat[0].platform == 'cpu'
-    return {'optim.laplacian': self.pieces.laplacian.name, 'optim.energy_chunk_size': chunk,
+    return {'optim.laplacian': self.hamiltonian.laplacian.name,
+            'optim.energy_chunk_size': chunk,
             'distributed.cpu_devices': ctx.device_count // ctx.process_count if cpu else None}
 
 
@@ -227,7 +235,8 @@ def resolve(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
     laplacian = recorded_laplacian(recorded['optim.laplacian'])
   else:
     laplacian, timed = laplacian_of(cfg, network, system, key, time_auto, chunk_size)
-  return Plan(cfg, system, network, pieces_of(cfg, laplacian, chunk_size), ctx, timed)
+  pieces = pieces_of(cfg, system, network, laplacian, chunk_size)
+  return Plan(cfg, system, network, pieces, ctx, timed)
 
 
 def build(cfg, key: jax.Array, ctx=None, recorded: Optional[dict] = None,
@@ -249,10 +258,13 @@ def network_of(net_cfg, system: systems.System, dtype=jnp.float32) -> networks.N
                                envelope, jastrows.JASTROWS[net_cfg.jastrow])
 
 
-def pieces_of(cfg, laplacian: laplacians.Method, chunk_size: int) -> step.Pieces:
-  """The step's pieces: the resolved Laplacian method and chunk of walkers, the optimizer
-  and clipping window resolved here from their names."""
-  return step.Pieces(laplacian, optim.OPTIMIZERS[cfg.optim.optimizer],
+def pieces_of(cfg, system: systems.System, network: networks.Network,
+              laplacian: laplacians.Method, chunk_size: int) -> step.Pieces:
+  """The step's pieces: the Hamiltonian of `system` with the resolved Laplacian method, in
+  the network's precision; the resolved chunk of walkers; the optimizer and clipping window
+  resolved here from their names."""
+  return step.Pieces(hamiltonian.of(system, laplacian, network.dtype),
+                     optim.OPTIMIZERS[cfg.optim.optimizer],
                      loss.CLIPPING[cfg.optim.clip_method], chunk_size)
 
 
@@ -262,7 +274,8 @@ def make_parts(cfg, system, network, laplacian: laplacians.Method,
   resolved Laplacian method and chunk of walkers (None: chunk_size_of)."""
   if chunk_size is None:
     chunk_size = chunk_size_of(cfg, network)
-  return Plan(cfg, system, network, pieces_of(cfg, laplacian, chunk_size)).parts()
+  pieces = pieces_of(cfg, system, network, laplacian, chunk_size)
+  return Plan(cfg, system, network, pieces).parts()
 
 
 def recorded_of(run_dir: str) -> dict:

@@ -92,7 +92,7 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
   if cfg.system.relax:
     relaxing = relax.Relaxation(cfg.relax, system, run, state, built.parts.dtype,
                                 source.restore_from, start, cfg.log.print_every > 0)
-    make_parts = lambda chunk: relax.with_forces(built.plan.parts(chunk), system)  # noqa: E731
+    make_parts = lambda chunk: relax.with_forces(built.plan.parts(chunk))  # noqa: E731
   # Compiled before anything is written: a step that cannot fit the device's memory stops
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
   with watch.paused('compiling the training step'):

@@ -59,7 +59,7 @@ def _lowered(name: str, cfg, method, walkers: int):
   import jax.numpy as jnp
   from ferminet_fast import plan
   from ferminet_fast.diffusion import walk
-  from ferminet_fast.physics import systems
+  from ferminet_fast.physics import hamiltonian, systems
   from ferminet_fast.vmc import mcmc, step
 
   system = systems.make_system(cfg.system)
@@ -69,7 +69,7 @@ def _lowered(name: str, cfg, method, walkers: int):
   scalar = jax.ShapeDtypeStruct((), network.dtype)
   key = jax.eval_shape(lambda: jax.random.PRNGKey(0))
   if name.startswith('dmc_'):
-    evaluate = walk.make_evaluate(network, system, method)
+    evaluate = walk.make_evaluate(network, hamiltonian.of(system, method, network.dtype))
     state = walk.DMCState(jax.eval_shape(evaluate, params, x), key,
                          jax.ShapeDtypeStruct((), jnp.int32), *[scalar] * 5)
     return jax.jit(walk.make_step(evaluate, 0.01, system.n_electrons, 10)).lower(params, state)

@@ -99,8 +99,7 @@ def test_lcao_h2_plus_difference_is_the_closed_form_one():
   errors of 40 batches, with a fraction of the error of two independent estimates."""
   system, log_psi_at = h2_plus()
   with jax.enable_x64(True):
-    local = jax.vmap(hamiltonian.make_local_energy_at(log_psi_at, system.charges,
-                                                      laplacians.JACFWD),
+    local = jax.vmap(hamiltonian.of(system, laplacians.JACFWD).local_energy_at(log_psi_at),
                      in_axes=(None, 0, None))
     atoms = jnp.asarray(system.positions)
     moved_atoms = atoms * 1.15  # Separation 2.3 bohr, the centre kept.

@@ -112,7 +112,7 @@ def test_energy_of_the_hf_determinant_is_pyscfs_hf_energy(atom):
     batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
     sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 10))
     local_energy = jax.jit(jax.vmap(
-        hamiltonian.make_local_energy(log_psi, system, laplacians.JACFWD, apply=apply),
+        hamiltonian.of(system, laplacians.JACFWD).local_energy(log_psi, apply),
         in_axes=(None, 0)))
     key = jax.random.PRNGKey(0)
     x = mcmc.init_positions(key, system, 512, 1.0, jnp.float64)
@@ -130,11 +130,11 @@ def test_energy_of_the_hf_determinant_is_pyscfs_hf_energy(atom):
 
 
 def test_ecp_needs_the_signed_wavefunction_and_has_no_forces():
-  system = ecp_system('Be')
+  ham = hamiltonian.of(ecp_system('Be'), laplacians.JACFWD)
   with pytest.raises(ValueError, match='needs `apply`'):
-    hamiltonian.make_local_energy(lambda p, x: 0.0, system)
+    ham.local_energy(lambda p, x: 0.0)
   with pytest.raises(InputError, match='not available with effective core potentials'):
-    observables.force_terms(None, system, laplacians.JACFWD)
+    observables.force_terms(None, ham)
 
 
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac'])
@@ -183,8 +183,8 @@ def test_local_energy_at_the_systems_own_geometry_is_the_fixed_one_with_an_ecp()
     system = systems.make_system(cfg.system)
     network = plan.network_of(cfg.network, system, jnp.float64)
     params = network.init(jax.random.PRNGKey(0))
-    local = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD,
-                                          apply=network.apply, dtype=jnp.float64)
+    local = hamiltonian.of(system, laplacians.JACFWD, jnp.float64).local_energy(
+        network.log_psi, network.apply)
     batch = jax.jit(jax.vmap(local, in_axes=(None, 0, None)))
     x = jax.random.normal(jax.random.PRNGKey(1), (4, 3 * system.n_electrons), jnp.float64)
     np.testing.assert_allclose(batch(params, x, system.geometry), batch(params, x, None),

@@ -21,7 +21,7 @@ def metropolis_energies(network, system, params, x, width, moves, sweeps, key):
   accepted with min(1, |psi'/psi|^2)) of walkers x (B, 3N) at fixed `params`: a chain of
   this test's own, with the local energies by jacfwd (evaluation's run uses 'best')."""
   log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
-  local_energy = jax.vmap(hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD),
+  local_energy = jax.vmap(hamiltonian.of(system, laplacians.JACFWD).local_energy(network.log_psi),
                           in_axes=(None, 0))
 
   @jax.jit

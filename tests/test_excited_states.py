@@ -64,7 +64,7 @@ def test_energy_matrix_is_exact_for_hydrogen_states(name, float64):
   if not laplacian.installed():
     pytest.skip(f'{name} not installed')
   matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(
-      hydrogen_states(), system_of('H', 2), laplacian), in_axes=(None, 0)))
+      hydrogen_states(), hamiltonian.of(system_of('H', 2), laplacian), 2), in_axes=(None, 0)))
   x = jax.random.normal(jax.random.PRNGKey(0), (8, 6), jnp.float64) * 1.5
   expected = MIXING @ np.diag(HYDROGEN_ENERGIES) @ np.linalg.inv(MIXING)
   np.testing.assert_allclose(matrix(None, x), np.broadcast_to(expected, (8, 2, 2)),
@@ -112,10 +112,10 @@ def test_one_state_path_gives_the_finite_difference_local_energy(float64):
   np.testing.assert_allclose(jax.vmap(total.log_psi, in_axes=(None, 0))(params, x),
                              base_log_psi(params, x), rtol=1e-12)
   for laplacian in [laplacians.JACFWD, laplacians.JVP_LOOP]:
-    matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(one, system, laplacian),
+    ham = hamiltonian.of(system, laplacian)
+    matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(one, ham, 1),
                               in_axes=(None, 0)))(params, x)
-    e_total = jax.jit(jax.vmap(hamiltonian.make_local_energy(total.log_psi, system, laplacian),
-                               in_axes=(None, 0)))(params, x)
+    e_total = jax.jit(jax.vmap(ham.local_energy(total.log_psi), in_axes=(None, 0)))(params, x)
     np.testing.assert_allclose(matrix[:, 0, 0], expected, rtol=0, atol=2e-5)
     np.testing.assert_allclose(e_total, expected, rtol=0, atol=2e-5)
 
@@ -132,7 +132,8 @@ def test_hydrogen_oscillator_strength_from_sampled_matrices():
     batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
     sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 10))
     local = excited_states.make_local_matrices(
-        types.SimpleNamespace(apply_states=apply_states), system, laplacians.JACFWD)
+        types.SimpleNamespace(apply_states=apply_states), system,
+        hamiltonian.of(system, laplacians.JACFWD))
     sweep_estimate = jax.jit(lambda x: excited_states.reduce(
         jax.vmap(local, in_axes=(None, 0))(None, x)))
     x = 2.0 * jax.random.normal(jax.random.PRNGKey(0), (2048, 6), jnp.float64)

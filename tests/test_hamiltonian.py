@@ -16,13 +16,16 @@ DENSE_METHODS = [m for m in METHODS if not laplacians.METHODS[m].sparse]
 @pytest.mark.parametrize('method', METHODS)
 @pytest.mark.jax_range
 def test_hydrogen_1s_local_energy_is_exact(method):
-  """psi = exp(-r) is the hydrogen ground state: E_L = -0.5 Ha at every point."""
+  """psi = exp(-r) is the hydrogen ground state: the Hamiltonian's local energy is -0.5 Ha at
+  every point, with each Laplacian operator."""
   cfg = config.default()
   cfg.system.atom = 'H'
-  system = systems.make_system(cfg.system)
+  ham = hamiltonian.of(systems.make_system(cfg.system), laplacians.METHODS[method])
+  assert ham.laplacian is laplacians.METHODS[method] and ham.ecp is None
+  assert ham.coulomb is coulomb.molecular_coulomb
+  np.testing.assert_array_equal(ham.charges, [1.0])
   log_psi = lambda params, x: -jnp.sum(jnp.linalg.norm(x.reshape(-1, 3), axis=-1))
-  e_l = jax.jit(jax.vmap(hamiltonian.make_local_energy(log_psi, system, laplacians.METHODS[method]),
-                         in_axes=(None, 0)))
+  e_l = jax.jit(jax.vmap(ham.local_energy(log_psi), in_axes=(None, 0)))
   x = jax.random.normal(jax.random.PRNGKey(0), (200, 3)) * 2.0
   np.testing.assert_allclose(e_l(None, x), -0.5, atol=2e-5)
 
@@ -35,13 +38,34 @@ def test_helium_product_of_1s_orbitals(method):
   system = systems.make_system(cfg.system)  # He
   z = 1.6875
   log_psi = lambda params, x: -z * jnp.sum(jnp.linalg.norm(x.reshape(-1, 3), axis=-1))
-  e_l = jax.jit(jax.vmap(hamiltonian.make_local_energy(log_psi, system, laplacians.METHODS[method]),
-                         in_axes=(None, 0)))
+  ham = hamiltonian.of(system, laplacians.METHODS[method])
+  e_l = jax.jit(jax.vmap(ham.local_energy(log_psi), in_axes=(None, 0)))
   x = jax.random.normal(jax.random.PRNGKey(1), (100, 6))
   r1, r2 = np.linalg.norm(x[:, :3], axis=1), np.linalg.norm(x[:, 3:], axis=1)
   r12 = np.linalg.norm(x[:, :3] - x[:, 3:], axis=1)
   expected = -z**2 + (z - 2) * (1 / r1 + 1 / r2) + 1 / r12
   np.testing.assert_allclose(e_l(None, x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_plans_hamiltonian_is_the_local_energy_the_step_takes():
+  """The plan holds one Hamiltonian (the Laplacian it resolved, the system's nuclei and
+  Coulomb energy), the step's parts take it, and its local energy of the network at a
+  configuration is the one in the step's energy (float64: rounding apart)."""
+  cfg = tiny_config('Li')
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64)
+    resolved = plan.Plan(cfg, system, network,
+                         plan.pieces_of(cfg, system, network, laplacians.JACFWD, 0))
+    ham = resolved.hamiltonian
+    assert ham.laplacian is laplacians.JACFWD and ham.ecp is None
+    assert ham.coulomb is coulomb.molecular_coulomb
+    np.testing.assert_array_equal(ham.charges, system.charges)
+    parts = resolved.parts()
+    assert parts.hamiltonian is ham
+    x = jax.random.normal(jax.random.PRNGKey(2), (4, network.n_coords), jnp.float64)
+    local = jax.jit(ham.local_energy(network.log_psi, network.apply))
+    _, aux = jax.jit(parts.energy)(params, x)
+    np.testing.assert_allclose([local(params, xi) for xi in x], aux.local_energy, rtol=1e-10)
 
 
 def _real_network(atom, **overrides):
@@ -220,9 +244,9 @@ def _sample_hartree_fock(system, log_psi, kinetic, expected, log_psi_phase=None)
   batch_log_psi = jax.vmap(log_psi, in_axes=(None, 0))
   sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 20, system.boundary.wrap))
   laplacian = plan.best_laplacian(system)
-  e_l = hamiltonian.make_local_energy(log_psi, system, laplacian,
-                                     dtype=jnp.float64, log_psi_phase=log_psi_phase)
-  potential = hamiltonian.coulomb_of(system, jnp.float64)
+  ham = hamiltonian.of(system, laplacian, jnp.float64)
+  e_l = ham.local_energy(log_psi, log_psi_phase=log_psi_phase)
+  potential = ham.coulomb
   energies = jax.jit(jax.vmap(lambda x: (e_l(None, x), potential(x, jnp.zeros((0, 3)),
                                                                  jnp.zeros((0,))))))
   x = mcmc.init_positions(jax.random.PRNGKey(0), system, 256, 1.0, jnp.float64)
@@ -252,8 +276,8 @@ def test_local_energy_over_a_batch_of_geometries_is_that_of_each_system():
                                'network.ferminet.hidden_dims': ((8, 4),)})
     system = systems.make_system(cfg.system)
     network = plan.network_of(cfg.network, system, jnp.float64)
-    return system, network, hamiltonian.make_local_energy(network.log_psi, system,
-                                                          laplacians.JACFWD, dtype=jnp.float64)
+    ham = hamiltonian.of(system, laplacians.JACFWD, jnp.float64)
+    return system, network, ham.local_energy(network.log_psi)
 
   with jax.enable_x64(True):
     bonds = (2.5, 3.015, 4.0)
@@ -290,9 +314,9 @@ def test_periodic_local_energy_moves_with_its_nuclei():
     network = plan.network_of(cfg.network, system, jnp.float64)
     assert network.complex
     params = network.init(jax.random.PRNGKey(0))
-    local = jax.jit(jax.vmap(hamiltonian.make_local_energy(
-        network.log_psi, system, laplacians.JACFWD, dtype=jnp.float64,
-        log_psi_phase=network.log_psi_phase), in_axes=(None, 0, None)))
+    ham = hamiltonian.of(system, laplacians.JACFWD, jnp.float64)
+    local = jax.jit(jax.vmap(ham.local_energy(network.log_psi, log_psi_phase=network.log_psi_phase),
+                             in_axes=(None, 0, None)))
     x = jax.random.normal(jax.random.PRNGKey(1), (4, 6), jnp.float64) + jnp.asarray(
         [0, 0, 0, 1.4, 0, 0.0])
     fixed = local(params, x, None)

@@ -24,7 +24,7 @@ def test_gradient_is_covariance_of_energy_and_log_psi_gradient(clip_k):
 def _check_gradient(clip_k):
   system, network, params = tiny_network('He', jnp.float64)
   x = jax.random.normal(jax.random.PRNGKey(1), (32, 6), jnp.float64)
-  local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JVP_LOOP)
+  local_energy = hamiltonian.of(system, laplacians.JVP_LOOP).local_energy(network.log_psi)
   energy = loss.make_energy(network.log_psi, local_energy, CLIP, clip_k)
   (e, aux), grad = jax.jit(jax.value_and_grad(energy, has_aux=True))(params, x)
 
@@ -63,9 +63,8 @@ def test_complex_gradient_is_the_derivative_of_the_sampled_energy():
   with jax.enable_x64(True):
     network = plan.network_of(cfg.network, system, jnp.float64)
     params = network.init(jax.random.PRNGKey(0))
-    local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD,
-                                                 dtype=jnp.float64,
-                                                 log_psi_phase=network.log_psi_phase)
+    local_energy = hamiltonian.of(system, laplacians.JACFWD, jnp.float64).local_energy(
+        network.log_psi, log_psi_phase=network.log_psi_phase)
     energy = loss.make_energy(network.log_psi, local_energy, CLIP, 0.0,
                               log_psi_phase=network.log_psi_phase)
     v = jax.tree.map(lambda p: jax.random.normal(jax.random.PRNGKey(p.size), p.shape,
@@ -111,7 +110,7 @@ def test_a_penalty_enters_the_gradient_but_not_the_energy():
   with jax.enable_x64(True):
     system, network, params = tiny_network('He', jnp.float64)
     x = jax.random.normal(jax.random.PRNGKey(2), (24, 6), jnp.float64)
-    local_energy = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JVP_LOOP)
+    local_energy = hamiltonian.of(system, laplacians.JVP_LOOP).local_energy(network.log_psi)
     s2 = observables.spin_squared(network.apply, system)
     penalty = lambda p, xi: 0.7 * s2(p, xi)[0]  # noqa: E731
     energy = loss.make_energy(network.log_psi, local_energy, CLIP, 0.0,
@@ -145,7 +144,7 @@ def test_non_finite_local_energies_are_left_out():
   with jax.enable_x64(True):
     system, network, params = tiny_network('He', jnp.float64)
     x = jax.random.normal(jax.random.PRNGKey(1), (16, 6), jnp.float64)
-    good = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD)
+    good = hamiltonian.of(system, laplacians.JACFWD).local_energy(network.log_psi)
     bad_walkers = jnp.zeros(16, bool).at[jnp.array([3, 7])].set(True)
 
     def poisoned(p, xi):  # NaN for walker 3, inf for walker 7 (recognised by position).

@@ -125,7 +125,8 @@ def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_t
                               'network.network_type': network_type, 'network.full_det': False})
     atoms, charges = jnp.asarray(system.positions), jnp.asarray(system.charges)
     m = len(charges)
-    terms = jax.jit(observables.force_terms(network.log_psi, system, laplacians.JACFWD))
+    ham = hamiltonian.of(system, laplacians.JACFWD)
+    terms = jax.jit(observables.force_terms(network.log_psi, ham))
     x = jnp.asarray(np.random.default_rng(4).normal(size=(5, 12)) * 1.5 + [0, 0, 1.0] * 4)
 
     def potential(x, nuclei):
@@ -147,7 +148,7 @@ def test_zero_variance_force_is_hellmann_feynman_plus_a_zero_mean_term(network_t
         jac = jax.jacfwd(lambda y: q(y, i))(xi)  # (3, 3N)
         rows.append(expected[i] - 0.5 * jnp.trace(hessians, axis1=1, axis2=2) - jac @ g)
       d = jax.grad(network.log_psi, argnums=2)(params, xi, atoms)
-      e_l = hamiltonian.make_local_energy(network.log_psi, system, laplacians.JACFWD)(params, xi)
+      e_l = ham.local_energy(network.log_psi)(params, xi)
       return jnp.stack(rows), d, g, e_l
 
     for xi in x:
@@ -206,7 +207,8 @@ def test_forces_of_lcao_h2_plus_are_the_derivative_of_its_energy(name):
   make, reduce = ((observables.force_terms, observables.reduce_forces) if name == 'forces' else
                   (observables.warped_energy_terms, observables.reduce_warped_forces))
   with jax.enable_x64(True):
-    f = jax.jit(jax.vmap(make(log_psi_at, system, laplacians.JACFWD), in_axes=(None, 0)))
+    f = jax.jit(jax.vmap(make(log_psi_at, hamiltonian.of(system, laplacians.JACFWD)),
+                         in_axes=(None, 0)))
     x = sample_h2_plus(np.random.default_rng(5), 200_000)
     values = [np.asarray(f(None, b)) for b in np.split(x, 40)]
     batches = np.stack([np.asarray(reduce(jnp.asarray(v))) for v in values])
@@ -228,7 +230,7 @@ def test_density_grid_of_lcao_h2_plus(tmp_path):
   holds the same numbers."""
   system, _ = h2_plus()
   # No network needed.
-  est = observables.OBSERVABLES['density'].make(None, system, laplacians.JACFWD)
+  est = observables.OBSERVABLES['density'].make(None, system, None)
   assert est.accumulate
   n = 400_000
   x = sample_h2_plus(np.random.default_rng(6), n).astype(np.float32)

@@ -36,7 +36,7 @@ def test_auto_is_resolved_once_recorded_and_reused(tmp_path, monkeypatch):
   # The plan a later stage resolves from the record is the one training ran.
   cfg = plan.settings(tiny_config('He', **{'optim.laplacian': 'auto'}), later_stage=True)
   again = plan.resolve(cfg, None, recorded=plan.recorded_of(str(run)))
-  assert again.pieces.laplacian.name == resolved['optim.laplacian']
+  assert again.hamiltonian.laplacian.name == resolved['optim.laplacian']
   assert again.record()['optim.energy_chunk_size'] == resolved['optim.energy_chunk_size']
   # A run without its record is refused with one message, its files left as they were.
   (run / plan.RESOLVED).unlink()

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import plan
-from ferminet_fast.physics import coulomb, excited_states, laplacians, systems
+from ferminet_fast.physics import coulomb, excited_states, hamiltonian, laplacians, systems
 from ferminet_fast.wavefunction import states
 
 
@@ -48,7 +48,8 @@ def test_trace_is_the_total_wavefunctions_local_energy(helium_states):
   the full Hessian of the total log|Psi| (no state-by-state algebra)."""
   system, network, params, x = helium_states
   matrix = jax.jit(jax.vmap(excited_states.make_energy_matrix(
-      network.apply_states, system, laplacians.JACFWD), in_axes=(None, 0)))(params, x)
+      network.apply_states, hamiltonian.of(system, laplacians.JACFWD), system.states),
+      in_axes=(None, 0)))(params, x)
 
   def total_local_energy(xi):
     f = lambda y: network.log_psi(params, y)  # noqa: E731
@@ -76,8 +77,8 @@ def test_mixing_the_states_changes_no_energy(helium_states):
     return jnp.sign(psi), jnp.log(jnp.abs(psi)) + top
 
   def matrices(apply_states):
-    return jax.jit(jax.vmap(excited_states.make_energy_matrix(apply_states, system,
-                                                              laplacians.JACFWD),
+    ham = hamiltonian.of(system, laplacians.JACFWD)
+    return jax.jit(jax.vmap(excited_states.make_energy_matrix(apply_states, ham, system.states),
                             in_axes=(None, 0)))(params, x)
 
   e, e_mixed = matrices(network.apply_states), matrices(mixed)

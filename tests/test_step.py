@@ -105,7 +105,7 @@ def test_chunked_local_energies_equal_unchunked(run, chunk):
   """In float64, so that the comparison is of the chunking, not of float32 rounding. 24
   leaves a remainder (contiguous chunks); 16 divides the batch (strided chunks)."""
   _, system, parts, _, state = run
-  local_energy = hamiltonian.make_local_energy(parts.network.log_psi, system, laplacians.JACFWD)
+  local_energy = hamiltonian.of(system, laplacians.JACFWD).local_energy(parts.network.log_psi)
   with jax.enable_x64(True):
     params, x = jax.tree.map(lambda a: np.asarray(a, np.float64), (state.params, state.walkers.x))
     full = jax.jit(loss.batch_local_energies(local_energy))(params, x)

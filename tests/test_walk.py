@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ferminet_fast import config, plan
-from ferminet_fast.physics import laplacians, systems
+from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.diffusion import stage
 from ferminet_fast.diffusion import walk
 from ferminet_fast.vmc import mcmc, stats
@@ -35,7 +35,7 @@ def atom(symbol: str) -> systems.System:
 
 def run_dmc(network, system, x0, tau, steps, equilibration, key=0, e0=0.0):
   """(step energies after equilibration, the last state, the step stats)."""
-  evaluate = walk.make_evaluate(network, system, laplacians.JACFWD)
+  evaluate = walk.make_evaluate(network, hamiltonian.of(system, laplacians.JACFWD))
   step = jax.jit(walk.make_step(evaluate, tau, system.n_electrons, equilibration))
   state = walk.init_state(evaluate, {}, x0, jax.random.PRNGKey(key), e0)
   energies, history = [], []
@@ -103,7 +103,7 @@ def test_hydrogen_ground_state_is_exact_and_sampled_exactly():
   energies, state, history = run_dmc(hydrogen_1s(), system, x0, 0.2, 300, 100)
   np.testing.assert_allclose(energies, -0.5, atol=1e-10)
   radii = []
-  evaluate = walk.make_evaluate(hydrogen_1s(), system, laplacians.JACFWD)
+  evaluate = walk.make_evaluate(hydrogen_1s(), hamiltonian.of(system, laplacians.JACFWD))
   step = jax.jit(walk.make_step(evaluate, 0.2, 1, 0))
   for _ in range(400):
     state, _ = step({}, state)
@@ -164,7 +164,7 @@ def vmc_energy(network, system, x0, sweeps: int = 300) -> stats.Estimate:
   """The reblocked VMC energy of `network` (Metropolis sampling of |psi|^2, vmc/mcmc.py)."""
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))
   sweep = jax.jit(mcmc.make_sweep(batch_log_psi, 10))
-  evaluate = jax.jit(walk.make_evaluate(network, system, laplacians.JACFWD))
+  evaluate = jax.jit(walk.make_evaluate(network, hamiltonian.of(system, laplacians.JACFWD)))
   walkers = mcmc.Walkers(x0, batch_log_psi({}, x0), jnp.asarray(0.3))
   energies = []
   for i in range(sweeps + 50):
@@ -243,7 +243,7 @@ def test_dmc_step_with_a_geometry_is_the_step_of_the_system_built_there():
                               'system.molecule': f'H 0 0 0; H 0 0 {bond}'})
     system = systems.make_system(cfg.system)
     network = plan.network_of(cfg.network, system, jnp.float64)
-    evaluate = walk.make_evaluate(network, system, laplacians.JACFWD)
+    evaluate = walk.make_evaluate(network, hamiltonian.of(system, laplacians.JACFWD))
     return system, network, evaluate, jax.jit(walk.make_step(evaluate, 0.01, 2, 10))
 
   with jax.enable_x64(True):

@@ -80,8 +80,7 @@ def prepare(cfg, run_dir: str) -> Setup:
   size = cfg.dmc.batch_size or cfg.batch_size
   if size != x.shape[0]:  # The run's walkers repeated (or cut) to the population's size.
     x = x[jnp.arange(size) % x.shape[0]]
-  evaluate = walk.make_evaluate(built.network, system, built.parts.laplacian,
-                               built.parts.chunk_size)
+  evaluate = walk.make_evaluate(built.network, built.parts.hamiltonian, built.parts.chunk_size)
   return Setup(cfg, system, evaluate, state.params, x, run.trained_step, run.parameters,
                built.parts.laplacian)
 

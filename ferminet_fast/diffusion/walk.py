@@ -35,7 +35,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ferminet_fast.physics import ecp, hamiltonian, laplacians, systems
+from ferminet_fast.physics import hamiltonian
 
 DRIFT_A = 1.0  # UNR's a of the drift limit (a = 1: the limit of their eq. 33 away from nuclei).
 ZEN_ALPHA = 0.2  # Zen et al.'s alpha of the local-energy cut-off alpha sqrt(N / tau).
@@ -97,19 +97,16 @@ def comb(key: jax.Array, weights: jax.Array) -> jax.Array:
   return jnp.clip(jnp.searchsorted(c, teeth, side='right'), 0, b - 1)
 
 
-def make_evaluate(network, system: systems.System, laplacian: laplacians.Method,
-                  chunk_size: int = 0) -> Callable:
-  """(params, x (B, 3N), geometry=None) -> Walkers at x: sign, log|psi|, local energy (with
-  the ECP's by the locality approximation) and grad log|psi| of each walker, in chunks of
-  `chunk_size` walkers (0: all at once), the nuclei of `geometry` (a systems.Geometry;
-  None: the system's own)."""
-  local = hamiltonian.make_local_energy_at(network.log_psi, system.charges, laplacian,
-                                           with_gradient=True)
-  ecp_energy = (ecp.make_ecp_energy(network.apply, system.positions, system.ecp)
-                if system.has_ecp else None)
+def make_evaluate(network, ham: hamiltonian.Hamiltonian, chunk_size: int = 0) -> Callable:
+  """(params, x (B, 3N), geometry=None) -> Walkers at x: sign, log|psi|, local energy under
+  the Hamiltonian `ham` (with the ECP's by the locality approximation) and grad log|psi| of
+  each walker, in chunks of `chunk_size` walkers (0: all at once), the nuclei of `geometry`
+  (a systems.Geometry; None: the system's own)."""
+  local = ham.local_energy_at(network.log_psi, with_gradient=True)
+  ecp_energy = ham.ecp_energy(network.apply)
 
   def one(params, x, geometry):
-    e, g = local(params, x, hamiltonian.nuclei_of(system, geometry, x.dtype))
+    e, g = local(params, x, ham.nuclei(geometry, x.dtype))
     at = () if geometry is None else (geometry.positions,)
     if ecp_energy is not None:
       e = e + ecp_energy(params, x, *at)

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import hamiltonian, laplacians, observables, systems
+from ferminet_fast.physics import hamiltonian, observables, systems
 
 JACKKNIFE_BLOCKS = 20  # Blocks of sweeps left out one at a time for the error bars.
 
@@ -66,16 +66,15 @@ def state_values(apply_states: Callable, params, x: jax.Array, k: int,
   return signs.T, logs.T
 
 
-def make_energy_matrix(apply_states: Callable, system: systems.System,
-                       laplacian: laplacians.Method = laplacians.JVP_LOOP) -> Callable:
-  """(params, x (K 3N,), geometry=None) -> E_L (K, K), Ha: the local-energy matrix of K
-  states at one walker's K configurations (wavefunction/states.py), for
-  `apply_states(params, x (3N,)[, atoms]) -> (signs (K,), logs (K,))`, with the nuclei
+def make_energy_matrix(apply_states: Callable, ham: hamiltonian.Hamiltonian,
+                       k: int) -> Callable:
+  """(params, x (K 3N,), geometry=None) -> E_L (K, K), Ha: the local-energy matrix under the
+  Hamiltonian `ham` of K states at one walker's K configurations (wavefunction/states.py),
+  for `apply_states(params, x (3N,)[, atoms]) -> (signs (K,), logs (K,))`, with the nuclei
   of `geometry` (a systems.Geometry; None: the system's own). Its trace is the local energy
   of the total wavefunction."""
-  k = system.states
-  state_energies = hamiltonian.make_local_energy(  # (params, x (3N,), geometry) -> (K,)
-      lambda params, x, *atoms: apply_states(params, x, *atoms)[1], system, laplacian)
+  state_energies = ham.local_energy(  # (params, x (3N,), geometry) -> (K,)
+      lambda params, x, *atoms: apply_states(params, x, *atoms)[1])
 
   def matrix(params, x, geometry=None):
     atoms = None if geometry is None else geometry.positions
@@ -88,11 +87,12 @@ def make_energy_matrix(apply_states: Callable, system: systems.System,
 
 
 def make_local_matrices(network, system: systems.System,
-                        laplacian: laplacians.Method) -> Callable:
-  """(params, x (K 3N,)) -> (5 K^2,): the local matrices of the energy (K, K), S^2 (K, K)
-  and the dipole (3, K, K) at one walker, flattened in that order."""
+                        ham: hamiltonian.Hamiltonian) -> Callable:
+  """(params, x (K 3N,)) -> (5 K^2,): the local matrices of the energy (K, K) under the
+  Hamiltonian `ham`, S^2 (K, K) and the dipole (3, K, K) at one walker, flattened in that
+  order."""
   k = system.states
-  energy = make_energy_matrix(network.apply_states, system, laplacian)
+  energy = make_energy_matrix(network.apply_states, ham, k)
   spin = observables.spin_squared(network.apply_states, system)  # (params, x (3N,)) -> (K,)
   dipole = observables.dipole(network.apply_states, system)  # (params, x (3N,)) -> (3,)
 

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import coulomb, hamiltonian, laplacians, systems
+from ferminet_fast.physics import coulomb, hamiltonian, systems
 
 
 def finite_mean(values: jax.Array) -> jax.Array:
@@ -68,8 +68,8 @@ class Estimator(NamedTuple):
 
 
 class Observable(NamedTuple):
-  # (network, system, laplacian) -> Estimator; `network` is a networks.Network,
-  # `laplacian` a laplacians.Method.
+  # (network, system, ham) -> Estimator; `network` is a networks.Network, `ham` the
+  # run's hamiltonian.Hamiltonian.
   make: Callable
   unit: str
 
@@ -232,27 +232,26 @@ def write_cube(run_dir: str, values, errors, system: systems.System, grid: Grid)
           f'{grid.spacing:.3f} bohr; written to density.cube')
 
 
-def _no_ecp(system: systems.System) -> None:
-  if system.has_ecp:
+def _no_ecp(ham: hamiltonian.Hamiltonian) -> None:
+  if ham.ecp is not None:
     raise InputError('observable forces: not available with effective core potentials (the '
                      "derivative of the ECP's non-local term is not implemented)")
 
 
-def force_terms(log_psi: Callable, system: systems.System,
-                laplacian: laplacians.Method) -> Callable:
-  """Per-configuration terms of the zero-variance zero-bias force (module docstring) for
-  `log_psi(params, x (3N,), atoms (M, 3)) -> log|psi|` (a Network's): (params, x) -> (9 M + 1,),
-  the zero-variance force (M, 3), d log|psi| / dR (M, 3), E_L times it (M, 3) and E_L,
-  flattened. `reduce_forces` turns a sweep of them into forces. An optional third argument,
-  `atoms` (M, 3) bohr, places the nuclei there (data of the program, for nuclei that move:
-  stages/relax.py); without it they are the system's, constants."""
-  _no_ecp(system)
-  atoms = np.asarray(system.positions, np.float64)
-  charges = np.asarray(system.charges, np.float64)
+def force_terms(log_psi: Callable, ham: hamiltonian.Hamiltonian) -> Callable:
+  """Per-configuration terms of the zero-variance zero-bias force (module docstring) under the
+  Hamiltonian `ham`, at its nuclei, for `log_psi(params, x (3N,), atoms (M, 3)) -> log|psi|`
+  (a Network's): (params, x) -> (9 M + 1,), the zero-variance force (M, 3), d log|psi| / dR
+  (M, 3), E_L times it (M, 3) and E_L, flattened. `reduce_forces` turns a sweep of them into
+  forces. An optional third argument, `atoms` (M, 3) bohr, places the nuclei there (data of
+  the program, for nuclei that move: stages/relax.py); without it they are the
+  Hamiltonian's, constants."""
+  _no_ecp(ham)
+  atoms = np.asarray(ham.positions, np.float64)
+  charges = np.asarray(ham.charges, np.float64)
   # -dV_nn/dR_I = Z_I sum_J Z_J (R_I - R_J) / |R_I - R_J|^3, by differentiating V_nn.
   f_nn = -np.asarray(jax.grad(coulomb.nuclear_repulsion)(atoms, charges))
-  local_energy = hamiltonian.make_local_energy_at(log_psi, charges, laplacian,
-                                                  with_gradient=True)
+  local_energy = ham.local_energy_at(log_psi, with_gradient=True)
 
   def terms(params, x, moved=None):
     if moved is None:
@@ -326,8 +325,7 @@ def warped_log_weight(log_psi: Callable, params, x: jax.Array, atoms: jax.Array,
   return moved, 2.0 * (log_psi(params, moved, moved_atoms) - log_psi_x) + log_jacobian
 
 
-def warped_energy_terms(log_psi: Callable, system: systems.System,
-                        laplacian: laplacians.Method,
+def warped_energy_terms(log_psi: Callable, ham: hamiltonian.Hamiltonian,
                         step: float = WARP_STEP) -> Callable:
   """Per-configuration terms of forces by central finite differences of correlated-sampling
   energies with the space warp (`warped_log_weight`): for each displacement Delta of one
@@ -336,12 +334,12 @@ def warped_energy_terms(log_psi: Callable, system: systems.System,
   (params, x) -> (12 M,): w (6 M,) and w E_L' (6 M,), displacements ordered +step for each
   (nucleus, axis), then -step. Costs 6 M local energies per configuration; an independent
   check of 'forces'."""
-  _no_ecp(system)
-  atoms = np.asarray(system.positions, np.float64)
+  _no_ecp(ham)
+  atoms = np.asarray(ham.positions, np.float64)
   m = len(atoms)
   plus = step * np.eye(3 * m).reshape(3 * m, m, 3)
   displacements = np.concatenate([plus, -plus])  # (6 M, M, 3)
-  local_energy = hamiltonian.make_local_energy_at(log_psi, system.charges, laplacian)
+  local_energy = ham.local_energy_at(log_psi)
 
   def terms(params, x):
     nuclei = jnp.asarray(atoms, x.dtype)
@@ -388,9 +386,9 @@ def report_forces(run_dir: str, values, errors) -> str:
 RADIAL_LABELS = tuple(f'{0.5 * (a + b):.4g}' for a, b in zip(RADIAL_EDGES[:-1], RADIAL_EDGES[1:]))
 
 
-def density(network, system: systems.System, laplacian: laplacians.Method) -> Estimator:
+def density(network, system: systems.System, ham: hamiltonian.Hamiltonian) -> Estimator:
   """The radial profile for an atom (density.csv), a grid for a molecule (density.cube)."""
-  del laplacian
+  del ham
   if len(system.charges) == 1:
     return Estimator(radial_density(network.apply, system), RADIAL_LABELS,
                      report=report_density)
@@ -401,15 +399,15 @@ def density(network, system: systems.System, laplacian: laplacians.Method) -> Es
 
 
 OBSERVABLES = {
-    's2': Observable(lambda net, system, lap: Estimator(spin_squared(net.apply, system),
+    's2': Observable(lambda net, system, ham: Estimator(spin_squared(net.apply, system),
                                                         ('S^2',)), ''),
-    'dipole': Observable(lambda net, system, lap: Estimator(dipole(net.apply, system),
+    'dipole': Observable(lambda net, system, ham: Estimator(dipole(net.apply, system),
                                                             ('x', 'y', 'z')), 'e bohr'),
     'density': Observable(density, 'bohr^-3'),
-    'forces': Observable(lambda net, system, lap: Estimator(
-        force_terms(net.log_psi, system, lap), force_labels(system), reduce_forces,
+    'forces': Observable(lambda net, system, ham: Estimator(
+        force_terms(net.log_psi, ham), force_labels(system), reduce_forces,
         report_forces), 'Ha/bohr'),
-    'forces_warp': Observable(lambda net, system, lap: Estimator(
-        warped_energy_terms(net.log_psi, system, lap), force_labels(system),
+    'forces_warp': Observable(lambda net, system, ham: Estimator(
+        warped_energy_terms(net.log_psi, ham), force_labels(system),
         reduce_warped_forces, report_forces), 'Ha/bohr'),
 }

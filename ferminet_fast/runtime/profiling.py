@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import laplacians, systems
+from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.runtime import memory
 from ferminet_fast.vmc import loss
 from ferminet_fast.vmc.step import Compiled, Parts, TrainState
@@ -62,7 +62,7 @@ def choose_laplacian(network, system: systems.System, params, x: jax.Array,
   timed (laplacians.Method.timed), the fastest returned as its record."""
   times = {}
   for method in [m for m in laplacians.available() if m.timed]:
-    local_energy = loss.make_local_energy(network, system, method)
+    local_energy = loss.make_local_energy(network, hamiltonian.of(system, method, network.dtype))
     fn = jax.jit(loss.batch_local_energies(local_energy, chunk_size))
     fn = fn.lower(params, x).compile()
     jax.block_until_ready(fn(params, x))

@@ -11,7 +11,7 @@ import numpy as np
 
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import boundary as boundary_lib
-from ferminet_fast.physics import excited_states, laplacians, references
+from ferminet_fast.physics import excited_states, hamiltonian, references
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.runtime import rundir, watchdog
 from ferminet_fast.stages import differences
@@ -25,10 +25,12 @@ PERIODIC_OBSERVABLES = boundary_lib.Periodic.OBSERVABLES
 EV_PER_HA = 27.211386246  # CODATA 2018.
 
 
-def estimators(names: Sequence[str], network, system, laplacian: laplacians.Method) -> dict:
-  """name -> observables.Estimator for the observables `names` (observables.OBSERVABLES),
-  and with several states their local matrices under STATES (which hold each state's
-  <S^2> and the dipoles: s2 and dipole are accepted there, the others refused)."""
+def estimators(names: Sequence[str], network, system,
+               ham: hamiltonian.Hamiltonian) -> dict:
+  """name -> observables.Estimator for the observables `names` (observables.OBSERVABLES)
+  under the run's Hamiltonian `ham`, and with several states their local matrices under
+  STATES (which hold each state's <S^2> and the dipoles: s2 and dipole are accepted there,
+  the others refused)."""
   if system.surface is not None and names:
     raise InputError(f'--observables {",".join(names)}: a run over a set of geometries is '
                      'evaluated for its energies only')
@@ -43,7 +45,7 @@ def estimators(names: Sequence[str], network, system, laplacian: laplacians.Meth
                      f'implemented for periodic systems yet); available: '
                      f'{", ".join(PERIODIC_OBSERVABLES)}')
   if system.states == 1:
-    return {name: observables_lib.OBSERVABLES[name].make(network, system, laplacian)
+    return {name: observables_lib.OBSERVABLES[name].make(network, system, ham)
             for name in names}
   other = [n for n in names if n not in STATES_OBSERVABLES]
   if other:
@@ -51,7 +53,7 @@ def estimators(names: Sequence[str], network, system, laplacian: laplacians.Meth
                      'evaluation estimates ' + ' and '.join(STATES_OBSERVABLES) + ' (each '
                      "state's <S^2> and the transition dipoles); the others are for one state")
   return {STATES: observables_lib.Estimator(
-      excited_states.make_local_matrices(network, system, laplacian), (),
+      excited_states.make_local_matrices(network, system, ham), (),
       excited_states.reduce)}
 
 

@@ -47,11 +47,11 @@ from ferminet_fast.vmc import stats, step
 FILE = 'relax.json'
 
 
-def with_forces(parts: step.Parts, system: systems.System) -> step.Parts:
+def with_forces(parts: step.Parts) -> step.Parts:
   """`parts` whose train_step(state, geometry) also gives the sweep's forces (M 3,) Ha/bohr,
   (state, (stats, forces)): the zero-variance estimate of the walkers just sampled, at the
   parameters that sampled them."""
-  terms = jax.vmap(observables.force_terms(parts.network.log_psi, system, parts.laplacian),
+  terms = jax.vmap(observables.force_terms(parts.network.log_psi, parts.hamiltonian),
                    in_axes=(None, 0, None))
   train_step = parts.train_step
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import batching, choices
-from ferminet_fast.physics import excited_states, hamiltonian, laplacians, systems
+from ferminet_fast.physics import excited_states, hamiltonian
 
 
 class EnergyAux(NamedTuple):
@@ -218,15 +218,12 @@ def batch_network(f: Callable) -> Callable:
       params, x, None if geometry is None else geometry.positions)
 
 
-def make_local_energy(network, system: systems.System,
-                      laplacian: laplacians.Method) -> Callable:
-  """(params, x, geometry=None) -> E_L (), Ha, of a networks.Network: one state's local
-  energy (complex for a complex wavefunction), or for several states that of the total
-  wavefunction (the trace of the energy matrix); the nuclei of `geometry` (a
-  systems.Geometry), or with None the system's own."""
+def make_local_energy(network, ham: hamiltonian.Hamiltonian) -> Callable:
+  """(params, x, geometry=None) -> E_L (), Ha, of a networks.Network under the Hamiltonian
+  `ham`: one state's local energy (complex for a complex wavefunction), or for several
+  states that of the total wavefunction (the trace of the energy matrix); the nuclei of
+  `geometry` (a systems.Geometry), or with None the system's own."""
   if network.states == 1:
-    return hamiltonian.make_local_energy(network.log_psi, system, laplacian,
-                                         apply=network.apply, dtype=network.dtype,
-                                         log_psi_phase=network.log_psi_phase)
-  matrix = excited_states.make_energy_matrix(network.apply_states, system, laplacian)
+    return ham.local_energy(network.log_psi, network.apply, network.log_psi_phase)
+  matrix = excited_states.make_energy_matrix(network.apply_states, ham, network.states)
   return lambda params, x, geometry=None: jnp.trace(matrix(params, x, geometry))

@@ -20,7 +20,7 @@ import optax
 from ferminet_fast import choices
 from ferminet_fast.environment import distributed
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import laplacians, observables, systems
+from ferminet_fast.physics import hamiltonian, laplacians, observables, systems
 from ferminet_fast.vmc import loss, mcmc
 from ferminet_fast.wavefunction import networks
 
@@ -68,11 +68,16 @@ class Parts:
   optimizer: optax.GradientTransformationExtraArgs
   train_step: Callable  # (TrainState, geometry=None) -> (TrainState, StepStats)
   dtype: Any
-  laplacian: laplacians.Method
+  hamiltonian: hamiltonian.Hamiltonian  # Whose local energy the step takes.
   chunk_size: int  # Walkers per chunk of local energies (0: all at once), resolved.
   # Over a set of geometries (system.surface), their nuclei stacked, positions (G, M, 3): the
   # state's walkers are G groups of B / G in a row, each at its own. None for one geometry.
   geometries: Optional[systems.Geometry] = None
+
+  @property
+  def laplacian(self) -> laplacians.Method:
+    """The Hamiltonian's Laplacian operator (what resolved.json records)."""
+    return self.hamiltonian.laplacian
 
   def walkers_log_psi(self, params, x: jax.Array) -> jax.Array:
     """log|psi| (B,) of a state's walkers x (B, 3N), each at its own geometry."""
@@ -84,7 +89,7 @@ class Parts:
 
 class Pieces(NamedTuple):
   """The step's swappable pieces, resolved from the settings once (plan.py)."""
-  laplacian: laplacians.Method
+  hamiltonian: hamiltonian.Hamiltonian  # With the Laplacian operator resolved.
   optimizer: optim.Method
   clip: choices.Choice  # A record of loss.CLIPPING.
   chunk_size: int  # Walkers per chunk of local energies (0: all at once).
@@ -96,12 +101,12 @@ DTYPES = {'float32': jnp.float32, 'float64': jnp.float64}  # config.precision ->
 def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, optim_cfg,
                pieces: Pieces) -> Parts:
   """The run's functions for `network` (networks.make_network), from the `mcmc` and `optim`
-  settings and the resolved `pieces`."""
-  laplacian, chunk_size = pieces.laplacian, pieces.chunk_size
+  settings and the resolved `pieces` (the local energy their Hamiltonian's)."""
+  chunk_size = pieces.chunk_size
   dtype = network.dtype
   batch_log_psi = loss.batch_network(network.log_psi)
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, system.boundary.wrap)
-  local_energy = loss.make_local_energy(network, system, laplacian)
+  local_energy = loss.make_local_energy(network, pieces.hamiltonian)
   penalty = None
   if optim_cfg.spin_penalty:
     spin_squared = observables.spin_squared(network.apply, system)
@@ -156,7 +161,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     steps = _surface_steps(geometries, sweep, energy, fused, update, batch_log_psi, mcmc_cfg,
                            optim_cfg.geometries_per_step)
   return Parts(network, batch_log_psi, sweep, steps[0], energy, energy_grad, update, optimizer,
-               steps[1], dtype, laplacian, chunk_size, geometries)
+               steps[1], dtype, pieces.hamiltonian, chunk_size, geometries)
 
 
 def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, batch_log_psi,
