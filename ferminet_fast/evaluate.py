@@ -34,7 +34,7 @@ from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import references
 from ferminet_fast.runtime import checkpoint, cli, rundir, watchdog
 from ferminet_fast.stages import evaluation, trained, twists
-from ferminet_fast.vmc import stats
+from ferminet_fast.vmc import stats, step
 
 PARAMETERS = config.PARAMETERS
 
@@ -77,7 +77,11 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
         'the last ones')
-  state = state._replace(key=jax.random.PRNGKey(seed))
+  # The evaluation's key, replicated over the walkers' devices as the state's was: a key on
+  # one device beside a state on several is copied over at the first sweep, a copy that XLA's
+  # CPU runtime (jaxlib 0.9) can leave waiting behind that sweep's first collective.
+  shardings, replicated = step.shardings_of(state)
+  state = state._replace(key=jax.device_put(jax.random.PRNGKey(seed), replicated))
   horizon = (optim.average_horizon(state.opt_state, cfg.optim.average_fraction)
              if which == 'average' else 1.0)  # Read now: the sweeps consume the state.
   move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states, stack)
@@ -86,8 +90,11 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   # with a report), then every sweep is watched (runtime/watchdog.py).
   with watchdog.for_stage('evaluation', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
     with watch.paused('compiling the sweeps'):
-      sweep = jax.jit(sweep, donate_argnums=0).lower(state).compile()
-      move = jax.jit(move, donate_argnums=0).lower(state).compile() if burn_in else None
+      compiled = lambda f: jax.jit(  # noqa: E731  (the state's layout in and out)
+          f, donate_argnums=0, in_shardings=(shardings,),
+          out_shardings=(shardings, replicated)).lower(state).compile()
+      sweep = compiled(sweep)
+      move = compiled(move) if burn_in else None
     t0 = time.perf_counter()
     series = evaluation.run_sweeps(move, sweep, state, steps, burn_in, chosen, watch)
   wall = time.perf_counter() - t0

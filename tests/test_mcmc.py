@@ -133,3 +133,18 @@ def test_sweep_with_a_geometry_is_the_sweep_of_the_system_built_there():
     np.testing.assert_allclose(got.x, expected.x, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got.log_psi, expected.log_psi, rtol=1e-5, atol=1e-5)
     assert float(p_got) == float(p_expected)
+
+
+def test_walkers_stuck_at_nan_restart_from_the_first_healthy_one():
+  """A walker at a NaN position or with a non-finite log|psi| takes the state of the first
+  healthy walker; healthy ones are untouched; with none healthy nothing changes."""
+  x = jnp.arange(12.0).reshape(4, 3)
+  log_psi = jnp.array([-jnp.inf, 1.0, 2.0, 3.0])
+  x = x.at[3, 1].set(jnp.nan)
+  out = mcmc.replace_nonfinite(mcmc.Walkers(x, log_psi, jnp.asarray(0.1)))
+  np.testing.assert_array_equal(out.x, np.array([[3, 4, 5], [3, 4, 5], [6, 7, 8], [3, 4, 5.]]))
+  np.testing.assert_array_equal(out.log_psi, [1.0, 1.0, 2.0, 1.0])
+  dead = mcmc.Walkers(jnp.full((2, 3), jnp.nan), jnp.array([jnp.nan, 1.0]), jnp.asarray(0.1))
+  same = mcmc.replace_nonfinite(dead)
+  np.testing.assert_array_equal(np.isnan(same.x), True)
+  np.testing.assert_array_equal(same.log_psi, dead.log_psi)

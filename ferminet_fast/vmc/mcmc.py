@@ -103,11 +103,21 @@ def make_sweep(batch_log_psi: Callable, steps: int,
 def replace_nonfinite(walkers: Walkers) -> Walkers:
   """Walkers at a non-finite position or log|psi| (a chain that can never move again:
   every proposal from NaN is NaN) restart from the first healthy walker's state. Cheap
-  (elementwise); a no-op in a healthy run. With no healthy walker all stay as they are."""
+  (elementwise); a no-op in a healthy run. With no healthy walker all stay as they are.
+
+  With the walkers sharded over devices, finding the donor and fetching its state are
+  collectives: two reductions, one after the other (the donor's index, then its position
+  and log|psi| as one row), instead of gathering every walker's state to every device."""
+  b = walkers.log_psi.shape[0]
   ok = jnp.isfinite(walkers.log_psi) & jnp.all(jnp.isfinite(walkers.x), axis=1)
-  donor = jnp.argmax(ok)
-  return walkers._replace(x=jnp.where(ok[:, None], walkers.x, walkers.x[donor]),
-                          log_psi=jnp.where(ok, walkers.log_psi, walkers.log_psi[donor]))
+  donor = jnp.min(jnp.where(ok, jnp.arange(b), b))  # b: no healthy walker.
+  rows = jnp.concatenate([walkers.x, walkers.log_psi[:, None]], axis=1)
+  # The donor's row as a masked sum: a reduction that waits for the donor's index (an
+  # indexed read would gather every row at once, beside that index's own reduction).
+  row = jnp.sum(jnp.where((jnp.arange(b) == donor)[:, None], rows, 0), axis=0)
+  keep = ok | (donor == b)
+  return walkers._replace(x=jnp.where(keep[:, None], walkers.x, row[:-1]),
+                          log_psi=jnp.where(keep, walkers.log_psi, row[-1]))
 
 
 def adapt_width(width: jax.Array, pmove: jax.Array, target: float, rate: float) -> jax.Array:
