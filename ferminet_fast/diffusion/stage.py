@@ -218,7 +218,8 @@ def time_step_warnings(per_tau: list) -> list:
 
 def results(setup: Setup, progress: Progress) -> dict:
   """dmc.json's content: the moves; per time step the reblocked mixed estimate, tau_eff,
-  acceptance, steps, wall time and ms per step; E(tau -> 0); the error against the exact energy; the sign check."""
+  acceptance, steps, wall time and ms per step; E(tau -> 0); the error against the exact
+  energy; the sign check."""
   d, series = setup.cfg.dmc, np.asarray(progress.series, np.float64)
   per_tau = []
   for i, tau in enumerate(d.tau):
