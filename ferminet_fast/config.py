@@ -456,6 +456,12 @@ SETTINGS = {
                         _non_negative),
     'dmc.parameters': S('average', "Parameters of the trial function: 'average' (their "
                         "moving average, as evaluation) or 'last'.", one_of(*PARAMETERS)),
+    'dmc.moves': S('electron', "Moves of the walkers: 'electron' (one electron at a time, "
+                   'each accepted or rejected alone: Umrigar, Nightingale and Runge, J. Chem. '
+                   "Phys. 99, 2865 (1993)) or 'all' (all electrons at once, the whole move "
+                   'accepted or rejected; fewer network evaluations, far fewer acceptances '
+                   'in larger atoms). Records: diffusion/walk.py MOVES.',
+                   one_of('electron', 'all')),
     'dmc.ecp': S('locality', 'Treatment of effective core potentials: the locality '
                  'approximation (the non-local part applied to the trial function).',
                  one_of('locality')),

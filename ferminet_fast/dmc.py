@@ -2,6 +2,7 @@
 network's nodes.
 
   python -m ferminet_fast.dmc --run runs/he [--tau 0.02,0.01,0.005] [--steps 2000]
+                                            [--moves electron]
 
 Loads the run's config, Laplacian method, precision and newest checkpoint, takes its
 parameters (averaged by default, as evaluation) and walkers, and runs DMC (diffusion/walk.py) at
@@ -25,7 +26,7 @@ from ferminet_fast.runtime import cli, rundir, watchdog
 def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
         equilibration: Optional[int] = None, batch_size: Optional[int] = None,
         parameters: Optional[str] = None, seed: int = 1, quiet: bool = False,
-        handle_signals: bool = False, stop=None) -> dict:
+        handle_signals: bool = False, stop=None, moves: Optional[str] = None) -> dict:
   """Runs (or resumes) DMC on the run in `run_dir`; returns dmc.json's content (with
   `stopped_by` set, and no dmc.json written, when a stop signal ended it early). The
   arguments override the run's dmc.* settings (None: the run's). `stop`: an object whose
@@ -33,7 +34,8 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
   A step that stops completing ends the process (runtime/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   cfg = stage.settings(run_dir, {'tau': tau, 'steps': steps, 'equilibration': equilibration,
-                                     'batch_size': batch_size, 'parameters': parameters})
+                                     'batch_size': batch_size, 'parameters': parameters,
+                                     'moves': moves})
   with signals.StopSignals(handle_signals and stop is None,
                            cfg.watchdog.signal_grace_s) as signalled:
     setup = stage.prepare(cfg, run_dir)
@@ -47,7 +49,7 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
           f'step {int(progress.state.step)} of {total}')
     say(f'DMC of {run_dir} (step {setup.trained_step}, {setup.which} parameters): '
         f'{setup.x.shape[0]} walkers, tau {", ".join(map(str, d.tau))} Ha^-1, '
-        f'{d.equilibration} + {d.steps} steps each'
+        f'{d.equilibration} + {d.steps} steps each, {d.moves} moves'
         + ('; ECP by the locality approximation' if setup.system.has_ecp else ''))
     done = int(progress.tau_index) * total + int(progress.state.step)
     bar = _bar(len(d.tau) * total, done, quiet)
@@ -83,7 +85,8 @@ def _bar(total: int, done: int, quiet: bool):
 def _say_results(result: dict, say) -> None:
   for r in result['per_tau']:
     say(f'  tau {r["tau"]:g}: E {r["energy"]:.6f} +- {r["error"]:.6f} Ha (tau_eff '
-        f'{r["tau_eff"]:.5f}, acceptance {r["acceptance"]:.4f}, {r["wall_s"]:.0f} s)')
+        f'{r["tau_eff"]:.5f}, acceptance {r["acceptance"]:.4f}, {r["wall_s"]:.0f} s, '
+        f'{r["ms_per_step"]:.1f} ms per step of {result["moves"]} moves)')
   fit = result['extrapolated']
   if fit:
     say(f'  tau -> 0: E {fit["energy"]:.6f} +- {fit["error"]:.6f} Ha (slope '
@@ -109,7 +112,7 @@ def main(argv) -> None:
       except ValueError:
         raise InputError(f'--tau {f.tau!r}: give time steps as numbers, e.g. 0.02,0.01')
     out = dmc(f.run, taus, f.steps, f.equilibration, f.batch_size, f.parameters, f.seed,
-              handle_signals=True)
+              handle_signals=True, moves=f.moves)
   if out.get('stopped_by'):
     sys.exit(cli.EXIT_PREEMPTED)
 
@@ -125,6 +128,8 @@ def run() -> None:
   flags.DEFINE_integer('equilibration', None, 'DMC steps discarded first per time step.')
   flags.DEFINE_integer('batch_size', None, "Walkers (default: dmc.batch_size, 0: the run's).")
   flags.DEFINE_string('parameters', None, "'average' or 'last' (default: dmc.parameters).")
+  flags.DEFINE_string('moves', None, "'electron' (one at a time) or 'all' (at once) "
+                      '(default: dmc.moves).')
   flags.DEFINE_integer('seed', 1, 'Seed of the DMC walk.')
   app.run(main)
 

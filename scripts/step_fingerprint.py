@@ -9,7 +9,9 @@ Prints a hash of the StableHLO of a step's function with source locations stripp
 `--system SYMBOL` (an atom) and every case, `Parts.energy_grad` (the local energies and the
 VMC gradient of a batch of walkers); the atom's per Laplacian method, a case's with the
 method named in CASES. A case named train_* fingerprints `Parts.train_step` (MCMC sweep,
-energy, gradient and update), dmc_* one DMC step (diffusion/walk.py). Equal hashes in two
+energy, gradient and update), dmc_* one DMC step (diffusion/walk.py) of all-electron moves
+(make_step's default, dmc.moves = 'all': the step of checkouts from before the moves
+could be chosen, so the hashes compare across them). Equal hashes in two
 checkouts mean the same program, hence the same speed; a different hash says only that
 the program changed, which a timed benchmark then has to judge. The working directory
 comes first on the import path: the third line fingerprints OTHER_CHECKOUT's ferminet_fast

@@ -65,6 +65,8 @@ def test_command_writes_dmc_json(tmp_path, network, precision, atom, ecp):
   assert math.isfinite(result['extrapolated']['energy'])
   assert result['ecp'] == ('locality approximation' if ecp else None)
   assert result['precision'] == precision
+  assert result['moves'] == 'electron'  # The default.
+  assert all(0 < r['acceptance'] <= 1 and r['ms_per_step'] > 0 for r in result['per_tau'])
   sign = result['sign_check']
   assert sign['walkers'] == 16 and 0 <= sign['fraction_opposite_sign'] <= 1
   assert sign['nodeless_over_samples'] == (sign['fraction_opposite_sign'] == 0)
@@ -85,8 +87,9 @@ class StopAt:
     return 'SIGTERM' if self.calls < 0 else None
 
 
-def test_stopped_run_resumes_to_the_same_result(tmp_path, he_run):
-  settings = dict(tau=(0.02, 0.01), steps=5, equilibration=2, quiet=True)
+@pytest.mark.parametrize('moves', ['electron', 'all'])
+def test_stopped_run_resumes_to_the_same_result(tmp_path, he_run, moves):
+  settings = dict(tau=(0.02, 0.01), steps=5, equilibration=2, quiet=True, moves=moves)
   whole = dmc.dmc(str(he_run), **settings)
   os.rename(he_run / 'dmc.json', tmp_path / 'whole.json')
   shutil.rmtree(he_run / 'dmc')
@@ -97,6 +100,37 @@ def test_stopped_run_resumes_to_the_same_result(tmp_path, he_run):
   for a, b in zip(whole['per_tau'], resumed['per_tau']):
     np.testing.assert_allclose(a['energy'], b['energy'], rtol=1e-6)
     np.testing.assert_allclose(a['tau_eff'], b['tau_eff'], rtol=1e-6)
+    np.testing.assert_allclose(a['acceptance'], b['acceptance'], rtol=1e-6)
+  assert resumed['moves'] == moves
+
+
+def test_a_run_of_other_moves_is_not_resumed(he_run):
+  """The moves fix a DMC run's state: a resume with the other moves is refused by name, and
+  the settings of a run from before the moves could be chosen read as all-electron moves."""
+  import json as json_lib
+  from ferminet_fast.errors import InputError
+  settings = dict(tau=(0.02,), steps=2, equilibration=1, quiet=True)
+  dmc.dmc(str(he_run), stop=StopAt(1), moves='all', **settings)
+  with pytest.raises(InputError, match='other settings'):
+    dmc.dmc(str(he_run), moves='electron', **settings)
+  saved = he_run / 'dmc' / 'settings.json'
+  old = json_lib.loads(saved.read_text())
+  del old['moves']
+  saved.write_text(json_lib.dumps(old))
+  assert dmc.dmc(str(he_run), moves='all', **settings)['moves'] == 'all'
+
+
+def test_command_takes_the_moves_and_reports_them(he_run):
+  """--moves=electron through the command: dmc.json names the moves and gives the acceptance,
+  tau_eff and ms per step of each time step; the output prints them."""
+  proc = command(f'--run={he_run}', '--tau=0.02', '--steps=4', '--equilibration=1',
+                 '--moves=electron')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  result = json.loads((he_run / 'dmc.json').read_text())
+  assert result['moves'] == 'electron'
+  (r,) = result['per_tau']
+  assert 0 < r['acceptance'] <= 1 and 0 < r['tau_eff'] <= 0.02 and r['ms_per_step'] > 0
+  assert 'electron moves' in proc.stdout and 'acceptance' in proc.stdout, proc.stdout
 
 
 def test_bad_input_is_one_line_and_status_2(tmp_path, he_run):
@@ -105,11 +139,13 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, he_run):
   from ferminet_fast.errors import InputError
   proc = command(f'--run={tmp_path / "none"}')
   assert proc.returncode == 2 and 'not a directory' in proc.stderr, proc.stderr
-  for flag, words in (('--tau=-0.01', 'config.dmc.tau'), ('--tau=x', '--tau')):
+  for flag, words in (('--tau=-0.01', 'config.dmc.tau'), ('--tau=x', '--tau'),
+                      ('--moves=both', 'config.dmc.moves')):
     proc = command(f'--run={he_run}', flag)
     assert proc.returncode == 2 and words in proc.stderr, (flag, proc.stderr)
     assert 'Traceback' not in proc.stderr
   for setting, words in (({'parameters': 'best'}, 'config.dmc.parameters'),
+                         ({'moves': 'one'}, 'config.dmc.moves'),
                          ({'steps': 0}, 'config.dmc.steps')):
     with pytest.raises(InputError, match=words):
       dmc.dmc(str(he_run), quiet=True, **setting)

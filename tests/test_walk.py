@@ -33,10 +33,12 @@ def atom(symbol: str) -> systems.System:
   return systems.make_system(cfg.system)
 
 
-def run_dmc(network, system, x0, tau, steps, equilibration, key=0, e0=0.0):
-  """(step energies after equilibration, the last state, the step stats)."""
+def run_dmc(network, system, x0, tau, steps, equilibration, key=0, e0=0.0, moves=None):
+  """(step energies after equilibration, the last state, the step stats); `moves`: a record
+  of walk.MOVES (None: make_step's default, all-electron moves)."""
   evaluate = walk.make_evaluate(network, hamiltonian.of(system, laplacians.JACFWD))
-  step = jax.jit(walk.make_step(evaluate, tau, system.n_electrons, equilibration))
+  move = moves and moves(evaluate, walk.make_psi(network), tau)
+  step = jax.jit(walk.make_step(evaluate, tau, system.n_electrons, equilibration, move))
   state = walk.init_state(evaluate, {}, x0, jax.random.PRNGKey(key), e0)
   energies, history = [], []
   for i in range(equilibration + steps):
@@ -216,15 +218,16 @@ def test_time_step_error_is_linear_and_extrapolates_to_exact():
 
 
 @pytest.mark.jax_range
-def test_nonfinite_walkers_are_dropped_and_moves_there_rejected():
+@pytest.mark.parametrize('moves', [walk.ALL, walk.ELECTRON], ids=lambda m: m.name)
+def test_nonfinite_walkers_are_dropped_and_moves_there_rejected(moves):
   """H's 1s trial made NaN for x > 1 bohr: walkers starting there get weight 0 and are
   replaced at the resampling, moves into it are rejected and counted, and the energy stays
-  exactly -1/2 (the remaining walkers are unaffected)."""
+  exactly -1/2 (the remaining walkers are unaffected), with either moves."""
   net = analytic_network(lambda p, x: (jnp.ones((), x.dtype), jnp.where(
       x[0] > 1.0, jnp.nan, -jnp.linalg.norm(x))), 3)
   x0 = jax.random.normal(jax.random.PRNGKey(7), (256, 3))
   assert np.any(np.asarray(x0[:, 0]) > 1.0)
-  energies, state, history = run_dmc(net, atom('H'), x0, 0.1, 50, 0)
+  energies, state, history = run_dmc(net, atom('H'), x0, 0.1, 50, 0, moves=moves)
   np.testing.assert_allclose(energies, -0.5, atol=1e-10)
   assert history[0].nonfinite > 0
   assert np.all(np.asarray(state.walkers.x[:, 0]) <= 1.0)
@@ -260,3 +263,106 @@ def test_dmc_step_with_a_geometry_is_the_step_of_the_system_built_there():
                                             step_there(params, expected))
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
                  (got, got_stats), (want, want_stats))
+
+
+def test_moves_are_the_settings_choices():
+  """dmc.moves allows exactly the records of walk.MOVES (config.py sits below the walk and
+  names them itself)."""
+  assert config.SETTINGS['dmc.moves'].check.allowed == tuple(walk.MOVES)
+  assert config.default().dmc.moves in walk.MOVES
+
+
+def sample_moves(network, system, x0, tau, sweeps, moves=walk.ELECTRON, key=0):
+  """(positions (sweeps, B, 3N), mean acceptance) of the moves alone (no weights, no
+  resampling): a Markov chain whose stationary distribution is |psi|^2."""
+  evaluate = walk.make_evaluate(network, hamiltonian.of(system, laplacians.JACFWD))
+  move = jax.jit(moves(evaluate, walk.make_psi(network), tau))
+  state = walk.init_state(evaluate, {}, x0, jax.random.PRNGKey(key), 0.0)
+  xs, acceptance = [], []
+  for i in range(sweeps):
+    k_move, k_accept = jax.random.split(jax.random.PRNGKey(1000 * key + i))
+    m = move({}, state, k_move, k_accept)
+    state = state._replace(walkers=m.walkers, moved=m.moved, proposed=m.proposed)
+    xs.append(np.asarray(m.walkers.x))
+    acceptance.append(float(jnp.mean(m.acceptance)))
+  return np.asarray(xs), float(np.mean(acceptance)), state
+
+
+@pytest.mark.jax_range
+def test_electron_moves_sample_psi_squared_electron_by_electron():
+  """psi = exp(-2 r1 - r2) (two electrons, each a hydrogenic 1s of its own exponent Z): the
+  electron moves alone, at a time step whose drift-diffusion proposal alone is far from
+  exact, sample |psi|^2: <r_i> = 3 / (2 Z_i), <r_i^2> = 3 / Z_i^2 for each electron
+  (detailed balance of each single-electron move with its Green's-function ratio)."""
+  net = analytic_network(lambda p, x: (jnp.ones((), x.dtype), -2.0 * jnp.linalg.norm(x[:3])
+                                       - jnp.linalg.norm(x[3:])), 6)
+  x0 = 1.0 * jax.random.normal(jax.random.PRNGKey(3), (256, 6))
+  xs, acceptance, state = sample_moves(net, atom('He'), x0, 0.2, 400)
+  xs = xs[50:]
+  for i, z in ((0, 2.0), (1, 1.0)):
+    r = np.linalg.norm(xs[:, :, 3 * i:3 * i + 3], axis=-1)
+    for power, exact in ((1, 1.5 / z), (2, 3.0 / z ** 2)):
+      est = stats.reblock(np.mean(r ** power, axis=1))
+      assert abs(est.mean - exact) < 4 * est.error, (i, power, est)
+  assert 0.5 < acceptance < 1.0, acceptance
+  assert 0 < float(state.moved) < float(state.proposed)  # tau_eff < tau.
+
+
+@pytest.mark.jax_range
+def test_electron_moves_never_cross_the_node():
+  """psi = (z1 - z2) exp(-r1 - r2): no single-electron move changes the sign of z1 - z2 of a
+  walker, and the walkers' recorded sign stays that of the function at their positions."""
+  net = analytic_network(lambda p, x: (jnp.sign(x[2] - x[5]), jnp.log(jnp.abs(x[2] - x[5]))
+                                       - jnp.linalg.norm(x[:3]) - jnp.linalg.norm(x[3:])), 6)
+  x0 = jax.random.normal(jax.random.PRNGKey(4), (256, 6))
+  xs, acceptance, state = sample_moves(net, atom('He'), x0, 0.5, 100)
+  signs = np.sign(xs[:, :, 2] - xs[:, :, 5])
+  np.testing.assert_array_equal(signs, np.broadcast_to(np.sign(np.asarray(x0[:, 2] - x0[:, 5])),
+                                                       signs.shape))
+  np.testing.assert_array_equal(np.asarray(state.walkers.sign), signs[-1])
+  assert acceptance < 1.0
+
+
+@pytest.mark.jax_range
+def test_hydrogen_ground_state_is_exact_with_electron_moves():
+  """H's exact trial exp(-r): E_L = -1/2 everywhere, so DMC of electron moves gives -1/2 at
+  every step at any tau; for one electron the sweep is the all-electron move, draw for draw."""
+  system = atom('H')
+  x0 = 1.5 * jax.random.normal(jax.random.PRNGKey(0), (256, 3))
+  for tau in (0.05, 0.5):
+    energies, state, history = run_dmc(hydrogen_1s(), system, x0, tau, 30, 10,
+                                       moves=walk.ELECTRON)
+    np.testing.assert_allclose(energies, -0.5, atol=1e-10)
+    _, same, same_history = run_dmc(hydrogen_1s(), system, x0, tau, 30, 10, moves=walk.ALL)
+    np.testing.assert_allclose(state.walkers.x, same.walkers.x, rtol=1e-12)
+    assert [h.acceptance for h in history] == [h.acceptance for h in same_history]
+    assert 0 < history[-1].tau_eff < tau
+
+
+def test_electron_moves_accept_more_than_all_electron_moves():
+  """He with a trial without cusps (1s^2, zeta = 27/16): at each time step the electron
+  moves accept more than the all-electron moves (each rejection undoes one electron's move,
+  not all), and their effective time step is closer to tau."""
+  system = atom('He')
+  net = analytic_network(lambda p, x: (jnp.ones((), x.dtype), -27 / 16 * jnp.sum(
+      jnp.linalg.norm(x.reshape(2, 3), axis=-1))), 6)
+  x0 = 0.7 * jax.random.normal(jax.random.PRNGKey(5), (256, 6))
+  for tau in (0.05, 0.2):
+    out = {}
+    for moves in (walk.ELECTRON, walk.ALL):
+      _, _, history = run_dmc(net, system, x0, tau, 40, 20, e0=-2.85, moves=moves)
+      out[moves.name] = (np.mean([h.acceptance for h in history]), history[-1].tau_eff)
+    print(tau, out)
+    assert out['electron'][0] > out['all'][0] and out['electron'][1] > out['all'][1], out
+
+
+def test_helium_dmc_of_electron_moves_reaches_exact_energy():
+  """He with the nodeless analytic trial (both cusps): DMC of electron moves at tau = 0.04
+  agrees with the exact energy within its error bar."""
+  system = atom('He')
+  x0 = 0.7 * jax.random.normal(jax.random.PRNGKey(2), (256, 6))
+  energies, _, _ = run_dmc(helium_trial(), system, x0, 0.04, 1200, 300, e0=-2.88,
+                           moves=walk.ELECTRON)
+  est = stats.reblock(energies)
+  print(f'He DMC (electron moves) {est.mean:.5f} +- {est.error:.5f}')
+  assert abs(est.mean - HE_EXACT) < 4 * est.error, est

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast import plan
+from ferminet_fast import choices, plan
 from ferminet_fast.diffusion import walk
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
@@ -27,7 +27,8 @@ from ferminet_fast.vmc import stats
 
 SUBDIR = 'dmc'  # <run>/dmc: the DMC checkpoints and their settings.
 COLUMNS = ('energy', 'growth', 'acceptance', 'tau_eff', 'nonfinite')  # Per step, StepStats.
-KEYS = ('tau', 'steps', 'equilibration', 'batch_size', 'parameters')  # Fix a DMC run's state.
+# Fix a DMC run's state ('moves': 'all' in the settings.json of runs from before the key).
+KEYS = ('tau', 'steps', 'equilibration', 'batch_size', 'parameters', 'moves')
 
 
 class Setup(NamedTuple):
@@ -40,6 +41,8 @@ class Setup(NamedTuple):
   trained_step: int
   which: str  # 'average' or 'last': the parameters taken.
   laplacian: laplacians.Method
+  moves: choices.Choice  # A record of walk.MOVES: the walkers' moves.
+  psi: Callable  # (params, x (B, 3N)) -> sign, log|psi|, its gradient (walk.make_psi).
 
 
 class Progress(NamedTuple):
@@ -82,7 +85,8 @@ def prepare(cfg, run_dir: str) -> Setup:
     x = x[jnp.arange(size) % x.shape[0]]
   evaluate = walk.make_evaluate(built.network, built.parts.hamiltonian, built.parts.chunk_size)
   return Setup(cfg, system, evaluate, state.params, x, run.trained_step, run.parameters,
-               built.parts.laplacian)
+               built.parts.laplacian, choices.pick(walk.MOVES, cfg.dmc.moves, 'dmc.moves'),
+               walk.make_psi(built.network))
 
 
 def fresh(setup: Setup, seed: int) -> Progress:
@@ -106,6 +110,8 @@ def resume(run_dir: str, like: Progress, cfg) -> Optional[Progress]:
     rundir.write_json(saved, ours)
     return None
   theirs = rundir.read_json(saved) if os.path.exists(saved) else {}
+  if theirs:
+    theirs.setdefault('moves', walk.ALL.name)  # Made before the moves could be chosen.
   if theirs != ours:
     raise InputError(f'{where} holds a DMC run with other settings ({theirs}); run with '
                      f'those to resume it, or remove {where} to start again')
@@ -137,7 +143,8 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
       watch.beat(f'DMC step {t} of {total} at tau = {tau} (moves, local energies, comb)')
       if bar is not None:
         bar.update(1)
-        bar.set_postfix_str(f'tau {tau} E {series[i, t - 1, 0]:.5f}')
+        row = series[i, t - 1]
+        bar.set_postfix_str(f'tau {tau} E {row[0]:.5f} acc {row[2]:.3f} tau_eff {row[3]:.5f}')
       if stop.received or saver.due_by_steps(i * total + t) or saver.due_by_time():
         wall[i] += time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -165,8 +172,9 @@ def _compiled(setup: Setup, tau: float, state: walk.DMCState, watch) -> tuple:
   shardings = shardings._replace(
       walkers=jax.tree.map(lambda _: ctx.walker_sharding(), state.walkers))
   params = jax.tree.map(lambda a: a.sharding, setup.params)
+  move = setup.moves(setup.evaluate, setup.psi, tau)
   step = jax.jit(walk.make_step(setup.evaluate, tau, setup.system.n_electrons,
-                               setup.cfg.dmc.equilibration),
+                               setup.cfg.dmc.equilibration, move),
                  in_shardings=(params, shardings), out_shardings=(shardings, ctx.replicated()))
   state = jax.device_put(state, shardings)
   with watch.paused(f'compiling the DMC step at tau = {tau}'):
@@ -208,8 +216,9 @@ def time_step_warnings(per_tau: list) -> list:
 
 
 def results(setup: Setup, progress: Progress) -> dict:
-  """walk.json's content: per time step the reblocked mixed estimate, tau_eff, acceptance,
-  steps and wall time; E(tau -> 0); the error against the exact energy; the sign check."""
+  """dmc.json's content: the moves; per time step the reblocked mixed estimate, tau_eff,
+  acceptance, steps, wall time and ms per step; E(tau -> 0); the error against the exact
+  energy; the sign check."""
   d, series = setup.cfg.dmc, np.asarray(progress.series, np.float64)
   per_tau = []
   for i, tau in enumerate(d.tau):
@@ -220,7 +229,8 @@ def results(setup: Setup, progress: Progress) -> dict:
         'growth_energy': float(np.mean(kept[:, 1])), 'acceptance': float(np.mean(kept[:, 2])),
         'tau_eff': float(kept[-1, 3]), 'nonfinite': int(np.sum(kept[:, 4])),
         'steps': d.steps, 'equilibration': d.equilibration,
-        'wall_s': float(progress.wall[i])})
+        'wall_s': float(progress.wall[i]),
+        'ms_per_step': 1e3 * float(progress.wall[i]) / (d.equilibration + d.steps)})
   fit = extrapolate(*zip(*[(r['tau'], r['energy'], r['error']) for r in per_tau]))
   best = fit or min(per_tau, key=lambda r: r['tau'])
   exact = setup.system.exact_reported_energy
@@ -231,7 +241,7 @@ def results(setup: Setup, progress: Progress) -> dict:
           'error_mha': None if exact is None else 1e3 * (best['energy'] - exact),
           'batch_size': int(setup.x.shape[0]), 'parameters': setup.which,
           'checkpoint_step': setup.trained_step, 'laplacian': setup.laplacian.name,
-          'precision': setup.cfg.precision,
+          'precision': setup.cfg.precision, 'moves': setup.moves.name,
           'ecp': 'locality approximation' if setup.system.has_ecp else None,
           'sign_check': {'walkers': int(signs.size), 'fraction_opposite_sign': opposite,
                          'nodeless_over_samples': opposite == 0.0},

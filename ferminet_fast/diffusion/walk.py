@@ -3,19 +3,24 @@
 Importance-sampled DMC (Reynolds, Ceperley, Alder & Lester, J. Chem. Phys. 77, 5593 (1982))
 in the form of Umrigar, Nightingale & Runge, J. Chem. Phys. 99, 2865 (1993) (UNR):
 
-- all-electron drift-diffusion moves x' = x + tau v(x) + sqrt(tau) chi, chi ~ N(0, 1), with
-  the drift v = grad log|psi| limited electron by electron (UNR eq. 33, a = DRIFT_A):
-  v_i -> v_i (-1 + sqrt(1 + 2 a |v_i|^2 tau)) / (a |v_i|^2 tau);
-- a Metropolis accept/reject with the Green's-function ratio, so the walk samples |psi|^2
-  exactly at any tau when the branching is off (detailed balance); a move to where psi has
-  the other sign is rejected, so no walker crosses the trial function's node (fixed node);
+- drift-diffusion moves x' = x + tau v(x) + sqrt(tau) chi, chi ~ N(0, 1), with the drift
+  v = grad log|psi| limited electron by electron (UNR eq. 33, a = DRIFT_A):
+  v_i -> v_i (-1 + sqrt(1 + 2 a |v_i|^2 tau)) / (a |v_i|^2 tau); of one electron at a time
+  in a sweep over the N (MOVES: 'electron', UNR's electron-by-electron moves) or of all at
+  once ('all');
+- a Metropolis accept/reject of each move with the Green's-function ratio, so the walk
+  samples |psi|^2 exactly at any tau when the branching is off (detailed balance); a move to
+  where psi has the other sign is rejected, so no walker crosses the trial function's node
+  (fixed node);
 - weights multiplied by UNR's expected branching factor exp(tau_eff (E_T - p (S' + S) / 2 -
   (1 - p) S)), with p the acceptance probability, S and S' the local energies before and
-  after the move, limited as Zen, Sorella, Gillan, Michaelides &
+  after the move (electron moves: p = 1, S and S' at the start and end of the sweep), limited
+  as Zen, Sorella, Gillan, Michaelides &
   Alfe, Phys. Rev. B 93, 241118(R) (2016): S = E_best + sign(E_L - E_best) min(|E_L -
   E_best|, ZEN_ALPHA sqrt(N / tau)), a cut-off that is size-consistent;
 - the effective time step tau_eff = tau <p dR^2> / <dR^2> from the accepted (expected) and
-  proposed squared displacements (UNR), accumulated over the run at this tau;
+  proposed squared displacements (UNR; of each electron's move with electron moves),
+  accumulated over the population and the run at this tau: one for all walkers (as QMCPACK);
 - a fixed population: after every step the walkers are resampled by weight with a comb
   (stochastic reconfiguration, Assaraf, Caffarel & Khelif, Phys. Rev. E 61, 4566 (2000)),
   each then of unit weight, so every array keeps its shape and the whole step is one jitted
@@ -30,11 +35,12 @@ Ceperley, J. Chem. Phys. 95, 3467 (1991)): their non-local part is applied to th
 function, as in the VMC local energy.
 """
 
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
+from ferminet_fast import choices
 from ferminet_fast.physics import hamiltonian
 
 DRIFT_A = 1.0  # UNR's a of the drift limit (a = 1: the limit of their eq. 33 away from nuclei).
@@ -145,16 +151,30 @@ def _propose(w: Walkers, key, tau):
   return x_new, -0.5 * jnp.sum(chi * chi, axis=-1), jnp.sum((x_new - w.x) ** 2, axis=-1)
 
 
-def make_step(evaluate: Callable, tau: float, n_electrons: int,
-              equilibration: int) -> Callable:
-  """(params, DMCState, geometry=None) -> (DMCState, StepStats): one DMC step of every walker
-  (propose, accept or reject, weight, resample by comb), all on the device, with the nuclei
-  of `geometry` (a systems.Geometry; None: the system's own). The running estimate e_best
-  averages the step energies after the first half of `equilibration` steps."""
-  cutoff = ZEN_ALPHA * (n_electrons / tau) ** 0.5
+class Moved(NamedTuple):
+  """What a move of the population (B walkers) gives the step's branching and statistics."""
+  walkers: Walkers  # Where each walker is after the move (accepted or not), evaluated.
+  new_energy: jax.Array  # (B,) Ha, E_L at the end point S' of the branching factor ...
+  finite: jax.Array  # (B,) ... where this is true (else E_best stands in).
+  p: jax.Array  # (B,) weight of S' in the branching factor, p S' + (1 - p) S (UNR).
+  healthy: jax.Array  # (B,) whether the walker was finite before the move.
+  moved: jax.Array  # () the state's sum of p dR^2 with this move's added (bohr^2) ...
+  proposed: jax.Array  # () ... and of dR^2.
+  acceptance: jax.Array  # (B,) mean acceptance probability of the walker's moves.
+  nonfinite: Optional[jax.Array] = None  # (B,) a proposal not finite (None: ~finite).
 
-  def step(params, s: DMCState, geometry=None):
-    k_move, k_accept, k_comb, key = jax.random.split(s.key, 4)
+
+def _healthy(w: Walkers) -> jax.Array:
+  return jnp.isfinite(w.local_energy) & jnp.isfinite(w.log_psi) & jnp.all(jnp.isfinite(w.x), -1)
+
+
+def make_all_electron_move(evaluate: Callable, psi: Optional[Callable], tau: float) -> Callable:
+  """(params, DMCState, k_move, k_accept, geometry) -> Moved: every electron of a walker moved
+  at once by drift and diffusion, the move accepted or rejected as a whole with the
+  Metropolis-Hastings ratio (UNR). `psi` is not needed (the record's common signature)."""
+  del psi
+
+  def move(params, s: DMCState, k_move, k_accept, geometry=None) -> Moved:
     old = s.walkers
     x_new, log_g_fwd, dr2 = _propose(old, k_move, tau)
     new = evaluate(params, x_new, geometry)
@@ -173,27 +193,132 @@ def make_step(evaluate: Callable, tau: float, n_electrons: int,
     walkers = jax.tree.map(pick, new, old)
     moved = s.moved + jnp.sum(p * dr2)
     proposed = s.proposed + jnp.sum(jnp.where(finite & healthy, dr2, 0.0))
-    tau_eff = jnp.where(proposed > 0, tau * moved / jnp.maximum(proposed, 1e-30), tau)
+    return Moved(walkers, new.local_energy, finite, p, healthy, moved, proposed, p)
+
+  return move
+
+
+def make_psi(network) -> Callable:
+  """(params, x (B, 3N), geometry=None) -> (sign (B,), log|psi| (B,), grad log|psi| (B, 3N)):
+  the trial function and its gradient alone (no Laplacian), for the electron moves."""
+  def one(params, x, geometry):
+    at = () if geometry is None else (geometry.positions,)
+    def f(x):
+      sign, log_psi = network.apply(params, x, *at)
+      return log_psi, sign
+    (log_psi, sign), grad = jax.value_and_grad(f, has_aux=True)(x)
+    return sign, log_psi, grad
+
+  return lambda params, x, geometry=None: jax.vmap(one, in_axes=(None, 0, None))(
+      params, x, geometry)
+
+
+def make_electron_move(evaluate: Callable, psi: Callable, tau: float) -> Callable:
+  """(params, DMCState, k_move, k_accept, geometry) -> Moved: a sweep over the N electrons of
+  every walker, each moved alone by its (limited) drift and a Gaussian of variance tau,
+  accepted or rejected with its own Metropolis-Hastings ratio |psi'|^2 G(x <- x') /
+  (|psi|^2 G(x' <- x)), never across the node (UNR's electron-by-electron moves, their
+  sec. III.C; as QMCPACK's and CASINO's DMC). `psi` (make_psi) gives log|psi| and its
+  gradient after each proposal (the whole network recomputed); the local energy is
+  evaluated once, after the sweep, and the branching factor is then exp(tau_eff (E_T -
+  (S + S') / 2)) with S, S' at the sweep's start and end. A walker whose end point is not
+  finite keeps its start (the sweep rejected, counted as not finite)."""
+  sqrt_tau = tau ** 0.5
+
+  def move(params, s: DMCState, k_move, k_accept, geometry=None) -> Moved:
+    old = s.walkers
+    b, n = old.x.shape[0], old.x.shape[1] // 3
+    chi = jax.random.normal(k_move, (n, b, 3), old.x.dtype)
+    uniform = jax.random.uniform(k_accept, (n, b), old.x.dtype)
+    healthy = _healthy(old)
+
+    def electron(i, carry):
+      x, sign, log_psi, grad, moved, proposed, p_sum, bad = carry
+      x3, g3 = x.reshape(b, n, 3), grad.reshape(b, n, 3)
+      xi = x3[:, i]
+      v = jax.vmap(limit_drift, in_axes=(0, None))(g3[:, i], tau)
+      xi_new = xi + tau * v + sqrt_tau * chi[i]
+      x_new = x3.at[:, i].set(xi_new).reshape(b, 3 * n)
+      sign_new, log_new, grad_new = psi(params, x_new, geometry)
+      v_new = jax.vmap(limit_drift, in_axes=(0, None))(grad_new.reshape(b, n, 3)[:, i], tau)
+      back = xi - xi_new - tau * v_new
+      log_ratio = (2.0 * (log_new - log_psi) - 0.5 * jnp.sum(back * back, -1) / tau
+                   + 0.5 * jnp.sum(chi[i] * chi[i], -1))
+      finite = (jnp.isfinite(log_new) & jnp.all(jnp.isfinite(grad_new), -1)
+                & jnp.all(jnp.isfinite(xi_new), -1))
+      movable = finite & healthy & (sign_new == sign)  # Never across the node.
+      p = jnp.where(movable, jnp.exp(jnp.minimum(0.0, jnp.where(movable, log_ratio, 0.0))),
+                    0.0)
+      accept = uniform[i] < p
+      dr2 = jnp.sum((xi_new - xi) ** 2, -1)
+      pick = lambda a, c: jnp.where(accept.reshape(-1, *[1] * (a.ndim - 1)), a, c)  # noqa
+      return (pick(x_new, x), pick(sign_new, sign), pick(log_new, log_psi),
+              pick(grad_new, grad), moved + p * dr2,
+              proposed + jnp.where(finite & healthy, dr2, 0.0), p_sum + p, bad | ~finite)
+
+    zero = jnp.zeros((b,), old.x.dtype)
+    carry = (old.x, old.sign, old.log_psi, old.drift, zero, zero, zero,
+             jnp.zeros((b,), bool))
+    x, _, _, _, moved, proposed, p_sum, bad = jax.lax.fori_loop(0, n, electron, carry)
+    new = evaluate(params, x, geometry)
+    finite = (jnp.isfinite(new.log_psi) & jnp.isfinite(new.local_energy)
+              & jnp.all(jnp.isfinite(new.drift), axis=-1))
+    keep = lambda a, c: jnp.where(finite.reshape(-1, *[1] * (a.ndim - 1)), a, c)  # noqa
+    walkers = jax.tree.map(keep, new, old)
+    return Moved(walkers, walkers.local_energy, finite, finite.astype(x.dtype), healthy,
+                 s.moved + jnp.sum(moved), s.proposed + jnp.sum(proposed), p_sum / n,
+                 (bad | ~finite) & healthy)
+
+  return move
+
+
+# The DMC moves (dmc.moves): factory (evaluate, psi, tau) -> move (params, DMCState,
+# k_move, k_accept, geometry) -> Moved.
+ELECTRON = choices.Choice('electron', make_electron_move, 'one electron at a time, each '
+                          'accepted or rejected alone (Umrigar, Nightingale and Runge 1993)')
+ALL = choices.Choice('all', make_all_electron_move, 'all electrons at once, the whole move '
+                     'accepted or rejected')
+MOVES = choices.table(ELECTRON, ALL)
+
+
+def make_step(evaluate: Callable, tau: float, n_electrons: int, equilibration: int,
+              move: Optional[Callable] = None) -> Callable:
+  """(params, DMCState, geometry=None) -> (DMCState, StepStats): one DMC step of every walker
+  (move, weight, resample by comb), all on the device, with the nuclei of `geometry` (a
+  systems.Geometry; None: the system's own). `move`: made by a record of MOVES (None: the
+  all-electron move). The running estimate e_best averages the step energies after the first
+  half of `equilibration` steps."""
+  cutoff = ZEN_ALPHA * (n_electrons / tau) ** 0.5
+  move = move or make_all_electron_move(evaluate, None, tau)
+
+  def step(params, s: DMCState, geometry=None):
+    k_move, k_accept, k_comb, key = jax.random.split(s.key, 4)
+    old = s.walkers
+    m = move(params, s, k_move, k_accept, geometry)
+    healthy, p = m.healthy, m.p
+    tau_eff = jnp.where(m.proposed > 0, tau * m.moved / jnp.maximum(m.proposed, 1e-30), tau)
     # Weights: UNR's expected branching factor with Zen's limited local energies.
     s_old = limit_energy(old.local_energy, s.e_best, cutoff)
-    s_new = limit_energy(jnp.where(finite, new.local_energy, s.e_best), s.e_best, cutoff)
+    s_new = limit_energy(jnp.where(m.finite, m.new_energy, s.e_best), s.e_best, cutoff)
     s_old = jnp.where(healthy, s_old, s.e_best)
     exponent = -tau_eff * (p * 0.5 * (s_old + s_new) + (1.0 - p) * s_old - s.e_best)
     weights = jnp.where(healthy, jnp.exp(exponent), 0.0)
-    e_l = jnp.where(healthy, walkers.local_energy, 0.0)
+    e_l = jnp.where(healthy, m.walkers.local_energy, 0.0)
     total = jnp.sum(weights)
     energy = jnp.sum(weights * e_l) / total
     growth = s.e_best - jnp.log(total / weights.shape[0]) / tau_eff
     chosen = comb(k_comb, weights)
-    walkers = jax.tree.map(lambda a: a[chosen], walkers)
+    walkers = jax.tree.map(lambda a: a[chosen], m.walkers)
     count = s.step >= equilibration // 2
     e_sum = jnp.where(count, s.e_sum + energy, 0.0)
     e_count = jnp.where(count, s.e_count + 1.0, 0.0)
     # Before the running mean starts, e_best follows the step energies (smoothed).
     e_best = jnp.where(count, e_sum / jnp.maximum(e_count, 1.0), 0.9 * s.e_best + 0.1 * energy)
     e_best = jnp.where(jnp.isfinite(e_best), e_best, s.e_best)
-    stats = StepStats(energy, growth, jnp.mean(p), tau_eff,
-                      jnp.sum(~finite) + jnp.sum(~healthy))
-    return DMCState(walkers, key, s.step + 1, e_best, e_sum, e_count, moved, proposed), stats
+    acceptance = jnp.mean(m.acceptance)
+    bad = ~m.finite if m.nonfinite is None else m.nonfinite
+    stats = StepStats(energy, growth, acceptance, tau_eff, jnp.sum(bad) + jnp.sum(~healthy))
+    return (DMCState(walkers, key, s.step + 1, e_best, e_sum, e_count, m.moved, m.proposed),
+            stats)
 
   return step
