@@ -6,16 +6,14 @@ error bars.
 
 Loads the run's config and newest checkpoint, takes its parameters (by default their
 moving average over the last updates, config.optim.average_fraction; `--parameters last`
-for the last ones) and freezes them, equilibrates the
-walkers with the move width fixed, then records the mean local energy of every MCMC
-sweep for `--steps` sweeps (default: the run's config.evaluation), and the walker mean of
+for the last ones) and freezes them, equilibrates the walkers with the move width fixed,
+then records the mean local energy of every MCMC sweep for `--steps` sweeps (default:
+the run's config.evaluation), and the walker mean of
 each requested observable (physics/observables.py). Each estimate is the reblocked mean
 with its standard error and integrated autocorrelation time, written to <run>/eval.json.
-Unlike the running mean of training, the parameters do not move while it is measured.
-A run over a set of geometries is evaluated at each one (its own chain and nuclei, the same
-parameters): <run>/pes.json lists their energies and the correlated-sampling differences of
-adjacent ones (stages/differences.py), and with `--reference fci/cc-pv[q5]z` (say) a
-pyscf reference at each geometry; <run>/plots/pes.png draws the curve (matplotlib).
+A set of geometries is evaluated at each one (its own chain and nuclei, the same
+parameters) into <run>/pes.json with the correlated differences of adjacent ones and
+`--reference`'s pyscf curve; <run>/plots/pes.png draws it (matplotlib).
 `--twist_average` averages the evaluated runs of one periodic system at several twists
 (stages/twists.py) into one JSON file.
 """
@@ -24,17 +22,15 @@ import os
 import time
 from typing import Optional, Sequence
 
-import jax
 import numpy as np
 
 from ferminet_fast import config, plan, plot
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
-from ferminet_fast.physics import references
 from ferminet_fast.runtime import checkpoint, cli, rundir, watchdog
 from ferminet_fast.stages import evaluation, trained, twists
-from ferminet_fast.vmc import stats, step
+from ferminet_fast.vmc import stats
 
 PARAMETERS = config.PARAMETERS
 
@@ -46,8 +42,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   eval.json. steps, burn_in: sweeps recorded and discarded; None takes the run's
   config.evaluation. observables: names from observables.OBSERVABLES, estimated too.
   parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'.
-  reference: over a set of geometries, 'METHOD/BASIS' computed with pyscf at each one
-  (physics/references.py) into pes.json and its plot; '' for none.
+  reference: a set of geometries' pyscf reference, 'METHOD/BASIS' (physics/references.py).
   A sweep that stops completing ends the process (runtime/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if not checkpoint.has_checkpoint(run_dir):
@@ -66,22 +61,12 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   built, system, state, which, trained_step = (run.built, run.built.system, run.state,
                                                run.parameters, run.trained_step)
   stack = built.parts.geometries  # A set of geometries (None: one).
-  chosen_reference = None
-  if reference:
-    if stack is None:
-      raise InputError('--reference is for a run over a set of geometries (its curve); '
-                       'this run has one geometry')
-    chosen_reference = references.parse(reference)
-    references.check(chosen_reference, system)
+  chosen_reference = evaluation.reference_of(reference, system)
   chosen = evaluation.estimators(observables, built.network, system, built.parts.hamiltonian)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
         'the last ones')
-  # The evaluation's key, replicated over the walkers' devices as the state's was: a key on
-  # one device beside a state on several is copied over at the first sweep, a copy that XLA's
-  # CPU runtime (jaxlib 0.9) can leave waiting behind that sweep's first collective.
-  shardings, replicated = step.shardings_of(state)
-  state = state._replace(key=jax.device_put(jax.random.PRNGKey(seed), replicated))
+  state = evaluation.with_key(state, seed)
   horizon = (optim.average_horizon(state.opt_state, cfg.optim.average_fraction)
              if which == 'average' else 1.0)  # Read now: the sweeps consume the state.
   move, sweep = evaluation.sweep_functions(built.parts, chosen, system.states, stack)
@@ -90,11 +75,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   # with a report), then every sweep is watched (runtime/watchdog.py).
   with watchdog.for_stage('evaluation', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
     with watch.paused('compiling the sweeps'):
-      compiled = lambda f: jax.jit(  # noqa: E731  (the state's layout in and out)
-          f, donate_argnums=0, in_shardings=(shardings,),
-          out_shardings=(shardings, replicated)).lower(state).compile()
-      sweep = compiled(sweep)
-      move = compiled(move) if burn_in else None
+      sweep = evaluation.compiled(sweep, state)
+      move = evaluation.compiled(move, state) if burn_in else None
     t0 = time.perf_counter()
     series = evaluation.run_sweeps(move, sweep, state, steps, burn_in, chosen, watch)
   wall = time.perf_counter() - t0
@@ -155,16 +137,12 @@ def run() -> None:
   flags.DEFINE_string('parameters', 'average', "'average': the parameters averaged over the "
                       "last updates (the run's config.optim.average_fraction); 'last': the "
                       'parameters of the last update.')
-  flags.DEFINE_string('reference', '', "Over a set of geometries: 'METHOD/BASIS' (METHOD "
-                      "hf, ccsd, ccsd(t) or fci; BASIS a pyscf basis, or 'cc-pv[q5]z' for "
-                      'the complete-basis extrapolation from two) computed with pyscf at '
-                      'each geometry into pes.json and drawn beside the curve.')
-  flags.DEFINE_string('observables', '', 'Comma-separated observables to estimate besides the '
-                      'energy: s2 (total spin <S^2>), dipole (e bohr), density (radial '
-                      'profile of an atom to density.csv; a molecule\'s on a grid to '
-                      'density.cube), forces (on the nuclei, Ha/bohr, '
-                      'zero-variance zero-bias), forces_warp (the same by space-warp finite '
-                      'differences, 6 M local energies per walker: a check). Default: none.')
+  flags.DEFINE_string('reference', '', "A set of geometries' reference curve from pyscf, "
+                      "'METHOD/BASIS' (hf, ccsd, ccsd(t), fci; 'cc-pv[q5]z': to the basis limit).")
+  flags.DEFINE_string('observables', '', 'Comma-separated observables besides the energy: s2 '
+                      "(<S^2>), dipole (e bohr), density (an atom's radial profile to density.csv"
+                      "; a molecule's on a grid to density.cube), forces (Ha/bohr, zero-variance "
+                      'zero-bias), forces_warp (by space-warp finite differences: a check).')
   app.run(main)
 
 

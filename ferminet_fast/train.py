@@ -17,8 +17,8 @@ from ferminet_fast import plan  # noqa: E402
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
                                        machine, signals)
 from ferminet_fast.physics import hartree_fock, relaxation, systems  # noqa: E402
-from ferminet_fast.runtime import (checkpoint, cli, context, memory, profiling,  # noqa: E402
-                                   resume, rundir, watchdog)
+from ferminet_fast.runtime import (checkpoint, cli, context, profiling, resume,  # noqa: E402
+                                   rundir, watchdog)
 from ferminet_fast.stages import relax, report, trained, training  # noqa: E402
 from ferminet_fast.stages.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
@@ -66,8 +66,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
 
 def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, system, stop,
                      watch: watchdog.Watchdog) -> Result:
-  # The network, the Laplacian, the step's parts, the state (fresh, pretrained or
-  # restored), then the step compiled for it.
+  # The network, the Laplacian, the parts, the state (fresh, pretrained or restored), the step.
   with watch.paused('building the network and its parts (and timing the Laplacians)'):
     built = plan.build(cfg, jax.random.PRNGKey(cfg.debug.seed), run.ctx, system=system)
   if built.laplacian_ms:
@@ -86,27 +85,10 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
       state, finish_pretraining = pretrain.pretrain_state(
           cfg.pretrain, cfg.mcmc, system, built.network, built.parts.walkers_log_psi, state,
           run.say)
-  # Relaxing the geometry: the nuclei are data of the step, which gives the forces too,
-  # and start where the restored run had them (stages/relax.py).
-  relaxing, make_parts = None, built.plan.parts
-  if cfg.system.relax:
-    relaxing = relax.Relaxation(cfg.relax, system, run, state, built.parts.dtype,
-                                source.restore_from, start, cfg.log.print_every > 0)
-    make_parts = lambda chunk: relax.with_forces(built.plan.parts(chunk))  # noqa: E731
   # Compiled before anything is written: a step that cannot fit the device's memory stops
   # the run here (or, with energy_chunk_size 'auto', gets smaller chunks of local energies).
-  with watch.paused('compiling the training step'):
-    parts, compiled, free_mb = memory.compile_to_fit(
-        make_parts, built.parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state,
-        agree=run.ctx.smallest, geometry=relaxing and relaxing.geometry)
-  train_step = compiled.train_step
-  if relaxing is not None:  # And the step without the forces, for after the nuclei stop.
-    with watch.paused('compiling the training step without forces'):
-      settled = step.compile_step(built.plan.parts(parts.chunk_size), state, relaxing.geometry)
-    compiled = relaxing.attach(parts, compiled, settled)
-    train_step = relaxing.step
-    if relaxing.resumed:
-      run.say(f'Relax   continuing from step {start}, {relaxing.moves} moves done')
+  parts, compiled, free_mb, train_step, relaxing = relax.compiled_step(
+      cfg, built, system, run, state, source.restore_from, start, watch)
   watch.phase('the first chunk of pretraining steps')
   finish_pretraining(watch.beat)
   run.write(rundir.CONFIG, user_cfg.to_dict())  # Now: a failed resume leaves the old run.
@@ -123,7 +105,6 @@ def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, sys
                        geometries=system.geometry_count, relax=relaxing)
   if relaxing is not None:
     relaxing.finish(out.steps)
-  # The report: the final estimate, result.json and the closing lines.
   return report.finish(cfg.log.final_fraction, system, run, out, start, _T0)
 
 

@@ -107,6 +107,36 @@ def sweep_functions(parts: step.Parts, chosen: dict, k: int, stack=None) -> tupl
   return move, sweep
 
 
+def with_key(state, seed: int):
+  """`state` with the evaluation chain's key of `seed`, replicated over the walkers' devices
+  as the state's own key was: a key on one device beside a state on several would be copied
+  over at the first sweep, a copy that XLA's CPU runtime (jaxlib 0.9) can leave waiting
+  behind that sweep's first collective, stalling it."""
+  _, replicated = step.shardings_of(state)
+  return state._replace(key=jax.device_put(jax.random.PRNGKey(seed), replicated))
+
+
+def compiled(f: Callable, state) -> Callable:
+  """`f` (state -> (state, ...), as `sweep_functions` gives) compiled for `state`'s layout
+  in and out, the state donated: each call feeds the next without moving a buffer."""
+  shardings, replicated = step.shardings_of(state)
+  return jax.jit(f, donate_argnums=0, in_shardings=(shardings,),
+                 out_shardings=(shardings, replicated)).lower(state).compile()
+
+
+def reference_of(text: str, system) -> Optional[references.Reference]:
+  """The reference curve `evaluate --reference` names (physics/references.py), checked
+  against the system, which must be a set of geometries; None for ''."""
+  if not text:
+    return None
+  if system.surface is None:
+    raise InputError('--reference is for a run over a set of geometries (its curve); '
+                     'this run has one geometry')
+  chosen = references.parse(text)
+  references.check(chosen, system)
+  return chosen
+
+
 class Series(NamedTuple):
   """What the sweeps recorded."""
   energies: list  # Mean local energy of each sweep, Ha (G,) over a set of geometries.

@@ -41,7 +41,7 @@ import numpy as np
 
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import observables, relaxation, systems
-from ferminet_fast.runtime import checkpoint, context, rundir
+from ferminet_fast.runtime import checkpoint, context, memory, rundir
 from ferminet_fast.vmc import stats, step
 
 FILE = 'relax.json'
@@ -61,6 +61,32 @@ def with_forces(parts: step.Parts) -> step.Parts:
     return new, (out, forces)
 
   return dataclasses.replace(parts, train_step=relax_step)
+
+
+def compiled_step(cfg, built, system: systems.System, run: context.Run,
+                  state: step.TrainState, source_dir: str, start: int, watch) -> tuple:
+  """(parts, compiled, MiB free or None, train_step, Relaxation or None): a run's training
+  step compiled to fit the device's memory (runtime/memory.py) from the plan of `built`.
+  With config.system.relax, the step with the nuclei as data and the forces as output, the
+  step without forces beside it for after the nuclei stop, both attached to the run's
+  Relaxation (which starts where the run in `source_dir` left its nuclei at `start`)."""
+  relaxing, make_parts = None, built.plan.parts
+  if cfg.system.relax:
+    relaxing = Relaxation(cfg.relax, system, run, state, built.parts.dtype, source_dir, start,
+                          cfg.log.print_every > 0)
+    make_parts = lambda chunk: with_forces(built.plan.parts(chunk))  # noqa: E731
+  with watch.paused('compiling the training step'):
+    parts, compiled, free_mb = memory.compile_to_fit(
+        make_parts, built.parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state,
+        agree=run.ctx.smallest, geometry=relaxing and relaxing.geometry)
+  if relaxing is None:
+    return parts, compiled, free_mb, compiled.train_step, None
+  with watch.paused('compiling the training step without forces'):
+    settled = step.compile_step(built.plan.parts(parts.chunk_size), state, relaxing.geometry)
+  compiled = relaxing.attach(parts, compiled, settled)
+  if relaxing.resumed:
+    run.say(f'Relax   continuing from step {start}, {relaxing.moves} moves done')
+  return parts, compiled, free_mb, relaxing.step, relaxing
 
 
 def mean_and_error(series: np.ndarray) -> tuple:

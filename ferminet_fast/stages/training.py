@@ -37,15 +37,8 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
   after a step, `relax.after_step(t, state) -> state`, before the state is kept or saved,
   and is told of every rewind, `relax.rewound(t)`. Raises TrainingError, with the last good
   state checkpointed, when the run cannot recover from non-finite steps."""
-  ctx = run.ctx
-  record = recorder.Recorder(
-      os.path.join(source.run_dir, 'stats.csv') if ctx.is_main else None, log_cfg.print_every,
-      run.say, resume_from=start if source.resume else None, total=optim_cfg.iterations,
-      progress=log_cfg.progress and not run.quiet,
-      tensorboard_dir=(os.path.join(source.run_dir, 'tensorboard') if log_cfg.tensorboard
-                       else None),
-      blowup_factor=optim_cfg.blowup_factor, blowup_window=optim_cfg.blowup_window,
-      geometries=geometries)
+  ctx, relax = run.ctx, relax or _Fixed()
+  record = _recorder(log_cfg, optim_cfg, run, source, start, geometries)
   saver = checkpoint.Checkpointer(source.run_dir, log_cfg.keep_checkpoints, log_cfg.save_every,
                                   log_cfg.save_frequency)
   rewinder = recovery.Rewinder(state, optim_cfg.snapshot_every, optim_cfg.rewind_after,
@@ -73,19 +66,13 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
                  f'{rewinder.rewinds} of {rewinder.max_rewinds})')
       t, state = back
       record.rewind(t)
-      if relax is not None:
-        relax.rewound(t)
+      relax.rewound(t)
       continue
-    if relax is not None:
-      state = relax.after_step(t, state)
+    state = relax.after_step(t, state)
     if record.consecutive_bad == 0:  # No snapshot of a state that is going wrong.
       rewinder.offer(t, state)
     if remeasure and log_cfg.timers_every and t % log_cfg.timers_every == 0:
-      result = remeasure(state)
-      record.say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
-      run.timings.setdefault('remeasured', []).append({'step': t, **result})
-      run.save_timings()
-      record.last = time.perf_counter()  # The timers' time is not the next step's.
+      _remeasured(remeasure(state), t, record, run)
     stopping, timed = ctx.agree(stop.received is not None, saver.due_by_time())
     if (saver.due_by_steps(t) or timed or stopping) and rewinder.is_good(state):
       record.flush()
@@ -108,3 +95,34 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
         'optim.clip_local_energy) and resume.')
   history = {c: np.asarray(v) for c, v in record.history.items()}
   return Outcome(state, t, history, time.perf_counter() - t0, rewinder.rewinds, stopped_by)
+
+
+class _Fixed:
+  """The nuclei of a run that does not relax them: nothing moves, nothing to rewind."""
+
+  def after_step(self, t: int, state):
+    return state
+
+  def rewound(self, t: int) -> None:
+    pass
+
+
+def _recorder(log_cfg, optim_cfg, run: context.Run, source: resume.Source, start: int,
+              geometries: int) -> recorder.Recorder:
+  """The run's per-step records (stats.csv on the main process, progress, TensorBoard)."""
+  return recorder.Recorder(
+      os.path.join(source.run_dir, 'stats.csv') if run.ctx.is_main else None,
+      log_cfg.print_every, run.say, resume_from=start if source.resume else None,
+      total=optim_cfg.iterations, progress=log_cfg.progress and not run.quiet,
+      tensorboard_dir=(os.path.join(source.run_dir, 'tensorboard') if log_cfg.tensorboard
+                       else None),
+      blowup_factor=optim_cfg.blowup_factor, blowup_window=optim_cfg.blowup_window,
+      geometries=geometries)
+
+
+def _remeasured(result: dict, t: int, record: recorder.Recorder, run: context.Run) -> None:
+  """The stage timers' `result` at step `t`: printed and added to timings.json."""
+  record.say(f'Timers  step {t}: ' + '  '.join(f'{k}={v:.3f}' for k, v in result.items()))
+  run.timings.setdefault('remeasured', []).append({'step': t, **result})
+  run.save_timings()
+  record.last = time.perf_counter()  # The timers' time is not the next step's.

@@ -179,25 +179,13 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
   walkers; the other chains wait, their log|psi| recomputed for the parameters of the step
   that next draws them (so does mcmc_step, for all of them). StepStats.energies holds NaN
   for the geometries not drawn."""
-  target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
-  energies = jax.vmap(energy, in_axes=(None, 0, 0))  # Per geometry: (G,), EnergyAux of (G, W).
+  energy_grad = _surface_energy_grad(energy, fused)
   count = geometries.positions.shape[0]
   subset = 0 < per_step < count
+  refreshed, swept = _chain_functions(sweep, batch_log_psi, mcmc_cfg)
 
   def stack_of(geometry):
     return geometries if geometry is None else geometry
-
-  def refreshed(params, chains: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
-    """`chains` with log|psi| (G', W) of `params`, each chain at its own nuclei."""
-    x = chains.x.reshape(-1, chains.x.shape[-1])
-    atoms = systems.Geometry(each_walker(stack, chains.x.shape[1]))
-    return chains._replace(log_psi=batch_log_psi(params, x, atoms).reshape(chains.log_psi.shape))
-
-  def swept(params, chains: mcmc.Walkers, stack: systems.Geometry, key):
-    """One sweep of each chain at its nuclei, then each width adapted: (chains, pmove (G',))."""
-    keys = jax.random.split(key, stack.positions.shape[0])
-    chains, pmove = jax.vmap(sweep, in_axes=(None, 0, 0, 0))(params, chains, keys, stack)
-    return chains._replace(width=mcmc.adapt_width(chains.width, pmove, target, rate)), pmove
 
   def mcmc_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
     stack = stack_of(geometry)
@@ -207,20 +195,6 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
       chains = refreshed(state.params, chains, stack)
     chains, pmove = swept(state.params, chains, stack, k_mcmc)
     return state._replace(walkers=in_a_row(chains), key=key), pmove
-
-  def energy_grad(params, xs, stack):
-    """((E (G,), EnergyAux of (G, W)), gradient of the mean of E, curvature or None)."""
-    if fused is None:
-      def mean_energy(p):
-        e, aux = energies(p, xs, stack)
-        return jnp.mean(e), (e, aux)
-      (_, out), grads = jax.value_and_grad(mean_energy, has_aux=True)(params)
-      return out, grads, None
-    e, aux = energies(params, xs, stack)
-    weights = jax.vmap(loss.gradient_weights)(aux) / xs.shape[0]
-    grads, curvature = fused(params, xs.reshape(-1, xs.shape[-1]), weights.reshape(-1),
-                             each_walker(stack, xs.shape[1]))
-    return (e, aux), grads, curvature
 
   def trained(state: TrainState, chains: mcmc.Walkers, stack: systems.Geometry, key):
     """The update from `chains` (G', W) swept at `stack`: (params, opt_state, E (G',),
@@ -234,11 +208,6 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
                                              atoms, groups=g))
     return params, opt_state, e, aux, x, atoms
 
-  def stats_of(e, aux, pmove, width, opt_state, energies_of_all):
-    return StepStats(jnp.mean(e), jnp.mean(aux.variance), jnp.mean(pmove), jnp.mean(width),
-                     optim.applied_lr(opt_state), jnp.sum(aux.nonfinite),
-                     opt_state.rejected.astype(jnp.int32), energies=energies_of_all)
-
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
     stack = stack_of(geometry)
     if subset:
@@ -249,7 +218,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     key, k_opt = jax.random.split(state.key)
     params, opt_state, e, aux, x, atoms = trained(state, chains, stack, k_opt)
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, systems.Geometry(atoms)))
-    stats = stats_of(e, aux, pmove, width, opt_state, e)
+    stats = _surface_stats(e, aux, pmove, width, opt_state, e)
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   def train_subset(state: TrainState, stack: systems.Geometry):
@@ -261,11 +230,62 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     sub, pmove = swept(state.params, sub, drawn, k_mcmc)
     params, opt_state, e, aux, _, _ = trained(state, sub, drawn, k_opt)
     chains = jax.tree.map(lambda a, b: a.at[picked].set(b), chains, sub)
-    stats = stats_of(e, aux, pmove, state.walkers.width[picked], opt_state,
-                     jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e))
+    stats = _surface_stats(e, aux, pmove, state.walkers.width[picked], opt_state,
+                           jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e))
     return TrainState(params, opt_state, in_a_row(chains), key, state.step + 1), stats
 
   return mcmc_step, train_step
+
+
+def _surface_energy_grad(energy, fused) -> Callable:
+  """(params, xs (G', W, 3N), stack) -> ((E (G',), EnergyAux of (G', W)), the gradient of the
+  mean of E, curvature statistics or None): each geometry's energy at its walkers; with an
+  optimizer whose curvature pass gives the gradient (KFAC), that pass over all walkers,
+  each at its own nuclei."""
+  energies = jax.vmap(energy, in_axes=(None, 0, 0))
+
+  def energy_grad(params, xs, stack):
+    if fused is None:
+      def mean_energy(p):
+        e, aux = energies(p, xs, stack)
+        return jnp.mean(e), (e, aux)
+      (_, out), grads = jax.value_and_grad(mean_energy, has_aux=True)(params)
+      return out, grads, None
+    e, aux = energies(params, xs, stack)
+    weights = jax.vmap(loss.gradient_weights)(aux) / xs.shape[0]
+    grads, curvature = fused(params, xs.reshape(-1, xs.shape[-1]), weights.reshape(-1),
+                             each_walker(stack, xs.shape[1]))
+    return (e, aux), grads, curvature
+
+  return energy_grad
+
+
+def _chain_functions(sweep, batch_log_psi, mcmc_cfg) -> tuple:
+  """(refreshed, swept) over chains of a surface (G', W walkers at G' geometries):
+  refreshed(params, chains, stack), their log|psi| recomputed for `params`, each chain at
+  its own nuclei; swept(params, chains, stack, key) -> (chains, pmove (G',)), one sweep of
+  each chain at its nuclei, then each width adapted."""
+  target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
+
+  def refreshed(params, chains: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
+    x = chains.x.reshape(-1, chains.x.shape[-1])
+    atoms = systems.Geometry(each_walker(stack, chains.x.shape[1]))
+    return chains._replace(log_psi=batch_log_psi(params, x, atoms).reshape(chains.log_psi.shape))
+
+  def swept(params, chains: mcmc.Walkers, stack: systems.Geometry, key):
+    keys = jax.random.split(key, stack.positions.shape[0])
+    chains, pmove = jax.vmap(sweep, in_axes=(None, 0, 0, 0))(params, chains, keys, stack)
+    return chains._replace(width=mcmc.adapt_width(chains.width, pmove, target, rate)), pmove
+
+  return refreshed, swept
+
+
+def _surface_stats(e, aux, pmove, width, opt_state, energies) -> StepStats:
+  """A surface step's statistics: means over the geometries swept (E (G',), their EnergyAux,
+  acceptances and widths), the non-finite summed, and `energies` (G,) per geometry."""
+  return StepStats(jnp.mean(e), jnp.mean(aux.variance), jnp.mean(pmove), jnp.mean(width),
+                   optim.applied_lr(opt_state), jnp.sum(aux.nonfinite),
+                   opt_state.rejected.astype(jnp.int32), energies=energies)
 
 
 def by_geometry(walkers: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
