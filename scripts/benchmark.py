@@ -18,6 +18,7 @@ and optimizer; an N-scaling sweep over atoms; the naive baseline of the FermiNeu
   python -m scripts.benchmark --alone --systems Ne --network standard --batch 4096  # ours only
   python -m scripts.benchmark --timers --systems Ne --network standard --batch 4096 \
       --set matmul_precision=highest   # one training's stage timers, kept in an artifact
+  python -m scripts.benchmark --sitting gpu   # the GPU sitting (scripts/sitting.py), 480 s
 
 Every run is `python -m ferminet_fast.train --config C ...` in a fresh process, so start-up
 (imports, tracing, compilation) is measured cold, as a user sees it. Reported per run:
@@ -55,6 +56,10 @@ accelerator whose JAX its dependencies do not support); benchmarks/step_alone.js
 steps, and keeps the training's timings.json, with its steady-state step time from stats.csv,
 in an artifact (default benchmarks/stage_timers_gpu.json): where a stage's time goes, not a
 comparison between codes.
+
+`--sitting gpu` runs the GPU sitting of scripts/sitting.py with its own options (ms per
+step, compilation and the FLOP rate of four systems at FermiNet's standard network, batch
+4096, both optimizers, float32, TF32 and bfloat16 products, within a time budget), then stops.
 
 The tables of these artifacts, their goals and default paths are in
 scripts/benchmark_tables.py.
@@ -342,7 +347,17 @@ def timers(args) -> None:
             f'{t["optimizer_ms"]:.1f}); in the loop {steady:.1f} ms', flush=True)
 
 
-def main():
+def main(argv=None):
+  """The command line: the GPU sitting with its own options (scripts/sitting.py), or the
+  measurements of this module."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if any(a == '--sitting' or a.startswith('--sitting=') for a in argv):
+    from scripts import sitting
+    return sitting.main(argv)
+  return measure(argv)
+
+
+def measure(argv):
   from ferminet_fast.physics import laplacians
 
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -400,7 +415,10 @@ def main():
                       'fitted exponents) of the --json artifact (default '
                       'benchmarks/scaling_against_ferminet_cpu2.json) into PNG; with '
                       '--against-ferminet, after measuring')
-  args = parser.parse_args()
+  parser.add_argument('--sitting', choices=['gpu'],
+                      help='run the GPU sitting (scripts/sitting.py, whose options follow it: '
+                      'python -m scripts.sitting --help), then stop')
+  args = parser.parse_args(argv)
   if args.against_ferminet or args.against_ours:
     against(args)
     if args.plot_scaling:

@@ -382,6 +382,83 @@ def render_optimizers(path: str, before: str) -> str:
                               + artifacts.provenance(before)])
 
 
+# The GPU sitting (scripts/sitting.py): one file per device kind and date.
+SITTING_GLOB = os.path.join(REPO, 'benchmarks', 'gpu_sitting_*.json')
+
+
+def newest_sitting(pattern: str = None):
+  """(path, run) of the newest GPU sitting (default: under benchmarks/) by its date (runs of
+  --tiny, checks of the path on a CPU, left out), or None when none has been measured."""
+  import glob
+  runs = [(run.meta.get('date') or '', path, run)
+          for path in sorted(glob.glob(pattern or SITTING_GLOB))
+          for run in artifacts.read(path) if not run.data.get('tiny')]
+  return max(runs, key=lambda t: t[0])[1:] if runs else None
+
+
+def _figure(x: float) -> str:
+  """'1234', '12.3', '0.0123': three significant digits below 100, whole numbers above."""
+  return f'{x:.0f}' if abs(x) >= 100 else f'{x:.3g}'
+
+
+def _sitting_row(r: dict, float32: dict) -> str:
+  """One measured row of a sitting, its mean energy beside float32's (same system and
+  optimizer) as a difference in mHa."""
+  base = float32.get((r['system'], r['optimizer']))
+  change = ('–' if r['precision'] == 'float32' or base is None
+            else artifacts.minus(f'{1e3 * (r["energy"] - base):+.1f}'))
+  percent = r.get('percent_of_float32_peak')
+  return (f'| {r["system"]} ({ELECTRONS.get(r["system"], "?")}) | {r["optimizer"]} | '
+          f'{r["precision"]} | {r["ms_per_step"]:.1f} | {r["compile_s"]:.1f} | '
+          f'{_figure(r["flops_per_step"] / 1e9)} | {_figure(r["tflops"])} | '
+          + ('–' if percent is None else f'{percent:.1f}') + ' | '
+          f'{artifacts.num(r["energy"], 4)} | {change} |')
+
+
+def _sitting_note(d: dict) -> str:
+  """The sizes, device, peak and budget of a sitting, and what it left out."""
+  s, dev, peak = d['sizes'], d['device'], d.get('peaks_tflops')
+  skipped = [f'{r["system"]} {r["optimizer"]} {r["precision"]}' for r in d['rows']
+             if r['status'] == 'skipped']
+  failed = [f'{r["system"]} {r["optimizer"]} {r["precision"]} ({r["reason"]})'
+            for r in d['rows'] if r['status'] == 'failed']
+  return ' '.join(
+      [f'{dev["kind"]}, one device of {dev["count"]}; batch {s["batch"]}, hidden '
+       f'{s["network"]["network.ferminet.hidden_dims"]}, determinants '
+       f'{s["network"]["network.determinants"]}, MCMC moves per step {s["mcmc_steps"]}; '
+       f'warm-up steps {s["warmup"]}, then timed steps {s["steps"]}, back to back. '
+       'GFLOP/step: XLA\'s count of the compiled step; '
+       + (f'float32 peak {peak["float32"]:g} TFLOP/s (NVIDIA\'s datasheet). ' if peak else
+          'no peak listed for this device. ')
+       + f'{d["not_measured"][0].upper()}{d["not_measured"][1:]}. '
+       f'{d["elapsed_s"]:.0f} s of a {d["budget_s"]:.0f} s budget.']
+      + ([f'Skipped (over the budget): {", ".join(skipped)}.'] if skipped else [])
+      + ([f'Failed: {"; ".join(failed)}.'] if failed else [])
+      + (['A check of the path at tiny sizes (--tiny), not a measurement.'] if d['tiny'] else []))
+
+
+def render_sitting(path: str = None) -> str:
+  """The GPU sitting's table: the latest run of the artifact at `path`, or of the newest
+  sitting under benchmarks/ (a line saying there is none yet)."""
+  if path is None:
+    found = newest_sitting()
+    if found is None:
+      return ('*No GPU sitting has been measured yet: `python -m scripts.benchmark --sitting '
+              'gpu` on a GPU machine (docs/development.md) measures one.*')
+    path, run = found
+  else:
+    run = artifacts.latest(path)
+  d = run.data
+  measured = [r for r in d['rows'] if r['status'] == 'measured']
+  float32 = {(r['system'], r['optimizer']): r['energy'] for r in measured
+             if r['precision'] == 'float32'}
+  lines = ['| system (electrons) | optimizer | matrix products | ms/step | compile (s) | '
+           'GFLOP/step | TFLOP/s | % of float32 peak | mean energy (Ha) | vs float32 (mHa) |',
+           '|' + '---|' * 10]
+  lines += [_sitting_row(r, float32) for r in measured]
+  return '\n'.join(lines + ['', _sitting_note(d), '', artifacts.provenance(path, [run])])
+
+
 def _bench(*names) -> list:
   return [os.path.join(REPO, 'benchmarks', n) for n in names]
 
@@ -392,6 +469,7 @@ WHOLE_TABLE = _bench('against_ferminet_he_li_be_ne_cpu2_2026-11-24.json',
 AFTER_BLAS = _bench('against_ferminet_ne_kfac_cpu2_blas_threads.json',
                     'against_ferminet_n2_c2h4_cpu2_blas_threads.json')
 TABLES = {  # Rendered into the docs by scripts/render_docs.py.
+    'gpu-sitting': ('BENCHMARKS.md', render_sitting),
     'per-step-latest': ('BENCHMARKS.md', lambda: render_against(
         [AGAINST_JSON] if os.path.exists(AGAINST_JSON) else AFTER_BLAS, newest_only=True)),
     'per-step-whole-table': ('BENCHMARKS.md', lambda: render_against(WHOLE_TABLE)),

@@ -1,0 +1,99 @@
+"""scripts/sitting.py, the GPU sitting: its tiny form runs on a CPU through
+`python -m scripts.benchmark --sitting gpu` and writes an artifact that
+scripts/benchmark_tables.py renders; measurements run in priority order and those over the
+time budget are skipped and named; each variant's energy is shown beside float32's; the
+chip's peak is looked up by device kind."""
+
+import math
+import types
+
+import pytest
+
+from scripts import artifacts
+from scripts import benchmark
+from scripts import benchmark_tables
+from scripts import sitting
+
+
+def test_tiny_sitting_through_the_command_writes_and_renders(tmp_path):
+  path = str(tmp_path / 'gpu_sitting.json')
+  # One product that compiles on a CPU and one that does not (no TF32 there).
+  assert benchmark.main(['--sitting', 'gpu', '--tiny', '--optimizers', 'adam', '--precisions',
+                         'float32', 'tf32', '--json', path]) == path
+  run = artifacts.latest(path)
+  assert run.meta['recorded'] and run.meta['date'] and 'commit' in run.meta
+  assert {'python', 'jax', 'jaxlib', 'flax'} <= set(run.meta['versions'])
+  d = run.data
+  assert d['tiny'] and d['device']['platform'] == 'cpu' and d['device']['count'] >= 1
+  assert d['sizes']['batch'] == 8 and d['peaks_tflops'] is None and 'pretraining' in d[
+      'not_measured']
+  measured, failed = d['rows']
+  assert (measured['system'], measured['optimizer'], measured['precision'],
+          measured['status']) == ('He', 'adam', 'float32', 'measured')
+  assert measured['ms_per_step'] > 0 and measured['compile_s'] > 0
+  assert measured['flops_per_step'] > 0 and measured['tflops'] > 0
+  assert measured['percent_of_float32_peak'] is None  # No peak for a CPU.
+  assert len(measured['energies']) == 2 and math.isfinite(measured['energy'])
+  assert failed['precision'] == 'tf32' and failed['status'] == 'failed' and failed['reason']
+  text = benchmark_tables.render_sitting(path)
+  assert '| He (2) | adam | float32 |' in text and 'Failed: He adam tf32' in text
+  assert 'not a measurement' in text and 'gpu_sitting.json' in text
+
+
+def _fake_clock(monkeypatch):
+  """sitting's clock, advanced by each fake measurement's wall time."""
+  now = [0.0]
+  monkeypatch.setattr(sitting, 'time', types.SimpleNamespace(
+      monotonic=lambda: now[0], perf_counter=lambda: now[0]))
+  return now
+
+
+def test_budget_skips_what_would_overrun_and_the_table_compares_with_float32(
+    tmp_path, monkeypatch):
+  now = _fake_clock(monkeypatch)
+
+  def measure(name, optimizer, precision, sizes, peak):
+    now[0] += 100.0
+    energy = -128.5 + (0.002 if precision == 'bf16' else 0.0)
+    return {'build_s': 5.0, 'compile_s': 60.0, 'ms_per_step': 50.0, 'energy': energy,
+            'energies': [energy], 'nonfinite': 0, 'flops_per_step': 1.675e12,
+            'mcmc_loop_counted_once': True, 'tflops': 33.5,
+            'percent_of_float32_peak': 100 * 33.5 / peak['float32'], 'laplacian': 'folx',
+            'wall_s': 100.0}
+
+  monkeypatch.setattr(sitting, 'measure', measure)
+  monkeypatch.setattr(sitting, 'peaks', lambda kind: dict(sitting.PEAKS)['H200'])
+  rows = sitting.sitting(['Ne', 'C2H4'], ['kfac'], ['float32', 'bf16'], sitting.STANDARD,
+                         250.0, 0.0, say=lambda *a, **k: None)
+  # Ne first (nothing expected); C2H4 expected at 100 s x 16 / 10 electrons: over 250 s.
+  assert [(r['system'], r['precision'], r['status']) for r in rows] == [
+      ('Ne', 'float32', 'measured'), ('C2H4', 'float32', 'skipped'),
+      ('Ne', 'bf16', 'measured'), ('C2H4', 'bf16', 'skipped')]
+  assert sitting.expected_s(rows[:1], 'C2H4') == pytest.approx(160.0)
+  device = types.SimpleNamespace(platform='gpu', device_kind='NVIDIA H200')
+  path = str(tmp_path / 'gpu_sitting_nvidia_h200.json')
+  data = sitting.record(rows, sitting.STANDARD, device, 1, 250.0, 200.0, False)
+  artifacts.append(path, data)
+  text = benchmark_tables.render_sitting(path)
+  same = '| 50.0 | 60.0 | 1675 | 33.5 | 50.0 |'  # ms, compile s, GFLOP, TFLOP/s, % of peak.
+  assert [line for line in text.splitlines() if line.startswith('| Ne (10) |')] == [
+      f'| Ne (10) | kfac | float32 {same} −128.5000 | – |',
+      f'| Ne (10) | kfac | bf16 {same} −128.4980 | +2.0 |']
+  assert 'Skipped (over the budget): C2H4 kfac float32, C2H4 kfac bf16.' in text
+  assert 'float32 peak 67 TFLOP/s' in text and 'batch 4096' in text
+  # The docs show the newest sitting that is not a tiny check, or say none was measured.
+  monkeypatch.setattr(benchmark_tables, 'SITTING_GLOB', str(tmp_path / 'gpu_sitting_*.json'))
+  assert benchmark_tables.render_sitting() == text
+  artifacts.write(path, sitting.record(rows, sitting.TINY, device, 1, 250.0, 200.0, True))
+  assert 'No GPU sitting has been measured yet' in benchmark_tables.render_sitting()
+
+
+def test_peaks_by_device_kind_and_the_priority_order():
+  assert sitting.peaks('NVIDIA H200')['float32'] == 67.0
+  assert sitting.peaks('NVIDIA H100 80GB HBM3')['tf32'] == 494.5
+  assert sitting.peaks('NVIDIA H100 PCIe')['float32'] == 51.0
+  assert sitting.peaks('NVIDIA H200 NVL')['float32'] == 60.0
+  assert sitting.peaks('cpu') is None and sitting.peaks('Tesla V100-SXM2-16GB') is None
+  assert sitting.order(['He', 'Ne'], ['kfac', 'adam'], ['float32', 'tf32'])[:4] == [
+      ('He', 'kfac', 'float32'), ('Ne', 'kfac', 'float32'), ('He', 'kfac', 'tf32'),
+      ('Ne', 'kfac', 'tf32')]
