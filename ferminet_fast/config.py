@@ -462,9 +462,13 @@ SETTINGS = {
                    'accepted or rejected; fewer network evaluations, far fewer acceptances '
                    'in larger atoms). Records: diffusion/walk.py MOVES.',
                    one_of('electron', 'all')),
-    'dmc.ecp': S('locality', 'Treatment of effective core potentials: the locality '
-                 'approximation (the non-local part applied to the trial function).',
-                 one_of('locality')),
+    'dmc.ecp_moves': S('tmoves', "Treatment of an ECP's non-local part (none without an "
+                       "ECP): 'tmoves' (T-moves in the size-consistent form of Casula, Moroni, "
+                       'Sorella and Filippi, J. Chem. Phys. 132, 154113 (2010), their version '
+                       "1: variational, the energy an upper bound of the ECP Hamiltonian's "
+                       "ground state) or 'locality' (the locality approximation: the non-local "
+                       'part applied to the trial function; not variational). Records: '
+                       'diffusion/walk.py ECP_MOVES.', one_of('tmoves', 'locality')),
     'dmc.save_every': S(0, 'DMC steps between checkpoints of the DMC state (0: by '
                         '`log.save_frequency` minutes only); always on a stop signal.',
                         _non_negative),
@@ -693,13 +697,21 @@ def freeze(cfg: config_dict.ConfigDict) -> config_dict.FrozenConfigDict:
   return config_dict.FrozenConfigDict(config_dict.ConfigDict(cfg.to_dict()))
 
 
+# Keys of older config.json files that no longer exist, dropped when read: 'dmc.ecp' held
+# the only treatment of an ECP in DMC then ('locality'), now a choice of 'dmc.ecp_moves'.
+RETIRED = ('dmc.ecp',)
+
+
 def from_json(d: dict) -> config_dict.ConfigDict:
-  """The defaults updated with a run's saved config.json (lists back to tuples)."""
+  """The defaults updated with a run's saved config.json (lists back to tuples; RETIRED
+  keys dropped)."""
   cfg = default()
 
   def assign(node, values, prefix):
     for key, value in values.items():
       dotted = prefix + key
+      if dotted in RETIRED:
+        continue
       if key not in node:
         raise InputError(f'config.json: unknown config key {dotted!r}')
       if isinstance(node[key], config_dict.ConfigDict):

@@ -2,7 +2,7 @@
 network's nodes.
 
   python -m ferminet_fast.dmc --run runs/he [--tau 0.02,0.01,0.005] [--steps 2000]
-                                            [--moves electron]
+                                            [--moves electron] [--ecp_moves tmoves]
 
 Loads the run's config, Laplacian method, precision and newest checkpoint, takes its
 parameters (averaged by default, as evaluation) and walkers, and runs DMC (diffusion/walk.py) at
@@ -26,7 +26,8 @@ from ferminet_fast.runtime import cli, rundir, watchdog
 def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
         equilibration: Optional[int] = None, batch_size: Optional[int] = None,
         parameters: Optional[str] = None, seed: int = 1, quiet: bool = False,
-        handle_signals: bool = False, stop=None, moves: Optional[str] = None) -> dict:
+        handle_signals: bool = False, stop=None, moves: Optional[str] = None,
+        ecp_moves: Optional[str] = None) -> dict:
   """Runs (or resumes) DMC on the run in `run_dir`; returns dmc.json's content (with
   `stopped_by` set, and no dmc.json written, when a stop signal ended it early). The
   arguments override the run's dmc.* settings (None: the run's). `stop`: an object whose
@@ -35,12 +36,12 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   cfg = stage.settings(run_dir, {'tau': tau, 'steps': steps, 'equilibration': equilibration,
                                      'batch_size': batch_size, 'parameters': parameters,
-                                     'moves': moves})
+                                     'moves': moves, 'ecp_moves': ecp_moves})
   with signals.StopSignals(handle_signals and stop is None,
                            cfg.watchdog.signal_grace_s) as signalled:
     setup = stage.prepare(cfg, run_dir)
     progress = stage.fresh(setup, seed)
-    restored = stage.resume(run_dir, progress, cfg)
+    restored = stage.resume(run_dir, progress, setup)
     d = cfg.dmc
     total = d.equilibration + d.steps
     if restored is not None:
@@ -50,7 +51,7 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
     say(f'DMC of {run_dir} (step {setup.trained_step}, {setup.which} parameters): '
         f'{setup.x.shape[0]} walkers, tau {", ".join(map(str, d.tau))} Ha^-1, '
         f'{d.equilibration} + {d.steps} steps each, {d.moves} moves'
-        + ('; ECP by the locality approximation' if setup.system.has_ecp else ''))
+        + (f'; ECP non-local part: {d.ecp_moves}' if setup.system.has_ecp else ''))
     done = int(progress.tau_index) * total + int(progress.state.step)
     bar = _bar(len(d.tau) * total, done, quiet)
     with watchdog.for_stage('DMC', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
@@ -112,7 +113,7 @@ def main(argv) -> None:
       except ValueError:
         raise InputError(f'--tau {f.tau!r}: give time steps as numbers, e.g. 0.02,0.01')
     out = dmc(f.run, taus, f.steps, f.equilibration, f.batch_size, f.parameters, f.seed,
-              handle_signals=True, moves=f.moves)
+              handle_signals=True, moves=f.moves, ecp_moves=f.ecp_moves)
   if out.get('stopped_by'):
     sys.exit(cli.EXIT_PREEMPTED)
 
@@ -130,6 +131,8 @@ def run() -> None:
   flags.DEFINE_string('parameters', None, "'average' or 'last' (default: dmc.parameters).")
   flags.DEFINE_string('moves', None, "'electron' (one at a time) or 'all' (at once) "
                       '(default: dmc.moves).')
+  flags.DEFINE_string('ecp_moves', None, "'tmoves' or 'locality': an ECP's non-local part "
+                      '(default: dmc.ecp_moves).')
   flags.DEFINE_integer('seed', 1, 'Seed of the DMC walk.')
   app.run(main)
 

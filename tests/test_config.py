@@ -83,9 +83,14 @@ def test_missing_optional_laplacian_package_is_named(monkeypatch):
 
 
 def test_a_saved_config_reads_back_and_unknown_keys_are_refused():
+  """A saved config reads back; a key no longer declared is refused, one retired is dropped
+  (dmc.ecp of configs from before dmc.ecp_moves: the new key takes its default)."""
   saved = tiny_config('Li', **{'network.ferminet.hidden_dims': ((8, 4),)}).to_dict()
   cfg = config.from_json(saved)
   assert cfg.system.atom == 'Li' and cfg.network.ferminet.hidden_dims == ((8, 4),)
+  old = {**saved, 'dmc': {k: v for k, v in saved['dmc'].items() if k != 'ecp_moves'}}
+  old['dmc']['ecp'] = 'locality'
+  assert config.from_json(old).dmc.ecp_moves == config.default().dmc.ecp_moves
   saved['optim']['learning_rate'] = 0.1
   with pytest.raises(InputError, match='optim.learning_rate'):
     config.from_json(saved)

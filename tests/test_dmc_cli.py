@@ -63,7 +63,7 @@ def test_command_writes_dmc_json(tmp_path, network, precision, atom, ecp):
   assert all(math.isfinite(r['energy']) and 0 < r['tau_eff'] <= r['tau']
              for r in result['per_tau'])
   assert math.isfinite(result['extrapolated']['energy'])
-  assert result['ecp'] == ('locality approximation' if ecp else None)
+  assert result['ecp'] == ('tmoves' if ecp else None)  # T-moves: the default with an ECP.
   assert result['precision'] == precision
   assert result['moves'] == 'electron'  # The default.
   assert all(0 < r['acceptance'] <= 1 and r['ms_per_step'] > 0 for r in result['per_tau'])
@@ -146,6 +146,7 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, he_run):
     assert 'Traceback' not in proc.stderr
   for setting, words in (({'parameters': 'best'}, 'config.dmc.parameters'),
                          ({'moves': 'one'}, 'config.dmc.moves'),
+                         ({'ecp_moves': 'none'}, 'config.dmc.ecp_moves'),
                          ({'steps': 0}, 'config.dmc.steps')):
     with pytest.raises(InputError, match=words):
       dmc.dmc(str(he_run), quiet=True, **setting)

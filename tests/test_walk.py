@@ -1,7 +1,12 @@
 """Fixed-node DMC (diffusion/walk.py) against exact results: exact eigenstates as trial functions
 give their eigenvalue with zero variance and sample |psi|^2 exactly (detailed balance), no
 walker crosses a node, and for a nodeless ground state (He) DMC reaches the exact energy
-from a trial function VMC leaves well above it."""
+from a trial function VMC leaves well above it. With an ECP, the T-moves' probabilities are
+the sign-obeying quadrature elements, jumps happen with them, the local energy splits
+exactly into the T-move one and the sign-obeying part, and without a non-local part the
+T-moves are the locality approximation draw for draw."""
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -266,10 +271,13 @@ def test_dmc_step_with_a_geometry_is_the_step_of_the_system_built_there():
 
 
 def test_moves_are_the_settings_choices():
-  """dmc.moves allows exactly the records of walk.MOVES (config.py sits below the walk and
-  names them itself)."""
+  """dmc.moves allows exactly the records of walk.MOVES and dmc.ecp_moves those of
+  walk.ECP_MOVES (config.py sits below the walk and names them itself); T-moves are the
+  default treatment of an ECP."""
   assert config.SETTINGS['dmc.moves'].check.allowed == tuple(walk.MOVES)
   assert config.default().dmc.moves in walk.MOVES
+  assert config.SETTINGS['dmc.ecp_moves'].check.allowed == tuple(walk.ECP_MOVES)
+  assert config.default().dmc.ecp_moves == walk.TMOVES.name
 
 
 def sample_moves(network, system, x0, tau, sweeps, moves=walk.ELECTRON, key=0):
@@ -366,3 +374,160 @@ def test_helium_dmc_of_electron_moves_reaches_exact_energy():
   est = stats.reblock(energies)
   print(f'He DMC (electron moves) {est.mean:.5f} +- {est.error:.5f}')
   assert abs(est.mean - HE_EXACT) < 4 * est.error, est
+
+
+@functools.lru_cache(maxsize=None)
+def ecp_setup():
+  """(system, network, params, Hamiltonian, one configuration (3N,)) of SiLi with ccECPs
+  (Si: s and p channels; Li: an s channel, padded) and a tiny untrained network (float64):
+  any trial function has matrix elements to check."""
+  pytest.importorskip('pyscf')
+  from conftest import tiny_network
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('', jnp.float64, **{
+        'system.molecule': 'Si 0 0 0; Li 0 0 3.2', 'system.units': 'bohr',
+        'system.ecp': 'ccecp', 'network.ferminet.hidden_dims': ((8, 4),),
+        'network.determinants': 1})
+    ham = hamiltonian.of(system, laplacians.JACFWD, jnp.float64)
+    x = mcmc.init_positions(jax.random.PRNGKey(1), system, 1, 1.0, jnp.float64)[0]
+  return system, network, params, ham, x
+
+
+@functools.lru_cache(maxsize=None)
+def quadrature_elements() -> tuple:
+  """(points (N, P, 3), V_x'x psi(x') / psi(x) (N, P), sign and log|psi| at x) of every
+  electron of ecp_setup's configuration x by a plain loop over the electrons, the atoms with
+  an ECP and the 12 points of the rotated icosahedron (ecp.py's frame of each electron at
+  x), the radial terms and the Legendre polynomials written out in NumPy; psi at x and at
+  all the x' in one batch."""
+  from ferminet_fast.physics import ecp
+  system, network, params, _, x = ecp_setup()
+  r = np.asarray(x).reshape(-1, 3)
+  frames = np.asarray(ecp.rotations(ecp.configuration_key(x), r.shape[0], jnp.float64))
+  moved, points, factors = [], [], []
+  for i, frame in enumerate(frames):
+    for centre, potential in zip(np.asarray(system.positions), system.ecp):
+      d = r[i] - centre
+      dist = np.linalg.norm(d)
+      for q in ecp.ICOSAHEDRON @ frame.T:
+        y = r.copy()
+        y[i] = centre + dist * q
+        v = 0.0
+        for l, rows in enumerate(potential.channels):
+          u = sum(c * dist ** n * np.exp(-alpha * dist ** 2) for n, alpha, c in rows)
+          v += u * (2 * l + 1) / 12 * np.polynomial.legendre.legval(d @ q / dist,
+                                                                    [0] * l + [1])
+        moved.append(y.reshape(-1))
+        points.append(y[i])
+        factors.append(v)
+  with jax.enable_x64(True):
+    batch = jax.jit(jax.vmap(network.apply, in_axes=(None, 0)))
+    sign, log = (np.asarray(a) for a in batch(params, jnp.asarray(np.asarray([x] + moved))))
+  values = np.asarray(factors) * sign[1:] * sign[0] * np.exp(log[1:] - log[0])
+  return (np.reshape(points, (r.shape[0], -1, 3)), values.reshape(r.shape[0], -1), sign[0],
+          log[0])
+
+
+@pytest.mark.jax_range
+def test_tmove_probabilities_are_the_sign_obeying_quadrature_elements():
+  """For each electron of one configuration of SiLi (ccECPs), the T-move's points and
+  probabilities are those of a plain loop over the quadrature: p_q = tau max(0, -V_q) / (1 +
+  tau sum_q' max(0, -V_q')), V_q = V_x'x psi(x') / psi(x); the stay probability is the rest,
+  1 / (1 + tau sum ...); the probabilities lie in [0, 1] and sum to 1 with it. The
+  configuration has both sign-obeying and sign-violating elements."""
+  system, network, params, ham, x = ecp_setup()
+  elements = ham.nonlocal_elements(network.apply)
+  points, values, sign, log_psi = quadrature_elements()
+  tau = 0.3
+  m = jax.jit(jax.vmap(lambda i: walk.tmove(elements, params, x, i, sign, log_psi, tau)))(
+      jnp.arange(system.n_electrons))
+  t = tau * np.maximum(-values, 0.0)
+  np.testing.assert_allclose(m.points, points, rtol=0, atol=1e-12)
+  np.testing.assert_allclose(m.p, t / (1 + t.sum(-1, keepdims=True)), rtol=1e-10, atol=1e-14)
+  np.testing.assert_allclose(m.stay, 1 / (1 + t.sum(-1)), rtol=1e-12)
+  assert np.all(np.asarray(m.p) >= 0) and np.all(np.sum(m.p, -1) <= 1)
+  np.testing.assert_allclose(np.sum(m.p, -1) + m.stay, 1.0, rtol=1e-14)
+  assert np.any(values < 0) and np.any(values > 0)
+
+
+@pytest.mark.jax_range
+def test_tmove_local_energy_and_sign_obeying_part_make_the_locality_local_energy():
+  """E_L (the locality approximation's, walk.make_evaluate) = E_L^TM + V^- exactly: E_L^TM
+  the kinetic and Coulomb energy, the ECPs' local channels (written out here) and the
+  sign-flip term (the positive elements of every electron), V^- the sum of the negative
+  (sign-obeying) ones, which the T-moves turn into jumps."""
+  system, network, params, ham, x = ecp_setup()
+  e_l = float(jax.jit(walk.make_evaluate(network, ham))(params, x[None]).local_energy[0])
+  kinetic_coulomb = float(jax.jit(ham.local_energy_at(network.log_psi))(
+      params, x, jnp.asarray(system.positions)))
+  r = np.asarray(x).reshape(-1, 3)
+  local = sum(c * d ** n * np.exp(-alpha * d ** 2)
+              for centre, potential in zip(np.asarray(system.positions), system.ecp)
+              for d in np.linalg.norm(r - centre, axis=-1) for n, alpha, c in potential.local)
+  values = quadrature_elements()[1]
+  sign_flip, obeying = values[values > 0].sum(), values[values < 0].sum()
+  assert sign_flip > 0 > obeying
+  np.testing.assert_allclose(kinetic_coulomb + local + sign_flip + obeying, e_l, rtol=1e-12)
+
+
+@pytest.mark.jax_range
+def test_tmoves_jump_with_their_probabilities():
+  """Many walkers at one SiLi configuration (tau = 1, so that jumps are frequent): the first
+  electron (whose T-move comes first, from that configuration) ends on each quadrature point
+  or where it was with the frequencies of its TMove (chi^2 below its 0.1% quantile), and
+  each walker counts the electrons that jumped."""
+  system, network, params, ham, x = ecp_setup()
+  points, values, sign, log_psi = quadrature_elements()
+  tau, b = 1.0, 2000
+  relocate = jax.jit(walk.make_tmoves(ham.nonlocal_elements(network.apply), tau))
+  out = relocate(params, jnp.tile(x, (b, 1)), jnp.full((b,), sign), jnp.full((b,), log_psi),
+                 jax.random.PRNGKey(7))
+  first = np.asarray(out.x)[:, :3]
+  targets = np.concatenate([points[0], np.asarray(x)[None, :3]])  # The points, then staying.
+  index = np.argmin(np.linalg.norm(first[:, None] - targets[None], axis=-1), axis=1)
+  np.testing.assert_allclose(first, targets[index], rtol=0, atol=1e-12)
+  t = tau * np.maximum(-values[0], 0.0)
+  expected = b * np.append(t, 1.0) / (1 + t.sum())
+  counts = np.bincount(index, minlength=len(targets))
+  assert np.all(counts[expected == 0] == 0)
+  seen = expected > 0
+  chi2 = float(np.sum((counts[seen] - expected[seen]) ** 2 / expected[seen]))
+  from scipy import stats as scipy_stats
+  assert chi2 < scipy_stats.chi2.ppf(0.999, seen.sum() - 1), (chi2, counts, expected)
+  assert 0.05 < expected[-1] / b < 0.95  # Both outcomes are frequent enough to test.
+  jumped = np.any(np.asarray(out.x).reshape(b, -1, 3) != np.asarray(x).reshape(-1, 3), -1)
+  np.testing.assert_array_equal(out.jumps, np.sum(jumped, axis=-1))
+
+
+@pytest.mark.jax_range
+@pytest.mark.parametrize('moves', [walk.ELECTRON, walk.ALL], ids=lambda m: m.name)
+def test_tmoves_without_a_nonlocal_part_are_the_locality_approximation(moves):
+  """H's exact trial exp(-r) with an ECP of a local channel and a p channel whose
+  coefficient is 0: the T-moves run (every matrix element is 0, so no electron jumps) and
+  the walk, the energies and the statistics are those of the locality approximation, draw
+  for draw."""
+  import dataclasses
+  from ferminet_fast.physics import ecp
+  potential = ecp.Ecp('test', 0, np.array([[0.0, 1.0, 0.3]]),
+                      (np.zeros((0, 3)), np.array([[0.0, 1.0, 0.0]])))
+  ham = dataclasses.replace(hamiltonian.of(atom('H'), laplacians.JACFWD, jnp.float64),
+                            ecp=(potential,))
+  net = hydrogen_1s()
+  evaluate = walk.make_evaluate(net, ham)
+  elements = ham.nonlocal_elements(net.apply)
+  assert walk.make_tmoves(elements, 0.1) is not None
+  x0 = 1.5 * jax.random.normal(jax.random.PRNGKey(0), (16, 3))
+  runs = []
+  for treatment in (walk.TMOVES, walk.LOCALITY):
+    move = moves(evaluate, walk.make_psi(net), 0.1, treatment(elements, 0.1))
+    step = jax.jit(walk.make_step(evaluate, 0.1, 1, 2, move))
+    state = walk.init_state(jax.jit(evaluate), {}, x0, jax.random.PRNGKey(1))
+    history = []
+    for _ in range(5):
+      state, out = step({}, state)
+      history.append(out)
+    runs.append((state, jax.device_get(history)))
+  (state, history), (expected, expected_history) = runs
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12),
+               (state, history), (expected, expected_history))
+  assert np.all(np.asarray(state.walkers.x) != np.asarray(x0))  # The walkers did move.

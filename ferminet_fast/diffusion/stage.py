@@ -27,8 +27,9 @@ from ferminet_fast.vmc import stats
 
 SUBDIR = 'dmc'  # <run>/dmc: the DMC checkpoints and their settings.
 COLUMNS = ('energy', 'growth', 'acceptance', 'tau_eff', 'nonfinite')  # Per step, StepStats.
-# Fix a DMC run's state ('moves': 'all' in the settings.json of runs from before the key).
-KEYS = ('tau', 'steps', 'equilibration', 'batch_size', 'parameters', 'moves')
+# Fix a DMC run's state ('moves': 'all' and 'ecp_moves': 'locality' in the settings.json of
+# runs from before those keys; 'ecp_moves' is recorded as None for a system without an ECP).
+KEYS = ('tau', 'steps', 'equilibration', 'batch_size', 'parameters', 'moves', 'ecp_moves')
 
 
 class Setup(NamedTuple):
@@ -43,6 +44,9 @@ class Setup(NamedTuple):
   laplacian: laplacians.Method
   moves: choices.Choice  # A record of walk.MOVES: the walkers' moves.
   psi: Callable  # (params, x (B, 3N)) -> sign, log|psi|, its gradient (walk.make_psi).
+  ecp_moves: choices.Choice  # A record of walk.ECP_MOVES: the ECP's non-local part.
+  # (params, x (3N,), i, sign, log|psi|, atoms) -> ecp.Elements; None: no non-local part.
+  nonlocal_elements: Optional[Callable]
 
 
 class Progress(NamedTuple):
@@ -83,10 +87,13 @@ def prepare(cfg, run_dir: str) -> Setup:
   size = cfg.dmc.batch_size or cfg.batch_size
   if size != x.shape[0]:  # The run's walkers repeated (or cut) to the population's size.
     x = x[jnp.arange(size) % x.shape[0]]
-  evaluate = walk.make_evaluate(built.network, built.parts.hamiltonian, built.parts.chunk_size)
+  ham = built.parts.hamiltonian
+  evaluate = walk.make_evaluate(built.network, ham, built.parts.chunk_size)
   return Setup(cfg, system, evaluate, state.params, x, run.trained_step, run.parameters,
                built.parts.laplacian, choices.pick(walk.MOVES, cfg.dmc.moves, 'dmc.moves'),
-               walk.make_psi(built.network))
+               walk.make_psi(built.network),
+               choices.pick(walk.ECP_MOVES, cfg.dmc.ecp_moves, 'dmc.ecp_moves'),
+               ham.nonlocal_elements(built.network.apply))
 
 
 def fresh(setup: Setup, seed: int) -> Progress:
@@ -98,20 +105,23 @@ def fresh(setup: Setup, seed: int) -> Progress:
   return Progress(state, jnp.zeros((), jnp.int32), series, jnp.zeros(len(d.tau), setup.x.dtype))
 
 
-def resume(run_dir: str, like: Progress, cfg) -> Optional[Progress]:
+def resume(run_dir: str, like: Progress, setup: Setup) -> Optional[Progress]:
   """The newest DMC checkpoint of the run, or None when DMC has not started; InputError if
   it was made with other DMC settings."""
   where = os.path.join(run_dir, SUBDIR)
   ours = {k: list(v) if isinstance(v, tuple) else v for k, v in
-          ((k, getattr(cfg.dmc, k)) for k in KEYS)}
+          ((k, getattr(setup.cfg.dmc, k)) for k in KEYS)}
+  ecp = setup.system.has_ecp
+  ours['ecp_moves'] = setup.ecp_moves.name if ecp else None
   saved = os.path.join(where, 'settings.json')
   if not checkpoint.has_checkpoint(where):
     os.makedirs(where, exist_ok=True)
     rundir.write_json(saved, ours)
     return None
   theirs = rundir.read_json(saved) if os.path.exists(saved) else {}
-  if theirs:
-    theirs.setdefault('moves', walk.ALL.name)  # Made before the moves could be chosen.
+  if theirs:  # Made before the moves, or the ECP's treatment, could be chosen:
+    theirs.setdefault('moves', walk.ALL.name)
+    theirs.setdefault('ecp_moves', walk.LOCALITY.name if ecp else None)
   if theirs != ours:
     raise InputError(f'{where} holds a DMC run with other settings ({theirs}); run with '
                      f'those to resume it, or remove {where} to start again')
@@ -172,7 +182,8 @@ def _compiled(setup: Setup, tau: float, state: walk.DMCState, watch) -> tuple:
   shardings = shardings._replace(
       walkers=jax.tree.map(lambda _: ctx.walker_sharding(), state.walkers))
   params = jax.tree.map(lambda a: a.sharding, setup.params)
-  move = setup.moves(setup.evaluate, setup.psi, tau)
+  move = setup.moves(setup.evaluate, setup.psi, tau,
+                     setup.ecp_moves(setup.nonlocal_elements, tau))
   step = jax.jit(walk.make_step(setup.evaluate, tau, setup.system.n_electrons,
                                setup.cfg.dmc.equilibration, move),
                  in_shardings=(params, shardings), out_shardings=(shardings, ctx.replicated()))
@@ -216,7 +227,7 @@ def time_step_warnings(per_tau: list) -> list:
 
 
 def results(setup: Setup, progress: Progress) -> dict:
-  """dmc.json's content: the moves; per time step the reblocked mixed estimate, tau_eff,
+  """dmc.json's content: the moves and the ECP's treatment; per time step the reblocked mixed estimate, tau_eff,
   acceptance, steps, wall time and ms per step; E(tau -> 0); the error against the exact
   energy; the sign check."""
   d, series = setup.cfg.dmc, np.asarray(progress.series, np.float64)
@@ -242,7 +253,7 @@ def results(setup: Setup, progress: Progress) -> dict:
           'batch_size': int(setup.x.shape[0]), 'parameters': setup.which,
           'checkpoint_step': setup.trained_step, 'laplacian': setup.laplacian.name,
           'precision': setup.cfg.precision, 'moves': setup.moves.name,
-          'ecp': 'locality approximation' if setup.system.has_ecp else None,
+          'ecp': setup.ecp_moves.name if setup.system.has_ecp else None,
           'sign_check': {'walkers': int(signs.size), 'fraction_opposite_sign': opposite,
                          'nodeless_over_samples': opposite == 0.0},
           'warnings': time_step_warnings(per_tau)}

@@ -30,9 +30,33 @@ in the form of Umrigar, Nightingale & Runge, J. Chem. Phys. 99, 2865 (1993) (UNR
 
 The mixed estimate of the energy at a step is sum_i w_i E_L(x_i) / sum_i w_i. The bias of
 the fixed population (of order 1 / walkers) is not corrected.
-Effective core potentials act through the locality approximation (Mitas, Shirley &
-Ceperley, J. Chem. Phys. 95, 3467 (1991)): their non-local part is applied to the trial
-function, as in the VMC local energy.
+
+Effective core potentials (ECP_MOVES: dmc.ecp_moves). Their non-local part couples x to the
+configurations x' that move one electron i to a point q of the quadrature about a nucleus
+(physics/ecp.py), with matrix elements V_x'x psi(x') / psi(x) whose sum is the non-local
+energy. With 'locality' they act through the locality approximation (Mitas, Shirley &
+Ceperley, J. Chem. Phys. 95, 3467 (1991)): applied to the trial function, as in the VMC
+local energy; the energy is then not an upper bound. With 'tmoves' the walk is that of
+the effective Hamiltonian of T-moves (Casula, Phys. Rev. B 74, 161102(R) (2006)), whose
+fixed-node energy is an upper bound of the ECP Hamiltonian's, in the size-consistent form
+of Casula, Moroni, Sorella & Filippi, J. Chem. Phys. 132, 154113 (2010), their version 1
+(QMCPACK's nonlocalmoves = v1):
+- the sign-violating elements (V psi'/psi > 0) stay on the diagonal (the sign-flip term);
+  the sign-obeying ones (< 0) give T = -tau V psi'/psi > 0, the T-moves;
+- after the drift-diffusion part of the step (the electron sweep, or the all-electron move
+  with its accept/reject), the electrons in turn, each from the configuration the ones
+  before it left, jump to point q with probability T_q / (1 + sum_q' T_q') or stay with
+  probability 1 / (1 + sum_q' T_q') (heat bath over that electron's sign-obeying
+  elements, with the quadrature frame that the energy takes at that configuration). A
+  jump may cross the trial function's node (those elements are sign-obeying too); the
+  drift-diffusion moves never do;
+- the weights keep the local energy E_L of the locality approximation, which is also the
+  effective Hamiltonian's: E_L = E_L^TM + V^-, with E_L^TM the T-move local energy
+  (kinetic, local potentials, sign-flip term) and V^- the sum of the sign-obeying
+  elements, whose share of the weight is the T matrix's normalisation 1 + tau |V^-| =
+  exp(-tau V^-) + O(tau^2) (Casula 2006; QMCPACK weighs the same way).
+With electron moves the sweep's one local energy is evaluated after the T-moves; with
+all-electron moves a second one where the T-moves took the walkers (kept where they jumped).
 """
 
 from typing import Callable, NamedTuple, Optional
@@ -105,7 +129,8 @@ def comb(key: jax.Array, weights: jax.Array) -> jax.Array:
 
 def make_evaluate(network, ham: hamiltonian.Hamiltonian, chunk_size: int = 0) -> Callable:
   """(params, x (B, 3N), geometry=None) -> Walkers at x: sign, log|psi|, local energy under
-  the Hamiltonian `ham` (with the ECP's by the locality approximation) and grad log|psi| of
+  the Hamiltonian `ham` (with the ECP's whole non-local energy: the E_L of the locality
+  approximation, which the T-moves' weights take as well) and grad log|psi| of
   each walker, in chunks of `chunk_size` walkers (0: all at once), the nuclei of `geometry`
   (a systems.Geometry; None: the system's own)."""
   local = ham.local_energy_at(network.log_psi, with_gradient=True)
@@ -168,10 +193,13 @@ def _healthy(w: Walkers) -> jax.Array:
   return jnp.isfinite(w.local_energy) & jnp.isfinite(w.log_psi) & jnp.all(jnp.isfinite(w.x), -1)
 
 
-def make_all_electron_move(evaluate: Callable, psi: Optional[Callable], tau: float) -> Callable:
+def make_all_electron_move(evaluate: Callable, psi: Optional[Callable], tau: float,
+                           relocate: Optional[Callable] = None) -> Callable:
   """(params, DMCState, k_move, k_accept, geometry) -> Moved: every electron of a walker moved
   at once by drift and diffusion, the move accepted or rejected as a whole with the
-  Metropolis-Hastings ratio (UNR). `psi` is not needed (the record's common signature)."""
+  Metropolis-Hastings ratio (UNR); then, with `relocate` (a record of ECP_MOVES made it),
+  the T-moves, the walkers that jumped evaluated again (UNR's branching factor is of the
+  drift-diffusion move). `psi` is not needed (the record's common signature)."""
   del psi
 
   def move(params, s: DMCState, k_move, k_accept, geometry=None) -> Moved:
@@ -191,6 +219,8 @@ def make_all_electron_move(evaluate: Callable, psi: Optional[Callable], tau: flo
     accept = jax.random.uniform(k_accept, p.shape, p.dtype) < p
     pick = lambda a, b: jnp.where(accept.reshape(-1, *[1] * (a.ndim - 1)), a, b)  # noqa: E731
     walkers = jax.tree.map(pick, new, old)
+    if relocate is not None:
+      walkers = _relocated(evaluate, relocate, params, walkers, k_move, geometry)
     moved = s.moved + jnp.sum(p * dr2)
     proposed = s.proposed + jnp.sum(jnp.where(finite & healthy, dr2, 0.0))
     return Moved(walkers, new.local_energy, finite, p, healthy, moved, proposed, p)
@@ -213,7 +243,8 @@ def make_psi(network) -> Callable:
       params, x, geometry)
 
 
-def make_electron_move(evaluate: Callable, psi: Callable, tau: float) -> Callable:
+def make_electron_move(evaluate: Callable, psi: Callable, tau: float,
+                       relocate: Optional[Callable] = None) -> Callable:
   """(params, DMCState, k_move, k_accept, geometry) -> Moved: a sweep over the N electrons of
   every walker, each moved alone by its (limited) drift and a Gaussian of variance tau,
   accepted or rejected with its own Metropolis-Hastings ratio |psi'|^2 G(x <- x') /
@@ -221,8 +252,9 @@ def make_electron_move(evaluate: Callable, psi: Callable, tau: float) -> Callabl
   sec. III.C; as QMCPACK's and CASINO's DMC). `psi` (make_psi) gives log|psi| and its
   gradient after each proposal (the whole network recomputed); the local energy is
   evaluated once, after the sweep, and the branching factor is then exp(tau_eff (E_T -
-  (S + S') / 2)) with S, S' at the sweep's start and end. A walker whose end point is not
-  finite keeps its start (the sweep rejected, counted as not finite)."""
+  (S + S') / 2)) with S, S' at the sweep's start and end. With `relocate` (a record of
+  ECP_MOVES made it) the T-moves follow the sweep, before that evaluation. A walker whose
+  end point is not finite keeps its start (the sweep rejected, counted as not finite)."""
   sqrt_tau = tau ** 0.5
 
   def move(params, s: DMCState, k_move, k_accept, geometry=None) -> Moved:
@@ -259,7 +291,9 @@ def make_electron_move(evaluate: Callable, psi: Callable, tau: float) -> Callabl
     zero = jnp.zeros((b,), old.x.dtype)
     carry = (old.x, old.sign, old.log_psi, old.drift, zero, zero, zero,
              jnp.zeros((b,), bool))
-    x, _, _, _, moved, proposed, p_sum, bad = jax.lax.fori_loop(0, n, electron, carry)
+    x, sign, log_psi, _, moved, proposed, p_sum, bad = jax.lax.fori_loop(0, n, electron, carry)
+    if relocate is not None:
+      x = relocate(params, x, sign, log_psi, _tmove_key(k_move), geometry).x
     new = evaluate(params, x, geometry)
     finite = (jnp.isfinite(new.log_psi) & jnp.isfinite(new.local_energy)
               & jnp.all(jnp.isfinite(new.drift), axis=-1))
@@ -272,13 +306,108 @@ def make_electron_move(evaluate: Callable, psi: Callable, tau: float) -> Callabl
   return move
 
 
-# The DMC moves (dmc.moves): factory (evaluate, psi, tau) -> move (params, DMCState,
-# k_move, k_accept, geometry) -> Moved.
+class TMove(NamedTuple):
+  """The T-move of one electron of one configuration x: where it may jump and how likely."""
+  points: jax.Array  # (P, 3) bohr, the quadrature points about the atoms with an ECP.
+  p: jax.Array  # (P,) T_q / (1 + sum T), T_q = tau max(0, -V_x'x psi(x') / psi(x)).
+  stay: jax.Array  # () 1 / (1 + sum T): the rest.
+  sign: jax.Array  # (P,) the sign of psi at each x' ...
+  log_psi: jax.Array  # (P,) ... and log|psi|.
+
+
+def tmove(elements: Callable, params, x: jax.Array, i, sign, log_psi, tau,
+          atoms=None) -> TMove:
+  """The heat-bath T-move of electron i of one configuration x (3N,) whose psi has `sign` and
+  log|psi| `log_psi`: `elements` (Hamiltonian.nonlocal_elements) gives V_x'x psi(x') /
+  psi(x) for each point; the sign-obeying (negative) ones, times -tau, are the weights of
+  the jumps against 1 for staying (Casula et al. 2010). A non-finite element counts as 0."""
+  e = elements(params, x, i, sign, log_psi, atoms)
+  t = tau * jnp.where(jnp.isfinite(e.value), jnp.maximum(-e.value, 0.0), 0.0)
+  norm = 1.0 + jnp.sum(t)
+  return TMove(e.points, t / norm, 1.0 / norm, e.sign, e.log_abs)
+
+
+class Relocated(NamedTuple):
+  """The population after the T-moves: positions, psi there, electrons that jumped."""
+  x: jax.Array  # (B, 3N) bohr.
+  sign: jax.Array  # (B,)
+  log_psi: jax.Array  # (B,)
+  jumps: jax.Array  # (B,) int32, electrons of each walker that jumped.
+
+
+def make_tmoves(elements: Optional[Callable], tau: float) -> Optional[Callable]:
+  """(params, x (B, 3N), sign (B,), log|psi| (B,), key, geometry=None) -> Relocated: the
+  T-moves of every walker, electron after electron (each one's TMove from the configuration
+  the ones before it left; one uniform number each), the nuclei of `geometry` (None: the
+  system's own). None when there is no non-local part to move by (`elements` None)."""
+  if elements is None:
+    return None
+
+  def one(params, x, sign, log_psi, i, u, atoms):
+    m = tmove(elements, params, x, i, sign, log_psi, tau, atoms)
+    cumulative = jnp.cumsum(m.p)
+    q = jnp.clip(jnp.searchsorted(cumulative, u, side='right'), 0, m.p.shape[0] - 1)
+    jump = u < cumulative[-1]  # Point q with probability p_q; else stay.
+    there = x.reshape(-1, 3).at[i].set(m.points[q]).reshape(x.shape)
+    return (jnp.where(jump, there, x), jnp.where(jump, m.sign[q], sign),
+            jnp.where(jump, m.log_psi[q], log_psi), jump.astype(jnp.int32))
+
+  def relocate(params, x, sign, log_psi, key, geometry=None) -> Relocated:
+    atoms = None if geometry is None else geometry.positions
+    b, n = x.shape[0], x.shape[1] // 3
+    uniform = jax.random.uniform(key, (n, b), x.dtype)
+
+    def electron(i, carry):
+      x, sign, log_psi, jumps = carry
+      x, sign, log_psi, jump = jax.vmap(one, in_axes=(None, 0, 0, 0, None, 0, None))(
+          params, x, sign, log_psi, i, uniform[i], atoms)
+      return x, sign, log_psi, jumps + jump
+
+    carry = (x, sign, log_psi, jnp.zeros((b,), jnp.int32))
+    return Relocated(*jax.lax.fori_loop(0, n, electron, carry))
+
+  return relocate
+
+
+def make_locality(elements: Optional[Callable], tau: float) -> None:
+  """No moves by the ECP: its non-local part stays in the local energy (the locality
+  approximation). The record's common signature."""
+  del elements, tau
+
+
+def _tmove_key(k_move: jax.Array) -> jax.Array:
+  """The T-moves' key, derived from the drift-diffusion's (whose draws stay as they were)."""
+  return jax.random.fold_in(k_move, 1)
+
+
+def _relocated(evaluate: Callable, relocate: Callable, params, walkers: Walkers, k_move,
+               geometry) -> Walkers:
+  """`walkers` after the T-moves: those that jumped evaluated where they went (kept where
+  they were if that is not finite)."""
+  r = relocate(params, walkers.x, walkers.sign, walkers.log_psi, _tmove_key(k_move), geometry)
+  there = evaluate(params, r.x, geometry)
+  ok = (r.jumps > 0) & _healthy(there) & jnp.all(jnp.isfinite(there.drift), axis=-1)
+  return jax.tree.map(lambda a, c: jnp.where(ok.reshape(-1, *[1] * (a.ndim - 1)), a, c),
+                      there, walkers)
+
+
+# The DMC moves (dmc.moves): factory (evaluate, psi, tau, relocate=None) -> move (params,
+# DMCState, k_move, k_accept, geometry) -> Moved; `relocate`: the ECP's moves after the
+# drift-diffusion ones (a record of ECP_MOVES makes it; None: none).
 ELECTRON = choices.Choice('electron', make_electron_move, 'one electron at a time, each '
                           'accepted or rejected alone (Umrigar, Nightingale and Runge 1993)')
 ALL = choices.Choice('all', make_all_electron_move, 'all electrons at once, the whole move '
                      'accepted or rejected')
 MOVES = choices.table(ELECTRON, ALL)
+
+# The treatments of an ECP's non-local part (dmc.ecp_moves): factory (elements, tau) ->
+# relocate for the moves' factories, or None (no moves by the ECP).
+TMOVES = choices.Choice('tmoves', make_tmoves, 'T-moves in the size-consistent form of '
+                        'Casula, Moroni, Sorella and Filippi 2010 (version 1): variational')
+LOCALITY = choices.Choice('locality', make_locality, 'the locality approximation (Mitas, '
+                          'Shirley and Ceperley 1991): the non-local part applied to the '
+                          'trial function; not variational')
+ECP_MOVES = choices.table(TMOVES, LOCALITY)
 
 
 def make_step(evaluate: Callable, tau: float, n_electrons: int, equilibration: int,

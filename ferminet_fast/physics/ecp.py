@@ -9,7 +9,9 @@ action on psi is an angular integral, evaluated by a 12-point (icosahedral) quad
 exact for spherical harmonics up to degree 5, about a randomly rotated frame:
   [sum_m |lm><lm| psi](r_i) / psi = (2l + 1) / 12 sum_q P_l(cos theta_q) psi(r_i -> r q_q) / psi,
 where r_i -> r q_q moves electron i to the quadrature point q_q at the same distance from
-the nucleus. That is N x M_ecp x 12 extra network evaluations per configuration.
+the nucleus. That is N x M_ecp x 12 extra network evaluations per configuration. The
+terms of that sum, one per electron and point, are the operator's matrix elements V_x'x
+psi(x') / psi(x) (`make_nonlocal_elements`), which DMC's T-moves take as well.
 
 The rotation is drawn from a key derived from the configuration itself, so it is new at
 every configuration (which removes the quadrature's orientation bias on average) while
@@ -109,66 +111,119 @@ def configuration_key(x: jax.Array) -> jax.Array:
   return jax.random.fold_in(jax.random.PRNGKey(0x5EED), jnp.sum(bits * mix, dtype=jnp.uint32))
 
 
-def make_ecp_energy(apply: Callable, positions: np.ndarray,
-                    ecps: tuple) -> Optional[Callable]:
-  """(params, x (3N,), atoms=None) -> the ECP energy of one configuration (Ha): local and
-  non-local terms of every atom with an ECP, the nuclei at `atoms` (M, 3) bohr, or with
-  None at `positions` (M, 3) bohr (constants of the program); `apply(params, x[, atoms]) ->
-  (sign, log|psi|)` (called without atoms when they are None), `ecps` one Ecp or None per
-  atom. None when no atom has one."""
+class Elements(NamedTuple):
+  """The non-local ECP operator's matrix elements from one configuration x to the P = 12 K
+  configurations x' that move one electron to a quadrature point about one of the K atoms
+  with an ECP (the same distance from that nucleus, the frame the energy uses at x)."""
+  points: jax.Array  # (P, 3) bohr, where the electron goes in each x'.
+  value: jax.Array  # (P,) Ha, V_x'x psi(x') / psi(x): their sum over the points and the
+  # electrons is the non-local energy.
+  sign: jax.Array  # (P,) the sign of psi(x') ...
+  log_abs: jax.Array  # (P,) ... and log|psi(x')|.
+
+
+class _Tables(NamedTuple):
+  """The radial terms of the atoms with an ECP, padded to one shape (rows with c = 0 add
+  nothing), as constants of the program."""
+  atoms: np.ndarray  # (K,) indices of the atoms with an ECP.
+  centres: np.ndarray  # (K, 3) bohr, their positions in the system.
+  local: np.ndarray  # (K, T, 3) the local channel's (n, alpha, c) rows.
+  channels: Optional[np.ndarray]  # (L + 1, K, T, 3) per non-local channel; None: none.
+
+
+def _tables(positions: np.ndarray, ecps: tuple) -> Optional[_Tables]:
+  """The tables of the atoms at `positions` (M, 3) with ECPs `ecps` (one Ecp or None per
+  atom); None when no atom has one."""
   with_ecp = [i for i, e in enumerate(ecps) if e is not None]
   if not with_ecp:
     return None
-  centres = np.asarray(positions, np.float64)[with_ecp]  # (K, 3)
   chosen = [ecps[i] for i in with_ecp]
   max_l = max(len(e.channels) for e in chosen) - 1
   blocks = [[e.channels[l] if l < len(e.channels) else np.zeros((0, 3)) for e in chosen]
             for l in range(max_l + 1)]
   width = max([b.shape[0] for b in [e.local for e in chosen] + sum(blocks, [])] + [1])
 
-  def pad(block):  # Rows with c = 0 add nothing; every block gets `width` rows.
+  def pad(block):
     return np.concatenate([block, np.zeros((width - block.shape[0], 3))])
 
-  local = np.stack([pad(e.local) for e in chosen])  # (K, T, 3)
-  channels = (np.stack([np.stack([pad(b) for b in per_l]) for per_l in blocks])
-              if max_l >= 0 else None)  # (L + 1, K, T, 3)
+  return _Tables(np.asarray(with_ecp), np.asarray(positions, np.float64)[with_ecp],
+                 np.stack([pad(e.local) for e in chosen]),
+                 np.stack([np.stack([pad(b) for b in per_l]) for per_l in blocks])
+                 if max_l >= 0 else None)
 
-  def per_atom(terms, r):  # terms (K, T, 3), r (N, K) -> (N, K)
-    return jax.vmap(radial, in_axes=(0, 1), out_axes=1)(terms, r)
+
+def _per_atom(terms, r):
+  """Each atom's radial sum: terms (K, T, 3), r (..., K) -> (..., K)."""
+  return jax.vmap(radial, in_axes=(0, -1), out_axes=-1)(terms, r)
+
+
+def _placed(tables: _Tables, apply: Callable, atoms, dtype) -> tuple:
+  """(nuclei with an ECP (K, 3) bohr, psi(params, x) -> (sign, log|psi|)): at `atoms` (M, 3),
+  or with None at the system's own positions (the function's own constants)."""
+  if atoms is None:
+    return jnp.asarray(tables.centres, dtype), apply
+  return (jnp.asarray(atoms, dtype)[tables.atoms],
+          lambda params, y: apply(params, y, atoms))
+
+
+def make_nonlocal_elements(apply: Callable, positions: np.ndarray,
+                           ecps: tuple) -> Optional[Callable]:
+  """(params, x (3N,), i, sign, log_abs, atoms=None) -> Elements of electron i of one
+  configuration x, whose psi has `sign` and log|psi| `log_abs`: per quadrature point q about
+  atom k, V_x'x psi(x') / psi(x) = sum_l U_l(r_ik) (2l + 1) / 12 P_l(cos theta_q) psi(x') /
+  psi(x), theta_q the angle between the electron's direction from the nucleus and q's. The
+  frame is electron i's rotation drawn from x (as the energy's). `apply`, `positions`,
+  `ecps`, `atoms`: as make_ecp_energy's. None when no atom has a non-local channel."""
+  tables = _tables(positions, ecps)
+  if tables is None or tables.channels is None:
+    return None
+  channels = tables.channels
+  max_l = channels.shape[0] - 1
+
+  def elements(params, x, i, sign, log_abs, atoms=None) -> Elements:
+    dtype = x.dtype
+    nuclei, psi = _placed(tables, apply, atoms, dtype)
+    r = x.reshape(-1, 3)
+    d = r[i] - nuclei  # (K, 3)
+    dist = jnp.linalg.norm(d, axis=-1)  # (K,)
+    u = jnp.stack([_per_atom(c, dist) for c in channels])  # (L + 1, K)
+    frame = rotations(configuration_key(x), r.shape[0], dtype)[i]
+    points = jnp.asarray(ICOSAHEDRON, dtype) @ frame.T  # (12, 3)
+    cos = (d / dist[:, None]) @ points.T  # (K, 12)
+    moved = (nuclei[:, None, :] + dist[:, None, None] * points[None]).reshape(-1, 3)
+    sign_new, log_new = jax.vmap(lambda p: psi(params, r.at[i].set(p).reshape(-1)))(moved)
+    ratio = (sign_new * sign * jnp.exp(log_new - log_abs)).reshape(cos.shape)
+    weights = jnp.asarray((2 * np.arange(max_l + 1) + 1) / 12, dtype)[:, None, None]
+    u = u[:, :, None]
+    terms = jnp.where(u != 0, u * weights * legendre(max_l, cos) * ratio[None], 0.0)
+    return Elements(moved, jnp.sum(terms, axis=0).reshape(-1), sign_new, log_new)
+
+  return elements
+
+
+def make_ecp_energy(apply: Callable, positions: np.ndarray,
+                    ecps: tuple) -> Optional[Callable]:
+  """(params, x (3N,), atoms=None) -> the ECP energy of one configuration (Ha): local and
+  non-local terms of every atom with an ECP, the nuclei at `atoms` (M, 3) bohr, or with
+  None at `positions` (M, 3) bohr (constants of the program); `apply(params, x[, atoms]) ->
+  (sign, log|psi|)` (called without atoms when they are None), `ecps` one Ecp or None per
+  atom. The non-local energy is the sum of make_nonlocal_elements' values over the points
+  and the electrons. None when no atom has an ECP."""
+  tables = _tables(positions, ecps)
+  if tables is None:
+    return None
+  elements = make_nonlocal_elements(apply, positions, ecps)
 
   def energy(params, x, atoms=None):
-    dtype = x.dtype
-    if atoms is None:
-      nuclei = lambda: jnp.asarray(centres, dtype)  # noqa: E731
-      psi = apply
-    else:
-      nuclei = lambda: jnp.asarray(atoms, dtype)[np.asarray(with_ecp)]  # noqa: E731
-      psi = lambda params, y: apply(params, y, atoms)  # noqa: E731
+    nuclei, psi = _placed(tables, apply, atoms, x.dtype)
     r = x.reshape(-1, 3)
-    n = r.shape[0]
-    d = r[:, None, :] - nuclei()[None]  # (N, K, 3)
-    dist = jnp.linalg.norm(d, axis=-1)  # (N, K)
-    total = jnp.sum(per_atom(local, dist))
-    if channels is None:
+    dist = jnp.linalg.norm(r[:, None, :] - nuclei[None], axis=-1)  # (N, K)
+    total = jnp.sum(_per_atom(tables.local, dist))
+    if elements is None:
       return total
-    u = jnp.stack([per_atom(c, dist) for c in channels], axis=-1)  # (N, K, L + 1)
-    points = jnp.einsum('nij,qj->nqi', rotations(configuration_key(x), n, dtype),
-                        jnp.asarray(ICOSAHEDRON, dtype))  # (N, 12, 3), one frame per electron
-    cos = jnp.einsum('nki,nqi->nkq', d / dist[..., None], points)  # (N, K, 12)
-    moved = (nuclei()[None, :, None, :]
-             + dist[:, :, None, None] * points[:, None, :, :])  # (N, K, 12, 3)
     sign, log_abs = psi(params, x)
-
-    def ratio(i, position):  # psi(electron i at position) / psi(x)
-      sign_new, log_new = psi(params, r.at[i].set(position).reshape(-1))
-      return sign_new * sign * jnp.exp(log_new - log_abs)
-
-    ratios = jax.vmap(lambda i, p: jax.vmap(jax.vmap(lambda q: ratio(i, q)))(p))(
-        jnp.arange(n), moved)  # (N, K, 12)
-    p_l = legendre(max_l, cos)  # (L + 1, N, K, 12)
-    weights = jnp.asarray(2 * np.arange(max_l + 1) + 1, dtype)[:, None, None]
-    projected = weights * jnp.mean(p_l * ratios[None], axis=-1)  # (L + 1, N, K)
-    nonlocal_ = jnp.where(u != 0, u * jnp.moveaxis(projected, 0, -1), 0.0)
-    return total + jnp.sum(nonlocal_)
+    values = jax.vmap(lambda i: elements(params, x, i, sign, log_abs, atoms).value)(
+        jnp.arange(r.shape[0]))  # (N, P)
+    return total + jnp.sum(values)
 
   return energy

@@ -53,6 +53,14 @@ class Hamiltonian:
     ECPs."""
     return None if self.ecp is None else ecp.make_ecp_energy(apply, self.positions, self.ecp)
 
+  def nonlocal_elements(self, apply: Callable) -> Optional[Callable]:
+    """(params, x (3N,), i, sign, log|psi|, atoms=None) -> ecp.Elements: the non-local ECP
+    operator's matrix elements V_x'x psi(x') / psi(x) of electron i of one configuration
+    (ecp.make_nonlocal_elements) for the signed wavefunction `apply`; None without a
+    non-local channel."""
+    return (None if self.ecp is None else
+            ecp.make_nonlocal_elements(apply, self.positions, self.ecp))
+
   def local_energy(self, log_psi: Callable, apply: Optional[Callable] = None,
                    log_psi_phase: Optional[Callable] = None) -> Callable:
     """(params, x (3N,), geometry=None) -> E_L (), Ha, the nuclei where `geometry` (a
