@@ -82,11 +82,11 @@ def _fewest_holding_every_value(sets):
               for subset in itertools.combinations(sets, size) if values(subset) == values(sets))
 
 
-def combinations(every, covering):
+def combinations(every, covering, pairs_only=False):
   """The parameter sets of a combination matrix: `every` one, or with
-  FERMINET_FAST_TESTS_COMBINATIONS=covering the subset `covering`, which must hold every
-  pair of values of `every`'s sets (checked here, so the subset cannot drift), or with
-  =each the fewest of `every`'s sets that hold each value."""
+  FERMINET_FAST_TESTS_COMBINATIONS=covering (or `pairs_only`) the subset `covering`, which
+  must hold every pair of values of `every`'s sets (checked here, so the subset cannot
+  drift), or with =each the fewest of `every`'s sets that hold each value."""
   every, covering = list(every), list(covering)
 
   def pairs(sets):
@@ -97,19 +97,21 @@ def combinations(every, covering):
     raise ValueError(f'the covering subset misses the value pairs {sorted(missing)}')
   if COMBINATIONS == 'each':
     return _fewest_holding_every_value(every)
-  return covering if COMBINATIONS == 'covering' else every
+  return covering if COMBINATIONS == 'covering' or pairs_only else every
 
 
-def network_optimizer_precision(optimizers):
+def network_optimizer_precision(optimizers, pairs_only=False):
   """The combination matrix of every network, optimizer (of `optimizers`) and precision a
   user may pick, as (network, optimizer, precision) sets for `combinations`, with its
-  pairwise-covering subset."""
+  pairwise-covering subset. `pairs_only`: for a stage built on training (a set of
+  geometries), whose network, optimizer and precision the molecular matrix of
+  tests/test_train.py runs in every combination, every pair of values once."""
   return combinations(
       [(n, o, p) for n in ('ferminet', 'psiformer') for o in optimizers
        for p in ('float32', 'float64')],
       [(n, o, p) for k, o in enumerate(optimizers)
        for n, p in (('ferminet', ('float32', 'float64')[k % 2]),
-                    ('psiformer', ('float64', 'float32')[k % 2]))])
+                    ('psiformer', ('float64', 'float32')[k % 2]))], pairs_only)
 
 
 def tiny_config(atom='He', **overrides):

@@ -92,7 +92,8 @@ def test_gradient_from_the_curvature_pass_is_the_vmc_gradient(name):
                                  err_msg=jax.tree_util.keystr(path))
     assert jax.tree.structure(grads) == jax.tree.structure(grads_ref)
     statistics, _ = kfac.make_statistics(network, params, network.n_coords)
-    for got, want in zip(jax.tree.leaves(curvature), jax.tree.leaves(statistics(params, x))):
+    for got, want in zip(jax.tree.leaves(curvature),
+                         jax.tree.leaves(jax.jit(statistics)(params, x))):
       np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)  # Roundoff only.
 
 
@@ -108,7 +109,8 @@ def test_statistics_with_each_walkers_nuclei_pool_those_of_each_geometry():
     w = jax.random.normal(jax.random.PRNGKey(4), (2 * b,), jnp.float64)
     stack = jnp.asarray([[[0, 0, 0], [0, 0, 1.4]], [[0, 0, 0.1], [0, 0, 2.3]]], jnp.float64)
     statistics, _ = kfac.make_statistics(network, params, network.n_coords)
-    (factors, diagonal), grads = jax.jit(statistics)(params, x, w, jnp.repeat(stack, b, 0))
+    statistics = jax.jit(statistics)
+    (factors, diagonal), grads = statistics(params, x, w, jnp.repeat(stack, b, 0))
     alone = [statistics(params, x[i * b:(i + 1) * b], w[i * b:(i + 1) * b], stack[i])
              for i in range(2)]
     jax.tree.map(lambda got, *each: np.testing.assert_allclose(got, sum(each), rtol=1e-10,

@@ -187,8 +187,8 @@ def test_one_compiled_energy_grad_serves_a_batch_of_geometries(optimizer):
     assert len({round(float(v), 6) for v in e}) == len(BONDS)  # The geometry mattered.
 
 
-@pytest.mark.parametrize('optimizer', ['kfac', 'spring'])
-@pytest.mark.jax_range
+@pytest.mark.parametrize('optimizer', [pytest.param('kfac', marks=pytest.mark.jax_range),
+                                       'spring'])
 def test_train_step_with_a_geometry_is_the_step_of_the_system_built_there(optimizer):
   """Parts.train_step given a geometry as data gives the state of the step whose positions
   are constants (float64, to rounding): at the system's own geometry that of the same

@@ -33,7 +33,9 @@ def h2_scan(path, **overrides):
       'network.psiformer.head_dim': 4, 'log.save_path': str(path), **overrides})
 
 
-RUNS = network_optimizer_precision(OPTIMIZERS)
+# Every pair of network, optimizer and precision once: each piece's every combination with
+# one geometry is tests/test_train.py's.
+RUNS = network_optimizer_precision(OPTIMIZERS, pairs_only=True)
 
 
 @pytest.mark.parametrize('network,optimizer,precision', RUNS)

@@ -239,7 +239,6 @@ def test_nonfinite_walkers_are_dropped_and_moves_there_rejected(moves):
   assert np.all(np.isfinite(np.asarray(state.walkers.log_psi)))
 
 
-@pytest.mark.jax_range
 def test_dmc_step_with_a_geometry_is_the_step_of_the_system_built_there():
   """One network's DMC step given a stretched H2 geometry as data equals the step of the
   network built for that geometry (same parameters, walkers and key): the walkers' local

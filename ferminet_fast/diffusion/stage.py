@@ -78,11 +78,11 @@ def settings(run_dir: str, overrides: dict):
 def prepare(cfg, run_dir: str) -> Setup:
   """The trained network with the run's Laplacian and precision, its parameters (averaged
   or last, as evaluation takes them) and walkers, the population's size set."""
-  run = trained.TrainedRun.load(run_dir, cfg, cfg.dmc.parameters)
-  built, system, state = run.built, run.built.system, run.state
-  if system.surface is not None:
+  if plan.system_of(cfg).surface is not None:  # Refused before anything is built.
     raise InputError(f'--run {run_dir!r} was trained over a set of geometries: DMC takes one '
                      'geometry (train that geometry alone)')
+  run = trained.TrainedRun.load(run_dir, cfg, cfg.dmc.parameters)
+  built, system, state = run.built, run.built.system, run.state
   x = state.walkers.x
   size = cfg.dmc.batch_size or cfg.batch_size
   if size != x.shape[0]:  # The run's walkers repeated (or cut) to the population's size.

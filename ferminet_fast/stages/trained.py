@@ -56,12 +56,13 @@ class TrainedRun(NamedTuple):
 def with_parameters(parts: step.Parts, state: step.TrainState,
                     which: str) -> tuple:
   """(state, 'average' or 'last'): the state with the parameters to evaluate, the walkers'
-  log|psi| recomputed for them; 'average' is 'last' while the optimizer state holds no
+  log|psi| recomputed for them (in one compiled program, not operation by operation); 'average' is 'last' while the optimizer state holds no
   average of the parameters yet."""
   if which != 'average' or not int(optim.averaged_updates(state.opt_state)) > 0:
     return state, 'last'
   params = optim.averaged_params(state.opt_state, state.params)
-  walkers = state.walkers._replace(log_psi=parts.walkers_log_psi(params, state.walkers.x))
+  walkers = state.walkers._replace(log_psi=jax.jit(parts.walkers_log_psi)(params,
+                                                                          state.walkers.x))
   return state._replace(params=params, walkers=walkers), 'average'
 
 
@@ -98,7 +99,8 @@ def fine_tuned(source: str, parts: step.Parts, state: step.TrainState,
                       later_stage=True)
   run = TrainedRun.load(source, cfg, 'average')
   params = jax.device_put(run.state.params, jax.tree.map(lambda a: a.sharding, state.params))
-  walkers = state.walkers._replace(log_psi=parts.walkers_log_psi(params, state.walkers.x))
+  walkers = state.walkers._replace(log_psi=jax.jit(parts.walkers_log_psi)(params,
+                                                                          state.walkers.x))
   say(f'Fine-tuning the {"averaged" if run.parameters == "average" else "last"} parameters '
       f'of step {run.trained_step} of {source}')
   return state._replace(params=params, walkers=walkers)
