@@ -166,3 +166,52 @@ def test_norm_constraint_bounds_the_step():
   updates, state = opt.update(grads, opt.init(params), params)
   assert float(state.lr) == pytest.approx(0.05, rel=1e-6)
   np.testing.assert_allclose(updates['w'], -0.05, rtol=1e-6)
+
+
+def _annealed_reference(t, rate, delay, decay, anneal, anneal_to, iterations):
+  """The annealed schedule written out in NumPy (float64)."""
+  t = np.asarray(t, np.float64)
+  plain = rate * (1.0 + t / delay) ** -decay
+  if anneal == 0:  # Off.
+    return plain
+  start = (1.0 - anneal) * iterations
+  frac = np.clip((t - start) / (iterations - start), 0.0, 1.0)
+  return plain * (anneal_to + (1.0 - anneal_to) * 0.5 * (1.0 + np.cos(np.pi * frac)))
+
+
+def test_annealed_schedule_falls_along_a_half_cosine_over_the_last_steps():
+  cfg = config.default().optim
+  cfg.lr.rate, cfg.lr.delay, cfg.lr.anneal, cfg.lr.anneal_to = 0.02, 50.0, 0.25, 0.1
+  ts = np.arange(0, 201, dtype=np.float32)
+  plain = np.asarray(jax.vmap(optim.lr_schedule(optim.ADAM, cfg.lr))(ts))
+  annealed = np.asarray(jax.vmap(optim.lr_schedule(optim.ADAM, cfg.lr, 200))(ts))
+  reference = _annealed_reference(ts, 0.02, 50.0, 1.0, 0.25, 0.1, 200)
+  np.testing.assert_allclose(annealed, reference, rtol=1e-5)
+  np.testing.assert_allclose(annealed[:151], plain[:151], rtol=1e-6)  # Before T0 = 150.
+  assert annealed[200] == pytest.approx(0.1 * plain[200], rel=1e-5)
+  factor = annealed / plain
+  assert np.all(np.diff(factor) <= 1e-6) and factor[160] < 1.0  # Falls, never rises.
+
+
+def test_anneal_zero_is_the_plain_schedule():
+  cfg = config.default().optim
+  plain = optim.lr_schedule(optim.KFAC, cfg.lr)
+  off = optim.lr_schedule(optim.KFAC, cfg.lr, 100)  # anneal = 0 by default.
+  assert off.__code__ is plain.__code__  # The same function: no factor in the step.
+  ts = np.arange(0, 120, dtype=np.float32)
+  np.testing.assert_array_equal(jax.vmap(off)(ts), jax.vmap(plain)(ts))
+  np.testing.assert_allclose(jax.vmap(off)(ts),
+                             _annealed_reference(ts, 0.05, 1e4, 1.0, 0.0, 0.1, 100), rtol=1e-6)
+
+
+@pytest.mark.parametrize('optimizer', ['adam', 'kfac'])
+def test_a_training_records_the_annealed_rates(tmp_path, optimizer):
+  cfg = tiny_config('He', **{'optim.optimizer': optimizer, 'optim.iterations': 6,
+                             'batch_size': 16, 'mcmc.burn_in': 2, 'optim.lr.rate': 0.01,
+                             'optim.lr.delay': 10.0, 'optim.lr.anneal': 0.5,
+                             'optim.lr.anneal_to': 0.2, 'optim.kfac.norm_constraint': 1e12,
+                             'network.ferminet.hidden_dims': ((8, 4),),
+                             'log.save_path': str(tmp_path / optimizer)})
+  result = train.train(cfg, quiet=True)
+  expected = _annealed_reference(np.arange(6), 0.01, 10.0, 1.0, 0.5, 0.2, 6)
+  np.testing.assert_allclose(result.history['lr'], expected, rtol=1e-5)

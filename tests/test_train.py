@@ -338,3 +338,28 @@ def test_a_crystal_trains_from_its_primitive_cell(tmp_path):
   result = train.train(cfg, quiet=True)
   assert np.all(np.isfinite(result.history['energy']))
   assert result.state.walkers.x.shape == (16, 12)
+
+
+def test_a_run_stops_quietly_at_its_time_budget(tmp_path):
+  path = tmp_path / 'budget'
+  cfg = tiny_config('He', **{'optim.iterations': 100000, 'optim.seconds': 0.5, 'batch_size': 16,
+                             'mcmc.burn_in': 2, 'network.ferminet.hidden_dims': ((8, 4),),
+                             'log.save_path': str(path)})
+  result = train.train(cfg, quiet=True)
+  steps = len(result.history['energy'])
+  assert 0 < steps < 100000 and result.stopped_by is None  # A normal end: exit status 0.
+  assert result.budget_step == steps
+  with open(path / 'result.json') as f:
+    written = json.load(f)
+  assert written['stopped_at_time_budget'] == steps and written['iterations'] == steps
+  assert written['complete']
+  saved = max(int(d) for d in os.listdir(path / 'checkpoints') if d.isdigit())
+  assert saved == steps
+
+
+def test_bad_annealing_and_budget_values_are_one_clear_error(tmp_path):
+  for key, value in (('optim.lr.anneal', 1.5), ('optim.lr.anneal_to', -0.1),
+                     ('optim.seconds', -1.0)):
+    cfg = tiny_config('He', **{key: value, 'log.save_path': str(tmp_path / 'x')})
+    with pytest.raises(InputError, match=key.replace('.', r'\.')):
+      train.train(cfg, quiet=True)

@@ -11,7 +11,8 @@ need; first-order optax transformations ignore them. Each is composed the same w
 `direction` gives an ascent direction d (Adam's m / sqrt(v), KFAC's F^-1 g, SPRING's natural
 gradient); `scaled_by_schedule` makes the update -lr d with FermiNet's schedule
 lr = rate * (1 + t / delay) ** -decay, t counting the updates applied (the one counter),
-and keeps the rate it applied; `averaged` keeps a moving average of the parameters the
+annealed over the last steps where optim.lr.anneal says (`annealed`), and keeps the rate
+it applied; `averaged` keeps a moving average of the parameters the
 updates lead to, which evaluation uses (`averaged_params`); `reject_nonfinite` drops an
 update that would make a parameter non-finite and keeps the state (the average too) as it
 was.
@@ -48,9 +49,10 @@ class Samples:
   groups: int = flax.struct.field(pytree_node=False, default=1)
 
 
-def lr_schedule(method: 'Method', lr_cfg) -> Callable:
+def lr_schedule(method: 'Method', lr_cfg, iterations: Optional[int] = None) -> Callable:
   """t (steps) -> learning rate, from the `optim.lr` settings, whose None values take the
-  method's defaults."""
+  method's defaults; with lr_cfg.anneal > 0 (and `iterations`, the run's optim.iterations),
+  annealed over the last steps (`annealed`)."""
   rate = method.rate if lr_cfg.rate is None else lr_cfg.rate
   delay = method.delay if lr_cfg.delay is None else lr_cfg.delay
   decay = lr_cfg.decay
@@ -58,7 +60,26 @@ def lr_schedule(method: 'Method', lr_cfg) -> Callable:
   def schedule(t):
     return rate * jnp.power(1.0 + t / delay, -decay)
 
-  return schedule
+  if not lr_cfg.anneal or iterations is None:  # Off: the step is built as without it.
+    return schedule
+  return annealed(schedule, lr_cfg.anneal, lr_cfg.anneal_to, iterations)
+
+
+def annealed(schedule: Callable, anneal: float, anneal_to: float, iterations: int) -> Callable:
+  """`schedule` times a factor that falls from 1 to `anneal_to` along a half cosine over the
+  last `anneal` fraction of `iterations` steps, and stays there after: late in training the
+  last parameters carry the gradient's noise. t is the optimizer's update counter (kept in
+  checkpoints; a fine-tuned run starts it at 0); a resumed run with more iterations anneals
+  to its new end. Damping (KFAC's) is not annealed."""
+  start = (1.0 - anneal) * iterations
+  span = max(iterations - start, 1e-12)
+
+  def schedule_annealed(t):
+    frac = jnp.clip((t - start) / span, 0.0, 1.0)
+    factor = anneal_to + (1.0 - anneal_to) * 0.5 * (1.0 + jnp.cos(jnp.pi * frac))
+    return schedule(t) * factor
+
+  return schedule_annealed
 
 
 class ScheduleState(NamedTuple):
@@ -323,7 +344,7 @@ def make_optimizer(method: Method, optim_cfg, network) -> optax.GradientTransfor
   around a ScheduleState (module docstring)."""
   direction = method(optim_cfg, network)
   constraint = getattr(optim_cfg, method.name).norm_constraint if method.norm else None
-  return reject_nonfinite(averaged(scaled_by_schedule(direction,
-                                                      lr_schedule(method, optim_cfg.lr),
-                                                      constraint, method.norm or 'fisher'),
+  schedule = lr_schedule(method, optim_cfg.lr, optim_cfg.iterations)
+  return reject_nonfinite(averaged(scaled_by_schedule(direction, schedule, constraint,
+                                                      method.norm or 'fisher'),
                                    optim_cfg.average_fraction))

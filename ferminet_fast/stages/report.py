@@ -21,6 +21,8 @@ class Result(NamedTuple):
   stopped_by: Optional[str] = None  # Name of the signal that stopped training early.
   # Over a set of geometries, each one's estimate (as `estimate`, which is then their mean).
   geometries: Optional[list] = None
+  # The step at which training stopped at its time budget (optim.seconds), or None.
+  budget_step: Optional[int] = None
 
   @property
   def error_mha(self) -> Optional[float]:
@@ -61,16 +63,17 @@ def finish(final_fraction: float, system: systems.System, run: context.Run, out,
     each = [stats.final_estimate(out.history[f'energy_{g}'][:t], final_fraction,
                                  drawn_only=True) for g in range(system.geometry_count)]
   result = Result(estimate, exact, out.history, timings, out.state, run_dir, out.stopped_by,
-                  each)
+                  each, out.budget_step)
   run.write('result.json', {
       'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
       'samples': estimate.n, 'exact_energy': exact, 'states': system.states,
       'error_mha': result.error_mha, 'iterations': t, 'complete': not out.stopped_by,
-      'wall_s': timings['total_s'],
+      'wall_s': timings['total_s'], 'stopped_at_time_budget': out.budget_step,
       **({'geometries': [{'energy': e.mean, 'error': e.error, 'tau': e.tau, 'samples': e.n}
                          for e in each]} if each else {})})
   say(f'Trained steps {start}-{t} in {wall:.1f} s ({timings["iterations_per_s"]:.1f} it/s); '
-      f'total {timings["total_s"]:.1f} s')
+      f'total {timings["total_s"]:.1f} s'
+      + (' (stopped at the time budget, optim.seconds)' if out.budget_step is not None else ''))
   # Each step measures parameters just fitted to nearly the same walkers, so the training
   # mean runs low (tens of mHa at Ne); an evaluation freezes the parameters.
   say('The training mean below was measured while the parameters moved (biased low at '

@@ -20,13 +20,16 @@ class Outcome(NamedTuple):
   wall_s: float  # Seconds in the loop.
   rewinds: int  # Rewinds to an earlier all-finite state.
   stopped_by: Optional[str]  # Name of the signal that stopped the loop early, if any.
+  # The step at which the time budget (optim.seconds) ended the loop, a normal end; or None.
+  budget_step: Optional[int] = None
 
 
 def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, start: int,
         train_step: Callable, stop, remeasure: Optional[Callable] = None,
         watch: Optional[watchdog.Watchdog] = None, geometries: int = 1,
         relax=None) -> Outcome:
-  """Runs `train_step` from step `start` to `optim_cfg.iterations` (or a stop signal), with
+  """Runs `train_step` from step `start` to `optim_cfg.iterations` (or a stop signal, or the
+  step that reaches this invocation's budget `optim_cfg.seconds`, a normal end), with
   records, checkpoints and timers as the `log` settings say and rewinds as the `optim`
   ones say, for `run` (its directory, printing, timings and devices).
 
@@ -48,7 +51,7 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
     saver.save(start, state)
   if watch is not None:  # Steps of their own length: the limit starts at first_s again.
     watch.phase(f'training step {start} (the first of this run)')
-  t0, t, failed, stopped_by = time.perf_counter(), start, 0, None
+  t0, t, failed, stopped_by, budget_step = time.perf_counter(), start, 0, None, None
   while t < optim_cfg.iterations:
     state, device_stats = train_step(state)
     record.push(t, device_stats)  # Fetches the previous step's statistics: it completed.
@@ -74,12 +77,16 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
     if remeasure and log_cfg.timers_every and t % log_cfg.timers_every == 0:
       _remeasured(remeasure(state), t, record, run)
     stopping, timed = ctx.agree(stop.received is not None, saver.due_by_time())
+    spent = optim_cfg.seconds and _budget_spent(ctx, optim_cfg.seconds, t0)
     if (saver.due_by_steps(t) or timed or stopping) and rewinder.is_good(state):
       record.flush()
       saver.save(t, state)
     if stopping:
       stopped_by = stop.received or 'a signal to another process'
       record.say(f'{stopped_by} received: checkpointed step {t}, stopping')
+      break
+    if spent:
+      budget_step = _stopped_at_budget(t, optim_cfg, record)
       break
   record.finish()
   if not failed and rewinder.is_good(state):
@@ -94,7 +101,22 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
         f'{saver.last_saved}). Lower optim.lr.rate (or clip harder: a smaller '
         'optim.clip_local_energy) and resume.')
   history = {c: np.asarray(v) for c, v in record.history.items()}
-  return Outcome(state, t, history, time.perf_counter() - t0, rewinder.rewinds, stopped_by)
+  return Outcome(state, t, history, time.perf_counter() - t0, rewinder.rewinds, stopped_by,
+                 budget_step)
+
+
+def _budget_spent(ctx, seconds: float, t0: float) -> bool:
+  """Whether `seconds` have passed since perf_counter() `t0` on process 0 (all agree)."""
+  return ctx.agree(False, time.perf_counter() - t0 >= seconds)[1]
+
+
+def _stopped_at_budget(t: int, optim_cfg, record: recorder.Recorder) -> int:
+  """Says that the loop stops at step `t`, its time budget spent; returns `t`. The budget
+  is per invocation (a resumed run gets optim.seconds afresh); the learning rate's
+  annealing still follows the steps (optim.iterations)."""
+  record.say(f'time budget reached (optim.seconds = {optim_cfg.seconds:g} s): stopping at '
+             f'step {t} of {optim_cfg.iterations} as at the last step')
+  return t
 
 
 class _Fixed:
