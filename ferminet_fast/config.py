@@ -285,6 +285,19 @@ SETTINGS = {
                                     'head_dim.', _positive_int, structural=True),
     'network.psiformer.layer_norm': S(False, 'Layer-normalise the input of each sublayer.',
                                       structural=True),
+    # LapNet: Psiformer's layers with sparse derivative attention; the paper's 4 layers of
+    # 4 heads of 64 are scaled as the Psiformer's are here.
+    'network.lapnet.layers': S(2, 'Sparse derivative attention layers.', _positive_int,
+                               structural=True),
+    'network.lapnet.heads': S(4, 'Attention heads per layer.', _positive_int, structural=True),
+    'network.lapnet.head_dim': S(16, 'Features per head; both streams are heads * head_dim '
+                                 'wide.', _positive_int, structural=True),
+    'network.lapnet.layer_norm': S(False, 'Layer-normalise the input of each sublayer.',
+                                   structural=True),
+    'network.lapnet.sparse_layers': S(2, 'Residual tanh dense layers of the per-electron '
+                                      'stream (queries and keys) between attention layers; '
+                                      '0: every layer attends with the embedding.', _count,
+                                      structural=True),
 
     # Optimisation.
     'optim.iterations': S(2000, 'Parameter updates (training steps).', _non_negative),

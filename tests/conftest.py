@@ -114,6 +114,13 @@ def network_optimizer_precision(optimizers, pairs_only=False):
                     ('psiformer', ('float64', 'float32')[k % 2]))], pairs_only)
 
 
+def each_optimizer_and_precision(network, optimizers):
+  """(network, optimizer, precision) sets of one more network beside the matrix of
+  `network_optimizer_precision`, which its layers share: the fewest that hold each
+  optimizer (of `optimizers`) and each precision once, the precisions in turn."""
+  return [(network, o, ('float32', 'float64')[k % 2]) for k, o in enumerate(optimizers)]
+
+
 def tiny_config(atom='He', **overrides):
   """A small, fast config; `overrides` are dotted keys, e.g. {'optim.iterations': 10}."""
   cfg = config.default()

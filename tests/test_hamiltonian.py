@@ -77,12 +77,15 @@ def _real_network(atom, **overrides):
   return network, params, x
 
 
-# folx_sparse compiles for ~15 s per network here, so it is checked on the first case only.
+# folx_sparse compiles for ~15 s per network here, so it is checked on FermiNet and on
+# LapNet, whose attention is built for it (per-pair scores, a per-electron stream), only.
 @pytest.mark.parametrize('atom,overrides,methods', [
     ('Li', {}, METHODS),
     ('Be', {'network.full_det': False, 'network.envelope': 'full'}, DENSE_METHODS),
     ('He', {'network.network_type': 'psiformer', 'network.psiformer.layers': 1,
             'network.psiformer.heads': 2, 'network.psiformer.head_dim': 4}, DENSE_METHODS),
+    ('Li', {'network.network_type': 'lapnet', 'network.lapnet.heads': 2,
+            'network.lapnet.head_dim': 4, 'network.lapnet.sparse_layers': 1}, METHODS),
 ])
 def test_laplacian_methods_agree_with_finite_differences(atom, overrides, methods):
   with jax.enable_x64(True):

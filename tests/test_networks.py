@@ -1,4 +1,5 @@
-"""FermiNet: antisymmetry, determinant helpers, parameter precision."""
+"""FermiNet, Psiformer and LapNet: antisymmetry, determinant helpers, parameter precision,
+periodicity, LapNet's sparse attention."""
 
 import itertools
 
@@ -45,6 +46,8 @@ CASES = [
     ('N', {'network.envelope': 'full', 'network.jastrow': 'none'}),
     ('Be', {'network.network_type': 'psiformer', 'network.psiformer.layers': 1,
             'network.psiformer.heads': 2, 'network.psiformer.head_dim': 4}),
+    ('Be', {'network.network_type': 'lapnet', 'network.lapnet.heads': 2,
+            'network.lapnet.head_dim': 4, 'network.lapnet.layer_norm': True}),
 ]
 
 
@@ -117,8 +120,9 @@ def test_jastrow_gives_the_electron_electron_cusp(pair, cusp):
   assert float(slope) == pytest.approx(cusp, rel=1e-4)
 
 
-@pytest.mark.parametrize('envelope', ['auto', 'planewave'])
-@pytest.mark.parametrize('network_type', ['ferminet', 'psiformer'])
+@pytest.mark.parametrize('network_type,envelope', [
+    (n, e) for n in ('ferminet', 'psiformer') for e in ('auto', 'planewave')] + [
+    ('lapnet', 'auto')])
 def test_periodic_network_is_lattice_periodic(network_type, envelope):
   """In a (skewed) crystal cell, moving one electron by a lattice vector leaves log|psi| and
   its sign unchanged (to float32 rounding of the shifted coordinates), with the envelope that
@@ -295,3 +299,43 @@ def test_slab_and_chain_features_are_periodic_only_along_their_periods(dims):
       np.testing.assert_allclose(g.ae[..., 1], (r[:, None] - atoms[None])[..., 1], atol=1e-12)
 
 
+
+
+def _lapnet_scores(atom, **overrides):
+  """(system, x -> the sparse derivative attention's numerators of every layer (layers,
+  heads, n, n), a configuration x) of a small LapNet in float64 (call under
+  jax.enable_x64): the scores are sown from the network through a method interceptor."""
+  system, network, params = tiny_network(atom, jnp.float64, seed=2, **{
+      'network.network_type': 'lapnet', 'network.lapnet.heads': 2,
+      'network.lapnet.head_dim': 4, **overrides})
+
+  def sow_scores(next_fun, args, kwargs, context):
+    out = next_fun(*args, **kwargs)
+    if context.method_name == 'scores':
+      context.module.sow('intermediates', 'scores', out)
+    return out
+
+  def scores(x):
+    _, state = network.instrumented(params, x, ['intermediates'], sow_scores)
+    layers = sorted(state['intermediates'])
+    return jnp.stack([state['intermediates'][k]['scores'][0] for k in layers])
+
+  x = jax.random.normal(jax.random.PRNGKey(5), (3 * system.n_electrons,), jnp.float64)
+  return system, scores, x
+
+
+@pytest.mark.jax_range
+def test_lapnet_attention_scores_depend_on_their_pair_of_electrons_only():
+  """LapNet's attention numerators exp(q_i . k_j) of every layer, past the first too, depend
+  on electrons i and j alone (queries and keys come from the per-electron stream): their
+  Jacobian has non-zero columns only at those two electrons' coordinates, the sparsity a
+  forward Laplacian keeps; the main stream they weight depends on every electron."""
+  with jax.enable_x64(True):
+    system, scores, x = _lapnet_scores('Be', **{'network.lapnet.layers': 3})
+    n = system.n_electrons
+    jac = jax.jit(jax.jacfwd(scores))(x).reshape(3, 2, n, n, n, 3)  # layer, head, i, j, l, c
+    assert np.all(np.isfinite(jac))
+    moved = np.any(jac != 0, axis=(0, 1, 5))  # (i, j, l): whether r_l moves score ij.
+    for i, j in itertools.product(range(n), repeat=2):
+      np.testing.assert_array_equal(np.flatnonzero(moved[i, j]), sorted({i, j}),
+                                    err_msg=f'pair {(i, j)}')

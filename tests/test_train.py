@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import combinations, network_optimizer_precision, tiny_config
+from conftest import (combinations, each_optimizer_and_precision, network_optimizer_precision,
+                      tiny_config)
 from ferminet_fast import InputError, plan, train
 from ferminet_fast.environment import packages
 from ferminet_fast.runtime import cli, rundir
@@ -196,7 +197,10 @@ def test_cli_molecule_replaces_the_config_files_atom_and_back(monkeypatch):
 
 
 OPTIMIZERS = ('adam', 'kfac', 'spring', 'sgd')
-MOLECULE_RUNS = network_optimizer_precision(OPTIMIZERS)
+# LapNet's dense layers are Psiformer's (the same Dense and attention projections): each
+# optimizer and each precision once.
+MOLECULE_RUNS = (network_optimizer_precision(OPTIMIZERS)
+                 + each_optimizer_and_precision('lapnet', OPTIMIZERS))
 
 
 @pytest.mark.parametrize('network,optimizer,precision', MOLECULE_RUNS)
@@ -208,7 +212,8 @@ def test_every_network_optimizer_and_precision_trains(tmp_path, network, optimiz
       'batch_size': 16, 'optim.iterations': 4, 'mcmc.burn_in': 2, 'mcmc.steps': 2,
       'network.ferminet.hidden_dims': ((8, 4),), 'network.psiformer.layers': 1,
       'network.psiformer.heads': 2, 'network.psiformer.head_dim': 4,
-      'log.save_path': str(tmp_path / 'run')})
+      'network.lapnet.heads': 2, 'network.lapnet.head_dim': 4,
+      'network.lapnet.sparse_layers': 1, 'log.save_path': str(tmp_path / 'run')})
   result = train.train(cfg, quiet=True)
   assert len(result.history['energy']) == 4
   assert np.all(np.isfinite(result.history['energy']))

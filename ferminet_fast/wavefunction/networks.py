@@ -1,4 +1,5 @@
-"""FermiNet and Psiformer wavefunctions for ONE electron configuration (no batch axis).
+"""FermiNet, Psiformer and LapNet wavefunctions for ONE electron configuration (no batch
+axis).
 
 `x` is the flat (3N,) vector of electron positions in bohr, spin-up electrons first.
 The network returns (sign, log|psi|); vmap, jit and sharding are applied by callers.
@@ -128,8 +129,40 @@ class Attention(nn.Module):
                  name='out')(out)
 
 
+class SparseDerivativeAttention(nn.Module):
+  """LapNet's sparse derivative attention (Li et al. 2024): multi-head attention over the
+  electrons whose queries and keys come from the per-electron stream s (n, d), in which
+  electron i's features depend on r_i alone, and whose values come from the main stream h
+  (n, d). The weight of electron j in electron i's output then depends on r_i and r_j only
+  (through its numerator; the softmax's normaliser is a sum over j), so the Jacobian of the
+  logits has 6 non-zero columns per pair, not 3N, and a forward Laplacian that keeps
+  per-electron sparsity (folx with a threshold) carries them as such. Parameters as
+  `Attention`'s (query, key, value, out)."""
+  heads: int
+  head_dim: int
+  param_dtype: Any = jnp.float32
+
+  def scores(self, q, k):
+    """exp(q_i . k_j / sqrt(head_dim) - c_i) (heads, n, n), the softmax's numerators, from
+    queries and keys (n, heads, head_dim); c_i, each row's largest logit, held constant. A
+    method of its own, so that an interceptor can read it."""
+    logits = jnp.einsum('qhd,khd->hqk', q / jnp.sqrt(self.head_dim).astype(q.dtype), k)
+    return jnp.exp(logits - jax.lax.stop_gradient(jnp.max(logits, axis=-1, keepdims=True)))
+
+  @nn.compact
+  def __call__(self, s, h):
+    proj = lambda name, x: Dense((self.heads, self.head_dim), use_bias=False,
+                                 param_dtype=self.param_dtype, name=name)(x)
+    q, k, v = proj('query', s), proj('key', s), proj('value', h)  # (n, heads, head_dim)
+    scores = self.scores(q, k)
+    # The values weighted by the sparse numerators, then divided by each row's normaliser.
+    out = jnp.einsum('hqk,khd->qhd', scores, v) / jnp.sum(scores, axis=-1).T[..., None]
+    return Dense(h.shape[-1], in_dims=2, use_bias=False, param_dtype=self.param_dtype,
+                 name='out')(out)
+
+
 class _Slater(nn.Module):
-  """What FermiNet and Psiformer share: per-electron features h (n, d) -> orbitals times
+  """What FermiNet, Psiformer and LapNet share: per-electron features h (n, d) -> orbitals times
   envelopes -> a sum of determinants, times an optional e-e Jastrow factor.
 
   Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
@@ -251,6 +284,44 @@ class Psiformer(_Slater):
     return h
 
 
+class LapNet(_Slater):
+  """LapNet (Li, Wang, Zhang, Ren and Chen, Nat. Mach. Intell. 6, 209 (2024)): Psiformer's
+  inputs and layers with sparse derivative attention (`SparseDerivativeAttention`).
+
+  Two streams start from the same embedding of each electron's input (Psiformer's): a
+  per-electron stream s, which only tanh dense layers applied electron by electron update
+  (`sparse_layers` residual ones between attention layers), so that s_i depends on r_i alone,
+  and the main stream h, to which each layer adds attention whose queries and keys come
+  from s and values from h, then a tanh dense layer, both as residuals (optionally
+  layer-normed first). The orbitals are read from h. Since the attention weights depend on
+  pairs of electrons only, a forward Laplacian that keeps per-electron sparsity costs less
+  than on a Psiformer of the same width and depth.
+  """
+  layers: int = 2
+  heads: int = 4
+  head_dim: int = 16
+  layer_norm: bool = False
+  sparse_layers: int = 2
+
+  def features(self, geometry: Geometry) -> jax.Array:
+    x = psiformer_inputs(geometry, self.n_up, self.n_down)
+    width = self.heads * self.head_dim
+    h = s = Dense(width, use_bias=False, param_dtype=self.param_dtype, name='embed')(x)
+    norm = (lambda name: nn.LayerNorm(param_dtype=self.param_dtype, name=name)
+            if self.layer_norm else (lambda v: v))
+    for layer in range(self.layers):
+      attention = SparseDerivativeAttention(self.heads, self.head_dim, self.param_dtype,
+                                            name=f'attention_{layer}')
+      f = h + attention(norm(f'norm_sparse_{layer}')(s), norm(f'norm_attention_{layer}')(h))
+      g = norm(f'norm_mlp_{layer}')(f)
+      h = f + jnp.tanh(Dense(width, param_dtype=self.param_dtype, name=f'mlp_{layer}')(g))
+      if layer + 1 < self.layers:  # The last layer's per-electron stream would be unused.
+        for i in range(self.sparse_layers):
+          s = s + jnp.tanh(Dense(width, param_dtype=self.param_dtype,
+                                 name=f'sparse_{layer}_{i}')(s))
+    return h
+
+
 def _rows(a) -> tuple:
   return tuple(tuple(float(c) for c in row) for row in np.asarray(a))
 
@@ -265,12 +336,21 @@ def _psiformer(net_cfg, **common) -> Psiformer:
                    layer_norm=p.layer_norm, **common)
 
 
+def _lapnet(net_cfg, **common) -> LapNet:
+  p = net_cfg.lapnet
+  return LapNet(layers=p.layers, heads=p.heads, head_dim=p.head_dim, layer_norm=p.layer_norm,
+                sparse_layers=p.sparse_layers, **common)
+
+
 # The ansatzes: each factory makes its flax module from the network settings (its own block,
-# network.ferminet or network.psiformer) and the keyword arguments every ansatz shares.
+# network.ferminet, network.psiformer or network.lapnet) and the keyword arguments every
+# ansatz shares.
 FERMINET = choices.Choice('ferminet', _ferminet, 'FermiNet (Pfau et al. 2020)')
 PSIFORMER = choices.Choice('psiformer', _psiformer,
                            'Psiformer, self-attention over electrons (von Glehn et al. 2023)')
-ANSATZES = choices.table(FERMINET, PSIFORMER)
+LAPNET = choices.Choice('lapnet', _lapnet, 'LapNet, Psiformer with sparse derivative attention '
+                        '(Li et al. 2024): a cheaper forward Laplacian')
+ANSATZES = choices.table(FERMINET, PSIFORMER, LAPNET)
 
 
 def make_network(net_cfg, system: systems.System, dtype, ansatz: choices.Choice,
