@@ -21,6 +21,11 @@ NETWORKS = {
                   'network.psiformer.head_dim': 4, 'network.psiformer.layer_norm': True},
     'ferminet, 2 states': {'system.states': 2},  # Each layer's rows of both configurations.
 }
+# LapNet's layers are Psiformer's Dense; its taps are checked, not its whole update again.
+TAPPED = {**NETWORKS, 'lapnet': {'network.network_type': 'lapnet', 'network.lapnet.heads': 2,
+                                 'network.lapnet.head_dim': 4,
+                                 'network.lapnet.layer_norm': True}}
+LAYERS = {'psiformer': 13, 'lapnet': 15}  # Psiformer's 5 per layer; LapNet's 5, 2 between.
 
 
 def _rows(blocks):
@@ -33,7 +38,7 @@ def _rows(blocks):
   return full.reshape(-1, full.shape[-1])
 
 
-@pytest.mark.parametrize('name', list(NETWORKS))
+@pytest.mark.parametrize('name', list(TAPPED))
 @pytest.mark.jax_range
 def test_taps_give_every_layers_parameter_gradient(name):
   """For each dense layer, sum over rows of input (x) d log|psi| / d output is the kernel's
@@ -41,7 +46,7 @@ def test_taps_give_every_layers_parameter_gradient(name):
   G are built from the right quantities. float64, against jax.grad of log|psi| (with two
   states, of the total wavefunction's)."""
   with jax.enable_x64(True):
-    system, network, params = tiny_network('Li', jnp.float64, **NETWORKS[name])
+    system, network, params = tiny_network('Li', jnp.float64, **TAPPED[name])
     x = jax.random.normal(jax.random.PRNGKey(3), (3, network.n_coords), jnp.float64)
     gradient = jax.jit(jax.grad(network.log_psi))
     tapped = jax.jit(jax.value_and_grad(
@@ -53,7 +58,7 @@ def test_taps_give_every_layers_parameter_gradient(name):
       inputs = traverse_util.flatten_dict(inputs)
       d_taps = traverse_util.flatten_dict(d_taps)
       layers = sorted(k[:-1] for k in d_taps)
-      assert len(layers) == (13 if name == 'psiformer' else 5)
+      assert len(layers) == LAYERS.get(name, 5)
       for path in layers:
         a = _rows(inputs[path + ('inputs',)][0])
         kernel = grad[path + ('kernel',)]
