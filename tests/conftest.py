@@ -100,18 +100,20 @@ def combinations(every, covering, pairs_only=False):
   return covering if COMBINATIONS == 'covering' or pairs_only else every
 
 
-def network_optimizer_precision(optimizers, pairs_only=False):
+def network_optimizer_precision(optimizers, pairs_only=False, more=()):
   """The combination matrix of every network, optimizer (of `optimizers`) and precision a
   user may pick, as (network, optimizer, precision) sets for `combinations`, with its
   pairwise-covering subset. `pairs_only`: for a stage built on training (a set of
   geometries), whose network, optimizer and precision the molecular matrix of
-  tests/test_train.py runs in every combination, every pair of values once."""
+  tests/test_train.py runs in every combination, every pair of values once. `more`: sets
+  added to both (a network whose layers the others' share, e.g.
+  `each_optimizer_and_precision`)."""
   return combinations(
       [(n, o, p) for n in ('ferminet', 'psiformer') for o in optimizers
-       for p in ('float32', 'float64')],
+       for p in ('float32', 'float64')] + list(more),
       [(n, o, p) for k, o in enumerate(optimizers)
        for n, p in (('ferminet', ('float32', 'float64')[k % 2]),
-                    ('psiformer', ('float64', 'float32')[k % 2]))], pairs_only)
+                    ('psiformer', ('float64', 'float32')[k % 2]))] + list(more), pairs_only)
 
 
 def each_optimizer_and_precision(network, optimizers):

@@ -199,8 +199,8 @@ def test_cli_molecule_replaces_the_config_files_atom_and_back(monkeypatch):
 OPTIMIZERS = ('adam', 'kfac', 'spring', 'sgd')
 # LapNet's dense layers are Psiformer's (the same Dense and attention projections): each
 # optimizer and each precision once.
-MOLECULE_RUNS = (network_optimizer_precision(OPTIMIZERS)
-                 + each_optimizer_and_precision('lapnet', OPTIMIZERS))
+MOLECULE_RUNS = network_optimizer_precision(
+    OPTIMIZERS, more=each_optimizer_and_precision('lapnet', OPTIMIZERS))
 
 
 @pytest.mark.parametrize('network,optimizer,precision', MOLECULE_RUNS)
