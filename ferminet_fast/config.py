@@ -289,7 +289,8 @@ SETTINGS = {
     # 4 heads of 64 are scaled as the Psiformer's are here.
     'network.lapnet.layers': S(2, 'Sparse derivative attention layers.', _positive_int,
                                structural=True),
-    'network.lapnet.heads': S(4, 'Attention heads per layer.', _positive_int, structural=True),
+    'network.lapnet.heads': S(4, 'Attention heads per layer.', _positive_int,
+                              structural=True),
     'network.lapnet.head_dim': S(16, 'Features per head; both streams are heads * head_dim '
                                  'wide.', _positive_int, structural=True),
     'network.lapnet.layer_norm': S(False, 'Layer-normalise the input of each sublayer.',

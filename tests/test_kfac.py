@@ -22,9 +22,9 @@ NETWORKS = {
     'ferminet, 2 states': {'system.states': 2},  # Each layer's rows of both configurations.
 }
 # LapNet's layers are Psiformer's Dense; its taps are checked, not its whole update again.
-TAPPED = {**NETWORKS, 'lapnet': {'network.network_type': 'lapnet', 'network.lapnet.heads': 2,
-                                 'network.lapnet.head_dim': 4,
-                                 'network.lapnet.layer_norm': True}}
+TAPPED = {**NETWORKS, 'lapnet': {
+    'network.network_type': 'lapnet', 'network.lapnet.heads': 2, 'network.lapnet.head_dim': 4,
+    'network.lapnet.layer_norm': True}}
 LAYERS = {'psiformer': 13, 'lapnet': 15}  # Psiformer's 5 per layer; LapNet's 5, 2 between.
 
 

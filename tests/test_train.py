@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import (combinations, each_optimizer_and_precision, network_optimizer_precision,
-                      tiny_config)
+from conftest import (combinations, each_optimizer_and_precision,
+                      network_optimizer_precision, tiny_config)
 from ferminet_fast import InputError, plan, train
 from ferminet_fast.environment import packages
 from ferminet_fast.runtime import cli, rundir

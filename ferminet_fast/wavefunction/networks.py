@@ -162,8 +162,8 @@ class SparseDerivativeAttention(nn.Module):
 
 
 class _Slater(nn.Module):
-  """What FermiNet, Psiformer and LapNet share: per-electron features h (n, d) -> orbitals times
-  envelopes -> a sum of determinants, times an optional e-e Jastrow factor.
+  """What FermiNet, Psiformer and LapNet share: per-electron features h (n, d) -> orbitals
+  times envelopes -> a sum of determinants, times an optional e-e Jastrow factor.
 
   Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
   `__call__(x, return_orbitals=True)` the orbital blocks (k, n_s, n_orb) per spin (what
@@ -290,12 +290,13 @@ class LapNet(_Slater):
 
   Two streams start from the same embedding of each electron's input (Psiformer's): a
   per-electron stream s, which only tanh dense layers applied electron by electron update
-  (`sparse_layers` residual ones between attention layers), so that s_i depends on r_i alone,
-  and the main stream h, to which each layer adds attention whose queries and keys come
-  from s and values from h, then a tanh dense layer, both as residuals (optionally
-  layer-normed first). The orbitals are read from h. Since the attention weights depend on
-  pairs of electrons only, a forward Laplacian that keeps per-electron sparsity costs less
-  than on a Psiformer of the same width and depth.
+  (`sparse_layers` residual ones between attention layers), so that s_i depends on r_i
+  alone, and the main stream h, to which each layer adds attention whose queries and keys
+  come from s and values from h, then a tanh dense layer, both as residuals (optionally
+  layer-normed first). The orbitals are read from h. Since the attention scores (the
+  softmax's numerators) depend on pairs of electrons only, a forward Laplacian that keeps
+  per-electron sparsity (folx_sparse) costs less than on a Psiformer of the same width and
+  depth.
   """
   layers: int = 2
   heads: int = 4
@@ -338,8 +339,8 @@ def _psiformer(net_cfg, **common) -> Psiformer:
 
 def _lapnet(net_cfg, **common) -> LapNet:
   p = net_cfg.lapnet
-  return LapNet(layers=p.layers, heads=p.heads, head_dim=p.head_dim, layer_norm=p.layer_norm,
-                sparse_layers=p.sparse_layers, **common)
+  return LapNet(layers=p.layers, heads=p.heads, head_dim=p.head_dim,
+                layer_norm=p.layer_norm, sparse_layers=p.sparse_layers, **common)
 
 
 # The ansatzes: each factory makes its flax module from the network settings (its own block,
@@ -348,8 +349,8 @@ def _lapnet(net_cfg, **common) -> LapNet:
 FERMINET = choices.Choice('ferminet', _ferminet, 'FermiNet (Pfau et al. 2020)')
 PSIFORMER = choices.Choice('psiformer', _psiformer,
                            'Psiformer, self-attention over electrons (von Glehn et al. 2023)')
-LAPNET = choices.Choice('lapnet', _lapnet, 'LapNet, Psiformer with sparse derivative attention '
-                        '(Li et al. 2024): a cheaper forward Laplacian')
+LAPNET = choices.Choice('lapnet', _lapnet, 'LapNet, Psiformer with sparse derivative '
+                        'attention (Li et al. 2024): a cheaper forward Laplacian')
 ANSATZES = choices.table(FERMINET, PSIFORMER, LAPNET)
 
 
