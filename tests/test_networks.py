@@ -331,9 +331,9 @@ def test_lapnet_attention_scores_depend_on_their_pair_of_electrons_only():
   Jacobian has non-zero columns only at those two electrons' coordinates, the sparsity a
   forward Laplacian keeps; the main stream they weight depends on every electron."""
   with jax.enable_x64(True):
-    system, scores, x = _lapnet_scores('Be', **{'network.lapnet.layers': 3})
+    system, scores, x = _lapnet_scores('Be')
     n = system.n_electrons
-    jac = jax.jit(jax.jacfwd(scores))(x).reshape(3, 2, n, n, n, 3)  # layer head i j l xyz
+    jac = jax.jit(jax.jacfwd(scores))(x).reshape(2, 2, n, n, n, 3)  # layer head i j l xyz
     assert np.all(np.isfinite(jac))
     moved = np.any(jac != 0, axis=(0, 1, 5))  # (i, j, l): whether r_l moves score ij.
     for i, j in itertools.product(range(n), repeat=2):

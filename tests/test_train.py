@@ -212,8 +212,8 @@ def test_every_network_optimizer_and_precision_trains(tmp_path, network, optimiz
       'batch_size': 16, 'optim.iterations': 4, 'mcmc.burn_in': 2, 'mcmc.steps': 2,
       'network.ferminet.hidden_dims': ((8, 4),), 'network.psiformer.layers': 1,
       'network.psiformer.heads': 2, 'network.psiformer.head_dim': 4,
-      'network.lapnet.heads': 2, 'network.lapnet.head_dim': 4,
-      'network.lapnet.sparse_layers': 1, 'log.save_path': str(tmp_path / 'run')})
+      'network.lapnet.layers': 1, 'network.lapnet.heads': 2, 'network.lapnet.head_dim': 4,
+      'log.save_path': str(tmp_path / 'run')})
   result = train.train(cfg, quiet=True)
   assert len(result.history['energy']) == 4
   assert np.all(np.isfinite(result.history['energy']))
