@@ -348,3 +348,25 @@ def test_electron_gas_moves_stay_in_the_cell():
     frac = np.asarray(s.walkers.x).reshape(-1, 3) @ np.linalg.inv(system.boundary.lattice.vectors)
     assert np.all((frac >= 0) & (frac < 1)), moves.name
     assert float(stats.acceptance) > 0 and not np.allclose(s.walkers.x, x)
+
+
+def test_twist_average_bad_input(heg_runs, tmp_path):
+  """--twist_average refuses, by name and before any DMC, one run, a twist twice, a
+  molecule and an output file inside a run; the command says so in one line with status 2,
+  as it does for both --run and --twist_average."""
+  from ferminet_fast.errors import InputError
+  gamma, twist = (str(heg_runs / name) for name in HEG_TWISTS)
+  molecule = tmp_path / 'he'
+  molecule.mkdir()
+  rundir.write_json(str(molecule / 'config.json'), small('He', molecule).to_dict())
+  out = str(tmp_path / 'average.json')
+  for runs, words in (([gamma], 'at least two'), ([gamma, gamma], 'appears twice'),
+                      ([str(molecule), gamma], 'not a periodic system')):
+    with pytest.raises(InputError, match=words):
+      dmc.twist_average(runs, out, quiet=True)
+  with pytest.raises(InputError, match='inside one of the runs'):
+    dmc.twist_average([gamma, twist], os.path.join(gamma, 'average.json'), quiet=True)
+  assert not any(os.path.exists(os.path.join(r, 'dmc')) for r in (gamma, twist))
+  proc = command(f'--run={gamma}', f'--twist_average={gamma},{twist}')
+  assert proc.returncode == 2 and 'either --run' in proc.stderr, proc.stderr[-3000:]
+  assert 'Traceback' not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
