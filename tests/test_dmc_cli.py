@@ -259,7 +259,7 @@ def heg_dmc(heg_runs, tmp_path_factory):
   for run in runs:
     shutil.copytree(heg_runs / run.name, run)
   from ferminet_fast import evaluate
-  evaluate.evaluate(str(runs[0]), steps=50, burn_in=5, quiet=True)
+  evaluate.evaluate(str(runs[0]), steps=30, burn_in=2, quiet=True)
   out = root / 'average.json'
   settings = dict(tau=(0.05,), steps=100, equilibration=20, batch_size=64)
   stopped = dmc.twist_average([str(r) for r in runs], str(out), quiet=True,
