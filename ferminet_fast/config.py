@@ -477,7 +477,8 @@ SETTINGS = {
                    'each accepted or rejected alone: Umrigar, Nightingale and Runge, J. Chem. '
                    "Phys. 99, 2865 (1993)) or 'all' (all electrons at once, the whole move "
                    'accepted or rejected; fewer network evaluations, far fewer acceptances '
-                   'in larger atoms). Records: diffusion/walk.py MOVES.',
+                   'in larger atoms). In a cell both are wrapped into it. Records: '
+                   'diffusion/walk.py MOVES.',
                    one_of('electron', 'all')),
     'dmc.ecp_moves': S('tmoves', "Treatment of an ECP's non-local part (none without an "
                        "ECP, hence none in a cell): 'tmoves' (T-moves in the size-consistent form of Casula, Moroni, "
