@@ -475,6 +475,8 @@ SETTINGS = {
 
     # Fixed-node diffusion Monte Carlo (python -m ferminet_fast.dmc --run DIR) on the trained
     # network: one run per time step, then the linear extrapolation to tau -> 0 (diffusion/walk.py).
+    # In a cell: the Ewald energy, moves wrapped into the cell, fixed-phase at a twist; the
+    # runs of one system at its twists: python -m ferminet_fast.dmc --twist_average A,B.
     'dmc.tau': S((0.02, 0.01, 0.005), 'Time steps, Ha^-1, each > 0: DMC runs at each in turn '
                  '(from the largest) and, with two or more, fits E(tau) linearly to give '
                  'E(tau -> 0).', _taus),
@@ -489,10 +491,11 @@ SETTINGS = {
                    'each accepted or rejected alone: Umrigar, Nightingale and Runge, J. Chem. '
                    "Phys. 99, 2865 (1993)) or 'all' (all electrons at once, the whole move "
                    'accepted or rejected; fewer network evaluations, far fewer acceptances '
-                   'in larger atoms). Records: diffusion/walk.py MOVES.',
+                   'in larger atoms). In a cell both are wrapped into it. Records: '
+                   'diffusion/walk.py MOVES.',
                    one_of('electron', 'all')),
     'dmc.ecp_moves': S('tmoves', "Treatment of an ECP's non-local part (none without an "
-                       "ECP): 'tmoves' (T-moves in the size-consistent form of Casula, Moroni, "
+                       "ECP, hence none in a cell): 'tmoves' (T-moves in the size-consistent form of Casula, Moroni, "
                        'Sorella and Filippi, J. Chem. Phys. 132, 154113 (2010), their version '
                        "1: variational, the energy an upper bound of the ECP Hamiltonian's "
                        "ground state) or 'locality' (the locality approximation: the non-local "

@@ -1,8 +1,9 @@
-"""Fixed-node diffusion Monte Carlo on a trained run: the energy below VMC, within the
-network's nodes.
+"""Fixed-node diffusion Monte Carlo on a trained run (fixed-phase in a cell at a twist): the
+energy below VMC, within the network's nodes (or phase).
 
   python -m ferminet_fast.dmc --run runs/he [--tau 0.02,0.01,0.005] [--steps 2000]
                                             [--moves electron] [--ecp_moves tmoves]
+  python -m ferminet_fast.dmc --twist_average runs/t0,runs/t1 [--out dmc_twists.json]
 
 Loads the run's config, Laplacian method, precision and newest checkpoint, takes its
 parameters (averaged by default, as evaluation) and walkers, and runs DMC (diffusion/walk.py) at
@@ -11,6 +12,9 @@ or more time steps, E(tau) is fitted linearly and extrapolated to tau -> 0. Writ
 <run>/dmc.json, <run>/dmc_stats.csv and, with matplotlib, <run>/plots/dmc_*.png. The
 settings are the run's dmc.* keys (config.py), which the flags override. A stopped DMC run
 (SIGTERM, SIGINT, SIGUSR1) is checkpointed in <run>/dmc and resumes when run again.
+`--twist_average` runs DMC in each run of one periodic system at its twists (one run per
+twist, as training makes them) and writes their equal-weight average, each twist's energy
+beside it, to --out (stages/twists.py); run again after a stop, it resumes.
 """
 
 import os
@@ -21,6 +25,7 @@ from ferminet_fast.diffusion import stage
 from ferminet_fast.environment import packages, signals
 from ferminet_fast.errors import InputError
 from ferminet_fast.runtime import cli, rundir, watchdog
+from ferminet_fast.stages import twists
 
 
 def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
@@ -53,7 +58,7 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
         f'{d.equilibration} + {d.steps} steps each, {d.moves} moves'
         + (f'; ECP non-local part: {d.ecp_moves}' if setup.system.has_ecp else ''))
     done = int(progress.tau_index) * total + int(progress.state.step)
-    bar = _bar(len(d.tau) * total, done, quiet)
+    bar = stage.progress_bar(len(d.tau) * total, done, quiet)
     with watchdog.for_stage('DMC', cfg.watchdog, cli.EXIT_STALLED, run_dir) as watch:
       progress, stopped = stage.run_taus(setup, progress, run_dir, stop or signalled,
                                              watch, say, bar)
@@ -68,39 +73,28 @@ def dmc(run_dir: str, tau=None, steps: Optional[int] = None,
     vmc = rundir.read_json(eval_json)
     result['vmc'] = {'energy': vmc.get('energy'), 'error': vmc.get('error')}
   rundir.write_json(os.path.join(run_dir, 'dmc.json'), result)
-  _say_results(result, say)
+  stage.say_results(result, say)
   if packages.installed('matplotlib'):
     from ferminet_fast import plot
     plot.plot_dmc(run_dir)
   return result
 
 
-def _bar(total: int, done: int, quiet: bool):
-  """A progress bar on a terminal (tqdm), else None."""
-  if quiet or not sys.stderr.isatty():
-    return None
-  import tqdm
-  return tqdm.tqdm(total=total, initial=done, unit='step')
-
-
-def _say_results(result: dict, say) -> None:
-  for r in result['per_tau']:
-    say(f'  tau {r["tau"]:g}: E {r["energy"]:.6f} +- {r["error"]:.6f} Ha (tau_eff '
-        f'{r["tau_eff"]:.5f}, acceptance {r["acceptance"]:.4f}, {r["wall_s"]:.0f} s, '
-        f'{r["ms_per_step"]:.1f} ms per step of {result["moves"]} moves)')
-  fit = result['extrapolated']
-  if fit:
-    say(f'  tau -> 0: E {fit["energy"]:.6f} +- {fit["error"]:.6f} Ha (slope '
-        f'{fit["slope"]:.4f} +- {fit["slope_error"]:.4f} Ha^2)')
-  if result['error_mha'] is not None:
-    say(f'  exact {result["exact_energy"]:.6f} Ha: error {result["error_mha"]:+.2f} +- '
-        f'{1e3 * result["error"]:.2f} mHa')
-  sign = result['sign_check']
-  say(f'  trial function sign: {100 * sign["fraction_opposite_sign"]:.1f}% of the '
-      f'{sign["walkers"]} walkers opposite the first ('
-      + ('nodeless over the samples)' if sign['nodeless_over_samples'] else 'has nodes)'))
-  for line in result['warnings']:
-    say(f'  warning: {line}')
+def twist_average(run_dirs, out: str, quiet: bool = False, stop=None, **settings) -> dict:
+  """DMC (as `dmc`, the same `settings`) of each run of `run_dirs`, one periodic system at
+  one twist each (checked first, stages/twists.py), in turn; then their equal-weight
+  average into the JSON file `out`, each twist's DMC energy beside it (its own dmc.json
+  in its run). Returns the average, or {'stopped_by': ...} when a stop signal ended a
+  twist's DMC (run the command again to resume)."""
+  twists.check(run_dirs)
+  twists.check_out(run_dirs, out)
+  for i, run_dir in enumerate(run_dirs):
+    if not quiet:
+      print(f'Twist {i + 1} of {len(run_dirs)}: {run_dir}', flush=True)
+    result = dmc(run_dir, quiet=quiet, stop=stop, **settings)
+    if result.get('stopped_by'):
+      return result
+  return twists.write(run_dirs, out, quiet, result='dmc.json')
 
 
 def main(argv) -> None:
@@ -112,8 +106,17 @@ def main(argv) -> None:
         taus = tuple(float(t) for t in f.tau.split(',') if t.strip())
       except ValueError:
         raise InputError(f'--tau {f.tau!r}: give time steps as numbers, e.g. 0.02,0.01')
-    out = dmc(f.run, taus, f.steps, f.equilibration, f.batch_size, f.parameters, f.seed,
-              handle_signals=True, moves=f.moves, ecp_moves=f.ecp_moves)
+    if (f.run is None) == (f.twist_average is None):
+      raise InputError('give either --run (one run) or --twist_average (the runs of one '
+                       'periodic system at its twists, comma-separated)')
+    settings = dict(tau=taus, steps=f.steps, equilibration=f.equilibration,
+                    batch_size=f.batch_size, parameters=f.parameters, seed=f.seed,
+                    handle_signals=True, moves=f.moves, ecp_moves=f.ecp_moves)
+    if f.twist_average is None:
+      out = dmc(f.run, **settings)
+    else:
+      out = twist_average([d.strip() for d in f.twist_average.split(',') if d.strip()],
+                          f.out, **settings)
   if out.get('stopped_by'):
     sys.exit(cli.EXIT_PREEMPTED)
 
@@ -121,8 +124,10 @@ def main(argv) -> None:
 def run() -> None:
   """Console entry point (ferminet-fast-dmc, python -m ferminet_fast.dmc)."""
   from absl import app, flags
-  flags.DEFINE_string('run', None, 'Run directory (with checkpoints) of the trial function.',
-                      required=True)
+  flags.DEFINE_string('run', None, 'Run directory (with checkpoints) of the trial function.')
+  flags.DEFINE_string('twist_average', None, 'Comma-separated run directories of one '
+                      'periodic system at different twists: DMC of each, then their average.')
+  flags.DEFINE_string('out', 'dmc_twist_average.json', 'The JSON file of --twist_average.')
   flags.DEFINE_string('tau', None, "Time steps in Ha^-1, comma-separated (default: the run's "
                       'config.dmc.tau).')
   flags.DEFINE_integer('steps', None, "DMC steps kept per time step (default: dmc.steps).")

@@ -28,7 +28,7 @@ def test_boundaries_are_hashable_values():
 
 def test_open_boundaries():
   b = boundary.OPEN
-  assert not b.periodic and not b.complex and b.lattice is None and b.dmc and not b.twists
+  assert not b.periodic and not b.complex and b.lattice is None and not b.twists
   x = jnp.ones((2, 6))
   assert not jax.make_jaxpr(b.wrap)(x).eqns  # The identity: no op.
   assert b.coulomb(2, 1, jnp.float32) is coulomb.molecular_coulomb
@@ -39,7 +39,7 @@ def test_open_boundaries():
 
 def test_periodic_boundaries():
   b = boundary.Periodic(_cube(), (0.25, 0.0, 0.0))
-  assert b.periodic and b.complex and b.twists and not b.dmc
+  assert b.periodic and b.complex and b.twists
   x = jnp.asarray([[5.0, -1.0, 2.0, 9.0, 0.5, -4.5]])
   np.testing.assert_allclose(b.wrap(x), [[1.0, 3.0, 2.0, 1.0, 0.5, 3.5]], atol=1e-6)
   r = b.uniform_positions(jax.random.PRNGKey(0), (8, 3), jnp.float32)

@@ -211,7 +211,9 @@ def test_sigterm_checkpoints_exits_75_and_the_rerun_resumes(tmp_path, he_run):
   np.testing.assert_allclose([r['energy'] for r in a], [r['energy'] for r in b], rtol=1e-6)
 
 
-def test_periodic_run_is_refused_by_name(tmp_path):
+def test_periodic_run_is_taken(tmp_path):
+  """The shipped periodic configs pass the DMC stage's checks of the settings (no refusal
+  of a cell): what stops a run without checkpoints is the missing checkpoint."""
   from ferminet_fast.errors import InputError
   from ferminet_fast.runtime import cli
   for name in ('heg', 'lih_crystal'):
@@ -219,5 +221,152 @@ def test_periodic_run_is_refused_by_name(tmp_path):
     run.mkdir()
     cfg = cli.load_config_file(os.path.join(REPO, 'configs', f'{name}.py'))
     rundir.write_json(str(run / 'config.json'), cfg.to_dict())
-    with pytest.raises(InputError, match='periodic system is not supported yet'):
+    with pytest.raises(InputError, match='holds no checkpoint'):
       dmc.dmc(str(run), quiet=True)
+
+
+# The electron gas of two electrons (one of each spin) at r_s = 1 in a simple cubic cell:
+# at Gamma (a real trial function: fixed-node DMC) and at a twist (complex: fixed-phase).
+HEG_TWISTS = {'gamma': (0.0, 0.0, 0.0), 'twist': (0.25, 0.0, 0.0)}
+HEG_DMC = ('--tau=0.05', '--steps=100', '--equilibration=20', '--batch_size=64')
+
+
+def heg(path, twist):
+  """The tiny electron gas at `twist`, as `small` trains it (no pretraining: the plane-wave
+  envelope starts as the Hartree-Fock determinant)."""
+  return small('', path, **{'system.rs': 1.0, 'system.cell': 'sc', 'system.electrons': (1, 1),
+                            'system.twist': twist, 'network.envelope': 'planewave',
+                            'pretrain.iterations': 0})
+
+
+@pytest.fixture(scope='module')
+def heg_runs(tmp_path_factory):
+  """The tiny electron gas trained briefly at each of HEG_TWISTS, once for the module."""
+  root = tmp_path_factory.mktemp('heg')
+  for name, twist in HEG_TWISTS.items():
+    train.train(heg(root / name, twist), quiet=True)
+  return root
+
+
+@pytest.fixture(scope='module')
+def heg_dmc(heg_runs, tmp_path_factory):
+  """Twist-averaged DMC of copies of `heg_runs`, the Gamma run evaluated first (its VMC
+  energy then in its dmc.json): stopped in the first twist's DMC (in this process, as a
+  SIGTERM would stop it), then resumed and finished through the command line. (the runs,
+  the average's file, the command's process)."""
+  root = tmp_path_factory.mktemp('heg_dmc')
+  runs = [root / name for name in HEG_TWISTS]
+  for run in runs:
+    shutil.copytree(heg_runs / run.name, run)
+  from ferminet_fast import evaluate
+  evaluate.evaluate(str(runs[0]), steps=30, burn_in=2, quiet=True)
+  out = root / 'average.json'
+  settings = dict(tau=(0.05,), steps=100, equilibration=20, batch_size=64)
+  stopped = dmc.twist_average([str(r) for r in runs], str(out), quiet=True,
+                              stop=StopAt(5), **settings)
+  assert stopped == {'stopped_by': 'SIGTERM'} and not out.exists()
+  assert not any((run / 'dmc.json').exists() for run in runs)
+  proc = command(f'--out={out}', f'--twist_average={runs[0]},{runs[1]}', *HEG_DMC)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return runs, out, proc
+
+
+def test_electron_gas_dmc_below_vmc_and_twist_average(heg_dmc):
+  """At Gamma the DMC energy is at or below the VMC energy of the same parameters (within
+  their errors); at the twist it is a real number and fixed-phase (no sign check); the
+  average is the weighted mean (equal weights, as VMC's) of the runs' DMC energies, each
+  twist's beside it; the stopped twist resumed."""
+  runs, out, proc = heg_dmc
+  gamma, twist = (json.loads((run / 'dmc.json').read_text()) for run in runs)
+  vmc = gamma['vmc']
+  assert gamma['energy'] <= vmc['energy'] + 3 * np.hypot(gamma['error'], vmc['error']), gamma
+  assert not gamma['fixed_phase'] and gamma['sign_check']['walkers'] == 64
+  assert twist['fixed_phase'] and twist['sign_check'] is None
+  assert twist['twist'] == [0.25, 0.0, 0.0]
+  assert type(twist['energy']) is float and math.isfinite(twist['energy'])
+  assert 'Resuming DMC' in proc.stdout and 'fixed-phase DMC at twist' in proc.stdout
+  average = json.loads(out.read_text())
+  assert average['source'] == 'dmc.json' and average['n_twists'] == 2
+  weights = [t['weight'] for t in average['twists']]
+  assert sum(weights) == pytest.approx(1.0)
+  assert [t['energy'] for t in average['twists']] == [gamma['energy'], twist['energy']]
+  assert average['energy'] == pytest.approx(weights[0] * gamma['energy']
+                                            + weights[1] * twist['energy'])
+  assert [t['twist'] for t in average['twists']] == [[0.0, 0.0, 0.0], [0.25, 0.0, 0.0]]
+
+
+def _heg_walk(twist) -> tuple:
+  """(system, network, Hamiltonian (the JAX Laplacian), parameters, 8 walkers uniform in
+  the cell) of the tiny electron gas at `twist`, untrained."""
+  import jax
+  from ferminet_fast import plan
+  from ferminet_fast.physics import hamiltonian, laplacians, systems
+  cfg = heg('', twist)
+  system = systems.make_system(cfg.system)
+  network = plan.network_of(cfg.network, system)
+  params = network.init(jax.random.PRNGKey(0))
+  x = system.boundary.uniform_positions(jax.random.PRNGKey(1), (8, 2), network.dtype)
+  return (system, network, hamiltonian.of(system, laplacians.JACFWD), params,
+          x.reshape(8, 6))
+
+
+def test_electron_gas_walk_has_the_vmc_local_energy():
+  """Each walker's DMC local energy is VMC's for the same configuration (the Ewald energy;
+  at the twist the real part of VMC's complex one); at Gamma the fixed-phase evaluation
+  of the real trial function (its phase given as a complex one's) is the fixed-node one:
+  the same sign, log|psi|, local energy and drift, hence the same steps."""
+  import jax
+  import jax.numpy as jnp
+  from ferminet_fast.diffusion import walk
+  from ferminet_fast.vmc import loss
+  for twist in (HEG_TWISTS['twist'], HEG_TWISTS['gamma']):  # Gamma's network used below.
+    _, network, ham, params, x = _heg_walk(twist)
+    w = jax.jit(walk.make_evaluate(network, ham))(params, x)
+    vmc = jax.jit(jax.vmap(loss.make_local_energy(network, ham), (None, 0)))(params, x)
+    np.testing.assert_allclose(w.local_energy, jnp.real(vmc), rtol=1e-4, atol=1e-4)
+  phase = lambda p, y, atoms=None: jnp.stack([network.log_psi(p, y),  # noqa: E731
+                                               jnp.angle(network.apply(p, y)[0])])
+  fixed_phase = jax.jit(walk.make_evaluate(network._replace(log_psi_phase=phase), ham))
+  for a, b in zip(w, fixed_phase(params, x)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_electron_gas_moves_stay_in_the_cell():
+  """After steps of electron and of all-electron moves (tau = 0.5, where most electrons
+  leave the cell before they are wrapped) of the fixed-phase walk at the twist, every
+  walker lies in the cell."""
+  import jax
+  from ferminet_fast.diffusion import walk
+  system, network, ham, params, x = _heg_walk(HEG_TWISTS['twist'])
+  evaluate = walk.make_evaluate(network, ham)
+  start = walk.init_state(jax.jit(evaluate), params, x, jax.random.PRNGKey(0))
+  for moves in walk.MOVES.values():
+    move = moves(evaluate, walk.make_psi(network), 0.5, None, system.boundary.wrap)
+    step, s = jax.jit(walk.make_step(evaluate, 0.5, 2, 2, move)), start
+    for _ in range(3):
+      s, stats = step(params, s)
+    frac = np.asarray(s.walkers.x).reshape(-1, 3) @ np.linalg.inv(system.boundary.lattice.vectors)
+    assert np.all((frac >= 0) & (frac < 1)), moves.name
+    assert float(stats.acceptance) > 0 and not np.allclose(s.walkers.x, x)
+
+
+def test_twist_average_bad_input(heg_runs, tmp_path):
+  """--twist_average refuses, by name and before any DMC, one run, a twist twice, a
+  molecule and an output file inside a run; the command says so in one line with status 2,
+  as it does for both --run and --twist_average."""
+  from ferminet_fast.errors import InputError
+  gamma, twist = (str(heg_runs / name) for name in HEG_TWISTS)
+  molecule = tmp_path / 'he'
+  molecule.mkdir()
+  rundir.write_json(str(molecule / 'config.json'), small('He', molecule).to_dict())
+  out = str(tmp_path / 'average.json')
+  for runs, words in (([gamma], 'at least two'), ([gamma, gamma], 'appears twice'),
+                      ([str(molecule), gamma], 'not a periodic system')):
+    with pytest.raises(InputError, match=words):
+      dmc.twist_average(runs, out, quiet=True)
+  with pytest.raises(InputError, match='inside one of the runs'):
+    dmc.twist_average([gamma, twist], os.path.join(gamma, 'average.json'), quiet=True)
+  assert not any(os.path.exists(os.path.join(r, 'dmc')) for r in (gamma, twist))
+  proc = command(f'--run={gamma}', f'--twist_average={gamma},{twist}')
+  assert proc.returncode == 2 and 'either --run' in proc.stderr, proc.stderr[-3000:]
+  assert 'Traceback' not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -9,6 +9,7 @@ every step's results so far, so a stopped run resumes with nothing lost) and set
 
 import csv
 import os
+import sys
 import time
 from typing import Callable, NamedTuple, Optional
 
@@ -20,7 +21,7 @@ from ferminet_fast import choices, plan
 from ferminet_fast.diffusion import walk
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
-from ferminet_fast.physics import laplacians, systems
+from ferminet_fast.physics import laplacians
 from ferminet_fast.runtime import checkpoint, rundir, watchdog
 from ferminet_fast.stages import trained
 from ferminet_fast.vmc import stats
@@ -63,10 +64,6 @@ def settings(run_dir: str, overrides: dict):
   if cfg.system.states > 1:
     raise InputError(f'DMC is for one state; the run has system.states = '
                      f'{cfg.system.states}')
-  if not systems.make_system(cfg.system).boundary.dmc:
-    raise InputError('DMC of a periodic system is not supported yet (its step has neither '
-                     'the Ewald energy nor moves wrapped into the cell); evaluate the run with '
-                     'python -m ferminet_fast.evaluate')
   if not checkpoint.has_checkpoint(run_dir):
     raise InputError(f'--run {run_dir!r} holds no checkpoint to start DMC from')
   for key, value in overrides.items():
@@ -183,7 +180,7 @@ def _compiled(setup: Setup, tau: float, state: walk.DMCState, watch) -> tuple:
       walkers=jax.tree.map(lambda _: ctx.walker_sharding(), state.walkers))
   params = jax.tree.map(lambda a: a.sharding, setup.params)
   move = setup.moves(setup.evaluate, setup.psi, tau,
-                     setup.ecp_moves(setup.nonlocal_elements, tau))
+                     setup.ecp_moves(setup.nonlocal_elements, tau), setup.system.boundary.wrap)
   step = jax.jit(walk.make_step(setup.evaluate, tau, setup.system.n_electrons,
                                setup.cfg.dmc.equilibration, move),
                  in_shardings=(params, shardings), out_shardings=(shardings, ctx.replicated()))
@@ -227,9 +224,10 @@ def time_step_warnings(per_tau: list) -> list:
 
 
 def results(setup: Setup, progress: Progress) -> dict:
-  """dmc.json's content: the moves and the ECP's treatment; per time step the reblocked mixed estimate, tau_eff,
-  acceptance, steps, wall time and ms per step; E(tau -> 0); the error against the exact
-  energy; the sign check."""
+  """dmc.json's content: the moves and the ECP's treatment; per time step the reblocked
+  mixed estimate, tau_eff, acceptance, steps, wall time and ms per step; E(tau -> 0); the
+  error against the exact energy; the twist and whether the walk was fixed-phase (a
+  complex trial function); the sign check (None when fixed-phase: no sign to check)."""
   d, series = setup.cfg.dmc, np.asarray(progress.series, np.float64)
   per_tau = []
   for i, tau in enumerate(d.tau):
@@ -247,6 +245,7 @@ def results(setup: Setup, progress: Progress) -> dict:
   exact = setup.system.exact_reported_energy
   signs = np.asarray(progress.state.walkers.sign)
   opposite = float(np.mean(signs != signs[0]))
+  fixed_phase = bool(setup.system.complex)
   return {'per_tau': per_tau, 'extrapolated': fit, 'energy': best['energy'],
           'error': best['error'], 'exact_energy': exact,
           'error_mha': None if exact is None else 1e3 * (best['energy'] - exact),
@@ -254,8 +253,10 @@ def results(setup: Setup, progress: Progress) -> dict:
           'checkpoint_step': setup.trained_step, 'laplacian': setup.laplacian.name,
           'precision': setup.cfg.precision, 'moves': setup.moves.name,
           'ecp': setup.ecp_moves.name if setup.system.has_ecp else None,
-          'sign_check': {'walkers': int(signs.size), 'fraction_opposite_sign': opposite,
-                         'nodeless_over_samples': opposite == 0.0},
+          'twist': list(setup.system.boundary.twist), 'fixed_phase': fixed_phase,
+          'sign_check': None if fixed_phase else {
+              'walkers': int(signs.size), 'fraction_opposite_sign': opposite,
+              'nodeless_over_samples': opposite == 0.0},
           'warnings': time_step_warnings(per_tau)}
 
 
@@ -269,3 +270,35 @@ def write_stats(path: str, taus, series) -> None:
       for t, row in enumerate(series[i]):
         if np.isfinite(row[0]):
           w.writerow([tau, t] + [f'{v:.10g}' for v in row])
+
+
+def progress_bar(total: int, done: int, quiet: bool):
+  """A progress bar on a terminal (tqdm), else None."""
+  if quiet or not sys.stderr.isatty():
+    return None
+  import tqdm
+  return tqdm.tqdm(total=total, initial=done, unit='step')
+
+
+def say_results(result: dict, say) -> None:
+  """Says dmc.json's content `result` line by line."""
+  for r in result['per_tau']:
+    say(f'  tau {r["tau"]:g}: E {r["energy"]:.6f} +- {r["error"]:.6f} Ha (tau_eff '
+        f'{r["tau_eff"]:.5f}, acceptance {r["acceptance"]:.4f}, {r["wall_s"]:.0f} s, '
+        f'{r["ms_per_step"]:.1f} ms per step of {result["moves"]} moves)')
+  fit = result['extrapolated']
+  if fit:
+    say(f'  tau -> 0: E {fit["energy"]:.6f} +- {fit["error"]:.6f} Ha (slope '
+        f'{fit["slope"]:.4f} +- {fit["slope_error"]:.4f} Ha^2)')
+  if result['error_mha'] is not None:
+    say(f'  exact {result["exact_energy"]:.6f} Ha: error {result["error_mha"]:+.2f} +- '
+        f'{1e3 * result["error"]:.2f} mHa')
+  sign = result['sign_check']
+  if sign is None:
+    say(f'  fixed-phase DMC at twist {tuple(result["twist"])} (complex trial function)')
+  else:
+    say(f'  trial function sign: {100 * sign["fraction_opposite_sign"]:.1f}% of the '
+        f'{sign["walkers"]} walkers opposite the first ('
+        + ('nodeless over the samples)' if sign['nodeless_over_samples'] else 'has nodes)'))
+  for line in result['warnings']:
+    say(f'  warning: {line}')

@@ -1,4 +1,5 @@
-"""Fixed-node diffusion Monte Carlo (DMC) with a trained network as the trial function.
+"""Fixed-node (fixed-phase in a cell at a twist) diffusion Monte Carlo (DMC) with a trained
+network as the trial function.
 
 Importance-sampled DMC (Reynolds, Ceperley, Alder & Lester, J. Chem. Phys. 77, 5593 (1982))
 in the form of Umrigar, Nightingale & Runge, J. Chem. Phys. 99, 2865 (1993) (UNR):
@@ -30,6 +31,17 @@ in the form of Umrigar, Nightingale & Runge, J. Chem. Phys. 99, 2865 (1993) (UNR
 
 The mixed estimate of the energy at a step is sum_i w_i E_L(x_i) / sum_i w_i. The bias of
 the fixed population (of order 1 / walkers) is not corrected.
+
+Periodic cells (a crystal, the electron gas): the local energy is the cell's Hamiltonian's
+(its Ewald sum, as VMC's: the run's Hamiltonian object), and every move is wrapped into
+the cell by the system's boundary (physics/boundary.py; the identity for a molecule) after
+its Green's functions are taken of the displacement itself. At a twist the trial function
+is complex, psi = |psi| e^{i phi}, and the walk is fixed-phase DMC (Ortiz, Ceperley and
+Martin, Phys. Rev. Lett. 71, 2777 (1993)): it is guided by |psi|^2 (drift grad log|psi|),
+its local energy is Re(H psi / psi), which holds the fixed-phase potential |grad phi|^2 / 2,
+and no move is rejected for the phase (node_sign: a complex psi's walkers carry sign 1).
+A real psi keeps its node rejection, the fixed-phase walk's limit for a real function (the
+fixed-phase potential is infinite on the node). The ECP's moves below are of molecules.
 
 Effective core potentials (ECP_MOVES: dmc.ecp_moves). Their non-local part couples x to the
 configurations x' that move one electron i to a point q of the quadrature about a nucleus
@@ -65,7 +77,7 @@ import jax
 import jax.numpy as jnp
 
 from ferminet_fast import choices
-from ferminet_fast.physics import hamiltonian
+from ferminet_fast.physics import boundary, hamiltonian
 
 DRIFT_A = 1.0  # UNR's a of the drift limit (a = 1: the limit of their eq. 33 away from nuclei).
 ZEN_ALPHA = 0.2  # Zen et al.'s alpha of the local-energy cut-off alpha sqrt(N / tau).
@@ -127,22 +139,30 @@ def comb(key: jax.Array, weights: jax.Array) -> jax.Array:
   return jnp.clip(jnp.searchsorted(c, teeth, side='right'), 0, b - 1)
 
 
+def node_sign(sign: jax.Array) -> jax.Array:
+  """The sign a walker carries: a real psi's sign (its moves never cross the node), or for
+  a complex psi's phase 1 (fixed phase: the walk has no node to respect; Ortiz, Ceperley
+  and Martin, Phys. Rev. Lett. 71, 2777 (1993)). (B,) or (), real."""
+  return jnp.ones_like(jnp.real(sign)) if jnp.iscomplexobj(sign) else sign
+
+
 def make_evaluate(network, ham: hamiltonian.Hamiltonian, chunk_size: int = 0) -> Callable:
-  """(params, x (B, 3N), geometry=None) -> Walkers at x: sign, log|psi|, local energy under
-  the Hamiltonian `ham` (with the ECP's whole non-local energy: the E_L of the locality
-  approximation, which the T-moves' weights take as well) and grad log|psi| of
-  each walker, in chunks of `chunk_size` walkers (0: all at once), the nuclei of `geometry`
-  (a systems.Geometry; None: the system's own)."""
-  local = ham.local_energy_at(network.log_psi, with_gradient=True)
+  """(params, x (B, 3N), geometry=None) -> Walkers at x: sign (node_sign), log|psi|, local
+  energy under the Hamiltonian `ham` (its Coulomb energy the cell's Ewald sum in a cell;
+  with the ECP's whole non-local energy: the E_L of the locality approximation, which the
+  T-moves' weights take as well; for a complex psi the fixed-phase Re(H psi / psi)) and
+  grad log|psi| of each walker, in chunks of `chunk_size` walkers (0: all at once), the
+  nuclei of `geometry` (a systems.Geometry; None: the system's own)."""
+  local = ham.local_energy_and_gradient(network.log_psi, network.log_psi_phase)
   ecp_energy = ham.ecp_energy(network.apply)
 
   def one(params, x, geometry):
-    e, g = local(params, x, ham.nuclei(geometry, x.dtype))
+    e, g = local(params, x, geometry)
     at = () if geometry is None else (geometry.positions,)
     if ecp_energy is not None:
       e = e + ecp_energy(params, x, *at)
     sign, log_psi = network.apply(params, x, *at)
-    return sign, log_psi, e, g
+    return node_sign(sign), log_psi, e, g
 
   def evaluate(params, x, geometry=None):
     if chunk_size and chunk_size < x.shape[0]:
@@ -169,7 +189,8 @@ def init_state(evaluate: Callable, params, x: jax.Array, key: jax.Array,
 
 
 def _propose(w: Walkers, key, tau):
-  """(x', ln G(x'<-x) without its constant, dR^2): the drift-diffusion proposal."""
+  """(x', ln G(x'<-x) without its constant, dR^2): the drift-diffusion proposal, x' not
+  wrapped into a cell (the Green's functions take the displacement itself)."""
   v = jax.vmap(limit_drift, in_axes=(0, None))(w.drift, tau)
   chi = jax.random.normal(key, w.x.shape, w.x.dtype)
   x_new = w.x + tau * v + jnp.sqrt(tau) * chi
@@ -194,18 +215,21 @@ def _healthy(w: Walkers) -> jax.Array:
 
 
 def make_all_electron_move(evaluate: Callable, psi: Optional[Callable], tau: float,
-                           relocate: Optional[Callable] = None) -> Callable:
+                           relocate: Optional[Callable] = None,
+                           wrap: Callable = boundary.OPEN.wrap) -> Callable:
   """(params, DMCState, k_move, k_accept, geometry) -> Moved: every electron of a walker moved
   at once by drift and diffusion, the move accepted or rejected as a whole with the
   Metropolis-Hastings ratio (UNR); then, with `relocate` (a record of ECP_MOVES made it),
   the T-moves, the walkers that jumped evaluated again (UNR's branching factor is of the
-  drift-diffusion move). `psi` is not needed (the record's common signature)."""
+  drift-diffusion move). `wrap` (the system's boundary's: x (..., 3N) -> x in the cell)
+  takes the proposal into the cell before it is evaluated. `psi` is not needed (the
+  record's common signature)."""
   del psi
 
   def move(params, s: DMCState, k_move, k_accept, geometry=None) -> Moved:
     old = s.walkers
     x_new, log_g_fwd, dr2 = _propose(old, k_move, tau)
-    new = evaluate(params, x_new, geometry)
+    new = evaluate(params, wrap(x_new), geometry)
     v_new = jax.vmap(limit_drift, in_axes=(0, None))(new.drift, tau)
     back = old.x - x_new - tau * v_new
     log_g_back = -0.5 * jnp.sum(back * back, axis=-1) / tau
@@ -230,21 +254,23 @@ def make_all_electron_move(evaluate: Callable, psi: Optional[Callable], tau: flo
 
 def make_psi(network) -> Callable:
   """(params, x (B, 3N), geometry=None) -> (sign (B,), log|psi| (B,), grad log|psi| (B, 3N)):
-  the trial function and its gradient alone (no Laplacian), for the electron moves."""
+  the trial function and its gradient alone (no Laplacian), for the electron moves; the
+  sign as node_sign gives it."""
   def one(params, x, geometry):
     at = () if geometry is None else (geometry.positions,)
     def f(x):
       sign, log_psi = network.apply(params, x, *at)
       return log_psi, sign
     (log_psi, sign), grad = jax.value_and_grad(f, has_aux=True)(x)
-    return sign, log_psi, grad
+    return node_sign(sign), log_psi, grad
 
   return lambda params, x, geometry=None: jax.vmap(one, in_axes=(None, 0, None))(
       params, x, geometry)
 
 
 def make_electron_move(evaluate: Callable, psi: Callable, tau: float,
-                       relocate: Optional[Callable] = None) -> Callable:
+                       relocate: Optional[Callable] = None,
+                       wrap: Callable = boundary.OPEN.wrap) -> Callable:
   """(params, DMCState, k_move, k_accept, geometry) -> Moved: a sweep over the N electrons of
   every walker, each moved alone by its (limited) drift and a Gaussian of variance tau,
   accepted or rejected with its own Metropolis-Hastings ratio |psi'|^2 G(x <- x') /
@@ -253,7 +279,8 @@ def make_electron_move(evaluate: Callable, psi: Callable, tau: float,
   gradient after each proposal (the whole network recomputed); the local energy is
   evaluated once, after the sweep, and the branching factor is then exp(tau_eff (E_T -
   (S + S') / 2)) with S, S' at the sweep's start and end. With `relocate` (a record of
-  ECP_MOVES made it) the T-moves follow the sweep, before that evaluation. A walker whose
+  ECP_MOVES made it) the T-moves follow the sweep, before that evaluation. Each moved
+  electron is wrapped by `wrap` (the system's boundary's) into the cell. A walker whose
   end point is not finite keeps its start (the sweep rejected, counted as not finite)."""
   sqrt_tau = tau ** 0.5
 
@@ -270,7 +297,7 @@ def make_electron_move(evaluate: Callable, psi: Callable, tau: float,
       xi = x3[:, i]
       v = jax.vmap(limit_drift, in_axes=(0, None))(g3[:, i], tau)
       xi_new = xi + tau * v + sqrt_tau * chi[i]
-      x_new = x3.at[:, i].set(xi_new).reshape(b, 3 * n)
+      x_new = x3.at[:, i].set(wrap(xi_new)).reshape(b, 3 * n)
       sign_new, log_new, grad_new = psi(params, x_new, geometry)
       v_new = jax.vmap(limit_drift, in_axes=(0, None))(grad_new.reshape(b, n, 3)[:, i], tau)
       back = xi - xi_new - tau * v_new
@@ -391,9 +418,10 @@ def _relocated(evaluate: Callable, relocate: Callable, params, walkers: Walkers,
                       there, walkers)
 
 
-# The DMC moves (dmc.moves): factory (evaluate, psi, tau, relocate=None) -> move (params,
-# DMCState, k_move, k_accept, geometry) -> Moved; `relocate`: the ECP's moves after the
-# drift-diffusion ones (a record of ECP_MOVES makes it; None: none).
+# The DMC moves (dmc.moves): factory (evaluate, psi, tau, relocate=None, wrap=identity) ->
+# move (params, DMCState, k_move, k_accept, geometry) -> Moved; `relocate`: the ECP's moves
+# after the drift-diffusion ones (a record of ECP_MOVES makes it; None: none); `wrap`: the
+# system's boundary's, x (..., 3N) -> x in the cell.
 ELECTRON = choices.Choice('electron', make_electron_move, 'one electron at a time, each '
                           'accepted or rejected alone (Umrigar, Nightingale and Runge 1993)')
 ALL = choices.Choice('all', make_all_electron_move, 'all electrons at once, the whole move '

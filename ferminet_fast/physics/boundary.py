@@ -25,7 +25,6 @@ class Boundary(Protocol):
   lattice: lattice_lib.Lattice | None  # The simulation cell; None for open boundaries.
   twist: tuple  # k_s in fractional coordinates of the reciprocal vectors; Gamma if open.
   twists: bool  # Whether the boundary conditions have twists to average over.
-  dmc: bool  # Whether DMC (diffusion/walk.py: open-boundary energies and moves) takes the system.
 
   @property
   def complex(self) -> bool:
@@ -56,7 +55,6 @@ class Open:
   lattice: ClassVar[None] = None
   twist: ClassVar[tuple] = GAMMA
   twists: ClassVar[bool] = False
-  dmc: ClassVar[bool] = True
 
   def __eq__(self, other) -> bool:
     return isinstance(other, Open)
@@ -98,7 +96,6 @@ class Periodic:
   hashed) when the vectors, periodic dimensions and reduced twist are."""
   periodic: ClassVar[bool] = True
   twists: ClassVar[bool] = True
-  dmc: ClassVar[bool] = False  # Its step has neither the Ewald energy nor wrapped moves yet.
   # The observables defined in a cell (no dipole; the density and forces not implemented).
   OBSERVABLES: ClassVar[tuple] = ('s2',)
 

@@ -92,6 +92,26 @@ class Hamiltonian:
     local_energy = self._kinetic_and_potential(log_psi, with_gradient, False)
     return lambda params, x, atoms: local_energy(params, x, atoms, atoms)
 
+  def local_energy_and_gradient(self, log_psi: Callable,
+                                log_psi_phase: Optional[Callable] = None) -> Callable:
+    """(params, x (3N,), geometry=None) -> (E_L (), Ha, without the ECPs' energy; grad_x
+    log|psi| (3N,), the gradient that the Laplacian method computes anyway), the nuclei
+    where `geometry` puts them or, with None, the system's own; log_psi(params, x, atoms)
+    takes the same nuclei, or with none (the electron gas) is called as log_psi(params, x)
+    (its network's own centre). With `log_psi_phase(params, x, atoms=None) ->
+    (log|psi|, theta)` (a complex wavefunction) E_L is the real part Re(H psi / psi), the
+    fixed-phase local energy (its kinetic term holds +|grad theta|^2 / 2)."""
+    complex_output = log_psi_phase is not None
+    local_energy = self._kinetic_and_potential(
+        log_psi_phase if complex_output else log_psi, True, complex_output)
+
+    def energy_and_gradient(params, x, geometry=None):
+      nuclei = self.nuclei(geometry, x.dtype)
+      e_l, g = local_energy(params, x, nuclei, nuclei if nuclei.shape[0] else None)
+      return jnp.real(e_l), g
+
+    return energy_and_gradient
+
   def _kinetic_and_potential(self, log_psi: Callable, with_gradient: bool,
                              complex_output: bool) -> Callable:
     """(params, x, nuclei (M, 3), atoms) -> E_L without the ECPs', whose Coulomb energy takes
