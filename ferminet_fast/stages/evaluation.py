@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ferminet_fast.environment import dispatch
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import excited_states, hamiltonian, references
@@ -164,8 +165,10 @@ def run_sweeps(move: Callable, sweep: Callable, state, steps: int, burn_in: int,
     series.values.append(means)
 
   watch.waiting_for(f'the burn-in ({burn_in} sweeps at fixed parameters)')
+  ahead = dispatch.Bounded()
   for _ in range(burn_in):
-    state, _ = move(state)
+    state, out = move(state)
+    ahead.pushed(out)
   state = jax.block_until_ready(state)
   watch.beat(f'evaluation sweep 1 of {steps}: {what}')
   pending = None

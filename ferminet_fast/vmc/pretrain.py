@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ferminet_fast.environment import dispatch
 from ferminet_fast.physics import boundary as boundary_lib
 from ferminet_fast.physics import hartree_fock, periodic_hartree_fock, systems
 from ferminet_fast.vmc import mcmc
@@ -233,11 +234,12 @@ def start(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Netw
 
   state = jax.jit(init)(params, x, key)
   run = jax.jit(run)
-  chunks = []
+  chunks, ahead = [], dispatch.Bounded(dispatch.LIMIT // 2)  # Two programs per chunk.
   for first in range(0, p.iterations, CHUNK):
     n = min(CHUNK, p.iterations - first)
     state, chunk = run(state, n)
     chunks.append(chunk[:n])
+    ahead.pushed(chunks[-1])
   return Pretraining(state.params, state.walkers.x, chunks)
 
 

@@ -18,7 +18,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 import optax
 
 from ferminet_fast import choices
-from ferminet_fast.environment import distributed
+from ferminet_fast.environment import dispatch, distributed
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import hamiltonian, laplacians, observables, systems
 from ferminet_fast.vmc import loss, mcmc
@@ -365,14 +365,12 @@ def burn_in(compiled: Compiled, state: TrainState, steps: int, steps_per_sweep: 
             beat: Optional[Callable[[str], None]] = None) -> TrainState:
   """MCMC burn-in of `steps` moves, adapting the width after every sweep; params unchanged.
   `beat(what comes next)`, if given, is called as each sweep completes (a watchdog's), one
-  sweep behind the dispatch so that the device never waits for the host."""
+  sweep behind the dispatch so that the device never waits for the host, nor runs more than
+  a sweep behind it (environment/dispatch.py)."""
   n = mcmc.n_sweeps(steps, steps_per_sweep)
-  previous = None
+  ahead = dispatch.Bounded(1)  # Never more than two sweeps in flight.
   for i in range(n):
     state, pmove = compiled.mcmc(state)
-    if beat is not None:
-      if previous is not None:
-        previous.block_until_ready()
-        beat(f'sweep {i + 1} of {n} of the burn-in')
-      previous = pmove
+    if ahead.pushed(pmove) is not None and beat is not None:
+      beat(f'sweep {i + 1} of {n} of the burn-in')
   return jax.block_until_ready(state)
