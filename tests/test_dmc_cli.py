@@ -271,7 +271,7 @@ def heg_dmc(heg_runs, tmp_path_factory):
   return runs, out, proc
 
 
-def test_electron_gas_dmc_below_vmc_and_twist_average(heg_dmc):
+def test_electron_gas_dmc_is_at_or_below_vmc_and_its_twist_average_the_mean(heg_dmc):
   """At Gamma the DMC energy is at or below the VMC energy of the same parameters (within
   their errors); at the twist it is a real number and fixed-phase (no sign check); the
   average is the weighted mean (equal weights, as VMC's) of the runs' DMC energies, each
@@ -350,7 +350,7 @@ def test_electron_gas_moves_stay_in_the_cell():
     assert float(stats.acceptance) > 0 and not np.allclose(s.walkers.x, x)
 
 
-def test_twist_average_bad_input(heg_runs, tmp_path):
+def test_a_twist_average_of_bad_runs_is_one_clear_error(heg_runs, tmp_path):
   """--twist_average refuses, by name and before any DMC, one run, a twist twice, a
   molecule and an output file inside a run; the command says so in one line with status 2,
   as it does for both --run and --twist_average."""
