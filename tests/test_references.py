@@ -65,3 +65,14 @@ def test_a_malformed_reference_is_one_clear_error(text, said):
 def test_a_basis_pyscf_does_not_have_is_refused():
   with pytest.raises(InputError, match="--reference = 'cc-pv9z': pyscf has no such basis"):
     references.check(references.parse('hf/cc-pv9z'), h2(1.4))
+
+
+def test_a_stretched_bond_binds_in_the_basis_limit():
+  """H2 at 6 bohr lies below two hydrogen atoms (by about 0.8 mHa exactly): the CCSD
+  reference extrapolated from cc-pVDZ and cc-pVTZ stays below the atoms' energies in the
+  larger basis, which an RHF-based split into Hartree-Fock and correlation energies does
+  not give (the RHF's ionic dissociation converges with the basis unlike the atoms)."""
+  atom = systems.make_system(tiny_config('H').system)
+  atoms = 2 * references.energy(atom, references.parse('hf/cc-pvtz'))  # Exact for one electron.
+  stretched = references.energy(h2(6.0), references.parse('ccsd/cc-pv[dt]z'))
+  assert atoms - 2e-3 < stretched < atoms
