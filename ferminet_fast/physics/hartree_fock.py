@@ -79,8 +79,9 @@ def shells_of(mol) -> tuple:
   return tuple(shells)
 
 
-def scf_energy(mf) -> float:
-  """Runs the pyscf SCF `mf` (molecular or periodic) and returns its energy (Ha), on one
+def scf_energy(mf, dm0=None) -> float:
+  """Runs the pyscf SCF `mf` (molecular or periodic), from the density matrix `dm0` if given
+  (else pyscf's guess), and returns its energy (Ha), on one
   OpenMP thread: pyscf's threaded integral and Fock builds add in an order that varies
   from run to run, and where occupied orbitals are degenerate (N2's pi orbitals) that last-
   bit noise picks a different basis of the degenerate space each time, so the pretraining
@@ -89,7 +90,7 @@ def scf_energy(mf) -> float:
   (its price: BENCHMARKS.md, "The Hartree-Fock SCF on one thread")."""
   from pyscf import lib
   with lib.with_omp_threads(1):
-    return float(mf.kernel())
+    return float(mf.kernel(dm0))
 
 
 def molecule(system: systems.System, basis: str, ecp_basis: str = '',

@@ -67,9 +67,7 @@ def _broken_symmetry(mol, e_rhf: float):
   first = slice(*mol.aoslice_by_atom()[0][2:])
   dm_b = dm_b.copy()
   dm_b[first, :] = dm_b[:, first] = 0.0
-  from pyscf import lib
-  with lib.with_omp_threads(1):
-    e = float(mf.kernel((dm_a, dm_b)))
+  e = hartree_fock.scf_energy(mf, (dm_a, dm_b))
   return mf if mf.converged and e < e_rhf - 1e-6 else None
 
 
