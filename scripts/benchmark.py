@@ -49,7 +49,10 @@ stats.csv), for devices where process start-up varies by more than the steps tak
 `--peer-note` records how the peer was installed when not by the setup script (on a JAX
 without `jax.device_put_replicated`, FermiNet runs through scripts/ferminet_launch.py).
 `--against-ours DIR` does the same with another checkout of this repository (run from DIR
-with this interpreter) in FermiNet's place: whether a change made the step slower.
+with this interpreter) in FermiNet's place: whether a change made the step slower; with
+this repository as DIR, `--set` and `--baseline-set` time ours with one setting against ours
+with another (e.g. `--set network.network_type=lapnet`: LapNet against our FermiNet of the
+same width, benchmarks/lapnet_against_ferminet_cpu2.json).
 `--alone` times ours the same way with no peer (where the peer cannot run, e.g. an
 accelerator whose JAX its dependencies do not support); benchmarks/step_alone.json.
 `--timers` trains ours once per system and optimizer with its stage timers on, `--iterations`
@@ -212,13 +215,14 @@ MEASURES = {'processes': _process_ms, 'loop': _loop_ms}
 def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int,
                  repeats: int, ours_baseline: bool = False, pretrain: int = 0,
                  network: str = 'small', batch: int = 256, settings=('best',),
-                 measure: str = 'processes', extra=None) -> list:
+                 measure: str = 'processes', extra=None, baseline_extra=None) -> list:
   """ms per step of a baseline and ours on system `name`, timed as `measure` (a name in
   MEASURES): one result per baseline setting (FermiNet's `settings`, names in
   reference.PEER_SETTINGS; one with `ours_baseline`, another checkout of ours in the
   directory `baseline`), each with ours measured in the same repeats. `pretrain`:
   pretraining steps of both; `network`: a name in `reference.NETWORKS`; `batch`: walkers;
-  `extra`: further keys of ours only."""
+  `extra`: further keys of ours only; `baseline_extra`: of the other checkout of ours
+  only (with `ours_baseline`)."""
   settings = ['ours'] if ours_baseline else list(settings)
   keys = {'optim.optimizer': optimizer, 'pretrain.iterations': str(pretrain),
           'batch_size': str(batch), **reference.NETWORKS[network]}
@@ -228,7 +232,8 @@ def side_by_side(baseline: str, name: str, optimizer: str, short: int, long: int
   for repeat in range(repeats):
     for who, setting in order_of(repeat, settings):
       step_ms, start_s = timed_by(baseline, name, who, setting,
-                                  keys if who == 'baseline' else {**keys, **(extra or {})},
+                                  {**keys, **(baseline_extra or {})} if who == 'baseline'
+                                  else {**keys, **(extra or {})},
                                   short, long, ours_baseline)
       ms[setting].append(step_ms)
       startup[setting].append(start_s)
@@ -275,13 +280,15 @@ def against(args) -> None:
   if args.peer_note:
     peer['note'] = args.peer_note
   extra = dict(kv.split('=', 1) for kv in args.set)
+  baseline_extra = dict(kv.split('=', 1) for kv in args.baseline_set)
   run_meta, rows = artifacts.meta(peer=peer), []
   for name in args.systems:
     for opt in args.optimizers:
       for r in side_by_side(baseline, name, opt, *args.steps, args.repeats,
                             ours_baseline=bool(args.against_ours), pretrain=args.pretrain,
                             network=args.network, batch=args.batch,
-                            settings=args.peer_settings, measure=args.measure, extra=extra):
+                            settings=args.peer_settings, measure=args.measure, extra=extra,
+                            baseline_extra=baseline_extra):
         rows.append({'system': name, 'optimizer': opt, **r})
         print(f'{name} {opt} {label} ({r["peer_settings"]}): {r["baseline"]:.1f} ms, ours '
               f'{r["ours"]:.1f} ms, ratio {r["ratio"]:.2f}', flush=True)
@@ -290,6 +297,7 @@ def against(args) -> None:
   artifacts.append(path, {'baseline': baseline, 'label': label, 'rows': rows,
                           'steps': args.steps, 'repeats': args.repeats,
                           'pretrain': args.pretrain, 'measure': args.measure, 'set': extra,
+                          'baseline_set': baseline_extra,
                           'network': {'name': args.network, **reference.NETWORKS[args.network]},
                           'batch': args.batch}, run_meta)
   print(tables.render_against([path]))
@@ -384,6 +392,9 @@ def measure(argv):
   parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE', type=key_value,
                       help='with --alone, --timers or --against-ferminet: further settings of '
                       'ours (config keys)')
+  parser.add_argument('--baseline-set', nargs='*', default=[], metavar='KEY=VALUE',
+                      type=key_value, help='with --against-ours: further settings of the '
+                      'baseline checkout (ours with one setting against ours with another)')
   parser.add_argument('--measure', default='processes', choices=list(MEASURES),
                       help='with --against-ferminet / --against-ours: processes = T(long) - '
                       'T(short) of two whole processes; loop = the training loop\'s period '
@@ -419,6 +430,8 @@ def measure(argv):
                       help='run the GPU sitting (scripts/sitting.py, whose options follow it: '
                       'python -m scripts.sitting --help), then stop')
   args = parser.parse_args(argv)
+  if args.baseline_set and not args.against_ours:
+    parser.error('--baseline-set goes with --against-ours')
   if args.against_ferminet or args.against_ours:
     against(args)
     if args.plot_scaling:

@@ -26,6 +26,20 @@ ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'B': 5, 'C': 6, 'N': 7, 'O': 8, 'F': 9, 
              'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16, 'HEG': 14, 'C4H4': 28}
 
 
+# Our networks against each other: ours with network.network_type set (--against-ours on
+# this repository with --set) against our FermiNet of the same width, per-step goal by
+# network and system.
+NETWORKS_JSON = os.path.join(REPO, 'benchmarks', 'lapnet_against_ferminet_cpu2.json')
+NETWORK_GOALS = {'lapnet': {'Ne': 0.6, 'C2H4': 0.6}}
+
+
+def network_goal(r: dict):
+  """The goal of a row of ours with another network against our FermiNet, or None."""
+  if r.get('baseline_set', {}).get('network.network_type', 'ferminet') != 'ferminet':
+    return None
+  return NETWORK_GOALS.get(r['set'].get('network.network_type'), {}).get(r['system'])
+
+
 def step_goal(system: str, network: str):
   """The per-step goal of `system` with `network` (a name in reference.NETWORKS), or None."""
   return STEP_GOALS.get(network, {}).get(system)
@@ -49,6 +63,7 @@ def _against_rows(path: str) -> list:
       out.append((run, {**r, 'network': net, 'batch': d.get('batch', 256),
                         'pretrain': d.get('pretrain', 0), 'label': d.get('label', 'FermiNet'),
                         'measure': d.get('measure', 'processes'), 'set': d.get('set') or {},
+                        'baseline_set': d.get('baseline_set') or {},
                         'peer_settings': r.get('peer_settings', 'default' if d.get(
                             'label', 'FermiNet') == 'FermiNet' else 'this repository')}))
   return out
@@ -68,16 +83,19 @@ def render_against(paths: list, systems=None, newest_only: bool = False) -> str:
     for run, r in _against_rows(path):
       if systems is None or r['system'] in systems:
         key = (r['system'], r['optimizer'], r['network'], r['batch'], r['label'],
-               r['peer_settings'], tuple(r['set'].items()), r['measure'], r['pretrain'],
+               r['peer_settings'], tuple(r['set'].items()),
+               tuple(r['baseline_set'].items()), r['measure'], r['pretrain'],
                _device(run)) if newest_only else len(newest)
         newest.pop(key, None)  # Re-inserted last: the table keeps the order of measurement.
         newest[key] = (path, run, r)
   for _, _, r in newest.values():
     per = r.get('ratio_per_repeat') or [o / b for o, b in zip(r['runs_ms']['ours'],
                                                                r['runs_ms']['baseline'])]
-    goal = step_goal(r['system'], r['network']) if r['label'] == 'FermiNet' else None
+    goal = (step_goal(r['system'], r['network']) if r['label'] == 'FermiNet'
+            else network_goal(r))
     st = r['startup_s']
     how = ''.join([f'; ours {k}={v}' for k, v in r['set'].items()]
+                  + [f'; baseline {k}={v}' for k, v in r['baseline_set'].items()]
                   + (['; loop period'] if r['measure'] == 'loop' else [])
                   + ([f'; {r["pretrain"]} pretraining steps'] if r['pretrain'] else []))
     lines.append(
@@ -478,6 +496,7 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
         _bench('laplacian_sparsity_cpu2.json')[0])),
     'laplacian-sparsity-timers': ('BENCHMARKS.md', lambda: render_timers(
         _bench('laplacian_sparsity_timers_cpu2.json')[0])),
+    'lapnet-step': ('BENCHMARKS.md', lambda: render_against([NETWORKS_JSON])),
     'per-step-gpu': ('BENCHMARKS.md', lambda: render_against([AGAINST_GPU_JSON])),
     'stage-timers-gpu': ('BENCHMARKS.md', lambda: render_timers(
         _bench('stage_timers_gpu.json')[0])),

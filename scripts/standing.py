@@ -119,6 +119,25 @@ def step_rows() -> list:
   return rows
 
 
+def network_rows() -> list:
+  """Our other networks against our FermiNet of the same width (benchmark_tables.
+  NETWORK_GOALS): the newest run per system, network and optimizer, both ours alternated."""
+  path, newest = benchmark_tables.NETWORKS_JSON, {}
+  if not os.path.exists(path):
+    return []
+  for run, r in benchmark_tables._against_rows(path):
+    if benchmark_tables.network_goal(r) is not None:
+      newest[(r['set']['network.network_type'], r['system'], r['optimizer'])] = (run, r)
+  rows = []
+  for (network, system, opt), (run, r) in newest.items():
+    goal = benchmark_tables.network_goal(r)
+    rows.append((f'step time {system} {opt}, {network} / our FermiNet of the same width',
+                 f'≤ {goal}', f'{r["ratio"]:.2f} ({r["ours"]:.1f} / {r["baseline"]:.1f} ms; '
+                 f'batch {r["batch"]}, {r["network"]} FermiNet)',
+                 _status(r['ratio'] <= goal, True, ''), f'`{_rel(path)}`, {_date(run)}'))
+  return rows
+
+
 def _startup_kept(r) -> bool:
   """Start-up rows of the small network: the molecules' with 1000 pretraining steps, the
   electron gas's (it has no pretraining) as it ran."""
@@ -275,7 +294,7 @@ def _newest_counts(runs: list) -> dict:
   counted = {}
   for run in runs:
     for r in run.data['rows']:
-      if r['system'] in STEP_COST_SYSTEMS and r['network'] == 'small':
+      if r['system'] in STEP_COST_SYSTEMS and r['network'] == 'small' and not r.get('set'):
         counted[(r['system'], r['optimizer'])] = (run, r)
   return dict(sorted(counted.items()))
 
@@ -435,7 +454,7 @@ def _table(rows: list) -> str:
 
 
 def render_benchmarks() -> str:
-  return _table(step_rows() + step_cost_rows() + scaling_rows() + memory_rows()
+  return _table(step_rows() + network_rows() + step_cost_rows() + scaling_rows() + memory_rows()
                 + startup_rows() + race_rows()) + (
       '\n\nEach figure is rendered from the artifact named beside it; '
       'python -m scripts.render_docs rewrites this table.')

@@ -4,6 +4,7 @@ noise.
 
   python -m scripts.step_cost --systems Ne C2H4 --networks small standard
   python -m scripts.step_cost --systems Ne --optimizers adam kfac --json out.json
+  python -m scripts.step_cost --systems Ne --networks small --set network.network_type=lapnet
 
 For each system, network and optimizer, our step is built through the entry points' build
 path (the comparison settings of scripts/ferminet_reference.py: batch 256, 10 MCMC moves)
@@ -60,12 +61,13 @@ def flops(compiled) -> float:
   return float(cost['flops'])
 
 
-def _config(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int):
+def _config(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int,
+            extra=None):
   from ferminet_fast.runtime import cli
   keys = {**reference.OUR_KEYS.get(name, {}), **reference.SHARED, **reference.NETWORKS[network],
           'batch_size': str(batch), 'mcmc.steps': str(mcmc_steps),
           'optim.optimizer': optimizer, 'optim.energy_chunk_size': '0',
-          'distributed.cpu_devices': '1', 'pretrain.iterations': '0'}
+          'distributed.cpu_devices': '1', 'pretrain.iterations': '0', **(extra or {})}
   return cli.resolve(['step_cost', '--config', os.path.join(REPO, reference.SYSTEMS[name][0]),
                       *[f'--config.{k}={v}' for k, v in keys.items()]])
 
@@ -94,16 +96,19 @@ def laplacian_after_orbitals(built, compiled) -> float:
 _DETERMINANTS: dict = {}
 
 
-def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) -> dict:
+def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int,
+          extra=None) -> dict:
   """Floating-point operations of each stage of our step for one system, network and
-  optimizer, in forward passes, with the floors."""
+  optimizer, in forward passes, with the floors; `extra`: further settings of ours
+  ({key: value}, e.g. another network type at the widths of `network`)."""
   import jax
   from ferminet_fast.optimizers import optim
   from ferminet_fast import plan
 
   # Built once with one MCMC move per step (XLA counts a loop's body once), and its
   # settings as they are otherwise.
-  cfg = plan.settings(_config(name, network, optimizer, batch, 1))
+  extra = extra or {}
+  cfg = plan.settings(_config(name, network, optimizer, batch, 1, extra))
   built = plan.build(cfg, jax.random.PRNGKey(0))
   parts, state = built.parts, built.state
   params, x = state.params, state.walkers.x
@@ -120,7 +125,7 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) 
   update = compiled(parts.update, params, state.opt_state, grads, samples)
   step = compiled(parts.train_step, state)
   n = built.system.n_electrons
-  key = (name, network, parts.laplacian.name, batch)
+  key = (name, network, parts.laplacian.name, batch, tuple(sorted(extra.items())))
   if key not in _DETERMINANTS:
     _DETERMINANTS[key] = laplacian_after_orbitals(built, compiled)
   stages = {'mcmc': mcmc_steps * one_move, 'energy': energy, 'gradient': energy_grad - energy,
@@ -130,7 +135,7 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int) 
           'forward_flops': forward, 'stage_flops': stages,
           'after_orbitals_flops': _DETERMINANTS[key],
           'step_flops': step + (mcmc_steps - 1) * one_move,
-          'floors': floors(n, mcmc_steps)}
+          'floors': floors(n, mcmc_steps), 'set': extra}
 
 
 def render(path: str = COST_JSON) -> str:
@@ -141,7 +146,8 @@ def render(path: str = COST_JSON) -> str:
   newest = {}
   for run in runs:
     for r in run.data['rows']:
-      newest[(r['system'], r['network'], r['optimizer'])] = (run, r)
+      newest[(r['system'], r['network'], r['optimizer'],
+              tuple(sorted(r.get('set', {}).items())))] = (run, r)
   lines = ['| system (N) | network | optimizer | Laplacian | GFLOP per forward | MCMC | energy | '
            'of which determinants | gradient | optimizer | refresh | step | floor | step / floor |',
            '|' + '---|' * 14]
@@ -151,7 +157,8 @@ def render(path: str = COST_JSON) -> str:
     det = r.get('after_orbitals_flops')  # Absent from rows counted before it was.
     cells.insert(STAGES.index('energy') + 1, '–' if det is None else f'{det / f:.1f}')
     floor = sum(fl.values())
-    lines.append(f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | {r["optimizer"]} | '
+    network = ', '.join([r['network']] + [f'{k}={v}' for k, v in r.get('set', {}).items()])
+    lines.append(f'| {r["system"]} ({r["electrons"]}) | {network} | {r["optimizer"]} | '
                  f'{r["laplacian"]} | {f / 1e9:.3f} | ' + ' | '.join(cells)
                  + f' | {r["step_flops"] / f:.1f} | {floor} | {r["step_flops"] / f / floor:.2f} |')
   return '\n'.join(lines + ['', 'Each stage in forward passes of the network (its floor in '
@@ -172,14 +179,20 @@ def main():
   parser.add_argument('--optimizers', nargs='*', default=['adam', 'kfac'])
   parser.add_argument('--batch', type=int, default=int(reference.SHARED['batch_size']))
   parser.add_argument('--mcmc-steps', type=int, default=int(reference.SHARED['mcmc.steps']))
+  parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE',
+                      help='further settings of ours (e.g. network.network_type=lapnet)')
   parser.add_argument('--json', default=COST_JSON)
   args = parser.parse_args()
+  bad = [kv for kv in args.set if '=' not in kv or kv.startswith('=')]
+  if bad:
+    parser.error(f'--set {" ".join(bad)}: give KEY=VALUE (a config key of ours)')
+  extra = dict(kv.split('=', 1) for kv in args.set)
   os.environ.setdefault('JAX_PLATFORMS', 'cpu')
   rows = []
   for name in args.systems:
     for network in args.networks:
       for optimizer in args.optimizers:
-        r = count(name, network, optimizer, args.batch, args.mcmc_steps)
+        r = count(name, network, optimizer, args.batch, args.mcmc_steps, extra)
         rows.append(r)
         f = r['forward_flops']
         print(f'{name} {network} {optimizer}: forward {f / 1e9:.3f} GFLOP; '

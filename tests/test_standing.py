@@ -142,3 +142,26 @@ def test_sitting_table_holds_the_newest_sitting_of_every_artifact_only(tmp_path,
       "GiB)", '**met**']
   assert 'commit bbbbbbb' in text and 'python measure --commit ' + 'b' * 40 in text
   assert 'a' * 40 not in text
+
+
+def test_another_network_is_judged_against_our_ferminet_only(tmp_path, monkeypatch):
+  from scripts import benchmark_tables
+  path = str(tmp_path / 'networks.json')
+  monkeypatch.setattr(benchmark_tables, 'NETWORKS_JSON', path)
+  # LapNet against our FermiNet: Ne slower than the goal allows, ethene within it.
+  artifacts.append(path, {'label': 'baseline checkout', 'rows': [
+      _row('Ne', 'ours', 100.0, 250.0), _row('C2H4', 'ours', 200.0, 100.0)],
+                          'network': {'name': 'small'}, 'batch': 256,
+                          'set': {'network.network_type': 'lapnet'}}, META)
+  # LapNet against a Psiformer: no goal, no row.
+  artifacts.append(path, {'label': 'baseline checkout', 'rows': [
+      _row('Ne', 'ours', 300.0, 250.0)], 'network': {'name': 'small'}, 'batch': 256,
+                          'set': {'network.network_type': 'lapnet'},
+                          'baseline_set': {'network.network_type': 'psiformer'}}, META)
+  rows = {r[0]: r for r in standing.network_rows()}
+  assert set(rows) == {'step time Ne kfac, lapnet / our FermiNet of the same width',
+                       'step time C2H4 kfac, lapnet / our FermiNet of the same width'}
+  ne = rows['step time Ne kfac, lapnet / our FermiNet of the same width']
+  c2h4 = rows['step time C2H4 kfac, lapnet / our FermiNet of the same width']
+  assert ne[1] == '≤ 0.6' and ne[2].startswith('2.50') and ne[3] == '**missed**'
+  assert c2h4[2].startswith('0.50') and c2h4[3] == '**met**'

@@ -41,3 +41,12 @@ def test_table_names_the_floor(li_adam, tmp_path):
   after = li_adam['after_orbitals_flops'] / li_adam['forward_flops']
   assert float(cells[7]) == pytest.approx(after, abs=0.05)  # The determinants' share.
   assert cells[12] == str(sum(li_adam['floors'].values()))
+
+
+def test_a_count_with_other_settings_is_its_own_row(li_adam, tmp_path):
+  from scripts import artifacts
+  path = str(tmp_path / 'cost.json')
+  other = {**li_adam, 'set': {'network.network_type': 'lapnet'}, 'step_flops': 1.0}
+  artifacts.append(path, {'rows': [li_adam, other]})
+  rows = [line for line in step_cost.render(path).splitlines() if line.startswith('| Li (3)')]
+  assert [r.split('|')[2].strip() for r in rows] == ['small', 'small, network.network_type=lapnet']
