@@ -130,9 +130,9 @@ def _twist(v):
 
 
 def _taus(v):
-  ok = (isinstance(v, (tuple, list)) and v and
-        all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in v))
-  return None if ok else 'must be a non-empty tuple of time steps > 0 (Ha^-1)'
+  ok = v == 'auto' or (isinstance(v, (tuple, list)) and v and all(
+      isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in v))
+  return None if ok else "must be 'auto' or a non-empty tuple of time steps > 0 (Ha^-1)"
 
 
 def _layer_widths(dims):
@@ -477,9 +477,12 @@ SETTINGS = {
     # network: one run per time step, then the linear extrapolation to tau -> 0 (diffusion/walk.py).
     # In a cell: the Ewald energy, moves wrapped into the cell, fixed-phase at a twist; the
     # runs of one system at its twists: python -m ferminet_fast.dmc --twist_average A,B.
-    'dmc.tau': S((0.02, 0.01, 0.005), 'Time steps, Ha^-1, each > 0: DMC runs at each in turn '
-                 '(from the largest) and, with two or more, fits E(tau) linearly to give '
-                 'E(tau -> 0).', _taus),
+    'dmc.tau': S('auto', 'Time steps, Ha^-1, each > 0: DMC runs at each in turn (from the '
+                 'largest) and, with two or more, fits E(tau) linearly to give E(tau -> 0). '
+                 "'auto': tau_1, tau_1 / 2, tau_1 / 4 with tau_1 from the system "
+                 '(plan.dmc_time_steps): 0.04 / Z for the largest charge Z the electrons '
+                 'see (the effective one with an ECP), at most 0.02; 0.02 r_s^2 for the '
+                 'electron gas.', _taus, kind=object),
     'dmc.steps': S(2000, 'DMC steps per time step whose energies are kept.', _positive_int),
     'dmc.equilibration': S(500, 'DMC steps per time step discarded first (the projection '
                            'out of the VMC distribution).', _non_negative),

@@ -7,7 +7,7 @@ energy below VMC, within the network's nodes (or phase).
 
 Loads the run's config, Laplacian method, precision and newest checkpoint, takes its
 parameters (averaged by default, as evaluation) and walkers, and runs DMC (diffusion/walk.py) at
-each time step: `equilibration` steps discarded, then `steps` kept and reblocked. With two
+each time step (by default three chosen from the system, plan.dmc_time_steps): `equilibration` steps discarded, then `steps` kept and reblocked. With two
 or more time steps, E(tau) is fitted linearly and extrapolated to tau -> 0. Writes
 <run>/dmc.json, <run>/dmc_stats.csv and, with matplotlib, <run>/plots/dmc_*.png. The
 settings are the run's dmc.* keys (config.py), which the flags override. A stopped DMC run

@@ -115,6 +115,8 @@ def dry_run(user_cfg) -> str:
   d = user_cfg.to_dict()
   if d['optim']['laplacian'] == 'best':
     d['optim']['laplacian'] = best_laplacian(systems.make_system(user_cfg.system)).name
+  if d['dmc']['tau'] == 'auto':
+    d['dmc']['tau'] = dmc_time_steps(user_cfg.system)
   d['network']['envelope'] = envelopes.resolve(
       d['network']['envelope'], systems.is_periodic(user_cfg.system),
       user_cfg.system.rs is None).name
@@ -174,6 +176,25 @@ def best_laplacian(system: systems.System, platform: Optional[str] = None
   sparse = (system.n_electrons >= laplacians.SPARSE_PAYS_FROM and not system.periodic
             and system.states == 1 and (platform or jax.default_backend()) == 'cpu')
   return laplacians.FOLX_SPARSE if sparse else laplacians.FOLX
+
+
+# dmc.tau = 'auto': the largest time step, Ha^-1, and its divisors (plan.dmc_time_steps).
+TAU_CAP = 0.02  # The largest time step taken for any system (He, H2: the linear regime).
+TAU_TIMES_Z = 0.04  # tau_1 Z: the core's length scales as 1/Z, its kinetic energy as Z^2.
+TAU_RATIOS = (1, 2, 4)  # The time steps: tau_1 / each.
+
+
+def dmc_time_steps(sys_cfg) -> tuple:
+  """The time steps (Ha^-1) dmc.tau = 'auto' stands for: tau_1, tau_1 / 2, tau_1 / 4, with
+  tau_1 = min(TAU_CAP, TAU_TIMES_Z / Z) for the largest charge Z the electrons see (the
+  effective charge of an ECP atom), so that the electrons nearest a heavy nucleus move as
+  far in units of its core as they do at He; for the electron gas tau_1 = TAU_CAP r_s^2,
+  the Hamiltonian's own scaling (lengths as r_s, energies as r_s^-2)."""
+  if sys_cfg.rs is not None:  # The electron gas (physics/systems.py).
+    first = TAU_CAP * float(sys_cfg.rs) ** 2
+  else:
+    first = min(TAU_CAP, TAU_TIMES_Z / float(max(systems.make_system(sys_cfg).charges)))
+  return tuple(float(f'{first / r:.4g}') for r in TAU_RATIOS)
 
 
 def chunk_size_of(cfg, network: networks.Network) -> int:

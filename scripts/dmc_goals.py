@@ -2,20 +2,23 @@
 evaluation of the trained network, then DMC at several time steps within its budget and the
 extrapolation to tau -> 0; every goal judged met or missed from the measured numbers.
 
-  python -m scripts.dmc_goals --rows he,h2,li,be,lih,ne [--ferminet /tmp/fn] [--keep DIR]
+  python -m scripts.dmc_goals --rows he,h2,li,be,lih,ne,n2,si_ccecp [--ferminet /tmp/fn] [--keep DIR]
   python -m scripts.render_docs                  # put the table into ACCURACY.md
 
 Each stage is a fresh process, as a user runs it:
   python -m ferminet_fast.train --config configs/<row>.py --config.log.save_path=DIR
   python -m ferminet_fast.evaluate --run DIR
-  python -m ferminet_fast.dmc --run DIR --tau T1,T2,T3 --steps S --equilibration Q
+  python -m ferminet_fast.dmc --run DIR --steps S --equilibration Q
 He and H2 train for at most VMC_SECONDS (SIGTERM at the budget: training checkpoints and
-stops), Li, Be and LiH for their configs' iterations (as scripts/accuracy.py does), Ne for
-600 s (as scripts/race.py does). The DMC steps are chosen from the step time of a short
-probe (its files removed) to fit the row's DMC budget. With --ferminet (the directory
-../shared/anchors/setup-ferminet.sh makes), DeepMind FermiNet trains Ne for 1200 s in the
-same sitting (scripts/race.py's machinery) and the Ne row compares with its VMC energy;
-without it that column says 'not run'.
+stops), Li, Be, LiH and Si (ccECP) for their configs' iterations (as scripts/accuracy.py
+does), Ne for 600 s and N2 for 1800 s (as scripts/race.py does). DMC runs at the time steps
+its default picks for the system (dmc.tau = 'auto', plan.dmc_time_steps), with the steps
+chosen from the step time of a short probe (its files removed) to fit the row's DMC budget.
+The ECP row runs DMC with T-moves (the default) and again, from a copy of the trained run,
+with the locality approximation and the same steps, reported beside. With --ferminet (the
+directory ../shared/anchors/setup-ferminet.sh makes), DeepMind FermiNet trains Ne for
+FERMINET_SECONDS in the same sitting (scripts/race.py's machinery) and the Ne row compares
+with its VMC energy; without it that column says 'not run'.
 
 Each row's run is appended to the artifact benchmarks/dmc_goals.json (scripts/artifacts.py:
 every run kept, with its date, machine, versions, git commit and command line); TABLES
@@ -32,6 +35,7 @@ import sys
 import tempfile
 import time
 
+from ferminet_fast import plan
 from ferminet_fast.diffusion import stage
 from scripts import artifacts
 from scripts import race
@@ -39,7 +43,6 @@ from scripts import race
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 JSON = os.path.join(REPO, 'benchmarks', 'dmc_goals.json')
-TAUS = (0.02, 0.01, 0.005)  # Ha^-1: the time steps of every row, extrapolated linearly.
 EQUILIBRATION = 0.2  # Fraction of each time step's DMC steps discarded.
 PROBE_STEPS = 20
 # Fraction of the DMC budget the steps are planned to fill: the step time of one time step
@@ -54,9 +57,13 @@ ROWS = {
     'li': ('configs/li.py', None, 600.0, 'below VMC; exact within 0.2 mHa'),
     'be': ('configs/be.py', None, 600.0, 'below VMC'),
     'lih': ('configs/lih.py', None, 600.0, 'below VMC; exact within 0.2 mHa'),
-    'ne': ('configs/ne.py', 600.0, 600.0, "error <= 1/2 of VMC's; below FermiNet's VMC at 1200 s"),
+    'ne': ('configs/ne.py', 600.0, 1200.0, "error <= 1/2 of VMC's; below FermiNet's VMC at 1800 s"),
+    'n2': ('configs/n2.py', 1800.0, 1800.0, "error <= 1/2 of VMC's"),
+    'si_ccecp': ('configs/si_ccecp.py', None, 1200.0,
+                 'T-move DMC below VMC beyond 3 combined errors; locality beside'),
 }
-FERMINET_SECONDS = 1200.0
+FERMINET_SECONDS = 1800.0  # DeepMind FermiNet's VMC the Ne row is judged against.
+ECP_ROWS = ('si_ccecp',)  # Rows whose DMC runs again with the locality approximation.
 
 
 def _run(cmd: list, seconds=None) -> float:
@@ -76,10 +83,17 @@ def _read(run: str, name: str) -> dict:
     return json.load(f)
 
 
-def dmc_steps(run: str, budget: float) -> int:
-  """DMC steps per time step that fit `budget` seconds, from a probe's step time."""
-  cmd = [sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}', '--tau=0.01',
-         f'--steps={PROBE_STEPS}', '--equilibration=0']
+def time_steps(config: str) -> tuple:
+  """The time steps (Ha^-1) DMC takes for the system of `config` at its default,
+  dmc.tau = 'auto' (plan.dmc_time_steps): every row runs at them."""
+  return plan.dmc_time_steps(race.cli.load_config_file(os.path.join(REPO, config)).system)
+
+
+def dmc_steps(run: str, budget: float, taus: tuple) -> int:
+  """DMC steps per time step that fit `budget` seconds, from a probe's step time (at the
+  middle time step; a step costs the same at each)."""
+  cmd = [sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}',
+         f'--tau={taus[len(taus) // 2]}', f'--steps={PROBE_STEPS}', '--equilibration=0']
   wall = _run(cmd)
   step_s = _read(run, 'dmc.json')['per_tau'][0]['wall_s'] / PROBE_STEPS
   shutil.rmtree(os.path.join(run, 'dmc'))
@@ -87,7 +101,7 @@ def dmc_steps(run: str, budget: float) -> int:
     os.remove(os.path.join(run, name))
   overhead = wall - PROBE_STEPS * step_s  # Start-up and compilation, once per process ...
   usable = BUDGET_FILL * budget - overhead - 2 * 5.0  # ... and a compilation per further tau.
-  return max(10, int(usable / (len(TAUS) * step_s)))
+  return max(10, int(usable / (len(taus) * step_s)))
 
 
 def run_row(row: str, run: str, fn_dir) -> dict:
@@ -99,20 +113,26 @@ def run_row(row: str, run: str, fn_dir) -> dict:
   train_s = _run(train, vmc_s)
   eval_s = _run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}'])
   vmc = _read(run, 'eval.json')
-  steps = dmc_steps(run, dmc_s)
+  steps = dmc_steps(run, dmc_s, time_steps(config))
   equilibration = int(EQUILIBRATION * steps)
   dmc_wall = _run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}',
-                   '--tau=' + ','.join(map(str, TAUS)), f'--steps={steps - equilibration}',
-                   f'--equilibration={equilibration}'])
+                   f'--steps={steps - equilibration}', f'--equilibration={equilibration}'])
   dmc = _read(run, 'dmc.json')
+  if row in ECP_ROWS:  # The locality approximation beside, with the same steps, its own time.
+    shutil.copytree(run, run + '_locality', ignore=shutil.ignore_patterns('dmc*'))
+    locality_s = _run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}_locality',
+                       '--ecp_moves=locality', f'--steps={steps - equilibration}',
+                       f'--equilibration={equilibration}'])
   entry = {'row': row, 'config': config, 'goal': goal, 'vmc_budget_s': vmc_s,
            'dmc_budget_s': dmc_s, 'train_s': train_s, 'eval_s': eval_s, 'dmc_s': dmc_wall,
            'iterations': vmc['checkpoint_step'], 'vmc': vmc, 'dmc': dmc,
            'commands': [' '.join(train), f'python -m ferminet_fast.evaluate --run={run}',
-                        f'python -m ferminet_fast.dmc --run={run} --tau='
-                        + ','.join(map(str, TAUS)) + f' --steps={steps - equilibration} '
-                        f'--equilibration={equilibration}']}
+                        f'python -m ferminet_fast.dmc --run={run} '
+                        f'--steps={steps - equilibration} --equilibration={equilibration}']}
+  if row in ECP_ROWS:
+    entry['locality'] = {'dmc': _read(run + '_locality', 'dmc.json'), 'dmc_s': locality_s}
   if row == 'ne':
+    entry['ferminet_seconds'] = FERMINET_SECONDS
     entry['ferminet'] = (race.summary(race.race_ferminet(fn_dir, 'Ne', FERMINET_SECONDS,
                                                          os.path.join(run + '_fn')),
                                       dmc['exact_energy']) if fn_dir else None)
@@ -140,7 +160,8 @@ def verdict(e: dict, exact: float) -> str:
   dmc, vmc = extrapolated(e['dmc']), e['vmc']
   err, stat = 1e3 * (dmc['energy'] - exact), 1e3 * dmc['error']
   vmc_err = 1e3 * (vmc['energy'] - exact)
-  below = dmc['energy'] + 2 * (dmc['error'] ** 2 + vmc['error'] ** 2) ** 0.5 < vmc['energy']
+  combined = (dmc['error'] ** 2 + vmc['error'] ** 2) ** 0.5
+  below = dmc['energy'] + 2 * combined < vmc['energy']
   misses = []
   if e['dmc_s'] > 1.05 * e['dmc_budget_s']:
     misses.append(f'DMC took {e["dmc_s"]:.0f} s of a {e["dmc_budget_s"]:.0f} s budget')
@@ -153,12 +174,15 @@ def verdict(e: dict, exact: float) -> str:
                     f'does not resolve {limit} mHa')
   if e['row'] in ('li', 'be', 'lih') and not below:
     misses.append(f'DMC {dmc["energy"]:.5f} not 2 error bars below VMC {vmc["energy"]:.5f}')
+  if e['row'] in ('ne', 'n2') and not err <= 0.5 * vmc_err:
+    misses.append(f'DMC error {err:.1f} mHa > half the VMC error {vmc_err:.1f} mHa')
+  if e['row'] in ECP_ROWS and not dmc['energy'] + 3 * combined < vmc['energy']:
+    misses.append(f'DMC {dmc["energy"]:.5f} ± {dmc["error"]:.5f} not 3 combined errors below '
+                  f'VMC {vmc["energy"]:.5f} ± {vmc["error"]:.5f}')
   if e['row'] == 'ne':
-    if not err <= 0.5 * vmc_err:
-      misses.append(f'DMC error {err:.1f} mHa > half the VMC error {vmc_err:.1f} mHa')
-    fn = e.get('ferminet')
+    fn, seconds = e.get('ferminet'), e.get('ferminet_seconds', 1200.0)
     if fn is None:
-      misses.append("FermiNet's 1200 s VMC not run (no --ferminet)")
+      misses.append(f"FermiNet's {seconds:.0f} s VMC not run (no --ferminet)")
     elif not err < fn['error_mha']:
       misses.append(f"DMC error {err:.1f} mHa not below FermiNet's {fn['error_mha']:.1f} mHa")
   return 'met' if not misses else 'missed: ' + '; '.join(misses)
@@ -172,14 +196,17 @@ def row_line(e: dict, exact: float) -> str:
   scaled = f' (chi^2/dof {chi2:.1f}: error scaled)' if chi2 is not None and chi2 > 1 else ''
   per = ', '.join(f'{r["tau"]:g}: {mha(r["energy"])} ± {1e3 * r["error"]:.2f}'
                   for r in d['per_tau'])
-  fn = e.get('ferminet')
+  if e.get('locality'):  # An ECP row: the locality approximation's DMC beside.
+    loc = extrapolated(e['locality']['dmc'])
+    per += f'; locality approximation, tau -> 0: {mha(loc["energy"])} ± {1e3 * loc["error"]:.2f}'
+  fn, seconds = e.get('ferminet'), e.get('ferminet_seconds', 1200.0)
   fn_text = ('not run' if fn is None else f'{fn["error_mha"]:+.1f} ± {fn["stat_mha"]:.1f}'
-             ) if e['row'] == 'ne' else ''
+             ) + f' ({seconds:.0f} s)' if e['row'] == 'ne' else ''
   judged = verdict(e, exact).replace('|', r'\|')  # A bare | would split the cell.
   return (f'| {e["row"]} | {e["train_s"]:.0f} | {mha(v["energy"])} ± {1e3 * v["error"]:.2f} '
           f'| {e["dmc_s"]:.0f} | {mha(fit["energy"])} ± {1e3 * fit["error"]:.2f}{scaled} | {per} | '
           f'{"yes" if d["sign_check"]["nodeless_over_samples"] else "no"} | {fn_text} | '
-          f'{ROWS[e["row"]][3]} | {judged} |')
+          f'{e["goal"]} | {judged} |')
 
 
 def render_table(path: str = JSON) -> str:
@@ -192,7 +219,7 @@ def render_table(path: str = JSON) -> str:
   if not runs:
     return 'Not measured yet: the table appears when the script has run.'
   head = ('system', 'VMC (s)', 'VMC error (mHa)', 'DMC (s)', 'DMC E(tau->0) error (mHa)',
-          'per tau (mHa)', 'nodeless', 'FermiNet 1200 s (mHa)', 'goal', 'verdict')
+          'per tau (mHa)', 'nodeless', 'FermiNet VMC (mHa)', 'goal', 'verdict')
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   lines += [row_line(r.data, exact_energy(r.data['config'])) for r in runs]
   cmds = ''.join(f'\n- {r.data["row"]}: `{r.data["commands"][-1]}`' for r in runs)

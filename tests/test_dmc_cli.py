@@ -56,10 +56,13 @@ def test_command_writes_dmc_json(tmp_path, network, precision, atom, ecp):
   run = tmp_path / 'run'
   train.train(small(atom, run, **{'network.network_type': network, 'precision': precision,
                                   'system.ecp': ecp}), quiet=True)
-  proc = command(f'--run={run}', '--tau=0.02,0.01', '--steps=6', '--equilibration=2')
+  # The ECP atom at its default time steps: from its effective charge, 4 (Si, ccECP).
+  taus = [0.01, 0.005, 0.0025] if ecp else [0.02, 0.01]
+  flags = [] if ecp else ['--tau=0.02,0.01']
+  proc = command(f'--run={run}', *flags, '--steps=6', '--equilibration=2')
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads((run / 'dmc.json').read_text())
-  assert [r['tau'] for r in result['per_tau']] == [0.02, 0.01]
+  assert [r['tau'] for r in result['per_tau']] == taus
   assert all(math.isfinite(r['energy']) and 0 < r['tau_eff'] <= r['tau']
              for r in result['per_tau'])
   assert math.isfinite(result['extrapolated']['energy'])
@@ -71,7 +74,7 @@ def test_command_writes_dmc_json(tmp_path, network, precision, atom, ecp):
   assert sign['walkers'] == 16 and 0 <= sign['fraction_opposite_sign'] <= 1
   assert sign['nodeless_over_samples'] == (sign['fraction_opposite_sign'] == 0)
   rows = (run / 'dmc_stats.csv').read_text().splitlines()
-  assert len(rows) == 1 + 2 * 8
+  assert len(rows) == 1 + len(taus) * 8
   assert (run / 'plots' / 'dmc_energy.png').exists() and (run / 'plots' / 'dmc_tau.png').exists()
 
 

@@ -18,9 +18,9 @@ H2_EXACT = -1.174475  # Ha at R = 1.4 bohr: Kolos & Wolniewicz (1968).
 def entry(row, dmc_mha, dmc_err_mha, vmc_mha, vmc_err_mha=0.1, exact=HE_EXACT, fn=None,
           dmc_s=100.0):
   """A run's data as run_row records it: energies in Ha, `*_mha` offsets from `exact`."""
-  per = [{'tau': t, 'energy': exact + 1e-3 * dmc_mha, 'error': 1e-3 * dmc_err_mha}
-         for t in dmc_goals.TAUS]
   config, vmc_budget, dmc_budget, goal = dmc_goals.ROWS[row]
+  per = [{'tau': t, 'energy': exact + 1e-3 * dmc_mha, 'error': 1e-3 * dmc_err_mha}
+         for t in dmc_goals.time_steps(config)]
   return {'row': row, 'config': config, 'goal': goal, 'train_s': 60.0, 'dmc_s': dmc_s,
           'dmc_budget_s': dmc_budget, 'vmc_budget_s': vmc_budget, 'ferminet': fn,
           'vmc': {'energy': exact + 1e-3 * vmc_mha, 'error': 1e-3 * vmc_err_mha},
@@ -45,12 +45,21 @@ def test_verdicts():
   assert v(entry('be', 5.0, 0.5, 20.0), HE_EXACT) == 'met'
   assert 'not 2 error bars below VMC' in v(entry('be', 19.0, 0.5, 20.0), HE_EXACT)
   ne = entry('ne', 8.0, 1.0, 20.0, exact=-128.9376)
-  assert "FermiNet's 1200 s VMC not run" in v(ne, -128.9376)
+  assert "FermiNet's 1200 s VMC not run" in v(ne, -128.9376)  # Recorded before 1800 s.
+  ne['ferminet_seconds'] = 1800.0
+  assert "FermiNet's 1800 s VMC not run" in v(ne, -128.9376)
   ne['ferminet'] = {'error_mha': 12.0, 'stat_mha': 1.0}
   assert v(ne, -128.9376) == 'met'
   for r in ne['dmc']['per_tau']:  # 11 mHa at every time step: more than half VMC's 20 mHa.
     r['energy'] += 3e-3
   assert 'half the VMC error' in v(ne, -128.9376)
+  assert v(entry('n2', 20.0, 2.0, 50.0, exact=-109.5423), -109.5423) == 'met'
+  assert 'half the VMC error' in v(entry('n2', 30.0, 2.0, 50.0, exact=-109.5423), -109.5423)
+  # The ECP row: T-move DMC 3 combined errors below VMC (here 3.5 and 2.5 of them).
+  si = entry('si_ccecp', 1.0, 0.1, 1.5, vmc_err_mha=0.1, exact=-3.76205)
+  assert v(si, -3.76205) == 'met'
+  si['vmc']['energy'] -= 0.1e-3
+  assert 'not 3 combined errors below VMC' in v(si, -3.76205)
 
 
 def test_scatter_beyond_the_errors_widens_the_extrapolated_error():
@@ -79,6 +88,12 @@ def test_table_renders_the_newest_run_of_each_row(tmp_path, monkeypatch):
   assert all(r.replace(r'\|', '').count('|') == 11 for r in rows)
   assert '0.005: +0.20 ± 0.05' in rows[0] and '+1.00 ± 0.10' in rows[0]
   assert 'From `' in text and 'commit' in text and 'dmc --run=/x/h2' in text
+  si = entry('si_ccecp', 1.0, 0.1, 1.5, exact=-3.76205)
+  si['locality'] = {'dmc': entry('si_ccecp', -0.5, 0.2, 1.5, exact=-3.76205)['dmc'],
+                    'dmc_s': 100.0}
+  line = dmc_goals.row_line(si, -3.76205)
+  assert 'locality approximation, tau -> 0: -0.50 ± 0.24' in line  # Extrapolated.
+  assert line.replace(r'\|', '').count('|') == 11
   # Judged at rendering against the package's exact energy, not a stored one.
   monkeypatch.setattr(dmc_goals, 'exact_energy', lambda config: H2_EXACT + 1e-3)
   assert '-0.98 ± 0.03' in dmc_goals.render_table(path)

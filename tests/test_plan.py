@@ -81,6 +81,23 @@ def test_best_keeps_the_sparse_forward_laplacian_for_large_molecules_on_a_cpu():
   assert 'laplacian: folx_sparse' in dry
 
 
+def test_dmc_time_steps_follow_the_charge_the_electrons_see():
+  """dmc.tau = 'auto': the time steps shrink as 1/Z of the largest charge the electrons
+  see (the effective charge with an ECP), capped at He's, and scale as r_s^2 in the
+  electron gas; --dry-run shows them."""
+  assert plan.dmc_time_steps(_config('he.py').system) == (0.02, 0.01, 0.005)
+  assert plan.dmc_time_steps(_config('h2.py').system) == (0.02, 0.01, 0.005)
+  assert plan.dmc_time_steps(_config('ne.py').system) == (0.004, 0.002, 0.001)
+  si = _config('si_ccecp.py')
+  assert plan.dmc_time_steps(si.system) == (0.01, 0.005, 0.0025)  # Z - 10 core = 4.
+  si.system.ecp = ''
+  assert plan.dmc_time_steps(si.system)[0] == pytest.approx(0.04 / 14, rel=1e-3)
+  gas = _config('heg.py')
+  gas.system.rs = 5.0
+  assert plan.dmc_time_steps(gas.system) == (0.5, 0.25, 0.125)
+  assert 'tau: !!python/tuple\n  - 0.004\n  - 0.002\n  - 0.001' in plan.dry_run(_config('ne.py'))
+
+
 @pytest.mark.parametrize('matmul, marked', [('highest', True), ('default', False)])
 def test_matmul_precision_reaches_every_matrix_product_of_energy_and_gradient(matmul,
                                                                             marked):

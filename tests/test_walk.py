@@ -222,6 +222,23 @@ def test_time_step_error_is_linear_and_extrapolates_to_exact():
   assert abs(fit['energy'] - HE_EXACT) < 4 * fit['error'], fit
 
 
+def test_energies_off_a_line_are_named():
+  """The chi^2 probability of the linear fit: energies on a line within their errors give
+  no warning; one point moved 6 errors off the line (chi^2 about 23 for one degree of
+  freedom once the fit has taken its share, p ~ 1e-6) is named, and the error of E(tau -> 0)
+  widened."""
+  taus, errors = (0.02, 0.01, 0.005), (1e-4, 1e-4, 1e-4)
+  on = stage.extrapolate(taus, [-1.0 + 0.1 * t for t in taus], errors)
+  assert on['p_linear'] == pytest.approx(1.0) and stage.fit_warnings(on) == []
+  off = stage.extrapolate(taus, [-1.0 + 0.1 * t + (6e-4 if t == 0.01 else 0) for t in taus],
+                          errors)
+  assert 20 < off['chi2_dof'] < 24 and off['p_linear'] < 1e-5
+  (line,) = stage.fit_warnings(off)
+  assert 'not linear' in line and f'chi^2/dof {off["chi2_dof"]:.1f}' in line
+  assert off['error'] > 4 * on['error']
+  assert stage.extrapolate(taus[:2], [-1.0, -1.0], errors[:2])['p_linear'] is None
+
+
 @pytest.mark.jax_range
 @pytest.mark.parametrize('moves', [walk.ALL, walk.ELECTRON], ids=lambda m: m.name)
 def test_nonfinite_walkers_are_dropped_and_moves_there_rejected(moves):

@@ -16,8 +16,9 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.stats
 
-from ferminet_fast import choices, plan
+from ferminet_fast import choices, config, plan
 from ferminet_fast.diffusion import walk
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
@@ -69,6 +70,9 @@ def settings(run_dir: str, overrides: dict):
   for key, value in overrides.items():
     if value is not None:
       setattr(cfg.dmc, key, tuple(value) if key == 'tau' else value)
+  if cfg.dmc.tau == 'auto':  # Resolved once here; dmc.json and settings.json record it.
+    config.validate(cfg)
+    cfg.dmc.tau = plan.dmc_time_steps(cfg.system)
   return plan.settings(cfg, later_stage=True)
 
 
@@ -191,9 +195,10 @@ def _compiled(setup: Setup, tau: float, state: walk.DMCState, watch) -> tuple:
 
 def extrapolate(taus, energies, errors) -> Optional[dict]:
   """E(tau) = E0 + b tau fitted with weights 1 / error^2 (two or more time steps): E0, b,
-  their standard errors and chi^2 per degree of freedom (None with two time steps). Where the
-  points scatter more than their errors say (chi^2 / dof > 1), the standard errors are scaled
-  up by sqrt(chi^2 / dof), never down: a fit the data contradict does not keep its error."""
+  their standard errors, chi^2 per degree of freedom and the probability `p_linear` of a
+  chi^2 that large were E(tau) linear (both None with two time steps). Where the points
+  scatter more than their errors say (chi^2 / dof > 1), the standard errors are scaled up
+  by sqrt(chi^2 / dof), never down: a fit the data contradict does not keep its error."""
   if len(taus) < 2:
     return None
   taus, energies, errors = (np.asarray(a, np.float64) for a in (taus, energies, errors))
@@ -204,7 +209,14 @@ def extrapolate(taus, energies, errors) -> Optional[dict]:
   scale = np.sqrt(max(1.0, chi2_dof or 0.0))
   return {'energy': float(coef[1]), 'error': float(scale * np.sqrt(cov[1, 1])),
           'slope': float(coef[0]), 'slope_error': float(scale * np.sqrt(cov[0, 0])),
-          'chi2_dof': chi2_dof}
+          'chi2_dof': chi2_dof,
+          'p_linear': float(scipy.stats.chi2.sf(chi2_dof * dof, dof)) if dof else None}
+
+
+# Below this probability of the fit's chi^2 (were E(tau) linear) the run says that the
+# energies are not on a line within their errors: then the extrapolation is not to be trusted
+# however its error is scaled.
+NONLINEAR_P = 0.01
 
 
 # Below this mean acceptance of the moves a time step's energy carries a time-step error
@@ -221,6 +233,16 @@ def time_step_warnings(per_tau: list) -> list:
           'this time step is too large for the system (its energy is not in the linear '
           'regime the extrapolation assumes); use smaller time steps, --tau'
           for r in per_tau if r['acceptance'] < LOW_ACCEPTANCE]
+
+
+def fit_warnings(fit: Optional[dict]) -> list:
+  """One line when the linear fit of E(tau) is contradicted by the energies' errors
+  (p_linear below NONLINEAR_P), else none."""
+  if not fit or fit.get('p_linear') is None or fit['p_linear'] >= NONLINEAR_P:
+    return []
+  return [f'E(tau) is not linear within its errors (chi^2/dof {fit["chi2_dof"]:.1f}, p = '
+          f'{fit["p_linear"]:.1g}): the extrapolation to tau -> 0 is not to be trusted, its '
+          'error only widened; use smaller time steps (--tau) or more steps']
 
 
 def results(setup: Setup, progress: Progress) -> dict:
@@ -257,7 +279,7 @@ def results(setup: Setup, progress: Progress) -> dict:
           'sign_check': None if fixed_phase else {
               'walkers': int(signs.size), 'fraction_opposite_sign': opposite,
               'nodeless_over_samples': opposite == 0.0},
-          'warnings': time_step_warnings(per_tau)}
+          'warnings': time_step_warnings(per_tau) + fit_warnings(fit)}
 
 
 def write_stats(path: str, taus, series) -> None:
