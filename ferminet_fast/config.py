@@ -402,6 +402,13 @@ SETTINGS = {
                                'more slowly than mu = 0.', in_range(0, 1, '[)')),
     'optim.spring.norm_constraint': S(0.1, 'Bound on lr^2 |d|^2 of each update.', _positive),
 
+    # Forces on the nuclei (evaluate's 'forces' observable and the relaxation's): the
+    # zero-variance zero-bias estimator of physics/observables.py.
+    'forces.node_cutoff': S(0.01, 'bohr: the Pulay term is regularised within this estimated '
+                            'distance of a node (Pathak and Wagner 2020), which makes its '
+                            'variance finite at a bias of order node_cutoff^3; 0: not '
+                            'regularised.', in_range(0, 1, '[]')),
+
     # Geometry optimisation (with system.relax = True): damped steepest descent with
     # momentum on the zero-variance forces averaged over the steps between moves, the net
     # force and torque removed (physics/relaxation.py). A move meets the stopping criterion
@@ -504,6 +511,12 @@ SETTINGS = {
                        "ground state) or 'locality' (the locality approximation: the non-local "
                        'part applied to the trial function; not variational). Records: '
                        'diffusion/walk.py ECP_MOVES.', one_of('tmoves', 'locality')),
+    'dmc.population_memory': S(1.0, 'Ha^-1: projection time over which the fixed '
+                               "population's renormalisations are undone in the "
+                               'population-corrected energy of each time step (its steps: '
+                               'this over tau), reported beside the mixed estimate with '
+                               'their difference, the population bias (diffusion/stage.py).',
+                               _positive),
     'dmc.save_every': S(0, 'DMC steps between checkpoints of the DMC state (0: by '
                         '`log.save_frequency` minutes only); always on a stop signal.',
                         _non_negative),

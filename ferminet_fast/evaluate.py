@@ -37,12 +37,15 @@ PARAMETERS = config.PARAMETERS
 
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
              quiet: bool = False, seed: int = 1, observables: Sequence[str] = (),
-             parameters: str = 'average', reference: str = '') -> stats.Estimate:
+             parameters: str = 'average', reference: str = '',
+             node_cutoff: Optional[float] = None) -> stats.Estimate:
   """Evaluates the newest checkpoint of run_dir; returns the energy estimate and writes
   eval.json. steps, burn_in: sweeps recorded and discarded; None takes the run's
   config.evaluation. observables: names from observables.OBSERVABLES, estimated too.
   parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'.
   reference: a set of geometries' pyscf reference, 'METHOD/BASIS' (physics/references.py).
+  node_cutoff: the forces' node regularisation (bohr, physics/observables.py); None takes the
+  run's config.forces.node_cutoff.
   A sweep that stops completing ends the process (runtime/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if not checkpoint.has_checkpoint(run_dir):
@@ -55,6 +58,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
                      f'{", ".join(config.PARAMETERS)}')
   if steps < 2 or burn_in < 0:
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
+  if node_cutoff is not None:  # Validated with the rest of the settings.
+    cfg.forces.node_cutoff = node_cutoff
   cfg = plan.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
   ctx = distributed.context(cfg.batch_size)  # The walkers split over them, as in training.
   run = trained.TrainedRun.load(run_dir, cfg, parameters, ctx, say)
@@ -62,7 +67,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
                                                run.parameters, run.trained_step)
   stack = built.parts.geometries  # A set of geometries (None: one).
   chosen_reference = evaluation.reference_of(reference, system)
-  chosen = evaluation.estimators(observables, built.network, system, built.parts.hamiltonian)
+  chosen = evaluation.estimators(observables, built.network, system, built.parts.hamiltonian,
+                                 cfg.forces.node_cutoff)
   if parameters == 'average' and which == 'last':
     say(f'Step {trained_step} of {run_dir} holds no average of the parameters: evaluating '
         'the last ones')
@@ -88,6 +94,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
             'checkpoint_step': trained_step, 'parameters': which,
             'average_updates': horizon,
             'pmove': float(np.mean(series.pmoves)), 'exact_energy': exact,
+            **({'node_cutoff': cfg.forces.node_cutoff} if 'forces' in observables else {}),
             'error_mha': None if exact is None else 1e3 * (estimate.mean - exact),
             'wall_s': wall, **estimates}
   rundir.write_json(os.path.join(run_dir, 'eval.json'), result)
@@ -95,16 +102,7 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
     path = evaluation.write_surface(run_dir, system, result, cfg.batch_size,
                                     chosen_reference, say)
     say(f'Wrote {path}' + ''.join(f' and {p}' for p in plot.plot_surface(run_dir, True)))
-  total = 'the sum of the states, ' if system.states > 1 else ''
-  averaged_over = (f'parameters averaged over ~{result["average_updates"]:.0f} updates, '
-                   if which == 'average' else 'last parameters, ')
-  line = (f'Evaluated step {trained_step} ({averaged_over}{steps} sweeps x {cfg.batch_size} '
-          f'walkers): {total}{estimate.mean:.6f} +- {estimate.error:.6f} Ha (reblocked, '
-          f'tau={estimate.tau:.1f})')
-  if exact is not None:
-    line += (f' | exact {exact:.6f} Ha | error {result["error_mha"]:+.2f} +- '
-             f'{1e3 * estimate.error:.2f} mHa')
-  say(line)
+  say(evaluation.summary(result, system.states))
   return estimate
 
 
@@ -119,7 +117,7 @@ def main(argv) -> None:
       return
     names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
     evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names,
-             parameters=f.parameters, reference=f.reference)
+             parameters=f.parameters, reference=f.reference, node_cutoff=f.node_cutoff)
 
 
 def run() -> None:
@@ -143,6 +141,8 @@ def run() -> None:
                       "(<S^2>), dipole (e bohr), density (an atom's radial profile to density.csv"
                       "; a molecule's on a grid to density.cube), forces (Ha/bohr, zero-variance "
                       'zero-bias), forces_warp (by space-warp finite differences: a check).')
+  flags.DEFINE_float('node_cutoff', None, "bohr: the forces' node regularisation, 0 for none "
+                     "(default: the run's config.forces.node_cutoff).")
   app.run(main)
 
 

@@ -179,7 +179,28 @@ def run_h2o_row(work: str) -> dict:
   return {'row': 'h2o', 'start': list(H2O_START), 'budget_s': H2O_SECONDS, 'train_s': train_s,
           'relax': {k: relax[k] for k in ('final', 'converged', 'stopped_by',
                                           'stopped_at_step', 'steps', 'moves', 'criterion')},
-          'commands': [' '.join(cmd)]}
+          'path': path_summary(relax['path']), 'commands': [' '.join(cmd)]}
+
+
+def path_summary(path: list) -> dict:
+  """What relax.json's path of water shows: the range of the O-H bonds (angstrom) and of the
+  angle (degrees) over the geometries taken, and the median (and 90th percentile) standard
+  error and the median magnitude of the moves' mean force components (Ha/bohr), the
+  components the optimiser moves (in the molecular plane)."""
+  bonds, angles, errors, forces = [], [], [], []
+  for entry in path:
+    o, h1, h2 = np.asarray(entry['positions_bohr'])
+    r1, r2 = np.linalg.norm(h1 - o), np.linalg.norm(h2 - o)
+    bonds += [r1 / BOHR_PER_ANGSTROM, r2 / BOHR_PER_ANGSTROM]
+    angles.append(math.degrees(math.acos(np.dot(h1 - o, h2 - o) / (r1 * r2))))
+    if entry['force_errors_ha_per_bohr'] is not None:
+      errors += list(np.asarray(entry['force_errors_ha_per_bohr'])[:, [0, 2]].ravel())
+      forces += list(np.abs(np.asarray(entry['forces_ha_per_bohr'])[:, [0, 2]]).ravel())
+  return {'bond_range_angstrom': [float(min(bonds)), float(max(bonds))],
+          'angle_range_degrees': [min(angles), max(angles)],
+          'force_error_median': float(np.median(errors)),
+          'force_error_p90': float(np.percentile(errors, 90)),
+          'force_median': float(np.median(forces))}
 
 
 def water_geometry(final: dict) -> dict:

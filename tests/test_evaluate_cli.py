@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import tiny_config
-from ferminet_fast import train
+from ferminet_fast import config, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # An all-electron atom and one with the ccECP, each with up and down electrons (for <S^2>).
@@ -61,6 +61,15 @@ def test_every_observable_with_each_network_system_and_precision(tmp_path, netwo
   for name in OBSERVABLES[kind].split(','):
     obs = result['observables'][name]
     assert finite(obs['value']) if 'value' in obs else obs['summary'], (name, obs)
+  if kind == 'all-electron':  # The forces' node regularisation: recorded, and set or refused.
+    assert result['node_cutoff'] == config.SETTINGS['forces.node_cutoff'].default
+    proc = evaluate(run, '--observables=forces', '--node_cutoff=0')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((run / 'eval.json').read_text())
+    assert result['node_cutoff'] == 0 and finite(result['observables']['forces']['value'])
+    proc = evaluate(run, '--observables=forces', '--node_cutoff=-0.1')
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr
+    assert 'node_cutoff' in proc.stderr, proc.stderr[-3000:]
   if kind == 'ecp':  # Offered combinations only: forces with an ECP are one clear error.
     proc = evaluate(run, '--observables=forces')
     assert proc.returncode == 2 and 'Traceback' not in proc.stderr

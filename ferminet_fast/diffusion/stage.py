@@ -226,6 +226,59 @@ NONLINEAR_P = 0.01
 LOW_ACCEPTANCE = 0.9
 
 
+JACKKNIFE_BLOCKS = 20  # Contiguous blocks of steps of the population correction's errors.
+
+
+def population_corrected(series: np.ndarray, equilibration: int, tau_eff: float,
+                         memory_steps: int) -> Optional[dict]:
+  """The energy at one time step with the population control undone, from its per-step
+  results `series` (steps, COLUMNS), the first `equilibration` discarded. The fixed
+  population renormalises the weights at every step (and E_T moves with the estimate), which
+  biases the mixed estimate by O(1 / walkers). Step n's estimate is reweighted by the product
+  of the population's mean weights of the `memory_steps` steps up to n, each at a fixed
+  reference energy E_ref, exp(tau_eff (E_ref - g_k)), g_k the step's growth estimate
+  (Umrigar, Nightingale and Runge, J. Chem. Phys. 99, 2865 (1993), sec. III.D; for the
+  comb of stochastic reconfiguration, Assaraf, Caffarel and Khelif, Phys. Rev. E 61, 4566
+  (2000)): exact as the memory grows, at the price of variance. Returns energy, error and
+  the shift from the mixed estimate with its error (Ha; jackknife over JACKKNIFE_BLOCKS
+  blocks of steps, the two estimates paired), and memory_steps; None with too few steps."""
+  e, g = series[:, 0], series[:, 1]
+  ok = np.isfinite(e) & np.isfinite(g)
+  if np.sum(ok[equilibration:]) < 2 * JACKKNIFE_BLOCKS:
+    return None
+  g = np.where(ok, g, np.nanmean(np.where(ok, g, np.nan)))
+  log_w = tau_eff * (np.mean(g[equilibration:]) - g)  # E_ref: the kept mean; cancels.
+  window = np.concatenate([[0.0], np.cumsum(log_w)])
+  n = np.arange(len(e))
+  log_pi = window[n + 1] - window[np.maximum(n + 1 - memory_steps, 0)]
+  kept = np.flatnonzero(ok[equilibration:]) + equilibration
+  weight, energy = np.exp(log_pi[kept] - np.max(log_pi[kept])), e[kept]
+  blocks = np.array_split(np.arange(len(kept)), JACKKNIFE_BLOCKS)
+  sums = np.array([[np.sum(weight[b] * energy[b]), np.sum(weight[b]), np.sum(energy[b]),
+                    len(b)] for b in blocks])
+
+  def estimates(s):
+    corrected = s[0] / s[1]
+    return corrected, corrected - s[2] / s[3]
+
+  full = estimates(sums.sum(axis=0))
+  leave_out = np.array([estimates(sums.sum(axis=0) - row) for row in sums])
+  k = JACKKNIFE_BLOCKS
+  errors = np.sqrt((k - 1) / k * np.sum((leave_out - leave_out.mean(axis=0)) ** 2, axis=0))
+  return {'energy': float(full[0]), 'error': float(errors[0]), 'shift': float(full[1]),
+          'shift_error': float(errors[1]), 'memory_steps': int(memory_steps)}
+
+
+def population_warnings(per_tau: list) -> list:
+  """One line per time step whose population correction moved the energy by more than
+  two of its errors: the population is too small for the statistics reached."""
+  return [f'tau {r["tau"]:g}: the population-corrected energy lies {1e3 * p["shift"]:+.2f} '
+          f'+- {1e3 * p["shift_error"]:.2f} mHa from the mixed estimate: the population '
+          'bias is resolved; use more walkers (--batch_size)'
+          for r in per_tau for p in [r['population']]
+          if p and abs(p['shift']) > 2 * p['shift_error']]
+
+
 def time_step_warnings(per_tau: list) -> list:
   """One line per time step of `per_tau` (results' entries) whose mean acceptance is below
   LOW_ACCEPTANCE: that time step is too large for the system."""
@@ -260,6 +313,9 @@ def results(setup: Setup, progress: Progress) -> dict:
         'growth_energy': float(np.mean(kept[:, 1])), 'acceptance': float(np.mean(kept[:, 2])),
         'tau_eff': float(kept[-1, 3]), 'nonfinite': int(np.sum(kept[:, 4])),
         'steps': d.steps, 'equilibration': d.equilibration,
+        'population': population_corrected(
+            series[i], d.equilibration, float(kept[-1, 3]),
+            max(1, int(np.ceil(d.population_memory / float(tau))))),
         'wall_s': float(progress.wall[i]),
         'ms_per_step': 1e3 * float(progress.wall[i]) / (d.equilibration + d.steps)})
   fit = extrapolate(*zip(*[(r['tau'], r['energy'], r['error']) for r in per_tau]))
@@ -279,7 +335,8 @@ def results(setup: Setup, progress: Progress) -> dict:
           'sign_check': None if fixed_phase else {
               'walkers': int(signs.size), 'fraction_opposite_sign': opposite,
               'nodeless_over_samples': opposite == 0.0},
-          'warnings': time_step_warnings(per_tau) + fit_warnings(fit)}
+          'warnings': (time_step_warnings(per_tau) + fit_warnings(fit)
+                       + population_warnings(per_tau))}
 
 
 def write_stats(path: str, taus, series) -> None:
@@ -308,6 +365,11 @@ def say_results(result: dict, say) -> None:
     say(f'  tau {r["tau"]:g}: E {r["energy"]:.6f} +- {r["error"]:.6f} Ha (tau_eff '
         f'{r["tau_eff"]:.5f}, acceptance {r["acceptance"]:.4f}, {r["wall_s"]:.0f} s, '
         f'{r["ms_per_step"]:.1f} ms per step of {result["moves"]} moves)')
+    if r.get('population'):
+      p = r['population']
+      say(f'    population-corrected ({p["memory_steps"]} steps): E {p["energy"]:.6f} +- '
+          f'{p["error"]:.6f} Ha, shift {1e3 * p["shift"]:+.3f} +- {1e3 * p["shift_error"]:.3f} '
+          'mHa')
   fit = result['extrapolated']
   if fit:
     say(f'  tau -> 0: E {fit["energy"]:.6f} +- {fit["error"]:.6f} Ha (slope '

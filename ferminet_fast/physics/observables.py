@@ -31,6 +31,13 @@ component by component. Chosen by name from `OBSERVABLES`.
   Pulay term, nonzero because the wavefunction moves with its nuclei (its features and
   envelopes are built from r - R) and is not exact. The covariance is formed per sweep
   from the walker means, so evaluation reblocks one force estimate per sweep.
+  Near a node of an inexact psi both E_L and d log|psi| / dR grow as 1/s, s the distance to
+  the node, so the Pulay term's variance is infinite (its sweep means heavy-tailed). As in
+  Pathak and Wagner, AIP Adv. 10, 085213 (2020), d log|psi| / dR is multiplied by
+  f(s / eps) = 9 x^2 - 15 x^4 + 7 x^6 (x = s / eps < 1; 1 beyond), s estimated as
+  1 / |grad log|psi||, the gradient over all electrons: the variance becomes finite, and
+  since the integral of f - 1 over [0, 1] vanishes and the leading odd terms cancel across
+  the node, the bias is O(eps^3). eps = `node_cutoff` (bohr; 0: not regularised).
 - 'forces_warp': the same forces by central finite differences of correlated-sampling
   energies with a space warp (`warped_energy_terms`): an independent estimator of the same
   derivative, costing 6 M local energies per walker, for checking 'forces'.
@@ -68,8 +75,8 @@ class Estimator(NamedTuple):
 
 
 class Observable(NamedTuple):
-  # (network, system, ham) -> Estimator; `network` is a networks.Network, `ham` the
-  # run's hamiltonian.Hamiltonian.
+  # (network, system, ham, node_cutoff) -> Estimator; `network` is a networks.Network, `ham`
+  # the run's hamiltonian.Hamiltonian, node_cutoff (bohr) the forces' node regularisation.
   make: Callable
   unit: str
 
@@ -238,14 +245,24 @@ def _no_ecp(ham: hamiltonian.Hamiltonian) -> None:
                      "derivative of the ECP's non-local term is not implemented)")
 
 
-def force_terms(log_psi: Callable, ham: hamiltonian.Hamiltonian) -> Callable:
+def node_regularisation(grad_log_psi: jax.Array, node_cutoff: float) -> jax.Array:
+  """Pathak and Wagner's factor f(s / eps) (module docstring) at one configuration, from
+  grad log|psi| (3N,) over all electrons; 1 when `node_cutoff` (eps, bohr) is 0."""
+  if not node_cutoff:
+    return jnp.ones((), grad_log_psi.dtype)
+  x2 = 1.0 / (jnp.sum(grad_log_psi**2) * node_cutoff**2)  # (s / eps)^2, s = 1 / |grad|.
+  return jnp.where(x2 < 1.0, x2 * (9.0 - 15.0 * x2 + 7.0 * x2**2), 1.0)
+
+
+def force_terms(log_psi: Callable, ham: hamiltonian.Hamiltonian,
+                node_cutoff: float = 0.0) -> Callable:
   """Per-configuration terms of the zero-variance zero-bias force (module docstring) under the
   Hamiltonian `ham`, at its nuclei, for `log_psi(params, x (3N,), atoms (M, 3)) -> log|psi|`
   (a Network's): (params, x) -> (9 M + 1,), the zero-variance force (M, 3), d log|psi| / dR
-  (M, 3), E_L times it (M, 3) and E_L, flattened. `reduce_forces` turns a sweep of them into
-  forces. An optional third argument, `atoms` (M, 3) bohr, places the nuclei there (data of
-  the program, for nuclei that move: stages/relax.py); without it they are the
-  Hamiltonian's, constants."""
+  (M, 3) times the node regularisation at `node_cutoff` (bohr), E_L times that (M, 3) and
+  E_L, flattened. `reduce_forces` turns a sweep of them into forces. An optional third
+  argument, `atoms` (M, 3) bohr, places the nuclei there (data of the program, for nuclei
+  that move: stages/relax.py); without it they are the Hamiltonian's, constants."""
   _no_ecp(ham)
   atoms = np.asarray(ham.positions, np.float64)
   charges = np.asarray(ham.charges, np.float64)
@@ -260,6 +277,7 @@ def force_terms(log_psi: Callable, ham: hamiltonian.Hamiltonian) -> Callable:
       nuclei = moved.astype(x.dtype)
       repulsion = -jax.grad(coulomb.nuclear_repulsion)(nuclei, jnp.asarray(charges, x.dtype))
     e_l, g = local_energy(params, x, nuclei)
+    regularisation = node_regularisation(g, node_cutoff)
     g = g.reshape(-1, 1, 3)
     u = x.reshape(-1, 1, 3) - nuclei[None]  # (N, M, 3)
     r = jnp.linalg.norm(u, axis=-1, keepdims=True)
@@ -267,7 +285,7 @@ def force_terms(log_psi: Callable, ham: hamiltonian.Hamiltonian) -> Callable:
     tangential = (g - u * jnp.sum(u * g, axis=-1, keepdims=True)) / r  # (N, M, 3)
     f_zv = (repulsion
             + jnp.asarray(charges, x.dtype)[:, None] * jnp.sum(tangential, axis=0))
-    d = jax.grad(log_psi, argnums=2)(params, x, nuclei)  # (M, 3)
+    d = regularisation * jax.grad(log_psi, argnums=2)(params, x, nuclei)  # (M, 3)
     return jnp.concatenate([f_zv.ravel(), d.ravel(), (e_l * d).ravel(), e_l[None]])
 
   return terms
@@ -399,15 +417,16 @@ def density(network, system: systems.System, ham: hamiltonian.Hamiltonian) -> Es
 
 
 OBSERVABLES = {
-    's2': Observable(lambda net, system, ham: Estimator(spin_squared(net.apply, system),
-                                                        ('S^2',)), ''),
-    'dipole': Observable(lambda net, system, ham: Estimator(dipole(net.apply, system),
-                                                            ('x', 'y', 'z')), 'e bohr'),
-    'density': Observable(density, 'bohr^-3'),
-    'forces': Observable(lambda net, system, ham: Estimator(
-        force_terms(net.log_psi, ham), force_labels(system), reduce_forces,
+    's2': Observable(lambda net, system, ham, node_cutoff: Estimator(
+        spin_squared(net.apply, system), ('S^2',)), ''),
+    'dipole': Observable(lambda net, system, ham, node_cutoff: Estimator(
+        dipole(net.apply, system), ('x', 'y', 'z')), 'e bohr'),
+    'density': Observable(lambda net, system, ham, node_cutoff: density(net, system, ham),
+                          'bohr^-3'),
+    'forces': Observable(lambda net, system, ham, node_cutoff: Estimator(
+        force_terms(net.log_psi, ham, node_cutoff), force_labels(system), reduce_forces,
         report_forces), 'Ha/bohr'),
-    'forces_warp': Observable(lambda net, system, ham: Estimator(
+    'forces_warp': Observable(lambda net, system, ham, node_cutoff: Estimator(
         warped_energy_terms(net.log_psi, ham), force_labels(system),
         reduce_warped_forces, report_forces), 'Ha/bohr'),
 }

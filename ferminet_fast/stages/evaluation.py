@@ -26,10 +26,10 @@ PERIODIC_OBSERVABLES = boundary_lib.Periodic.OBSERVABLES
 EV_PER_HA = 27.211386246  # CODATA 2018.
 
 
-def estimators(names: Sequence[str], network, system,
-               ham: hamiltonian.Hamiltonian) -> dict:
+def estimators(names: Sequence[str], network, system, ham: hamiltonian.Hamiltonian,
+               node_cutoff: float) -> dict:
   """name -> observables.Estimator for the observables `names` (observables.OBSERVABLES)
-  under the run's Hamiltonian `ham`, and with several states their local matrices under
+  under the run's Hamiltonian `ham` (the forces regularised at `node_cutoff`, bohr), and with several states their local matrices under
   STATES (which hold each state's <S^2> and the dipoles: s2 and dipole are accepted there,
   the others refused)."""
   if system.surface is not None and names:
@@ -46,7 +46,7 @@ def estimators(names: Sequence[str], network, system,
                      f'implemented for periodic systems yet); available: '
                      f'{", ".join(PERIODIC_OBSERVABLES)}')
   if system.states == 1:
-    return {name: observables_lib.OBSERVABLES[name].make(network, system, ham)
+    return {name: observables_lib.OBSERVABLES[name].make(network, system, ham, node_cutoff)
             for name in names}
   other = [n for n in names if n not in STATES_OBSERVABLES]
   if other:
@@ -218,6 +218,21 @@ def report(series: Series, chosen: dict, system, run_dir: str, say: Callable) ->
       say(f'  {name}: ' + ', '.join(f'{label} {e.mean:.5f} +- {e.error:.5f}'
                                     for label, e in zip(obs.labels, est)) + f' {unit}'.rstrip())
   return estimate, result
+
+
+def summary(result: dict, states: int) -> str:
+  """The line that ends an evaluation, from eval.json's content `result`."""
+  r = result
+  total = 'the sum of the states, ' if states > 1 else ''
+  averaged_over = (f'parameters averaged over ~{r["average_updates"]:.0f} updates, '
+                   if r['parameters'] == 'average' else 'last parameters, ')
+  line = (f'Evaluated step {r["checkpoint_step"]} ({averaged_over}{r["steps"]} sweeps x '
+          f'{r["batch_size"]} walkers): {total}{r["energy"]:.6f} +- {r["error"]:.6f} Ha '
+          f'(reblocked, tau={r["tau"]:.1f})')
+  if r['exact_energy'] is not None:
+    line += (f' | exact {r["exact_energy"]:.6f} Ha | error {r["error_mha"]:+.2f} +- '
+             f'{1e3 * r["error"]:.2f} mHa')
+  return line
 
 
 def report_states(series: np.ndarray, k: int, say: Callable) -> dict:

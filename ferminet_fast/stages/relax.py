@@ -47,12 +47,12 @@ from ferminet_fast.vmc import stats, step
 FILE = 'relax.json'
 
 
-def with_forces(parts: step.Parts) -> step.Parts:
+def with_forces(parts: step.Parts, node_cutoff: float) -> step.Parts:
   """`parts` whose train_step(state, geometry) also gives the sweep's forces (M 3,) Ha/bohr,
   (state, (stats, forces)): the zero-variance estimate of the walkers just sampled, at the
-  parameters that sampled them."""
-  terms = jax.vmap(observables.force_terms(parts.network.log_psi, parts.hamiltonian),
-                   in_axes=(None, 0, None))
+  parameters that sampled them, regularised at `node_cutoff` (bohr)."""
+  terms = jax.vmap(observables.force_terms(parts.network.log_psi, parts.hamiltonian,
+                                           node_cutoff), in_axes=(None, 0, None))
   train_step = parts.train_step
 
   def relax_step(state: step.TrainState, geometry: systems.Geometry):
@@ -74,7 +74,8 @@ def compiled_step(cfg, built, system: systems.System, run: context.Run,
   if cfg.system.relax:
     relaxing = Relaxation(cfg.relax, system, run, state, built.parts.dtype, source_dir, start,
                           cfg.log.print_every > 0)
-    make_parts = lambda chunk: with_forces(built.plan.parts(chunk))  # noqa: E731
+    make_parts = lambda chunk: with_forces(built.plan.parts(chunk),  # noqa: E731
+                                           cfg.forces.node_cutoff)
   with watch.paused('compiling the training step'):
     parts, compiled, free_mb = memory.compile_to_fit(
         make_parts, built.parts.chunk_size, cfg.optim.energy_chunk_size == 'auto', state,
