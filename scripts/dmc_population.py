@@ -74,13 +74,17 @@ def measure(run: str, work: str, populations: list, walker_steps: int, tau: floa
 
 
 def fit(rows: list) -> dict:
-  """E(N) = E_inf + b / N, weighted least squares on the mixed estimates (Ha)."""
+  """E(N) = E_inf + b / N, weighted least squares on the mixed estimates (Ha), the errors
+  scaled up by sqrt(chi^2 / dof) where the points scatter more than their errors say."""
   n = np.array([r['walkers'] for r in rows], float)
   e = np.array([r['energy'] for r in rows])
   s = np.array([r['error'] for r in rows])
   coef, cov = np.polyfit(1.0 / n, e, 1, w=1.0 / s, cov='unscaled')
-  return {'energy': float(coef[1]), 'error': float(np.sqrt(cov[1, 1])),
-          'b': float(coef[0]), 'b_error': float(np.sqrt(cov[0, 0]))}
+  chi2_dof = float(np.sum(((e - np.polyval(coef, 1.0 / n)) / s) ** 2)) / max(1, len(n) - 2)
+  scale = np.sqrt(max(1.0, chi2_dof))  # As the DMC extrapolation: never scaled down.
+  return {'energy': float(coef[1]), 'error': float(scale * np.sqrt(cov[1, 1])),
+          'b': float(coef[0]), 'b_error': float(scale * np.sqrt(cov[0, 0])),
+          'chi2_dof': chi2_dof}
 
 
 def render_table(path: str = JSON) -> str:
@@ -92,18 +96,19 @@ def render_table(path: str = JSON) -> str:
   head = ('walkers', 'steps', 'mixed estimate (mHa from exact)', 'population-corrected',
           'shift (mHa)', 'b / N from the fit (mHa)')
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-  f = d['fit']
+  f = fit(d['rows'])  # Fitted again from the recorded estimates (with chi^2).
   for r in d['rows']:
     p = r['population']
     lines.append(f'| {r["walkers"]} | {r["steps"]} | '
                  f'{artifacts.signed(1e3 * (r["energy"] - exact), 1e3 * r["error"])} | '
                  f'{artifacts.signed(1e3 * (p["energy"] - exact), 1e3 * p["error"])} | '
-                 f'{artifacts.signed(1e3 * p["shift"], 1e3 * p["shift_error"])} | '
+                 f'{artifacts.signed(1e3 * p["shift"], 1e3 * p["shift_error"], 3)} | '
                  f'{artifacts.signed(1e3 * f["b"] / r["walkers"], 1e3 * f["b_error"] / r["walkers"])} |')
   text = (f'{d["system"]}, tau = {d["tau"]:g} Ha^-1, {d["walker_steps"]} walker-steps per '
           f'population; fit E(N) = E_inf + b / N: E_inf '
           f'{artifacts.signed(1e3 * (f["energy"] - exact), 1e3 * f["error"])} mHa from exact, '
-          f'b = {artifacts.signed(1e3 * f["b"], 1e3 * f["b_error"])} mHa walkers.\n\n')
+          f'b = {artifacts.signed(1e3 * f["b"], 1e3 * f["b_error"])} mHa walkers, chi^2/dof '
+          f'{f["chi2_dof"]:.1f}.\n\n')
   return text + '\n'.join(lines) + '\n\n' + artifacts.provenance(path, [run])
 
 

@@ -275,8 +275,9 @@ def test_population_correction_removes_the_bias_of_a_tiny_population():
   assert abs(fixed['shift']) > 10 * fixed['shift_error']
   short = stage.population_corrected(rows, 100, 0.5, 1)
   assert abs(short['energy'] - exact) > 4 * short['error']
-  (line,) = stage.population_warnings([{'tau': 0.5, 'population': fixed}])
-  assert 'population bias is resolved' in line
+  (line,) = stage.population_warnings([{'tau': 0.5, 'error': 0.01, 'population': fixed}])
+  assert 'population bias is resolved' in line  # Resolved, and 7 of the energy's errors.
+  assert stage.population_warnings([{'tau': 0.5, 'error': 1.0, 'population': fixed}]) == []
   assert stage.population_corrected(rows[:130], 100, 0.5, 20) is None  # Too few steps kept.
 
 

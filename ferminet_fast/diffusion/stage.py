@@ -270,13 +270,14 @@ def population_corrected(series: np.ndarray, equilibration: int, tau_eff: float,
 
 
 def population_warnings(per_tau: list) -> list:
-  """One line per time step whose population correction moved the energy by more than
-  two of its errors: the population is too small for the statistics reached."""
+  """One line per time step whose population correction moved the energy by more than two
+  of its errors and by more than half the energy's own error: the population bias matters
+  at the statistics reached."""
   return [f'tau {r["tau"]:g}: the population-corrected energy lies {1e3 * p["shift"]:+.2f} '
           f'+- {1e3 * p["shift_error"]:.2f} mHa from the mixed estimate: the population '
           'bias is resolved; use more walkers (--batch_size)'
           for r in per_tau for p in [r['population']]
-          if p and abs(p['shift']) > 2 * p['shift_error']]
+          if p and abs(p['shift']) > max(2 * p['shift_error'], 0.5 * r['error'])]
 
 
 def time_step_warnings(per_tau: list) -> list:

@@ -17,7 +17,9 @@ is dominated by their noise at the small steps a converging run takes, where ste
 descent's only cost is its rate. Before each move the net force and torque are projected
 out (they vanish in expectation: the energy does not change under a rigid translation or
 rotation), which keeps the centroid of the nuclei and the orientation fixed and removes
-their noise.
+their noise; the projection weighs each nucleus by the variance of its forces over the
+steps averaged (generalised least squares), so a heavy nucleus's noisy force gives way to
+its light neighbours' better ones.
 
 The nuclei first move after `start` training steps (a barely trained wavefunction's forces
 point anywhere). Stopping criterion, fixed by the settings before the run: a move *meets*
@@ -29,7 +31,7 @@ trailing moves that met the criterion (at most `window`; the last `window` posit
 with the standard error of that mean (reblocked), and the wavefunction trains on there.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -96,12 +98,24 @@ def rigid_basis(positions: np.ndarray) -> np.ndarray:
   return u[:, s > 1e-8 * max(1.0, s[0])]
 
 
-def project(forces: np.ndarray, positions: np.ndarray) -> np.ndarray:
+def project(forces: np.ndarray, positions: np.ndarray,
+            variances: Optional[np.ndarray] = None) -> np.ndarray:
   """Forces (..., M, 3) with their net force and torque about the centroid of
-  `positions` (M, 3) removed: their component along each rigid motion."""
+  `positions` (M, 3) removed. Without `variances`, their component along each rigid motion
+  (the orthogonal projection). With `variances` (M,), each nucleus's noise variance per
+  component, the generalised least-squares estimate under those constraints, F - S B (B^T S
+  B)^-1 B^T F (S the variances on the diagonal, B the rigid motions): the net force and
+  torque taken mostly from the noisiest nuclei, which then carry the others' better
+  estimates (water's oxygen, whose zero-variance force is about ten times noisier than its
+  hydrogens', is then mostly minus their sum)."""
   basis = rigid_basis(positions)
   flat = forces.reshape(*forces.shape[:-2], -1)
-  return (flat - (flat @ basis) @ basis.T).reshape(forces.shape)
+  if variances is None:
+    return (flat - (flat @ basis) @ basis.T).reshape(forces.shape)
+  s = np.repeat(np.maximum(np.asarray(variances, np.float64), 1e-300), 3)  # (3 M,)
+  sb = s[:, None] * basis
+  correction = np.linalg.solve(basis.T @ sb, (flat @ basis).T).T @ sb.T
+  return (flat - correction).reshape(forces.shape)
 
 
 def move(positions: np.ndarray, velocity: np.ndarray, forces: np.ndarray,

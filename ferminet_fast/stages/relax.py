@@ -283,7 +283,8 @@ class Relaxation:
     samples = samples[np.all(np.isfinite(samples), axis=(1, 2))]
     if len(samples) < 2:
       return False
-    mean, error = mean_and_error(relaxation.project(samples, self.positions))
+    variances = np.mean(np.var(samples, axis=0), axis=-1)  # (M,): each nucleus's noise.
+    mean, error = mean_and_error(relaxation.project(samples, self.positions, variances))
     entry = self.path[-1]
     entry.update(forces_ha_per_bohr=mean.tolist(), force_errors_ha_per_bohr=error.tolist(),
                  force_samples=len(samples),
