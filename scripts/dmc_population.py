@@ -98,12 +98,12 @@ def render_table(path: str = JSON) -> str:
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   f = fit(d['rows'])  # Fitted again from the recorded estimates (with chi^2).
   for r in d['rows']:
-    p = r['population']
+    p, n = r['population'], r['walkers']
     lines.append(f'| {r["walkers"]} | {r["steps"]} | '
                  f'{artifacts.signed(1e3 * (r["energy"] - exact), 1e3 * r["error"])} | '
                  f'{artifacts.signed(1e3 * (p["energy"] - exact), 1e3 * p["error"])} | '
                  f'{artifacts.signed(1e3 * p["shift"], 1e3 * p["shift_error"], 3)} | '
-                 f'{artifacts.signed(1e3 * f["b"] / r["walkers"], 1e3 * f["b_error"] / r["walkers"])} |')
+                 f'{artifacts.signed(1e3 * f["b"] / n, 1e3 * f["b_error"] / n)} |')
   text = (f'{d["system"]}, tau = {d["tau"]:g} Ha^-1, {d["walker_steps"]} walker-steps per '
           f'population; fit E(N) = E_inf + b / N: E_inf '
           f'{artifacts.signed(1e3 * (f["energy"] - exact), 1e3 * f["error"])} mHa from exact, '

@@ -29,9 +29,9 @@ EV_PER_HA = 27.211386246  # CODATA 2018.
 def estimators(names: Sequence[str], network, system, ham: hamiltonian.Hamiltonian,
                node_cutoff: float) -> dict:
   """name -> observables.Estimator for the observables `names` (observables.OBSERVABLES)
-  under the run's Hamiltonian `ham` (the forces regularised at `node_cutoff`, bohr), and with several states their local matrices under
-  STATES (which hold each state's <S^2> and the dipoles: s2 and dipole are accepted there,
-  the others refused)."""
+  under the run's Hamiltonian `ham` (the forces regularised at `node_cutoff`, bohr), and
+  with several states their local matrices under STATES (which hold each state's <S^2> and
+  the dipoles: s2 and dipole are accepted there, the others refused)."""
   if system.surface is not None and names:
     raise InputError(f'--observables {",".join(names)}: a run over a set of geometries is '
                      'evaluated for its energies only')
