@@ -30,7 +30,7 @@ def read_stats(run_dir: str) -> dict:
   if not rows:
     raise InputError(f'{path} has no steps yet')
   try:
-    return {c: np.array([float(r[c]) for r in rows]) for c in rundir.STATS_COLUMNS}
+    return {c: np.array([rundir.stats_value(r, c) for r in rows]) for c in rundir.STATS_COLUMNS}
   except (KeyError, TypeError, ValueError):
     raise InputError(f'{path} is not a stats.csv written by ferminet_fast') from None
 

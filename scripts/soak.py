@@ -141,6 +141,8 @@ def one(system: str, seconds: float, seed: int, run_dir: str, sweeps: int,
 def render_table(path: str = JSON) -> str:
   """RELIABILITY.md's soak table: every soak training, none averaged away."""
   runs = artifacts.read(path)
+  if not runs:
+    return 'No soak has run yet.'
   lines = ['| system | budget (s) | seed | steps | blown-up steps | longest run of them | '
            'collapses (first step, length) | rewinds | damaged at the end | evaluated, '
            'averaged parameters (mHa) | date |', '|' + '---|' * 11]

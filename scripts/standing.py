@@ -206,20 +206,19 @@ def race_rows() -> list:
       figure = ('ours − FermiNet ' + ', '.join(f'{d:+.0f} ± {err:.0f}' for d, err in diffs)
                 + f' mHa (n = {s["n"]})')
     else:
-      ratios = [x for x in map(race.like_for_like_ratio, es) if x is not None]
-      ours = [race.last_evaluated(e)['error_mha'] for e in es if race.last_evaluated(e)]
+      judged = [e for e in es if race.default_ratio(e) is not None]
+      ratios = [race.default_ratio(e) for e in judged]
+      ours = [race.averaged_evaluated(e)['error_mha'] for e in judged]
       s = race.spread(ratios)
-      each = (' (per race: ' + ', '.join(f'{x:.2f}' for x in ratios) + ')'
-              if s['n'] > 1 else '')
-      figure = (f'ratio {s["mean"]:.2f}' + (f' ± {s["sd"]:.2f}' if s['n'] > 1 else '')
-                + f'{each}, ours {race.spread(ours)["mean"]:+.1f} mHa (n = {s["n"]})')
+      figure = ('ratios ' + ', '.join(f'{x:.2f}' for x in ratios) + ', ours ' +
+                ', '.join(f'{x:+.1f}' for x in ours) + f' mHa (n = {s["n"]})')
     verdict = race.verdict(system, seconds, es)
     settings = es[0]['peer_settings']
     missing = ', '.join(m for m in (
         'FermiNet at its default settings' if settings != 'best' else '',
         f'{s["n"]} of {MIN_RACES} races' if s['n'] < MIN_RACES else '') if m)
     met = verdict.startswith('met')
-    rows.append((f'race {system} {seconds} s, evaluated, like for like',
+    rows.append((f'race {system} {seconds} s, evaluated, default outputs',
                  race.GOAL_TEXT[(system, seconds)], figure,
                  _status(met, not missing, missing),
                  f'`{_rel(race.JSON)}`, {(es[-1].get("date") or group[-1][0].get("date"))[:10]}'))

@@ -32,8 +32,10 @@ def _check_gradient(clip_k):
   np.testing.assert_allclose(e, jnp.mean(e_l), rtol=1e-10)
   np.testing.assert_allclose(aux.variance, jnp.var(e_l), rtol=1e-10)
   weights = loss.clip_median_absdev(e_l, clip_k) if clip_k else e_l
+  moved = np.sum(np.asarray(weights) != np.asarray(e_l))
+  assert float(aux.clipped) == moved  # Walkers the window moved, counted independently.
   if clip_k:
-    assert np.sum(np.asarray(weights) != np.asarray(e_l)) > 0  # Clipping was active.
+    assert moved > 0  # Clipping was active.
   per_walker = jax.jit(jax.vmap(jax.grad(network.log_psi), (None, 0)))(params, x)
   centred = weights - jnp.mean(weights)
   expected = jax.tree.map(

@@ -17,6 +17,9 @@ class Stats(NamedTuple):  # The fields of vmc.step.StepStats, as host scalars.
   lr: float
   nonfinite: int
   rejected: int
+  grad_norm: float = 1.0
+  update_norm: float = 0.01
+  clipped: float = 0.0
   energies: object = None  # (G,) over a set of geometries.
 
 
@@ -50,6 +53,23 @@ def test_every_step_once_through_resume_and_rewind(tmp_path):
   assert steps == list(range(7))
   assert float(rows(path)[6]['energy']) == -3.0
   np.testing.assert_array_equal(rec.history['step'], np.arange(7))
+
+
+def test_a_run_of_an_older_version_resumes_with_its_rows_kept(tmp_path):
+  """Rows written before the diagnostic columns existed are kept on resume, those columns
+  empty in the file and NaN in the history; the new rows have them."""
+  path = tmp_path / 'stats.csv'
+  old = [c for c in rundir.STATS_COLUMNS if c not in rundir.LATER_COLUMNS]
+  path.write_text(','.join(old) + '\n' + ''.join(
+      ','.join(str(t) if c == 'step' else '0.5' for c in old) + '\n' for t in range(3)))
+  rec = recorder.Recorder(str(path), 0, lambda *a: None, resume_from=2)
+  assert np.isnan(rec.history['update_norm']).all() and len(rec.history['update_norm']) == 2
+  rec.push(2, ok(-1.0))
+  rec.finish()
+  written = rows(path)
+  assert [int(r['step']) for r in written] == [0, 1, 2]
+  assert written[0]['update_norm'] == '' and float(written[2]['update_norm']) == 0.01
+  assert float(written[0]['energy']) == 0.5
 
 
 def test_bad_steps_are_counted_in_a_row_and_a_rejection_is_said(tmp_path):

@@ -140,6 +140,7 @@ def test_update_that_would_make_parameters_nan_is_rejected(run):
   new, stats = compiled.train_step(poisoned)
   assert int(stats.rejected) == 1
   assert float(stats.lr) == 0.0  # What was applied, not the schedule's value.
+  assert float(stats.update_norm) == 0.0
   assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(new.params),
                                                   jax.tree.leaves(good_params)))
   assert all(np.all(np.isfinite(a)) for a in jax.tree.leaves(new.params))
@@ -241,6 +242,9 @@ def test_surface_step_lowers_the_mean_of_the_energies_at_each_geometry():
     assert float(stats.lr) > 0 and not int(stats.rejected)
     mean = jax.tree.map(lambda *g: sum(g) / len(g), *grads)
     want = jax.tree.map(lambda p, g: p - stats.lr * g, state.params, mean)
+    length = np.sqrt(sum(np.sum(np.asarray(g) ** 2) for g in jax.tree.leaves(mean)))
+    np.testing.assert_allclose(stats.grad_norm, length, rtol=1e-9)  # SGD: the step is lr g.
+    np.testing.assert_allclose(stats.update_norm, stats.lr * length, rtol=1e-9)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
                  new.params, want)
 
@@ -272,6 +276,9 @@ def test_a_step_over_drawn_geometries_trains_on_those_alone():
     np.testing.assert_allclose(stats.energy, np.mean(stats.energies[drawn]), rtol=1e-12)
     mean = jax.tree.map(lambda *g: sum(g) / len(g), *grads)
     want = jax.tree.map(lambda p, g: p - stats.lr * g, state.params, mean)
+    length = np.sqrt(sum(np.sum(np.asarray(g) ** 2) for g in jax.tree.leaves(mean)))
+    np.testing.assert_allclose(stats.grad_norm, length, rtol=1e-9)  # SGD: the step is lr g.
+    np.testing.assert_allclose(stats.update_norm, stats.lr * length, rtol=1e-9)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
                  new.params, want)
     seen = set(drawn)

@@ -31,7 +31,7 @@ class Recorder:
     self._columns = rundir.stats_columns(geometries)
     self._writer = rundir.StatsWriter(path, resume_from, self._columns) if path else None
     rows = self._writer.kept_rows if self._writer else []
-    self.history = {c: [float(r[c]) for r in rows] for c in self._columns}
+    self.history = {c: [rundir.stats_value(r, c) for r in rows] for c in self._columns}
     self._print_every, self._say = print_every, say
     self._pending = None
     self.consecutive_bad = 0  # Bad steps in a row (class docstring).
@@ -108,7 +108,8 @@ class Recorder:
     row = {'step': t, 'energy': float(s.energy), 'variance': float(s.variance),
            'pmove': float(s.pmove), 'move_width': float(s.width), 'lr': float(s.lr),
            'nonfinite': int(s.nonfinite), 'rejected': int(s.rejected),
-           'step_time_ms': 1e3 * (now - self.last)}
+           'step_time_ms': 1e3 * (now - self.last), 'grad_norm': float(s.grad_norm),
+           'update_norm': float(s.update_norm), 'clipped': float(s.clipped)}
     if s.energies is not None:
       row.update({f'energy_{g}': float(e) for g, e in enumerate(s.energies)})
     reason = ('update rejected' if row['rejected'] else
@@ -126,7 +127,8 @@ class Recorder:
     if self._writer is not None:
       self._writer.write(row)
     if self._tb is not None:
-      for c in ('energy', 'variance', 'pmove', 'move_width', 'lr', 'step_time_ms'):
+      for c in ('energy', 'variance', 'pmove', 'move_width', 'lr', 'step_time_ms', 'grad_norm',
+                'update_norm', 'clipped'):
         self._tb.add_scalar(c, row[c], t)
     if self._bar is not None:
       self._bar.update(1)

@@ -12,7 +12,16 @@ from ferminet_fast.errors import InputError
 CONFIG = 'config.json'  # The run's settings, as given (before 'auto' and 'best' resolve).
 RUN_FILES = (CONFIG, 'stats.csv', 'timings.json', 'result.json')
 STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'nonfinite',
-                 'rejected', 'step_time_ms')
+                 'rejected', 'step_time_ms', 'grad_norm', 'update_norm', 'clipped')
+LATER_COLUMNS = ('grad_norm', 'update_norm', 'clipped')  # Runs of older versions lack them.
+
+
+def stats_value(row: dict, column: str) -> float:
+  """A stats.csv row's value of `column`: NaN for a LATER_COLUMNS one the row lacks (a
+  run resumed from an older version), a KeyError for any other one missing."""
+  if column in LATER_COLUMNS and not row.get(column):
+    return math.nan
+  return float(row[column])
 
 
 def stats_columns(geometries: int = 1) -> tuple:

@@ -31,6 +31,7 @@ class EnergyAux(NamedTuple):
   # (B,) Ha: the clipped local energies minus their mean, 0 for non-finite ones: the weights
   # of d log|psi| in the gradient, and what sample-space optimizers (SPRING) fit.
   centred: jax.Array
+  clipped: jax.Array  # () count (float dtype) of finite walkers the clipping window moved.
   # A complex wavefunction: (B,) Ha, the same of the imaginary parts of the local energies,
   # the weights of d theta (the phase) in the gradient; None for a real one.
   centred_imaginary: Optional[jax.Array] = None
@@ -161,10 +162,13 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
   batch_penalty = batch_local_energies(penalty, chunk_size) if penalty else None
 
   def centred_clipped(e_l, finite, mean):
+    """(the clipped local energies minus their mean, 0 for non-finite ones; how many
+    finite ones the window moved)."""
     n = jnp.maximum(jnp.sum(finite), 1)
     e_l = jnp.where(finite, e_l, mean)
-    e_l = clip(e_l, clip_k) if clip_k > 0 else e_l
-    return jnp.where(finite, e_l - jnp.sum(jnp.where(finite, e_l, 0.0)) / n, 0.0)
+    kept = clip(e_l, clip_k) if clip_k > 0 else e_l
+    moved = jnp.sum(finite & (kept != e_l)).astype(e_l.dtype)
+    return jnp.where(finite, kept - jnp.sum(jnp.where(finite, kept, 0.0)) / n, 0.0), moved
 
   @jax.custom_jvp
   def energy(params, x, geometry=None):
@@ -177,16 +181,17 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
     mean = jnp.sum(jnp.where(finite, e_l, 0.0)) / n
     variance = jnp.sum(jnp.where(finite, (e_l - mean) ** 2, 0.0)) / n
     if batch_penalty is None:
-      centred = centred_clipped(e_l, finite, mean)
+      centred, clipped = centred_clipped(e_l, finite, mean)
     else:
       g_l = e_l + batch_penalty(params, x, geometry)
       finite = jnp.isfinite(g_l)
-      centred = centred_clipped(g_l, finite, jnp.sum(jnp.where(finite, g_l, 0.0)) /
-                                jnp.maximum(jnp.sum(finite), 1))
+      centred, clipped = centred_clipped(g_l, finite, jnp.sum(jnp.where(finite, g_l, 0.0)) /
+                                         jnp.maximum(jnp.sum(finite), 1))
     if imag is not None:
-      imag = centred_clipped(imag, finite, jnp.sum(jnp.where(finite, imag, 0.0)) / n)
+      imag, _ = centred_clipped(imag, finite, jnp.sum(jnp.where(finite, imag, 0.0)) / n)
     e_l = jnp.where(finite, e_l, jnp.nan) if imag is not None else e_l
-    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype), centred, imag)
+    return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype), centred, clipped,
+                           imag)
 
   @energy.defjvp
   def energy_jvp(primals, tangents):

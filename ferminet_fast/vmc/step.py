@@ -42,6 +42,11 @@ class StepStats(NamedTuple):
   lr: jax.Array  # Learning rate of the update applied (after any norm constraint); 0 if rejected.
   nonfinite: jax.Array  # Walkers whose local energy was NaN/inf (left out of E and gradient).
   rejected: jax.Array  # 1 if the update would have made a parameter non-finite (not applied).
+  # What a collapse is looked for in: the gradient's and the applied update's Euclidean
+  # norms over all parameters, and the fraction of walkers the clipping window moved.
+  grad_norm: jax.Array
+  update_norm: jax.Array
+  clipped: jax.Array
   # Over a set of geometries (the fields above are then means over them, nonfinite a sum):
   # (G,) Ha, the mean local energy of each geometry's walkers; None for one geometry.
   energies: Optional[jax.Array] = None
@@ -152,7 +157,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, geometry))
     stats = StepStats(e, aux.variance, pmove, width, optim.applied_lr(opt_state),
-                      aux.nonfinite, opt_state.rejected.astype(jnp.int32))
+                      aux.nonfinite, opt_state.rejected.astype(jnp.int32),
+                      *norms(grads, state.params, params), aux.clipped / x.shape[0])
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   geometries, steps = None, (mcmc_step, train_step)
@@ -198,7 +204,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
 
   def trained(state: TrainState, chains: mcmc.Walkers, stack: systems.Geometry, key):
     """The update from `chains` (G', W) swept at `stack`: (params, opt_state, E (G',),
-    EnergyAux, the walkers in a row with their nuclei (G' W, M, 3))."""
+    EnergyAux, the walkers in a row with their nuclei (G' W, M, 3), `norms`)."""
     (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
     g, w = chains.log_psi.shape
     atoms = each_walker(stack, w)
@@ -206,7 +212,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     params, opt_state = update(state.params, state.opt_state, grads,
                                optim.Samples(x, key, aux.centred.reshape(g * w), curvature,
                                              atoms, groups=g))
-    return params, opt_state, e, aux, x, atoms
+    return params, opt_state, e, aux, x, atoms, norms(grads, state.params, params)
 
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
     stack = stack_of(geometry)
@@ -216,9 +222,9 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     state, pmove = mcmc_step(state, stack)
     chains = by_geometry(state.walkers, stack)
     key, k_opt = jax.random.split(state.key)
-    params, opt_state, e, aux, x, atoms = trained(state, chains, stack, k_opt)
+    params, opt_state, e, aux, x, atoms, change = trained(state, chains, stack, k_opt)
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, systems.Geometry(atoms)))
-    stats = _surface_stats(e, aux, pmove, width, opt_state, e)
+    stats = _surface_stats(e, aux, pmove, width, opt_state, e, change)
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   def train_subset(state: TrainState, stack: systems.Geometry):
@@ -228,10 +234,10 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     drawn = systems.Geometry(stack.positions[picked])
     sub = refreshed(state.params, jax.tree.map(lambda a: a[picked], chains), drawn)
     sub, pmove = swept(state.params, sub, drawn, k_mcmc)
-    params, opt_state, e, aux, _, _ = trained(state, sub, drawn, k_opt)
+    params, opt_state, e, aux, _, _, change = trained(state, sub, drawn, k_opt)
     chains = jax.tree.map(lambda a, b: a.at[picked].set(b), chains, sub)
     stats = _surface_stats(e, aux, pmove, state.walkers.width[picked], opt_state,
-                           jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e))
+                           jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e), change)
     return TrainState(params, opt_state, in_a_row(chains), key, state.step + 1), stats
 
   return mcmc_step, train_step
@@ -280,12 +286,21 @@ def _chain_functions(sweep, batch_log_psi, mcmc_cfg) -> tuple:
   return refreshed, swept
 
 
-def _surface_stats(e, aux, pmove, width, opt_state, energies) -> StepStats:
+def _surface_stats(e, aux, pmove, width, opt_state, energies, change) -> StepStats:
   """A surface step's statistics: means over the geometries swept (E (G',), their EnergyAux,
-  acceptances and widths), the non-finite summed, and `energies` (G,) per geometry."""
+  acceptances and widths), the non-finite summed, `change` the step's `norms`, and
+  `energies` (G,) per geometry."""
   return StepStats(jnp.mean(e), jnp.mean(aux.variance), jnp.mean(pmove), jnp.mean(width),
                    optim.applied_lr(opt_state), jnp.sum(aux.nonfinite),
-                   opt_state.rejected.astype(jnp.int32), energies=energies)
+                   opt_state.rejected.astype(jnp.int32), *change,
+                   jnp.sum(aux.clipped) / aux.local_energy.size, energies=energies)
+
+
+def norms(grads, old, new) -> tuple:
+  """(|g|, |new - old|): Euclidean norms over all parameters of the gradient and of the
+  update applied (0 when it was rejected)."""
+  return (optax.global_norm(grads),
+          optax.global_norm(jax.tree.map(lambda a, b: a - b, new, old)))
 
 
 def by_geometry(walkers: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
