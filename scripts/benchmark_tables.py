@@ -507,7 +507,8 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'cpu-devices-before-after': ('BENCHMARKS.md', lambda: render_against(
         _bench('cpu_devices_against_previous_cpu2.json'))),
     'diagnostics-before-after': ('BENCHMARKS.md', lambda: render_against(
-        _bench('diagnostics_against_previous_cpu2.json'))),
+        _bench('diagnostics_against_previous_cpu2.json',
+               'diagnostics_against_previous_loop_cpu2.json'))),
     'scaling-against-ferminet': ('BENCHMARKS.md', lambda: render_scaling(SCALING_JSON)),
     'speed-configs': ('BENCHMARKS.md', lambda: render_suite(
         _bench('benchmark_cpu2.json')[0], 'configs', ('config', 'optimizer', 'laplacian'))),

@@ -1,0 +1,156 @@
+"""The end of training in a fixed budget: trainings of one system at the race settings under
+each arm (learning-rate annealing, the averaging window, the batch), several seeds, each
+evaluated as the races evaluate; which gives the lowest energy a user gets.
+
+  python -m scripts.schedule_study --system Ne --steps 9800 --seeds 0 1 \
+      --arms default anneal average_window
+  python -m scripts.render_docs                     # the table in ACCURACY.md
+
+Each training is `python -m ferminet_fast.train` with the settings of the races
+(ferminet_reference.SHARED: configs/ne.py, KFAC, batch 256, the small network, 10 MCMC
+moves per step) and debug.seed = the seed, for a fixed number of steps (`optim.iterations`)
+rather than a wall-time budget, so that what an arm reaches does not depend on the load of
+the machine while it trains. `--steps` is the budget at batch 256; an arm with another
+batch trains steps x 256 / batch steps, its walker-steps held (a step's cost grows with
+its batch). `--steps 9800` is what our Ne training reached in each of the 600 s races on
+the 2-core machine (benchmarks/race.json: 9715-9903 steps).
+
+Both the averaged parameters (what `python -m ferminet_fast.evaluate` takes by default) and
+the last are evaluated with the races' sweeps and burn-in (race.evaluate_ours). The arms run
+seed by seed (every arm of a seed before the next seed), so a study stopped part-way holds
+whole seeds; each training is appended to benchmarks/schedule_study.json as it ends.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from ferminet_fast.physics import systems
+from ferminet_fast.runtime import cli
+from scripts import artifacts
+from scripts import ferminet_reference as reference
+from scripts import race
+
+JSON = os.path.join(artifacts.BENCHMARKS, 'schedule_study.json')
+BATCH = int(reference.SHARED['batch_size'])
+# Each arm: (what it changes, in words; our settings that differ from the races').
+ARMS = {
+    'default': ('the races\' settings: no annealing, average over the last 3% of updates', {}),
+    'anneal': ('rate annealed over the last 30% of the steps to 0.1 times the schedule',
+               {'optim.lr.anneal': '0.3', 'optim.lr.anneal_to': '0.1'}),
+    'average_window': ('average over the last 10% of updates',
+                       {'optim.average_fraction': '0.1'}),
+    'anneal_average': ('both: annealed over the last 30%, average over the last 10%',
+                       {'optim.lr.anneal': '0.3', 'optim.lr.anneal_to': '0.1',
+                        'optim.average_fraction': '0.1'}),
+    'batch512': ('512 walkers, half the steps', {'batch_size': '512'}),
+}
+
+
+def steps_of(arm: str, steps: int) -> int:
+  """The arm's steps for a budget of `steps` at the races' batch: walker-steps held."""
+  batch = int(ARMS[arm][1].get('batch_size', BATCH))
+  return max(1, round(steps * BATCH / batch))
+
+
+def keys_of(arm: str, steps: int, seed: int) -> dict:
+  """Our settings of one training of the study (after the races' shared ones)."""
+  return {'log.timers': 'false', 'log.progress': 'false', 'debug.seed': str(seed),
+          **ARMS[arm][1], 'optim.iterations': str(steps_of(arm, steps))}
+
+
+def one(system: str, arm: str, steps: int, seed: int, run_dir: str, sweeps: int,
+        reference_ha: float) -> dict:
+  """One training and both its evaluations."""
+  cmd = [sys.executable, '-m', 'ferminet_fast.train',
+         *reference.ours(system, run_dir, keys_of(arm, steps, seed))]
+  wall = race._run(cmd, None)
+  rows = race._rows(os.path.join(run_dir, 'stats.csv'))
+  t0 = time.perf_counter()
+  averaged = race.evaluate_ours(run_dir, sweeps, race.EVAL_BURN_IN, reference_ha, 'average')
+  last = race.evaluate_ours(run_dir, sweeps, race.EVAL_BURN_IN, reference_ha, 'last')
+  return {'system': system, 'arm': arm, 'arm_text': ARMS[arm][0], 'settings': ARMS[arm][1],
+          'seed': seed, 'budget_steps': steps, 'steps': len(rows), 'wall_s': round(wall, 1),
+          'eval_s': round(time.perf_counter() - t0, 1), 'reference_ha': reference_ha,
+          'eval_sweeps': sweeps, 'eval_burn_in': race.EVAL_BURN_IN,
+          'evaluated_averaged': averaged, 'evaluated_last': last}
+
+
+def _pm(ev) -> str:
+  return f'{ev["error_mha"]:+.1f} ± {ev["stat_mha"]:.1f}' if ev else '–'
+
+
+def render_table(path: str = JSON) -> str:
+  """ACCURACY.md's table: every training of the study, by system, budget and arm, then
+  each arm's mean over its seeds beside the default arm's on the same seeds."""
+  runs = artifacts.read(path)
+  if not runs:
+    return 'The study has not run yet.'
+  lines = ['| system | budget (steps at batch 256) | arm | seed | steps | evaluated, averaged '
+           'parameters (mHa) | evaluated, last parameters (mHa) | date |', '|' + '---|' * 8]
+  by_arm: dict = {}
+  for run in runs:
+    r = run.data
+    lines.append(f'| {r["system"]} | {r["budget_steps"]} | {r["arm"]} | {r["seed"]} | '
+                 f'{r["steps"]} | {_pm(r["evaluated_averaged"])} | '
+                 f'{_pm(r["evaluated_last"])} | {(run.meta.get("date") or "")[:10]} |')
+    if r['evaluated_averaged']:
+      key = (r['system'], r['budget_steps'], r['arm'])
+      by_arm.setdefault(key, {})[r['seed']] = r['evaluated_averaged']['error_mha']
+  lines += ['', '| system | budget (steps) | arm | what it changes | seeds | averaged '
+            'parameters, mean (mHa) | default arm on the same seeds (mHa) | difference, each '
+            'seed (mHa) |', '|' + '---|' * 8]
+  for (system, budget, arm), errs in by_arm.items():
+    default = by_arm.get((system, budget, 'default'), {})
+    seeds = sorted(errs)
+    both = [s for s in seeds if s in default]
+    mean = sum(errs[s] for s in seeds) / len(seeds)
+    base = (f'{sum(default[s] for s in both) / len(both):+.1f}' if both else '–')
+    diffs = ', '.join(f'{errs[s] - default[s]:+.1f}' for s in both) or '–'
+    lines.append(f'| {system} | {budget} | {arm} | {ARMS.get(arm, (arm,))[0]} | '
+                 f'{", ".join(map(str, seeds))} | {mean:+.1f} | {base} | '
+                 f'{diffs if arm != "default" else "–"} |')
+  lines += ['', artifacts.provenance(path, runs)]
+  return '\n'.join(lines)
+
+
+TABLES = {'schedule-study': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  p.add_argument('--system', default='Ne', choices=('Ne', 'N2', 'C2H4'))
+  p.add_argument('--steps', type=int, default=9800,
+                 help='training steps at batch 256 (an arm with another batch: walker-steps held)')
+  p.add_argument('--seeds', type=int, nargs='+', default=[0, 1], help='our debug.seed values')
+  p.add_argument('--arms', nargs='+', default=['default', 'anneal', 'average_window'],
+                 choices=list(ARMS))
+  p.add_argument('--eval-sweeps', type=int, default=2000, help='sweeps of each evaluation')
+  p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR')
+  p.add_argument('--json', default=JSON)
+  args = p.parse_args()
+  our_config = cli.load_config_file(os.path.join(race.REPO, reference.SYSTEMS[args.system][0]))
+  reference_ha = race.reference_energy(systems.make_system(our_config.system))
+  work = args.keep or tempfile.mkdtemp(prefix='schedule_')
+  os.makedirs(work, exist_ok=True)
+  try:
+    for seed in args.seeds:
+      for arm in args.arms:
+        run_dir = os.path.join(work, f'{args.system}_{arm}_seed{seed}')
+        if os.path.exists(run_dir):
+          sys.exit(f'{run_dir} exists: give another --keep directory or remove it')
+        r = one(args.system, arm, args.steps, seed, run_dir, args.eval_sweeps, reference_ha)
+        artifacts.append(args.json, r)
+        print(f'{args.system} {arm} seed {seed}: {r["steps"]} steps in {r["wall_s"]} s, '
+              f'averaged {_pm(r["evaluated_averaged"])}, last {_pm(r["evaluated_last"])} mHa',
+              flush=True)
+  finally:
+    if not args.keep:
+      shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == '__main__':
+  main()
