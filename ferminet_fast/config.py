@@ -303,7 +303,8 @@ SETTINGS = {
     # Optimisation.
     'optim.iterations': S(2000, 'Parameter updates (training steps).', _non_negative),
     # A wall-time budget, per invocation: a resumed run gets it afresh. Learning-rate
-    # annealing (optim.lr.anneal) follows the steps (optim.iterations), not this budget.
+    # annealing (optim.lr.anneal) goes towards whichever end comes first, this budget's or
+    # optim.iterations'.
     'optim.seconds': S(0.0, 'Seconds of training loop (after compilation, pretraining and '
                        'burn-in) after which the run stops at the end of the step that '
                        'reached them, as at optim.iterations: a final checkpoint, the result '
@@ -353,11 +354,15 @@ SETTINGS = {
                         + ').', _positive, kind=float),
     # Late in training the last parameters carry the gradient's noise; annealing the rate
     # over the last steps quiets them (the averaged parameters, optim.average_fraction, are
-    # the other remedy). By the update count t against optim.iterations (a resumed run with
-    # more iterations anneals to its new end), never by optim.seconds; damping not annealed.
-    'optim.lr.anneal': S(0.0, 'Fraction of optim.iterations, the last ones, over which the '
-                         'rate falls along a half cosine to anneal_to times the schedule; '
-                         '0: off.', in_range(0.0, 1.0, '[]')),
+    # the other remedy). The run's progress is the update count t against optim.iterations
+    # (a resumed run with more iterations anneals to its new end) or, with a time budget
+    # (optim.seconds), the fraction of it spent, whichever is further on (optim.annealed);
+    # damping is not annealed.
+    'optim.lr.anneal': S(0.0, 'Fraction of the run, the last, over which the rate falls '
+                         'along a half cosine to anneal_to times the schedule: of '
+                         'optim.iterations, or of the time budget optim.seconds when one '
+                         'is set, whichever end comes first; 0: off.',
+                         in_range(0.0, 1.0, '[]')),
     'optim.lr.anneal_to': S(0.1, 'Factor on the schedule at the last step when annealing '
                             '(optim.lr.anneal > 0).', in_range(0.0, 1.0, '[]')),
     # Evaluation takes the parameters averaged over the last part of training: late in

@@ -28,7 +28,8 @@ REPO = os.path.dirname(HERE)
 # Scripts whose TABLES are rendered ({name: (document relative to the repo, function)}).
 SCRIPTS = ('accuracy', 'race', 'convergence', 'dmc_goals', 'chaos', 'compare', 'benchmark_tables',
            'step_cost', 'peak_memory', 'standing', 'precision', 'observables', 'accuracy_states',
-           'startup', 'pes_goals', 'force_noise', 'dmc_population', 'soak', 'replay')
+           'startup', 'pes_goals', 'force_noise', 'dmc_population', 'soak', 'replay',
+           'schedule_study')
 BLOCK = re.compile(r'(<!-- rendered: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /rendered -->)',
                    re.S)
 

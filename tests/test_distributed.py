@@ -22,7 +22,8 @@ from ferminet_fast import train
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Trains the tiny He config with the given overrides in a fresh process with `devices`
-# CPU devices and writes the final parameters to <save_path>/params.npz.
+# CPU devices and writes the final parameters (its first device's copy) to
+# <save_path>/params.npz (process 0) or params_p<i>.npz (process i).
 WORKER = '''
 import json, os, sys
 sys.path.insert(0, {tests!r})
@@ -35,8 +36,9 @@ try:
 except InputError as e:
   print('InputError:', e)
   sys.exit(2)
-np.savez(os.path.join(cfg.log.save_path, 'params.npz'),
-         *[np.asarray(p) for p in jax.tree.leaves(r.state.params)])
+name = 'params.npz' if jax.process_index() == 0 else f'params_p{{jax.process_index()}}.npz'
+np.savez(os.path.join(cfg.log.save_path, name),
+         *[np.asarray(p.addressable_data(0)) for p in jax.tree.leaves(r.state.params)])
 print('devices', jax.device_count(), 'processes', jax.process_count())
 print('XLA_FLAGS', os.environ.get('XLA_FLAGS', ''))
 '''.format(tests=os.path.join(REPO, 'tests'))
@@ -66,8 +68,8 @@ def run_worker(overrides: dict, devices: int = 2, processes: int = 1, timeout=30
   return out
 
 
-def params_of(path):
-  with np.load(os.path.join(path, 'params.npz')) as f:
+def params_of(path, name='params.npz'):
+  with np.load(os.path.join(path, name)) as f:
     return [f[k] for k in sorted(f.files, key=lambda k: int(k.split('_')[1]))]
 
 
@@ -112,6 +114,22 @@ def test_two_processes_on_localhost_equal_one_device(tmp_path, single):
   # Process 0 alone wrote the statistics: one row per step.
   steps = np.loadtxt(tmp_path / 'run' / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
   np.testing.assert_array_equal(steps, np.arange(20))
+
+
+def test_processes_anneal_by_one_clock_and_stop_at_one_step(tmp_path):
+  """A time budget with the rate annealed towards it: every process takes process 0's
+  clock, so the replicated parameters stay the same on both, bit for bit, and both stop
+  after the same step."""
+  results = run_worker(overrides(tmp_path / 'run', iterations=100000, **{
+      'optim.seconds': 2.0, 'optim.lr.anneal': 1.0, 'batch_size': 16,
+      'network.ferminet.hidden_dims': ((8, 4),)}), devices=1, processes=2)
+  for r in results:
+    assert r.returncode == 0, r.stderr[-2000:]
+  for a, b in zip(params_of(tmp_path / 'run'), params_of(tmp_path / 'run', 'params_p1.npz')):
+    np.testing.assert_array_equal(a, b)
+  saved = json.loads((tmp_path / 'run' / 'result.json').read_text())
+  lr = np.loadtxt(tmp_path / 'run' / 'stats.csv', delimiter=',', skiprows=1, usecols=5)
+  assert saved['stopped_at_time_budget'] == len(lr) > 2 and lr[-1] < 0.5 * lr[0]
 
 
 def test_checkpoint_restores_onto_another_device_count(tmp_path, single):

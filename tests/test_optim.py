@@ -215,3 +215,62 @@ def test_a_training_records_the_annealed_rates(tmp_path, optimizer):
   result = train.train(cfg, quiet=True)
   expected = _annealed_reference(np.arange(6), 0.01, 10.0, 1.0, 0.5, 0.2, 6)
   np.testing.assert_allclose(result.history['lr'], expected, rtol=1e-5)
+
+
+def test_with_a_clock_the_schedule_anneals_towards_whichever_end_comes_first():
+  """progress = max(t / iterations, clock): the factor of the steps' annealing taken at the
+  further of the two, so a run whose time budget ends first anneals towards that end."""
+  cfg = config.default().optim
+  cfg.lr.rate, cfg.lr.delay, cfg.lr.anneal, cfg.lr.anneal_to = 0.02, 50.0, 0.4, 0.1
+  schedule = optim.lr_schedule(optim.ADAM, cfg.lr, 200)
+  plain = optim.lr_schedule(optim.ADAM, cfg.lr)
+  for t, c in ((0.0, 0.0), (10.0, 0.5), (10.0, 0.8), (150.0, 0.7), (190.0, 0.2), (5.0, 1.0)):
+    progress = max(t / 200, c)
+    expected = _annealed_reference(np.float32(progress * 200), 0.02, 50.0, 1.0, 0.4, 0.1, 200)
+    expected *= float(plain(t)) / float(plain(progress * 200))  # The plain rate at t itself.
+    assert float(schedule(t, c)) == pytest.approx(float(expected), rel=1e-5), (t, c)
+  assert float(schedule(100.0, 0.0)) == pytest.approx(float(schedule(100.0)), rel=1e-7)
+  assert float(schedule(3.0, 1.0)) == pytest.approx(0.1 * float(plain(3.0)), rel=1e-6)
+
+
+def _progress_of(factor, anneal_to):
+  """The progress at which the half-cosine factor (anneal = 1) equals `factor`."""
+  cos = np.clip(2.0 * (np.asarray(factor) - anneal_to) / (1.0 - anneal_to) - 1.0, -1.0, 1.0)
+  return np.arccos(cos) / np.pi
+
+
+def test_a_training_with_a_time_budget_anneals_its_rate_by_the_clock(tmp_path):
+  """anneal = 1 over a 3 s budget, steps far from their limit: the rate falls from the
+  schedule's to near anneal_to times it by the budget's end, and the progress each step's
+  rate implies is the time the loop had spent before that step (its recorded step times)."""
+  seconds, rate, anneal_to = 3.0, 0.01, 0.2
+  cfg = tiny_config('He', **{'optim.iterations': 100000, 'optim.seconds': seconds,
+                             'optim.lr.rate': rate, 'optim.lr.delay': 1e12,
+                             'optim.lr.anneal': 1.0, 'optim.lr.anneal_to': anneal_to,
+                             'batch_size': 16, 'mcmc.burn_in': 2,
+                             'network.ferminet.hidden_dims': ((8, 4),),
+                             'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
+  factor = np.asarray(result.history['lr']) / rate
+  assert result.budget_step == len(factor) > 20
+  assert factor[0] == pytest.approx(1.0, rel=1e-6)  # Nothing spent before the first step.
+  assert np.all(np.diff(factor) <= 1e-6) and factor[-1] < anneal_to + 0.05
+  spent = np.concatenate([[0.0], np.cumsum(result.history['step_time_ms'])[:-1] / 1e3]) / seconds
+  np.testing.assert_allclose(_progress_of(factor, anneal_to), np.minimum(spent, 1.0), atol=0.08)
+
+
+@pytest.mark.parametrize('optimizer', ['kfac', 'spring', 'sgd'])
+def test_every_optimizer_anneals_by_the_clock_with_the_stage_timers_on(tmp_path, optimizer):
+  """The clocked step through every other optimizer, its stages timed before the loop
+  (which call the step with a clock of their own) and again during it."""
+  cfg = tiny_config('He', **{'optim.optimizer': optimizer, 'optim.iterations': 100000,
+                             'optim.seconds': 2.0, 'optim.lr.anneal': 1.0,
+                             'optim.lr.delay': 1e12, 'optim.kfac.norm_constraint': 1e12,
+                             'optim.spring.norm_constraint': 1e12, 'batch_size': 16,
+                             'mcmc.burn_in': 2, 'network.ferminet.hidden_dims': ((8, 4),),
+                             'log.timers': True, 'log.timers_every': 5,
+                             'log.save_path': str(tmp_path / optimizer)})
+  result = train.train(cfg, quiet=True)
+  lr = np.asarray(result.history['lr'])
+  assert result.budget_step == len(lr) > 4 and np.all(np.diff(lr) <= 1e-9)
+  assert lr[-1] < 0.2 * lr[0]

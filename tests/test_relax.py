@@ -236,3 +236,16 @@ def test_h2_relaxes_from_a_stretched_bond_to_its_equilibrium(tmp_path):
   assert saved['converged'] and saved['stopped_by'] == 'criterion', saved['path']
   (bond,) = saved['final']['distances']
   assert abs(bond['distance_bohr'] - 1.401) < 0.02, bond
+
+
+def test_a_relaxation_anneals_its_rate_towards_its_time_budget(tmp_path):
+  """The step with forces, taking the nuclei and a clock: the rate falls to anneal_to times
+  the schedule's by the budget's end while the nuclei move."""
+  run = tmp_path / 'run'
+  result = train.train(tiny_relax(run, **{'optim.iterations': 100000, 'optim.seconds': 2.0,
+                                          'optim.lr.anneal': 1.0, 'optim.lr.delay': 1e12}),
+                       quiet=True)
+  lr = np.asarray(result.history['lr'])
+  assert result.budget_step == len(lr) > 4 and np.all(np.diff(lr) <= 1e-9)
+  assert lr[-1] < 0.2 * lr[0]  # anneal_to = 0.1 at the end of the budget.
+  assert json.loads((run / 'relax.json').read_text())['moves'] >= 1

@@ -89,6 +89,12 @@ class Context(NamedTuple):
       buf[:] = data
     return pickle.loads(np.asarray(multihost_utils.broadcast_one_to_all(buf)).tobytes())
 
+  def main_value(self, value: float) -> float:
+    """Process 0's `value` (a number) on every process, in one collective."""
+    if self.process_count == 1:
+      return value
+    return float(multihost_utils.broadcast_one_to_all(np.float64(value)))
+
   def smallest(self, value: Optional[int]) -> Optional[int]:
     """The smallest of every process's `value` (None if any process has None)."""
     if self.process_count == 1:

@@ -52,7 +52,7 @@ class Samples:
 def lr_schedule(method: 'Method', lr_cfg, iterations: Optional[int] = None) -> Callable:
   """t (steps) -> learning rate, from the `optim.lr` settings, whose None values take the
   method's defaults; with lr_cfg.anneal > 0 (and `iterations`, the run's optim.iterations),
-  annealed over the last steps (`annealed`)."""
+  annealed over the last steps (`annealed`), and then also (t, clock) -> rate."""
   rate = method.rate if lr_cfg.rate is None else lr_cfg.rate
   delay = method.delay if lr_cfg.delay is None else lr_cfg.delay
   decay = lr_cfg.decay
@@ -67,19 +67,31 @@ def lr_schedule(method: 'Method', lr_cfg, iterations: Optional[int] = None) -> C
 
 def annealed(schedule: Callable, anneal: float, anneal_to: float, iterations: int) -> Callable:
   """`schedule` times a factor that falls from 1 to `anneal_to` along a half cosine over the
-  last `anneal` fraction of `iterations` steps, and stays there after: late in training the
-  last parameters carry the gradient's noise. t is the optimizer's update counter (kept in
-  checkpoints; a fine-tuned run starts it at 0); a resumed run with more iterations anneals
-  to its new end. Damping (KFAC's) is not annealed."""
+  last `anneal` fraction of the run, and stays there after: late in training the last
+  parameters carry the gradient's noise. The run's progress is t / `iterations`, t the
+  optimizer's update counter (kept in checkpoints; a fine-tuned run starts it at 0; a
+  resumed run with more iterations anneals to its new end), or, where the step is given a
+  `clock` (a () fraction of a time budget spent: `anneals_by_clock`), whichever of the two
+  is further on: the run anneals towards whichever end comes first. Damping (KFAC's) is
+  not annealed."""
   start = (1.0 - anneal) * iterations
   span = max(iterations - start, 1e-12)
 
-  def schedule_annealed(t):
-    frac = jnp.clip((t - start) / span, 0.0, 1.0)
+  def schedule_annealed(t, clock=None):
+    frac = (t - start) / span
+    if clock is not None:
+      frac = jnp.maximum(frac, (clock - (1.0 - anneal)) / anneal)
+    frac = jnp.clip(frac, 0.0, 1.0)
     factor = anneal_to + (1.0 - anneal_to) * 0.5 * (1.0 + jnp.cos(jnp.pi * frac))
     return schedule(t) * factor
 
   return schedule_annealed
+
+
+def anneals_by_clock(optim_cfg) -> bool:
+  """Whether the run's step takes a clock, the fraction of its time budget spent
+  (optim.seconds), and anneals the learning rate towards that end too (`annealed`)."""
+  return bool(optim_cfg.seconds and optim_cfg.lr.anneal)
 
 
 class ScheduleState(NamedTuple):
@@ -105,7 +117,8 @@ def _vdot(a, b) -> jax.Array:
 def scaled_by_schedule(direction: optax.GradientTransformation, schedule: Callable,
                        norm_constraint: Optional[float] = None,
                        norm: str = 'fisher') -> optax.GradientTransformationExtraArgs:
-  """Updates -lr * d for the ascent direction d that `direction` gives, lr = schedule(count),
+  """Updates -lr * d for the ascent direction d that `direction` gives, lr = schedule(count)
+  (or schedule(count, clock) where the update is given a `clock`: `annealed`),
   reduced with a norm constraint if one is given so that lr^2 |d|^2 <= norm_constraint,
   |d|^2 = <d, g> ('fisher': for d = F^-1 g, the step's length in the Fisher metric, as KFAC
   in FermiNet) or <d, d> ('euclidean'). `direction` gets `count` (updates applied before
@@ -116,10 +129,11 @@ def scaled_by_schedule(direction: optax.GradientTransformation, schedule: Callab
     dtype = jax.tree.leaves(params)[0].dtype
     return ScheduleState(jnp.zeros((), jnp.int32), jnp.zeros((), dtype), direction.init(params))
 
-  def update(grads, state: ScheduleState, params=None, **extra):
+  def update(grads, state: ScheduleState, params=None, *, clock=None, **extra):
     d, inner = direction.update(grads, state.inner, params, count=state.count, **extra)
     dtype = jax.tree.leaves(d)[0].dtype
-    lr = jnp.asarray(schedule(state.count), dtype)
+    lr = schedule(state.count) if clock is None else schedule(state.count, clock)
+    lr = jnp.asarray(lr, dtype)
     if norm_constraint is not None:
       sq_norm = _vdot(d, grads) if norm == 'fisher' else _vdot(d, d)
       lr = norm_constrained(lr, sq_norm, norm_constraint).astype(dtype)

@@ -12,6 +12,7 @@ from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import hamiltonian, laplacians, systems
 from ferminet_fast.runtime import memory
 from ferminet_fast.vmc import loss
+from ferminet_fast.vmc import step
 from ferminet_fast.vmc.step import Compiled, Parts, TrainState
 
 
@@ -99,9 +100,14 @@ def time_train_step(compiled: Compiled, state: TrainState, repeats: int = 5) -> 
   for _ in range(repeats + 1):  # The first call is not counted: first-run allocations.
     copy = jax.block_until_ready(jax.tree.map(jnp.copy, state))
     t0 = time.perf_counter()
-    jax.block_until_ready(compiled.train_step(copy))
+    jax.block_until_ready(compiled.train_step(copy, *clock_args(compiled)))
     times.append(time.perf_counter() - t0)
   return 1e3 * float(np.median(times[1:]))
+
+
+def clock_args(compiled: Compiled) -> tuple:
+  """The trailing arguments of the compiled step: a clocked one's clock (at the start)."""
+  return (step.clock(0.0),) if compiled.clocked else ()
 
 
 def format_ms(ms: dict) -> str:

@@ -55,8 +55,8 @@ def with_forces(parts: step.Parts, node_cutoff: float) -> step.Parts:
                                            node_cutoff), in_axes=(None, 0, None))
   train_step = parts.train_step
 
-  def relax_step(state: step.TrainState, geometry: systems.Geometry):
-    new, out = train_step(state, geometry)
+  def relax_step(state: step.TrainState, geometry: systems.Geometry, clock=None):
+    new, out = train_step(state, geometry, clock=clock)
     forces = observables.reduce_forces(terms(state.params, new.walkers.x, geometry.positions))
     return new, (out, forces)
 
@@ -165,7 +165,8 @@ def at_relaxed_geometry(run_dir: str, system: systems.System, say=print) -> syst
 
 
 class _AtGeometry:
-  """A compiled f(state, geometry) called as f(state) at the relaxation's current nuclei.
+  """A compiled f(state, geometry[, clock]) called as f(state[, clock]) at the relaxation's
+  current nuclei.
   `split`: f is the step of with_forces, whose (state, (stats, forces)) is returned as
   (state, stats), the forces given to `keep` (if any). Other attributes (memory_analysis)
   are the compiled function's."""
@@ -173,8 +174,8 @@ class _AtGeometry:
   def __init__(self, fn, relaxation_run: 'Relaxation', split: bool = False, keep=None):
     self._fn, self._run, self._split, self._keep = fn, relaxation_run, split, keep
 
-  def __call__(self, state):
-    out = self._fn(state, self._run.geometry)
+  def __call__(self, state, *clock):
+    out = self._fn(state, self._run.geometry, *clock)
     if not self._split:
       return out
     state, (stats_, forces) = out
@@ -245,14 +246,15 @@ class Relaxation:
     self._step = _AtGeometry(compiled.train_step, self, True, self._pending.append)
     self._settled_step = None if settled is None else _AtGeometry(settled.train_step, self)
     return step.Compiled(_AtGeometry(compiled.train_step, self, True),
-                         _AtGeometry(compiled.mcmc, self), compiled.compile_s)
+                         _AtGeometry(compiled.mcmc, self), compiled.compile_s,
+                         compiled.clocked)
 
-  def step(self, state):
-    """One training step at the current nuclei; its forces are kept for the next move (or,
-    settled, the step without them)."""
+  def step(self, state, *clock):
+    """One training step at the current nuclei (`clock`: a clocked step's, step.clock); its
+    forces are kept for the next move (or, settled, the step without them)."""
     if self.settled and self._settled_step is not None:
-      return self._settled_step(state)
-    return self._step(state)
+      return self._settled_step(state, *clock)
+    return self._step(state, *clock)
 
   def _warp_walkers(self, state, old: np.ndarray, new: np.ndarray):
     """The walkers carried from nuclei `old` to `new` by the space warp, log|psi| at `new`."""

@@ -9,8 +9,10 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 
 from ferminet_fast.errors import TrainingError
+from ferminet_fast.optimizers import optim
 from ferminet_fast.runtime import checkpoint, context, recorder, resume, watchdog
 from ferminet_fast.stages import recovery
+from ferminet_fast.vmc import step
 
 
 class Outcome(NamedTuple):
@@ -29,7 +31,7 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
         watch: Optional[watchdog.Watchdog] = None, geometries: int = 1,
         relax=None) -> Outcome:
   """Runs `train_step` from step `start` to `optim_cfg.iterations` (or a stop signal, or the
-  step that reaches this invocation's budget `optim_cfg.seconds`, a normal end), with
+  step that reaches this invocation's budget `optim_cfg.seconds`, a normal end: `_Budget`), with
   records, checkpoints and timers as the `log` settings say and rewinds as the `optim`
   ones say, for `run` (its directory, printing, timings and devices).
 
@@ -52,8 +54,9 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
   if watch is not None:  # Steps of their own length: the limit starts at first_s again.
     watch.phase(f'training step {start} (the first of this run)')
   t0, t, failed, stopped_by, budget_step = time.perf_counter(), start, 0, None, None
+  budget = _Budget(ctx, optim_cfg)
   while t < optim_cfg.iterations:
-    state, device_stats = train_step(state)
+    state, device_stats = train_step(state, *budget.clock())
     record.push(t, device_stats)  # Fetches the previous step's statistics: it completed.
     if watch is not None and t > start:
       watch.beat(f'training step {t} of {optim_cfg.iterations} (the compiled step: MCMC '
@@ -77,7 +80,7 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
     if remeasure and log_cfg.timers_every and t % log_cfg.timers_every == 0:
       _remeasured(remeasure(state), t, record, run)
     stopping, timed = ctx.agree(stop.received is not None, saver.due_by_time())
-    spent = optim_cfg.seconds and _budget_spent(ctx, optim_cfg.seconds, t0)
+    spent = budget.spent()
     if (saver.due_by_steps(t) or timed or stopping) and rewinder.is_good(state):
       record.flush()
       saver.save(t, state)
@@ -105,15 +108,31 @@ def train(log_cfg, optim_cfg, run: context.Run, source: resume.Source, state, st
                  budget_step)
 
 
-def _budget_spent(ctx, seconds: float, t0: float) -> bool:
-  """Whether `seconds` have passed since perf_counter() `t0` on process 0 (all agree)."""
-  return ctx.agree(False, time.perf_counter() - t0 >= seconds)[1]
+class _Budget:
+  """This invocation's time budget (optim.seconds), counted from the loop's start on
+  process 0's clock, which every process takes: whether it is spent (read after each
+  step), and the clock a clocked step takes (optim.anneals_by_clock): the fraction of the
+  budget spent by the end of the step before, as data (step.clock); () if unclocked."""
+
+  def __init__(self, ctx, optim_cfg):
+    self._ctx, self._seconds = ctx, optim_cfg.seconds
+    self._clocked = optim.anneals_by_clock(optim_cfg)
+    self._t0, self._elapsed = time.perf_counter(), 0.0
+
+  def clock(self) -> tuple:
+    return (step.clock(self._elapsed / self._seconds),) if self._clocked else ()
+
+  def spent(self) -> bool:
+    if not self._seconds:
+      return False
+    self._elapsed = self._ctx.main_value(time.perf_counter() - self._t0)
+    return self._elapsed >= self._seconds
 
 
 def _stopped_at_budget(t: int, optim_cfg, record: recorder.Recorder) -> int:
   """Says that the loop stops at step `t`, its time budget spent; returns `t`. The budget
-  is per invocation (a resumed run gets optim.seconds afresh); the learning rate's
-  annealing still follows the steps (optim.iterations)."""
+  is per invocation (a resumed run gets optim.seconds afresh, and anneals towards its end
+  afresh: optim.annealed)."""
   record.say(f'time budget reached (optim.seconds = {optim_cfg.seconds:g} s): stopping at '
              f'step {t} of {optim_cfg.iterations} as at the last step')
   return t

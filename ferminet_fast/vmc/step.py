@@ -5,7 +5,9 @@ ahead-of-time compilation; how its stages are timed is in profiling.py.
 buffers are donated, and nothing in it returns to the host. Every function of the step
 takes an optional last argument `geometry` (a systems.Geometry: where the nuclei are, data
 of the program, so that one compiled step serves many geometries); None, the default,
-traces the system's own positions into the program as constants.
+traces the system's own positions into the program as constants. A run that anneals its
+learning rate towards a time budget (optim.anneals_by_clock) also gives the step a `clock`,
+the () fraction of the budget spent, as data (`Parts.clocked`).
 """
 
 import dataclasses
@@ -15,6 +17,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
+import numpy as np
 import optax
 
 from ferminet_fast import choices
@@ -67,17 +70,21 @@ class Parts:
   # energies, the VMC gradient and, for an optimizer whose curvature pass gives the gradient
   # too (KFAC: optim.fused_gradient), its curvature statistics (else None).
   energy_grad: Callable
-  # (params, opt_state, grads, Samples) -> (params, opt_state): the optimizer's update
-  # applied (a rejected one changes nothing but opt_state.rejected: optim.reject_nonfinite).
+  # (params, opt_state, grads, Samples, clock=None) -> (params, opt_state): the optimizer's
+  # update applied (a rejected one changes nothing but opt_state.rejected:
+  # optim.reject_nonfinite); `clock` the fraction of the time budget spent (optim.annealed).
   update: Callable
   optimizer: optax.GradientTransformationExtraArgs
-  train_step: Callable  # (TrainState, geometry=None) -> (TrainState, StepStats)
+  train_step: Callable  # (TrainState, geometry=None, clock=None) -> (TrainState, StepStats)
   dtype: Any
   hamiltonian: hamiltonian.Hamiltonian  # Whose local energy the step takes.
   chunk_size: int  # Walkers per chunk of local energies (0: all at once), resolved.
   # Over a set of geometries (system.surface), their nuclei stacked, positions (G, M, 3): the
   # state's walkers are G groups of B / G in a row, each at its own. None for one geometry.
   geometries: Optional[systems.Geometry] = None
+  # The compiled step takes a clock, the () fraction of the time budget spent, as its last
+  # argument (optim.anneals_by_clock): its learning rate anneals towards that end too.
+  clocked: bool = False
 
   @property
   def laplacian(self) -> laplacians.Method:
@@ -141,11 +148,12 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     grads, curvature = fused(params, x, loss.gradient_weights(aux), *atoms_of(geometry))
     return (e, aux), grads, curvature
 
-  def update(params, opt_state, grads, samples: optim.Samples):
-    updates, opt_state = optimizer.update(grads, opt_state, params, samples=samples)
+  def update(params, opt_state, grads, samples: optim.Samples, clock=None):
+    extra = {} if clock is None else {'clock': clock}
+    updates, opt_state = optimizer.update(grads, opt_state, params, samples=samples, **extra)
     return optax.apply_updates(params, updates), opt_state
 
-  def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
+  def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None, clock=None):
     width = state.walkers.width
     state, pmove = mcmc_step(state, geometry)
     x = state.walkers.x
@@ -153,7 +161,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     key, k_opt = jax.random.split(state.key)
     params, opt_state = update(state.params, state.opt_state, grads,
                                optim.Samples(x, k_opt, aux.centred, curvature,
-                                             *atoms_of(geometry)))
+                                             *atoms_of(geometry)), clock)
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, geometry))
     stats = StepStats(e, aux.variance, pmove, width, optim.applied_lr(opt_state),
@@ -167,7 +175,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     steps = _surface_steps(geometries, sweep, energy, fused, update, batch_log_psi, mcmc_cfg,
                            optim_cfg.geometries_per_step)
   return Parts(network, batch_log_psi, sweep, steps[0], energy, energy_grad, update, optimizer,
-               steps[1], dtype, pieces.hamiltonian, chunk_size, geometries)
+               steps[1], dtype, pieces.hamiltonian, chunk_size, geometries,
+               optim.anneals_by_clock(optim_cfg))
 
 
 def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, batch_log_psi,
@@ -202,7 +211,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     chains, pmove = swept(state.params, chains, stack, k_mcmc)
     return state._replace(walkers=in_a_row(chains), key=key), pmove
 
-  def trained(state: TrainState, chains: mcmc.Walkers, stack: systems.Geometry, key):
+  def trained(state: TrainState, chains: mcmc.Walkers, stack: systems.Geometry, key, clock):
     """The update from `chains` (G', W) swept at `stack`: (params, opt_state, E (G',),
     EnergyAux, the walkers in a row with their nuclei (G' W, M, 3), `norms`)."""
     (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
@@ -211,30 +220,30 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     x = chains.x.reshape(g * w, -1)
     params, opt_state = update(state.params, state.opt_state, grads,
                                optim.Samples(x, key, aux.centred.reshape(g * w), curvature,
-                                             atoms, groups=g))
+                                             atoms, groups=g), clock)
     return params, opt_state, e, aux, x, atoms, norms(grads, state.params, params)
 
-  def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
+  def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None, clock=None):
     stack = stack_of(geometry)
     if subset:
-      return train_subset(state, stack)
+      return train_subset(state, stack, clock)
     width = state.walkers.width
     state, pmove = mcmc_step(state, stack)
     chains = by_geometry(state.walkers, stack)
     key, k_opt = jax.random.split(state.key)
-    params, opt_state, e, aux, x, atoms, change = trained(state, chains, stack, k_opt)
+    params, opt_state, e, aux, x, atoms, change = trained(state, chains, stack, k_opt, clock)
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, systems.Geometry(atoms)))
     stats = _surface_stats(e, aux, pmove, width, opt_state, e, change)
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
-  def train_subset(state: TrainState, stack: systems.Geometry):
+  def train_subset(state: TrainState, stack: systems.Geometry, clock):
     key, k_pick, k_mcmc, k_opt = jax.random.split(state.key, 4)
     picked = jax.random.choice(k_pick, count, (per_step,), replace=False)
     chains = by_geometry(state.walkers, stack)
     drawn = systems.Geometry(stack.positions[picked])
     sub = refreshed(state.params, jax.tree.map(lambda a: a[picked], chains), drawn)
     sub, pmove = swept(state.params, sub, drawn, k_mcmc)
-    params, opt_state, e, aux, _, _, change = trained(state, sub, drawn, k_opt)
+    params, opt_state, e, aux, _, _, change = trained(state, sub, drawn, k_opt, clock)
     chains = jax.tree.map(lambda a, b: a.at[picked].set(b), chains, sub)
     stats = _surface_stats(e, aux, pmove, state.walkers.width[picked], opt_state,
                            jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e), change)
@@ -299,8 +308,8 @@ def _surface_stats(e, aux, pmove, width, opt_state, energies, change) -> StepSta
 def norms(grads, old, new) -> tuple:
   """(|g|, |new - old|): Euclidean norms over all parameters of the gradient and of the
   update applied (0 when it was rejected)."""
-  return (optax.global_norm(grads),
-          optax.global_norm(jax.tree.map(lambda a, b: a - b, new, old)))
+  return (optax.tree.norm(grads),
+          optax.tree.norm(jax.tree.map(lambda a, b: a - b, new, old)))
 
 
 def by_geometry(walkers: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
@@ -356,6 +365,12 @@ class Compiled(NamedTuple):
   train_step: Callable  # TrainState -> (TrainState, StepStats); donates its input.
   mcmc: Callable  # TrainState -> (TrainState, pmove): one sweep + width adaptation.
   compile_s: float
+  clocked: bool = False  # train_step takes a `clock` last (Parts.clocked).
+
+
+def clock(fraction: float) -> np.ndarray:
+  """The clock a clocked step takes: the fraction of the time budget spent, in [0, 1]."""
+  return np.asarray(min(max(float(fraction), 0.0), 1.0), np.float32)
 
 
 def compile_step(parts: Parts, state: TrainState,
@@ -363,17 +378,22 @@ def compile_step(parts: Parts, state: TrainState,
   """Compiles, ahead of the loop, the train step and the MCMC sweep for the shapes and
   shardings of `state`; their outputs keep those shardings, so each step feeds the next.
   With `geometry` (nuclei that move: positions (M, 3), replicated), both take it as their
-  second argument, data of the program, and are called as f(state, geometry)."""
+  second argument, data of the program, and are called as f(state, geometry). A clocked
+  step (Parts.clocked) takes `clock(fraction)` last: f(state[, geometry], clock)."""
   start = time.perf_counter()
   shardings, replicated = shardings_of(state)
   args, in_shardings = (state,), (shardings,)
   if geometry is not None:
     args, in_shardings = (state, geometry), (shardings, replicated)
-  step = jax.jit(parts.train_step, donate_argnums=0, in_shardings=in_shardings,
-                 out_shardings=(shardings, replicated)).lower(*args).compile()
+  train_step, step_args, step_shardings = parts.train_step, args, in_shardings
+  if parts.clocked:  # By keyword: the geometry before it may be absent.
+    train_step = lambda *a: parts.train_step(*a[:-1], clock=a[-1])  # noqa: E731
+    step_args, step_shardings = (*args, clock(0.0)), (*in_shardings, replicated)
+  step = jax.jit(train_step, donate_argnums=0, in_shardings=step_shardings,
+                 out_shardings=(shardings, replicated)).lower(*step_args).compile()
   sweep = jax.jit(parts.mcmc_step, in_shardings=in_shardings,
                   out_shardings=(shardings, replicated)).lower(*args).compile()
-  return Compiled(step, sweep, time.perf_counter() - start)
+  return Compiled(step, sweep, time.perf_counter() - start, parts.clocked)
 
 
 def burn_in(compiled: Compiled, state: TrainState, steps: int, steps_per_sweep: int,
