@@ -352,18 +352,20 @@ SETTINGS = {
                         "optimizer's default ("
                         + '; '.join(f'{m.name} {m.delay:g}' for m in OPTIMIZERS.values())
                         + ').', _positive, kind=float),
-    # Late in training the last parameters carry the gradient's noise; annealing the rate
-    # over the last steps quiets them (the averaged parameters, optim.average_fraction, are
-    # the other remedy). The run's progress is the update count t against optim.iterations
-    # (a resumed run with more iterations anneals to its new end) or, with a time budget
-    # (optim.seconds), the fraction of it spent, whichever is further on (optim.annealed);
-    # damping is not annealed.
-    'optim.lr.anneal': S(0.0, 'Fraction of the run, the last, over which the rate falls '
-                         'along a half cosine to anneal_to times the schedule: of '
+    # Late in training the last parameters carry the gradient's noise; annealing the steps
+    # over the last ones quiets them (the averaged parameters, optim.average_fraction, are
+    # the other remedy). The factor multiplies each step after KFAC's or SPRING's norm bound
+    # (which sets KFAC's step for most of a run at size), so the steps themselves shrink.
+    # The run's progress is the update count t against optim.iterations (a resumed run with
+    # more iterations anneals to its new end) or, with a time budget (optim.seconds), the
+    # fraction of it spent, whichever is further on (optim.anneal_factor); damping is not
+    # annealed.
+    'optim.lr.anneal': S(0.0, 'Fraction of the run, the last, over which each step falls '
+                         'along a half cosine to anneal_to times what it would be: of '
                          'optim.iterations, or of the time budget optim.seconds when one '
                          'is set, whichever end comes first; 0: off.',
                          in_range(0.0, 1.0, '[]')),
-    'optim.lr.anneal_to': S(0.1, 'Factor on the schedule at the last step when annealing '
+    'optim.lr.anneal_to': S(0.1, 'Factor on the step at the end of the run when annealing '
                             '(optim.lr.anneal > 0).', in_range(0.0, 1.0, '[]')),
     # Evaluation takes the parameters averaged over the last part of training: late in
     # training the last parameters carry the gradient's noise, which raises their energy;

@@ -39,11 +39,12 @@ BATCH = int(reference.SHARED['batch_size'])
 # Each arm: (what it changes, in words; our settings that differ from the races').
 ARMS = {
     'default': ('the races\' settings: no annealing, average over the last 3% of updates', {}),
-    'anneal': ('rate annealed over the last 30% of the steps to 0.1 times the schedule',
+    'anneal': ('each step annealed over the last 30% of the steps to 0.1 times, after '
+               "KFAC's norm bound",
                {'optim.lr.anneal': '0.3', 'optim.lr.anneal_to': '0.1'}),
     'average_window': ('average over the last 10% of updates',
                        {'optim.average_fraction': '0.1'}),
-    'anneal_average': ('both: annealed over the last 30%, average over the last 10%',
+    'anneal_average': ('both: steps annealed over the last 30%, average over the last 10%',
                        {'optim.lr.anneal': '0.3', 'optim.lr.anneal_to': '0.1',
                         'optim.average_fraction': '0.1'}),
     'batch512': ('512 walkers, half the steps', {'batch_size': '512'}),
@@ -85,34 +86,42 @@ def _pm(ev) -> str:
 
 def render_table(path: str = JSON) -> str:
   """ACCURACY.md's table: every training of the study, by system, budget and arm, then
-  each arm's mean over its seeds beside the default arm's on the same seeds."""
+  each arm's mean over its seeds beside the default arm's on the same seeds. An arm is
+  named by what it changed when it ran (its recorded text): what an arm's name means may
+  change between versions (the annealing acted on the schedule's rate before the norm
+  bound until it acted on the step after it)."""
   runs = artifacts.read(path)
   if not runs:
     return 'The study has not run yet.'
-  lines = ['| system | budget (steps at batch 256) | arm | seed | steps | evaluated, averaged '
-           'parameters (mHa) | evaluated, last parameters (mHa) | date |', '|' + '---|' * 8]
-  by_arm: dict = {}
+  lines = ['| system | budget (steps at batch 256) | arm | what it changes | seed | steps | '
+           'evaluated, averaged parameters (mHa) | evaluated, last parameters (mHa) | '
+           'date |', '|' + '---|' * 9]
+  by_arm: dict = {}  # (system, budget, arm, text) -> {seed: (averaged, last) mHa}.
   for run in runs:
     r = run.data
-    lines.append(f'| {r["system"]} | {r["budget_steps"]} | {r["arm"]} | {r["seed"]} | '
-                 f'{r["steps"]} | {_pm(r["evaluated_averaged"])} | '
+    lines.append(f'| {r["system"]} | {r["budget_steps"]} | {r["arm"]} | {r["arm_text"]} | '
+                 f'{r["seed"]} | {r["steps"]} | {_pm(r["evaluated_averaged"])} | '
                  f'{_pm(r["evaluated_last"])} | {(run.meta.get("date") or "")[:10]} |')
-    if r['evaluated_averaged']:
-      key = (r['system'], r['budget_steps'], r['arm'])
-      by_arm.setdefault(key, {})[r['seed']] = r['evaluated_averaged']['error_mha']
+    if r['evaluated_averaged'] and r['evaluated_last']:
+      key = (r['system'], r['budget_steps'], r['arm'], r['arm_text'])
+      by_arm.setdefault(key, {})[r['seed']] = (r['evaluated_averaged']['error_mha'],
+                                               r['evaluated_last']['error_mha'])
   lines += ['', '| system | budget (steps) | arm | what it changes | seeds | averaged '
-            'parameters, mean (mHa) | default arm on the same seeds (mHa) | difference, each '
-            'seed (mHa) |', '|' + '---|' * 8]
-  for (system, budget, arm), errs in by_arm.items():
-    default = by_arm.get((system, budget, 'default'), {})
+            'parameters, mean (mHa) | the default arm\'s, same seeds | difference, each seed '
+            '| last parameters, mean (mHa) | the default arm\'s, same seeds | difference, each '
+            'seed |', '|' + '---|' * 11]
+  for (system, budget, arm, text), errs in by_arm.items():
+    default = by_arm.get((system, budget, 'default', ARMS['default'][0]), {})
     seeds = sorted(errs)
     both = [s for s in seeds if s in default]
-    mean = sum(errs[s] for s in seeds) / len(seeds)
-    base = (f'{sum(default[s] for s in both) / len(both):+.1f}' if both else '–')
-    diffs = ', '.join(f'{errs[s] - default[s]:+.1f}' for s in both) or '–'
-    lines.append(f'| {system} | {budget} | {arm} | {ARMS.get(arm, (arm,))[0]} | '
-                 f'{", ".join(map(str, seeds))} | {mean:+.1f} | {base} | '
-                 f'{diffs if arm != "default" else "–"} |')
+    cells = []
+    for k in (0, 1):  # Averaged, then last parameters.
+      mean = sum(errs[s][k] for s in seeds) / len(seeds)
+      base = f'{sum(default[s][k] for s in both) / len(both):+.1f}' if both else '–'
+      diffs = ', '.join(f'{errs[s][k] - default[s][k]:+.1f}' for s in both) or '–'
+      cells += [f'{mean:+.1f}', base, diffs if arm != 'default' else '–']
+    lines.append(f'| {system} | {budget} | {arm} | {text} | {", ".join(map(str, seeds))} | '
+                 + ' | '.join(cells) + ' |')
   lines += ['', artifacts.provenance(path, runs)]
   return '\n'.join(lines)
 

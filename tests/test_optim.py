@@ -179,29 +179,49 @@ def _annealed_reference(t, rate, delay, decay, anneal, anneal_to, iterations):
   return plain * (anneal_to + (1.0 - anneal_to) * 0.5 * (1.0 + np.cos(np.pi * frac)))
 
 
+def annealed(cfg_lr, method, iterations):
+  """The schedule's rate times the annealing factor, (t, clock=None) -> rate."""
+  plain, factor = optim.lr_schedule(method, cfg_lr), optim.anneal_factor(cfg_lr, iterations)
+  return lambda t, clock=None: plain(t) * factor(t, clock)
+
+
 def test_annealed_schedule_falls_along_a_half_cosine_over_the_last_steps():
   cfg = config.default().optim
   cfg.lr.rate, cfg.lr.delay, cfg.lr.anneal, cfg.lr.anneal_to = 0.02, 50.0, 0.25, 0.1
   ts = np.arange(0, 201, dtype=np.float32)
   plain = np.asarray(jax.vmap(optim.lr_schedule(optim.ADAM, cfg.lr))(ts))
-  annealed = np.asarray(jax.vmap(optim.lr_schedule(optim.ADAM, cfg.lr, 200))(ts))
+  rates = np.asarray(jax.vmap(annealed(cfg.lr, optim.ADAM, 200))(ts))
   reference = _annealed_reference(ts, 0.02, 50.0, 1.0, 0.25, 0.1, 200)
-  np.testing.assert_allclose(annealed, reference, rtol=1e-5)
-  np.testing.assert_allclose(annealed[:151], plain[:151], rtol=1e-6)  # Before T0 = 150.
-  assert annealed[200] == pytest.approx(0.1 * plain[200], rel=1e-5)
-  factor = annealed / plain
+  np.testing.assert_allclose(rates, reference, rtol=1e-5)
+  np.testing.assert_allclose(rates[:151], plain[:151], rtol=1e-6)  # Before T0 = 150.
+  assert rates[200] == pytest.approx(0.1 * plain[200], rel=1e-5)
+  factor = rates / plain
   assert np.all(np.diff(factor) <= 1e-6) and factor[160] < 1.0  # Falls, never rises.
 
 
-def test_anneal_zero_is_the_plain_schedule():
-  cfg = config.default().optim
-  plain = optim.lr_schedule(optim.KFAC, cfg.lr)
-  off = optim.lr_schedule(optim.KFAC, cfg.lr, 100)  # anneal = 0 by default.
-  assert off.__code__ is plain.__code__  # The same function: no factor in the step.
+def test_anneal_zero_is_no_factor_and_the_plain_schedule():
+  cfg = config.default().optim  # anneal = 0 by default.
+  assert optim.anneal_factor(cfg.lr, 100) is None  # No factor in the step.
   ts = np.arange(0, 120, dtype=np.float32)
-  np.testing.assert_array_equal(jax.vmap(off)(ts), jax.vmap(plain)(ts))
-  np.testing.assert_allclose(jax.vmap(off)(ts),
+  np.testing.assert_allclose(jax.vmap(optim.lr_schedule(optim.KFAC, cfg.lr))(ts),
                              _annealed_reference(ts, 0.05, 1e4, 1.0, 0.0, 0.1, 100), rtol=1e-6)
+
+
+def test_the_factor_shrinks_the_step_after_the_norm_bound():
+  """A bound that sets the step (lr^2 |d|^2 = constraint): the annealed step is the bounded
+  step times the factor, not the bound applied to an annealed rate (which would leave it
+  unchanged while the annealed rate stays above the bound's)."""
+  direction = optax.GradientTransformation(lambda p: optax.EmptyState(),
+                                           lambda g, s, p=None: (g, s))
+  params, grads = {'w': jnp.zeros(4)}, {'w': jnp.full(4, 10.0)}  # |d|^2 = 400.
+  for clock, factor in ((0.0, 1.0), (1.0, 0.1)):
+    opt = optim.scaled_by_schedule(direction, lambda t: 1.0, norm_constraint=1e-2,
+                                   norm='euclidean',
+                                   factor=lambda t, c: 1.0 - 0.9 * c)
+    updates, state = opt.update(grads, opt.init(params), params, clock=jnp.float32(clock))
+    bounded = np.sqrt(1e-2 / 400.0)  # The bound's rate: 0.005, far below the schedule's 1.
+    assert float(state.lr) == pytest.approx(factor * bounded, rel=1e-5)
+    np.testing.assert_allclose(updates['w'], -factor * bounded * 10.0, rtol=1e-5)
 
 
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac'])
@@ -222,7 +242,7 @@ def test_with_a_clock_the_schedule_anneals_towards_whichever_end_comes_first():
   further of the two, so a run whose time budget ends first anneals towards that end."""
   cfg = config.default().optim
   cfg.lr.rate, cfg.lr.delay, cfg.lr.anneal, cfg.lr.anneal_to = 0.02, 50.0, 0.4, 0.1
-  schedule = optim.lr_schedule(optim.ADAM, cfg.lr, 200)
+  schedule = annealed(cfg.lr, optim.ADAM, 200)
   plain = optim.lr_schedule(optim.ADAM, cfg.lr)
   for t, c in ((0.0, 0.0), (10.0, 0.5), (10.0, 0.8), (150.0, 0.7), (190.0, 0.2), (5.0, 1.0)):
     progress = max(t / 200, c)

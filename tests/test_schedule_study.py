@@ -30,7 +30,8 @@ def test_the_table_lists_every_run_and_compares_arms_on_shared_seeds(tmp_path):
 
   def record(arm, seed, averaged_mha):
     ev = {'error_mha': averaged_mha, 'stat_mha': 2.0}
-    artifacts.append(path, {'system': 'Ne', 'arm': arm, 'seed': seed, 'budget_steps': 9800,
+    artifacts.append(path, {'system': 'Ne', 'arm': arm, 'arm_text': study.ARMS[arm][0],
+                            'seed': seed, 'budget_steps': 9800,
                             'steps': study.steps_of(arm, 9800), 'evaluated_averaged': ev,
                             'evaluated_last': {'error_mha': averaged_mha + 30, 'stat_mha': 2.0}},
                      meta)
@@ -43,7 +44,22 @@ def test_the_table_lists_every_run_and_compares_arms_on_shared_seeds(tmp_path):
   table = study.render_table(path)
   assert table.count('| Ne | 9800 |') == 5 + 2
   anneal = next(line for line in table.splitlines() if line.startswith('| Ne | 9800 | anneal |')
-                and 'seeds' not in line and '0, 1, 2' in line)
-  assert '| +15.0 |' in anneal  # Mean of 14, 21 and 10.
-  assert '| +23.0 |' in anneal and '-6.0, -5.0' in anneal  # Default on seeds 0 and 1.
+                and '| 0, 1, 2 |' in line)
+  assert '| +15.0 | +23.0 | -6.0, -5.0 |' in anneal  # Mean of 14, 21, 10; default on 0, 1.
+  assert '| +45.0 | +53.0 | -6.0, -5.0 |' in anneal  # The last parameters, 30 mHa above.
   assert os.path.basename(path) in table
+
+
+def test_an_arm_that_changed_meaning_is_its_own_row(tmp_path):
+  """Runs of one arm name recorded with another text (an earlier version's) are summed
+  apart."""
+  path = str(tmp_path / 'study.json')
+  meta = {'date': '2026-12-03T00:00:00+00:00', 'commit': 'abc', 'machine': {}}
+  for text, seed, err in (('old meaning', 0, 20.0), (study.ARMS['anneal'][0], 0, 10.0)):
+    ev = {'error_mha': err, 'stat_mha': 2.0}
+    artifacts.append(path, {'system': 'Ne', 'arm': 'anneal', 'arm_text': text, 'seed': seed,
+                            'budget_steps': 9800, 'steps': 9800, 'evaluated_averaged': ev,
+                            'evaluated_last': ev}, meta)
+  summary = [line for line in study.render_table(path).splitlines()
+             if line.startswith('| Ne | 9800 | anneal |') and line.count('|') == 12]
+  assert len(summary) == 2 and any('old meaning' in line for line in summary)

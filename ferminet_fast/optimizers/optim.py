@@ -11,8 +11,8 @@ need; first-order optax transformations ignore them. Each is composed the same w
 `direction` gives an ascent direction d (Adam's m / sqrt(v), KFAC's F^-1 g, SPRING's natural
 gradient); `scaled_by_schedule` makes the update -lr d with FermiNet's schedule
 lr = rate * (1 + t / delay) ** -decay, t counting the updates applied (the one counter),
-annealed over the last steps where optim.lr.anneal says (`annealed`), and keeps the rate
-it applied; `averaged` keeps a moving average of the parameters the
+each step annealed over the last ones where optim.lr.anneal says (`anneal_factor`), and
+keeps the rate it applied; `averaged` keeps a moving average of the parameters the
 updates lead to, which evaluation uses (`averaged_params`); `reject_nonfinite` drops an
 update that would make a parameter non-finite and keeps the state (the average too) as it
 was.
@@ -49,10 +49,9 @@ class Samples:
   groups: int = flax.struct.field(pytree_node=False, default=1)
 
 
-def lr_schedule(method: 'Method', lr_cfg, iterations: Optional[int] = None) -> Callable:
+def lr_schedule(method: 'Method', lr_cfg) -> Callable:
   """t (steps) -> learning rate, from the `optim.lr` settings, whose None values take the
-  method's defaults; with lr_cfg.anneal > 0 (and `iterations`, the run's optim.iterations),
-  annealed over the last steps (`annealed`), and then also (t, clock) -> rate."""
+  method's defaults."""
   rate = method.rate if lr_cfg.rate is None else lr_cfg.rate
   delay = method.delay if lr_cfg.delay is None else lr_cfg.delay
   decay = lr_cfg.decay
@@ -60,37 +59,39 @@ def lr_schedule(method: 'Method', lr_cfg, iterations: Optional[int] = None) -> C
   def schedule(t):
     return rate * jnp.power(1.0 + t / delay, -decay)
 
-  if not lr_cfg.anneal or iterations is None:  # Off: the step is built as without it.
-    return schedule
-  return annealed(schedule, lr_cfg.anneal, lr_cfg.anneal_to, iterations)
+  return schedule
 
 
-def annealed(schedule: Callable, anneal: float, anneal_to: float, iterations: int) -> Callable:
-  """`schedule` times a factor that falls from 1 to `anneal_to` along a half cosine over the
-  last `anneal` fraction of the run, and stays there after: late in training the last
-  parameters carry the gradient's noise. The run's progress is t / `iterations`, t the
+def anneal_factor(lr_cfg, iterations: int) -> Optional[Callable]:
+  """(t, clock=None) -> the factor on each step that falls from 1 to lr_cfg.anneal_to along a
+  half cosine over the last lr_cfg.anneal fraction of the run, and stays there after: late
+  in training the last parameters carry the gradient's noise. None where anneal is 0 (the
+  step is then built as without it). The run's progress is t / `iterations`, t the
   optimizer's update counter (kept in checkpoints; a fine-tuned run starts it at 0; a
   resumed run with more iterations anneals to its new end), or, where the step is given a
   `clock` (a () fraction of a time budget spent: `anneals_by_clock`), whichever of the two
-  is further on: the run anneals towards whichever end comes first. Damping (KFAC's) is
-  not annealed."""
+  is further on: the run anneals towards whichever end comes first. The factor multiplies
+  the step after any norm bound (`scaled_by_schedule`), so the steps themselves shrink;
+  damping (KFAC's) is not annealed."""
+  anneal, anneal_to = lr_cfg.anneal, lr_cfg.anneal_to
+  if not anneal:
+    return None
   start = (1.0 - anneal) * iterations
   span = max(iterations - start, 1e-12)
 
-  def schedule_annealed(t, clock=None):
+  def factor(t, clock=None):
     frac = (t - start) / span
     if clock is not None:
       frac = jnp.maximum(frac, (clock - (1.0 - anneal)) / anneal)
     frac = jnp.clip(frac, 0.0, 1.0)
-    factor = anneal_to + (1.0 - anneal_to) * 0.5 * (1.0 + jnp.cos(jnp.pi * frac))
-    return schedule(t) * factor
+    return anneal_to + (1.0 - anneal_to) * 0.5 * (1.0 + jnp.cos(jnp.pi * frac))
 
-  return schedule_annealed
+  return factor
 
 
 def anneals_by_clock(optim_cfg) -> bool:
   """Whether the run's step takes a clock, the fraction of its time budget spent
-  (optim.seconds), and anneals the learning rate towards that end too (`annealed`)."""
+  (optim.seconds), and anneals its steps towards that end too (`anneal_factor`)."""
   return bool(optim_cfg.seconds and optim_cfg.lr.anneal)
 
 
@@ -115,14 +116,16 @@ def _vdot(a, b) -> jax.Array:
 
 
 def scaled_by_schedule(direction: optax.GradientTransformation, schedule: Callable,
-                       norm_constraint: Optional[float] = None,
-                       norm: str = 'fisher') -> optax.GradientTransformationExtraArgs:
-  """Updates -lr * d for the ascent direction d that `direction` gives, lr = schedule(count)
-  (or schedule(count, clock) where the update is given a `clock`: `annealed`),
+                       norm_constraint: Optional[float] = None, norm: str = 'fisher',
+                       factor: Optional[Callable] = None
+                       ) -> optax.GradientTransformationExtraArgs:
+  """Updates -lr * d for the ascent direction d that `direction` gives, lr = schedule(count),
   reduced with a norm constraint if one is given so that lr^2 |d|^2 <= norm_constraint,
   |d|^2 = <d, g> ('fisher': for d = F^-1 g, the step's length in the Fisher metric, as KFAC
-  in FermiNet) or <d, d> ('euclidean'). `direction` gets `count` (updates applied before
-  this one) among its extra arguments; the state keeps the rate applied."""
+  in FermiNet) or <d, d> ('euclidean'), then times factor(count, clock) where `factor` is
+  given (`anneal_factor`; `clock` an extra argument of the update, or None). `direction`
+  gets `count` (updates applied before this one) among its extra arguments; the state
+  keeps the rate applied."""
   direction = optax.with_extra_args_support(direction)
 
   def init(params):
@@ -132,11 +135,12 @@ def scaled_by_schedule(direction: optax.GradientTransformation, schedule: Callab
   def update(grads, state: ScheduleState, params=None, *, clock=None, **extra):
     d, inner = direction.update(grads, state.inner, params, count=state.count, **extra)
     dtype = jax.tree.leaves(d)[0].dtype
-    lr = schedule(state.count) if clock is None else schedule(state.count, clock)
-    lr = jnp.asarray(lr, dtype)
+    lr = jnp.asarray(schedule(state.count), dtype)
     if norm_constraint is not None:
       sq_norm = _vdot(d, grads) if norm == 'fisher' else _vdot(d, d)
       lr = norm_constrained(lr, sq_norm, norm_constraint).astype(dtype)
+    if factor is not None:
+      lr = lr * jnp.asarray(factor(state.count, clock), dtype)
     updates = jax.tree.map(lambda v: -lr * v, d)
     return updates, ScheduleState(state.count + 1, lr, inner)
 
@@ -358,7 +362,6 @@ def make_optimizer(method: Method, optim_cfg, network) -> optax.GradientTransfor
   around a ScheduleState (module docstring)."""
   direction = method(optim_cfg, network)
   constraint = getattr(optim_cfg, method.name).norm_constraint if method.norm else None
-  schedule = lr_schedule(method, optim_cfg.lr, optim_cfg.iterations)
-  return reject_nonfinite(averaged(scaled_by_schedule(direction, schedule, constraint,
-                                                      method.norm or 'fisher'),
-                                   optim_cfg.average_fraction))
+  return reject_nonfinite(averaged(scaled_by_schedule(
+      direction, lr_schedule(method, optim_cfg.lr), constraint, method.norm or 'fisher',
+      anneal_factor(optim_cfg.lr, optim_cfg.iterations)), optim_cfg.average_fraction))

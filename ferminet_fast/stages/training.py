@@ -132,7 +132,7 @@ class _Budget:
 def _stopped_at_budget(t: int, optim_cfg, record: recorder.Recorder) -> int:
   """Says that the loop stops at step `t`, its time budget spent; returns `t`. The budget
   is per invocation (a resumed run gets optim.seconds afresh, and anneals towards its end
-  afresh: optim.annealed)."""
+  afresh: optim.anneal_factor)."""
   record.say(f'time budget reached (optim.seconds = {optim_cfg.seconds:g} s): stopping at '
              f'step {t} of {optim_cfg.iterations} as at the last step')
   return t

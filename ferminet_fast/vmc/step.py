@@ -72,7 +72,7 @@ class Parts:
   energy_grad: Callable
   # (params, opt_state, grads, Samples, clock=None) -> (params, opt_state): the optimizer's
   # update applied (a rejected one changes nothing but opt_state.rejected:
-  # optim.reject_nonfinite); `clock` the fraction of the time budget spent (optim.annealed).
+  # optim.reject_nonfinite); `clock` the fraction of the time budget spent (optim.anneal_factor).
   update: Callable
   optimizer: optax.GradientTransformationExtraArgs
   train_step: Callable  # (TrainState, geometry=None, clock=None) -> (TrainState, StepStats)
