@@ -233,11 +233,11 @@ def test_fine_tuning_refuses_parameters_of_another_molecule_or_network(surface_r
 @pytest.mark.parametrize('per_step', [0, 2])
 def test_a_surface_anneals_its_rate_towards_its_time_budget(tmp_path, per_step):
   """Over a set of geometries, all of them or a subset each step, with KFAC (its norm
-  bound lifted, so the rate is the schedule's): the clocked step's rate falls to
+  bound lifted and a small rate, so the rate is the schedule's): the clocked step's rate falls to
   anneal_to times the schedule's by the budget's end."""
   cfg = h2_scan(tmp_path / 'run', **{'optim.iterations': 100000, 'optim.seconds': 2.0,
                                      'optim.lr.anneal': 1.0, 'optim.lr.delay': 1e12,
-                                     'optim.optimizer': 'kfac',
+                                     'optim.lr.rate': 1e-3, 'optim.optimizer': 'kfac',
                                      'optim.kfac.norm_constraint': 1e12,
                                      'optim.geometries_per_step': per_step})
   result = train.train(cfg, quiet=True)
