@@ -36,6 +36,7 @@ standard deviation over the races, and judges the goals race by race (GOAL_TEXT)
 """
 
 import argparse
+import contextlib
 import csv
 import json
 import statistics
@@ -541,11 +542,37 @@ def reference_energy(system) -> float:
                                                    system.twist)
 
 
+def reference_of(name: str) -> float:
+  """`reference_energy` of the system of our config for `name` (reference.SYSTEMS)."""
+  our_config = cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[name][0]))
+  return reference_energy(systems.make_system(our_config.system))
+
+
+@contextlib.contextmanager
+def run_directories(keep: Optional[str], prefix: str):
+  """fresh(name) -> the path of a new run directory in the folder of a script's runs,
+  `keep` (kept) or a temporary one (removed after); it exits with a message if that
+  directory exists (a kept run is never overwritten)."""
+  work = keep or tempfile.mkdtemp(prefix=prefix)
+  os.makedirs(work, exist_ok=True)
+
+  def fresh(name: str) -> str:
+    path = os.path.join(work, name)
+    if os.path.exists(path):
+      sys.exit(f'{path} exists: give another --keep directory or remove it')
+    return path
+
+  try:
+    yield fresh
+  finally:
+    if not keep:
+      shutil.rmtree(work, ignore_errors=True)
+
+
 def one_race(args, name: str, repeat: int, extra: list, tmp: str) -> dict:
   """Both codes for `args.seconds` in the order of first_code(repeat), then both codes'
   last parameters evaluated the same way, and ours averaged beside."""
-  our_config = cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[name][0]))
-  exact = reference_energy(systems.make_system(our_config.system))
+  exact = reference_of(name)
   seed, fn_dir, ours_dir = seed_of(args.seed, repeat), os.path.join(tmp, 'fn'), \
       os.path.join(tmp, 'ours')
   runs = {}

@@ -23,13 +23,9 @@ whole seeds; each training is appended to benchmarks/schedule_study.json as it e
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 
-from ferminet_fast.physics import systems
-from ferminet_fast.runtime import cli
 from scripts import artifacts
 from scripts import ferminet_reference as reference
 from scripts import race
@@ -141,24 +137,16 @@ def main():
   p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR')
   p.add_argument('--json', default=JSON)
   args = p.parse_args()
-  our_config = cli.load_config_file(os.path.join(race.REPO, reference.SYSTEMS[args.system][0]))
-  reference_ha = race.reference_energy(systems.make_system(our_config.system))
-  work = args.keep or tempfile.mkdtemp(prefix='schedule_')
-  os.makedirs(work, exist_ok=True)
-  try:
+  reference_ha = race.reference_of(args.system)
+  with race.run_directories(args.keep, 'schedule_') as fresh:
     for seed in args.seeds:
       for arm in args.arms:
-        run_dir = os.path.join(work, f'{args.system}_{arm}_seed{seed}')
-        if os.path.exists(run_dir):
-          sys.exit(f'{run_dir} exists: give another --keep directory or remove it')
-        r = one(args.system, arm, args.steps, seed, run_dir, args.eval_sweeps, reference_ha)
+        r = one(args.system, arm, args.steps, seed, fresh(f'{args.system}_{arm}_seed{seed}'),
+                args.eval_sweeps, reference_ha)
         artifacts.append(args.json, r)
         print(f'{args.system} {arm} seed {seed}: {r["steps"]} steps in {r["wall_s"]} s, '
               f'averaged {_pm(r["evaluated_averaged"])}, last {_pm(r["evaluated_last"])} mHa',
               flush=True)
-  finally:
-    if not args.keep:
-      shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == '__main__':

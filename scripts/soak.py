@@ -32,15 +32,11 @@ variance, and the median acceptance, move width and learning rate.
 import argparse
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
 
-from ferminet_fast.physics import systems
-from ferminet_fast.runtime import cli
 from scripts import artifacts
 from scripts import ferminet_reference as reference
 from scripts import race
@@ -176,23 +172,15 @@ def main():
   p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR')
   p.add_argument('--json', default=JSON)
   args = p.parse_args()
-  our_config = cli.load_config_file(os.path.join(race.REPO, reference.SYSTEMS[args.system][0]))
-  reference_ha = race.reference_energy(systems.make_system(our_config.system))
-  work = args.keep or tempfile.mkdtemp(prefix='soak_')
-  os.makedirs(work, exist_ok=True)
-  try:
+  reference_ha = race.reference_of(args.system)
+  with race.run_directories(args.keep, 'soak_') as fresh:
     for seed in args.seeds:
-      run_dir = os.path.join(work, f'{args.system}_seed{seed}')
-      if os.path.exists(run_dir):
-        sys.exit(f'{run_dir} exists: give another --keep directory or remove it')
-      r = one(args.system, args.seconds, seed, run_dir, args.eval_sweeps, reference_ha)
+      r = one(args.system, args.seconds, seed, fresh(f'{args.system}_seed{seed}'),
+              args.eval_sweeps, reference_ha)
       r['reference_ha'] = reference_ha
       artifacts.append(args.json, r)  # One run each: a soak stopped part-way keeps the rest.
       print(f'{args.system} seed {seed}: {r["steps"]} steps, collapsed {r["collapsed"]}, '
             f'damaged {r["damaged_at_end"]}, evaluated {r["evaluated_averaged"]}', flush=True)
-  finally:
-    if not args.keep:
-      shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == '__main__':
