@@ -213,10 +213,11 @@ def evaluate_ferminet(fn_dir: str, name: str, run_dir: str, out_dir: str, sweeps
           'checkpoint_step': checkpoint_step(files[-1]), 'sweeps': len(run['energy'])}
 
 
-def evaluate_ours(run_dir: str, sweeps: int, burn_in: int, exact: float,
+def evaluate_ours(run_dir: str, sweeps: int, burn_in: int, exact: Optional[float],
                   parameters: str = 'average') -> Optional[dict]:
   """python -m ferminet_fast.evaluate on our newest checkpoint: its `parameters` ('average',
-  what a user evaluates by default, or 'last'); the error from `exact` (Ha), as FermiNet's."""
+  what a user evaluates by default, or 'last'); the energy (Ha) and its error from `exact`
+  (Ha), as FermiNet's (None without a reference)."""
   if not os.path.exists(os.path.join(run_dir, 'checkpoints')):
     return None
   subprocess.run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run_dir}',
@@ -224,7 +225,9 @@ def evaluate_ours(run_dir: str, sweeps: int, burn_in: int, exact: float,
                  cwd=REPO, check=True, capture_output=True)
   with open(os.path.join(run_dir, 'eval.json')) as f:
     ev = json.load(f)
-  return {'error_mha': 1e3 * (ev['energy'] - exact), 'stat_mha': 1e3 * ev['error'],
+  return {'energy_ha': ev['energy'],
+          'error_mha': None if exact is None else 1e3 * (ev['energy'] - exact),
+          'stat_mha': 1e3 * ev['error'],
           'checkpoint_step': ev['checkpoint_step'], 'sweeps': ev['steps'],
           'parameters': ev.get('parameters', 'last'),
           'average_updates': ev.get('average_updates', 1.0)}
@@ -532,17 +535,19 @@ TABLES = {'race': ('ACCURACY.md', render_table),  # Rendered by scripts/render_d
           'race-each': ('ACCURACY.md', render_each)}
 
 
-def reference_energy(system) -> float:
+def reference_energy(system) -> Optional[float]:
   """The energy (Ha) errors are measured from: the system's exact energy, or the electron
-  gas's Hartree-Fock energy (SOURCES)."""
+  gas's Hartree-Fock energy (SOURCES); None for a molecule without an exact energy."""
   if system.exact_energy is not None:
     return system.exact_energy
+  if system.lattice is None:
+    return None
   jax.config.update('jax_enable_x64', True)  # The Madelung term in float64.
   return periodic_hartree_fock.electron_gas_energy(system.lattice, system.n_up, system.n_down,
                                                    system.twist)
 
 
-def reference_of(name: str) -> float:
+def reference_of(name: str) -> Optional[float]:
   """`reference_energy` of the system of our config for `name` (reference.SYSTEMS)."""
   our_config = cli.load_config_file(os.path.join(REPO, reference.SYSTEMS[name][0]))
   return reference_energy(systems.make_system(our_config.system))

@@ -19,7 +19,8 @@ What counts, per run (the guard's own statistic, config.py's optim.blowup_*):
     training announced (a collapse the guard caught: the job survives, the event counts);
   - damaged at the end: the median variance of the last TAIL steps above BLOWUP_FACTOR
     times the median of the BLOWUP_WINDOW before them, or an evaluated energy more than
-    DAMAGE_HA above the reference.
+    DAMAGE_HA above the reference (the exact energy; for a system without one, such as
+    ethene, the lowest median energy of the training's curve windows).
 In healthy 1800 s N2 races single blown-up steps occur about once per 150 steps, never
 more than two in a row (ACCURACY.md); the collapsed race had every step blown up for its
 last 110 steps.
@@ -34,6 +35,7 @@ import os
 import re
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -75,7 +77,8 @@ def runs_of(flags) -> list:
 
 
 def judge(variance, rewinds: list, evaluated_ha: float, reference_ha: float) -> dict:
-  """The criteria of the module docstring applied to one training."""
+  """The criteria of the module docstring applied to one training; `reference_ha` is the
+  energy the evaluated one is judged against (Ha)."""
   v = np.asarray(variance, float)
   bad = blown_up(v)
   stretches = [(s, n) for s, n in runs_of(bad) if n >= RUN_OF_BAD]
@@ -106,7 +109,7 @@ def curve(rows: list) -> dict:
 
 
 def one(system: str, seconds: float, seed: int, run_dir: str, sweeps: int,
-        reference_ha: float) -> dict:
+        reference_ha: Optional[float]) -> dict:
   """One training and its evaluation, judged."""
   rewinds, lines = [], []
 
@@ -125,13 +128,25 @@ def one(system: str, seconds: float, seed: int, run_dir: str, sweeps: int,
   wall = race._run(cmd, seconds, on_line=on_line)
   rows = race._rows(os.path.join(run_dir, 'stats.csv'))
   ev = race.evaluate_ours(run_dir, sweeps, race.EVAL_BURN_IN, reference_ha)
-  evaluated = reference_ha + 1e-3 * ev['error_mha'] if ev else float('nan')
+  evaluated = ev['energy_ha'] if ev else float('nan')
   out = {'system': system, 'seconds': seconds, 'seed': seed, 'steps': len(rows),
          'wall_s': round(wall, 1), 'evaluated_averaged': ev, 'curve': curve(rows),
          'log_tail': ''.join(lines[-5:]) if not rows else None,
          'elapsed_s': round(time.perf_counter() - t0, 1)}
-  out.update(judge([float(r['variance']) for r in rows], rewinds, evaluated, reference_ha))
+  judged_from = reference_ha
+  if judged_from is None:
+    judged_from = min(out['curve']['energy'], default=float('nan'))
+  out.update(judge([float(r['variance']) for r in rows], rewinds, evaluated, judged_from))
   return out
+
+
+def _evaluated(ev: Optional[dict]) -> str:
+  """An evaluation as mHa from the exact energy, or as the energy (Ha) without one."""
+  if not ev:
+    return '–'
+  if ev.get('error_mha') is None:
+    return f'{ev["energy_ha"]:.4f} ± {1e-3 * ev["stat_mha"]:.4f} Ha'
+  return f'{ev["error_mha"]:+.1f} ± {ev["stat_mha"]:.1f} mHa'
 
 
 def render_table(path: str = JSON) -> str:
@@ -141,7 +156,7 @@ def render_table(path: str = JSON) -> str:
     return 'No soak has run yet.'
   lines = ['| system | budget (s) | seed | steps | blown-up steps | longest run of them | '
            'collapses (first step, length) | rewinds | damaged at the end | evaluated, '
-           'averaged parameters (mHa) | date |', '|' + '---|' * 11]
+           'averaged parameters | date |', '|' + '---|' * 11]
   for run in runs:
     for r in [run.data]:
       ev = r['evaluated_averaged']
@@ -150,7 +165,7 @@ def render_table(path: str = JSON) -> str:
           str(r['blown_up_steps']), str(r['longest_run_of_blown_up']),
           ', '.join(f'{c["step"]} ({c["length"]})' for c in r['collapses']) or 'none',
           str(len(r['rewinds'])), 'yes' if r['damaged_at_end'] else 'no',
-          f'{ev["error_mha"]:+.1f} ± {ev["stat_mha"]:.1f}' if ev else '–',
+          _evaluated(ev),
           (run.meta.get('date') or '')[:10]]) + ' |')
   n = len(runs)
   collapsed = sum(run.data['collapsed'] for run in runs)

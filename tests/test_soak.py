@@ -49,3 +49,11 @@ def test_the_curve_keeps_each_windows_median_and_largest_variance():
   c = soak.curve(rows)
   assert len(c['step']) == min(len(rows), soak.CURVE_WINDOWS) and c['step'][0] == 0
   assert max(c['variance_max']) == 600.0 and max(c['variance']) < 5.0
+
+
+def test_a_system_without_an_exact_energy_is_reported_in_hartree():
+  from scripts import race
+  assert race.reference_of('C2H4') is None  # Ethene: no exact energy to measure errors from.
+  assert abs(race.reference_of('N2') - -109.5423) < 1e-4
+  shown = soak._evaluated({'energy_ha': -78.5712, 'error_mha': None, 'stat_mha': 1.5})
+  assert shown == '-78.5712 ± 0.0015 Ha'
