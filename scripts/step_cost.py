@@ -5,6 +5,7 @@ noise.
   python -m scripts.step_cost --systems Ne C2H4 --networks small standard
   python -m scripts.step_cost --systems Ne --optimizers adam kfac --json out.json
   python -m scripts.step_cost --systems Ne --networks small --set network.network_type=lapnet
+  python -m scripts.step_cost --systems Ne C2H4 --networks standard --ferminet /tmp/fn
 
 For each system, network and optimizer, our step is built through the entry points' build
 path (the comparison settings of scripts/ferminet_reference.py: batch 256, 10 MCMC moves)
@@ -33,6 +34,12 @@ forward passes for the local energy of N electrons (the forward Laplacian carrie
 forward and a backward pass); 1 to refresh log|psi| after the update. The energies are
 evaluated all at once (`optim.energy_chunk_size=0`, same arithmetic as in chunks). Results
 are appended to benchmarks/step_cost.json and rendered into BENCHMARKS.md.
+
+With --ferminet DIR (DeepMind FermiNet from `bash ../shared/anchors/setup-ferminet.sh DIR`),
+both codes' KFAC steps are counted in one run, each at the comparison settings (FermiNet at
+its best: its folx Laplacian), ours as above and FermiNet's by
+scripts/ferminet_step_cost_probe.py in its own environment; the stages side by side in
+GFLOP are appended to benchmarks/step_cost_against_ferminet.json.
 """
 
 import argparse
@@ -45,6 +52,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 COST_JSON = os.path.join(REPO, 'benchmarks', 'step_cost.json')
+AGAINST_JSON = os.path.join(REPO, 'benchmarks', 'step_cost_against_ferminet.json')
+PROBE = os.path.join(HERE, 'ferminet_step_cost_probe.py')
 STAGES = ('mcmc', 'energy', 'gradient', 'optimizer', 'refresh')
 
 
@@ -167,7 +176,92 @@ def render(path: str = COST_JSON) -> str:
                             + artifacts.provenance(path, [run for run, _ in newest.values()])])
 
 
-TABLES = {'step-cost-flops': ('BENCHMARKS.md', render)}
+def ferminet_count(fn_dir: str, name: str, network: str, mcmc_steps: int) -> dict:
+  """FermiNet's KFAC step for one system and network, at the comparison settings and its
+  best ones, counted by the probe in its environment: GFLOP of each stage as in
+  `comparable`."""
+  import json
+  import subprocess
+  import sys
+  import tempfile
+  argv = reference.command(fn_dir, name, '-', {**reference.NETWORKS[network],
+                                               'optim.optimizer': 'kfac',
+                                               'mcmc.steps': '1'}, 'best')[1:-1]
+  with tempfile.TemporaryDirectory() as work:
+    out = os.path.join(work, 'count.json')
+    done = subprocess.run([os.path.join(fn_dir, 'venv', 'bin', 'python'), PROBE, out, *argv],
+                          env=reference.peer_env('best'), capture_output=True, text=True)
+    if done.returncode:
+      sys.exit(f'FermiNet\'s count of {name} ({network}) failed:\n{done.stderr[-3000:]}')
+    with open(out) as f:
+      c = json.load(f)['flops']
+  move = c['mcmc_call'] - c['forward']  # Its MCMC step starts with one log|psi|.
+  return {'forward': c['forward'], 'mcmc': mcmc_steps * move, 'energy': c['energy'],
+          'gradient, curvature and update': c['optimizer'] - c['energy'],
+          'refresh': c['forward']}
+
+
+def comparable(r: dict) -> dict:
+  """Our count `r` (of `count`) in the stages of `ferminet_count`, flops."""
+  s = r['stage_flops']
+  return {'forward': r['forward_flops'], 'mcmc': s['mcmc'], 'energy': s['energy'],
+          'gradient, curvature and update': s['gradient'] + s['optimizer'],
+          'refresh': s['refresh']}
+
+
+COMPARED = ('mcmc', 'energy', 'gradient, curvature and update', 'refresh')
+
+
+def render_against(path: str = AGAINST_JSON) -> str:
+  """Both codes' KFAC steps, stage by stage, in GFLOP: the newest count of each system and
+  network."""
+  runs = artifacts.read(path)
+  if not runs:
+    return ('*Not yet counted: `python -m scripts.step_cost --ferminet DIR` counts both '
+            'codes\' steps.*')
+  newest = {}
+  for run in runs:
+    for r in run.data['rows']:
+      newest[(r['system'], r['network'])] = (run, r)
+  lines = ['| system (N) | network | GFLOP per forward, ours / FermiNet | '
+           + ' | '.join(COMPARED) + ' | step | ours / FermiNet |', '|' + '---|' * 9]
+  for run, r in newest.values():
+    o, f = r['ours'], r['ferminet']
+    g = lambda x: f'{x / 1e9:.3g}'  # noqa: E731  GFLOP to three digits.
+    cells = [f'{g(o[k])} / {g(f[k])}' for k in COMPARED]
+    so, sf = sum(o[k] for k in COMPARED), sum(f[k] for k in COMPARED)
+    lines.append(f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | '
+                 f'{g(o["forward"])} / {g(f["forward"])} | ' + ' | '.join(cells)
+                 + f' | {g(so)} / {g(sf)} | {so / sf:.2f} |')
+  return '\n'.join(lines + ['', 'Each stage of the KFAC step in GFLOP, ours / DeepMind '
+                            'FermiNet at its best settings, batch 256, 10 MCMC moves, counted '
+                            'by XLA (LAPACK\'s inversions uncounted in both). '
+                            + artifacts.provenance(path, [run for run, _ in newest.values()])])
+
+
+def against_ferminet(fn_dir: str, systems: list, networks: list, batch: int,
+                     mcmc_steps: int, path: str) -> None:
+  """Both codes' KFAC steps counted in one run, appended to `path` with FermiNet's
+  versions."""
+  if batch != int(reference.SHARED['batch_size']):
+    raise SystemExit('--ferminet counts at the comparison batch only')
+  rows = []
+  for name in systems:
+    for network in networks:
+      ours = count(name, network, 'kfac', batch, mcmc_steps)
+      theirs = ferminet_count(fn_dir, name, network, mcmc_steps)
+      rows.append({'system': name, 'network': network, 'electrons': ours['electrons'],
+                   'laplacian': ours['laplacian'], 'ours': comparable(ours),
+                   'ferminet': theirs})
+      print(f'{name} {network}: step ours {sum(comparable(ours)[k] for k in COMPARED) / 1e9:.1f}'
+            f', FermiNet {sum(theirs[k] for k in COMPARED) / 1e9:.1f} GFLOP', flush=True)
+  peer = {**reference.peer_versions(fn_dir), 'settings': reference.peer_settings_record('best')}
+  artifacts.append(path, {'rows': rows}, artifacts.meta(peer=peer))
+  print(render_against(path))
+
+
+TABLES = {'step-cost-flops': ('BENCHMARKS.md', render),
+          'step-cost-against-ferminet': ('BENCHMARKS.md', render_against)}
 
 
 def main():
@@ -181,13 +275,24 @@ def main():
   parser.add_argument('--mcmc-steps', type=int, default=int(reference.SHARED['mcmc.steps']))
   parser.add_argument('--set', nargs='*', default=[], metavar='KEY=VALUE',
                       help='further settings of ours (e.g. network.network_type=lapnet)')
-  parser.add_argument('--json', default=COST_JSON)
+  parser.add_argument('--ferminet', metavar='DIR',
+                      help="count FermiNet's KFAC step beside ours (its anchor's directory)")
+  parser.add_argument('--json', default=None,
+                      help='artifact (default: benchmarks/step_cost.json, or '
+                           'step_cost_against_ferminet.json with --ferminet)')
   args = parser.parse_args()
   bad = [kv for kv in args.set if '=' not in kv or kv.startswith('=')]
   if bad:
     parser.error(f'--set {" ".join(bad)}: give KEY=VALUE (a config key of ours)')
   extra = dict(kv.split('=', 1) for kv in args.set)
   os.environ.setdefault('JAX_PLATFORMS', 'cpu')
+  if args.ferminet:
+    if extra:
+      parser.error('--ferminet counts the comparison settings: give no --set')
+    against_ferminet(args.ferminet, args.systems, args.networks, args.batch, args.mcmc_steps,
+                     args.json or AGAINST_JSON)
+    return
+  args.json = args.json or COST_JSON
   rows = []
   for name in args.systems:
     for network in args.networks:
