@@ -116,6 +116,7 @@ def test_two_processes_on_localhost_equal_one_device(tmp_path, single):
   np.testing.assert_array_equal(steps, np.arange(20))
 
 
+@pytest.mark.jax_range
 def test_processes_anneal_by_one_clock_and_stop_at_one_step(tmp_path):
   """A time budget with the rate annealed towards it: every process takes process 0's
   clock, so the replicated parameters stay the same on both, bit for bit, and both stop
