@@ -50,3 +50,19 @@ def test_a_count_with_other_settings_is_its_own_row(li_adam, tmp_path):
   artifacts.append(path, {'rows': [li_adam, other]})
   rows = [line for line in step_cost.render(path).splitlines() if line.startswith('| Li (3)')]
   assert [r.split('|')[2].strip() for r in rows] == ['small', 'small, network.network_type=lapnet']
+
+
+def test_our_stages_beside_ferminets_make_our_whole_step(li_adam, tmp_path):
+  """The stages compared with FermiNet's add up to our whole step, and a peer doing twice
+  our arithmetic in every stage is rendered at a ratio of 0.50."""
+  from scripts import artifacts
+  ours = step_cost.comparable(li_adam)
+  assert sum(ours[k] for k in step_cost.COMPARED) == pytest.approx(li_adam['step_flops'],
+                                                                    rel=0.05)
+  path = str(tmp_path / 'against.json')
+  artifacts.append(path, {'rows': [{'system': 'Li', 'network': 'small', 'electrons': 3,
+                                    'laplacian': 'folx', 'ours': ours,
+                                    'ferminet': {k: 2 * v for k, v in ours.items()}}]})
+  row = next(line for line in step_cost.render_against(path).splitlines()
+             if line.startswith('| Li (3) | small |'))
+  assert row.rstrip().endswith('| 0.50 |')
