@@ -147,16 +147,17 @@ def count(name: str, network: str, optimizer: str, batch: int, mcmc_steps: int,
           'floors': floors(n, mcmc_steps), 'set': extra}
 
 
+def _newest(path: str, key) -> dict:
+  """{key(row): (run, row)}: the newest row of each key in the artifact at `path`."""
+  return {key(r): (run, r) for run in artifacts.read(path) for r in run.data['rows']}
+
+
 def render(path: str = COST_JSON) -> str:
   """The newest count of each system, network and optimizer, in forward passes."""
-  runs = artifacts.read(path)
-  if not runs:
+  newest = _newest(path, lambda r: (r['system'], r['network'], r['optimizer'],
+                                     tuple(sorted(r.get('set', {}).items()))))
+  if not newest:
     return artifacts.provenance(path)
-  newest = {}
-  for run in runs:
-    for r in run.data['rows']:
-      newest[(r['system'], r['network'], r['optimizer'],
-              tuple(sorted(r.get('set', {}).items())))] = (run, r)
   lines = ['| system (N) | network | optimizer | Laplacian | GFLOP per forward | MCMC | energy | '
            'of which determinants | gradient | optimizer | refresh | step | floor | step / floor |',
            '|' + '---|' * 14]
@@ -215,14 +216,10 @@ COMPARED = ('mcmc', 'energy', 'gradient, curvature and update', 'refresh')
 def render_against(path: str = AGAINST_JSON) -> str:
   """Both codes' KFAC steps, stage by stage, in GFLOP: the newest count of each system and
   network."""
-  runs = artifacts.read(path)
-  if not runs:
+  newest = _newest(path, lambda r: (r['system'], r['network']))
+  if not newest:
     return ('*Not yet counted: `python -m scripts.step_cost --ferminet DIR` counts both '
             'codes\' steps.*')
-  newest = {}
-  for run in runs:
-    for r in run.data['rows']:
-      newest[(r['system'], r['network'])] = (run, r)
   lines = ['| system (N) | network | GFLOP per forward, ours / FermiNet | '
            + ' | '.join(COMPARED) + ' | step | ours / FermiNet |', '|' + '---|' * 9]
   for run, r in newest.values():
