@@ -27,7 +27,9 @@ last 110 steps.
 
 Each run is appended to benchmarks/soak.json (scripts/artifacts.py) with its curve: per
 window of CURVE_WINDOWS equal parts of the steps, the median energy and variance, the largest
-variance, and the median acceptance, move width and learning rate.
+variance, and the median acceptance, move width and learning rate; and the machine's load
+averages (1, 5 and 15 minutes) as the training ends, above the cores when other work shared
+the machine and the run took fewer steps for it.
 """
 
 import argparse
@@ -126,13 +128,15 @@ def one(system: str, seconds: float, seed: int, run_dir: str, sweeps: int,
              'log.save_frequency': str(CHECKPOINT_MINUTES), 'log.keep_checkpoints': '10000'})]
   t0 = time.perf_counter()
   wall = race._run(cmd, seconds, on_line=on_line)
+  load = os.getloadavg()  # Other work on the machine shows here (the training's own ~cores).
   rows = race._rows(os.path.join(run_dir, 'stats.csv'))
   ev = race.evaluate_ours(run_dir, sweeps, race.EVAL_BURN_IN, reference_ha)
   evaluated = ev['energy_ha'] if ev else float('nan')
   out = {'system': system, 'seconds': seconds, 'seed': seed, 'steps': len(rows),
          'wall_s': round(wall, 1), 'evaluated_averaged': ev, 'curve': curve(rows),
          'log_tail': ''.join(lines[-5:]) if not rows else None,
-         'elapsed_s': round(time.perf_counter() - t0, 1)}
+         'elapsed_s': round(time.perf_counter() - t0, 1),
+         'load_average_at_end': [round(x, 2) for x in load]}
   judged_from = reference_ha
   if judged_from is None:
     judged_from = min(out['curve']['energy'], default=float('nan'))
@@ -156,7 +160,7 @@ def render_table(path: str = JSON) -> str:
     return 'No soak has run yet.'
   lines = ['| system | budget (s) | seed | steps | blown-up steps | longest run of them | '
            'collapses (first step, length) | rewinds | damaged at the end | evaluated, '
-           'averaged parameters | date |', '|' + '---|' * 11]
+           'averaged parameters | load at the end (15 min) | date |', '|' + '---|' * 12]
   for run in runs:
     for r in [run.data]:
       ev = r['evaluated_averaged']
@@ -166,12 +170,14 @@ def render_table(path: str = JSON) -> str:
           ', '.join(f'{c["step"]} ({c["length"]})' for c in r['collapses']) or 'none',
           str(len(r['rewinds'])), 'yes' if r['damaged_at_end'] else 'no',
           _evaluated(ev),
+          f'{r["load_average_at_end"][2]:.1f}' if r.get('load_average_at_end') else '–',
           (run.meta.get('date') or '')[:10]]) + ' |')
   n = len(runs)
   collapsed = sum(run.data['collapsed'] for run in runs)
   lines += ['', f'{collapsed} of {n} trainings collapsed (a run of {RUN_OF_BAD} or more '
             f'steps whose variance exceeds {BLOWUP_FACTOR:.0f}× the median of the '
-            f'{BLOWUP_WINDOW} before, or a rewind). ' + artifacts.provenance(path, runs)]
+            f'{BLOWUP_WINDOW} before, or a rewind). The load average above the machine\'s '
+            f'cores means other work shared it (– where not recorded). ' + artifacts.provenance(path, runs)]
   return '\n'.join(lines)
 
 
