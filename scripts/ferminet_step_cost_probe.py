@@ -13,11 +13,13 @@ parameters and walkers:
   mcmc_call   its MCMC step at the settings given: one log|psi| of every walker, then the
               moves (XLA counts a loop's body once: give --config.mcmc.steps=1 and scale)
   energy      its loss: the local energies of every walker, clipped, and their mean
-  energy_grad its loss and the gradient of the loss
-  optimizer   the optimizer's whole mapped step (KFAC: loss, gradient, curvature statistics
-              and the update; matrix inversions in LAPACK calls are not counted by XLA)
+  optimizer   KFAC's whole mapped step (its `_step`: the loss and its gradient in one pass,
+              the curvature statistics and the update; matrix inversions in LAPACK calls
+              are not counted by XLA)
 
-Writes {'flops': {stage: count}, 'mapped': [{'name', 'flops'}], 'electrons'} to OUT.json.
+KFAC only: with it FermiNet maps its MCMC step and the optimizer's step separately (with
+Adam both are in one mapped step). Writes {'flops': {stage: count}, 'mapped': [{'name',
+'flops'}], 'optimizer_name', 'electrons', 'walkers'} to OUT.json.
 """
 
 import functools
@@ -32,10 +34,14 @@ MAPPED = []  # [{'name', 'flops'}] of every mapped function, in the order first 
 CAUGHT = {}  # 'batch_network', 'loss', 'mcmc_args': what train() built and first passed.
 
 
-def flops(compiled) -> float:
+def flops(compiled, required: bool = True) -> float:
+  """XLA's count of a compiled function's floating-point operations; a function without
+  arithmetic (a broadcast) has no count, 0 unless `required`."""
   cost = compiled.cost_analysis()
-  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  return float((cost or {}).get('flops', 0.0))  # A function without arithmetic has none.
+  cost = (cost[0] if isinstance(cost, (list, tuple)) else cost) or {}
+  if required and 'flops' not in cost:
+    raise RuntimeError('XLA gave no count of floating-point operations')
+  return float(cost.get('flops', 0.0))
 
 
 def counting_pmap(fun, *args, **kwargs):
@@ -50,7 +56,8 @@ def counting_pmap(fun, *args, **kwargs):
       counted.append(True)
       if name == 'mcmc_step':  # Its walkers are donated: keep a copy to count on.
         CAUGHT['mcmc_args'] = jax.tree_util.tree_map(lambda x: x.copy(), a)
-      MAPPED.append({'name': name, 'flops': flops(mapped.lower(*a, **kw).compile())})
+      MAPPED.append({'name': name,
+                     'flops': flops(mapped.lower(*a, **kw).compile(), required=False)})
     return mapped(*a, **kw)
 
   return call
@@ -95,12 +102,9 @@ def main():
       p, d.positions, d.spins, d.atoms, d.charges).compile()
   evaluate_loss = CAUGHT['loss']
   energy = _PMAP(evaluate_loss, axis_name=constants.PMAP_AXIS_NAME)
-  energy_grad = _PMAP(jax.value_and_grad(evaluate_loss, has_aux=True),
-                      axis_name=constants.PMAP_AXIS_NAME)
   counts = {'forward': flops(forward),
             'mcmc_call': next(m['flops'] for m in MAPPED if m['name'] == 'mcmc_step'),
             'energy': flops(energy.lower(params, key, data).compile()),
-            'energy_grad': flops(energy_grad.lower(params, key, data).compile()),
             'optimizer': MAPPED[-1]['flops']}
   with open(out_path, 'w') as f:
     json.dump({'flops': counts, 'mapped': MAPPED, 'optimizer_name': MAPPED[-1]['name'],

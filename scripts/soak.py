@@ -177,7 +177,8 @@ def render_table(path: str = JSON) -> str:
   lines += ['', f'{collapsed} of {n} trainings collapsed (a run of {RUN_OF_BAD} or more '
             f'steps whose variance exceeds {BLOWUP_FACTOR:.0f}× the median of the '
             f'{BLOWUP_WINDOW} before, or a rewind). The load average above the machine\'s '
-            f'cores means other work shared it (– where not recorded). ' + artifacts.provenance(path, runs)]
+            f'cores means other work shared it (– where not recorded). '
+            + artifacts.provenance(path, runs)]
   return '\n'.join(lines)
 
 

@@ -191,11 +191,17 @@ def ferminet_count(fn_dir: str, name: str, network: str, mcmc_steps: int) -> dic
   with tempfile.TemporaryDirectory() as work:
     out = os.path.join(work, 'count.json')
     done = subprocess.run([os.path.join(fn_dir, 'venv', 'bin', 'python'), PROBE, out, *argv],
-                          env=reference.peer_env('best'), capture_output=True, text=True)
+                          env=reference.peer_env('best'), capture_output=True, text=True,
+                          timeout=3600)
     if done.returncode:
       sys.exit(f'FermiNet\'s count of {name} ({network}) failed:\n{done.stderr[-3000:]}')
     with open(out) as f:
-      c = json.load(f)['flops']
+      probe = json.load(f)
+  c = probe['flops']
+  # KFAC's step is the last function FermiNet maps for the first time, over every walker.
+  if probe['optimizer_name'] != '_step' or probe['walkers'] != int(reference.SHARED['batch_size']):
+    sys.exit(f"FermiNet's count of {name} ({network}) caught {probe['optimizer_name']} over "
+             f"{probe['walkers']} walkers, not KFAC's step over the batch")
   move = c['mcmc_call'] - c['forward']  # Its MCMC step starts with one log|psi|.
   return {'forward': c['forward'], 'mcmc': mcmc_steps * move, 'energy': c['energy'],
           'gradient, curvature and update': c['optimizer'] - c['energy'],
@@ -220,19 +226,22 @@ def render_against(path: str = AGAINST_JSON) -> str:
   if not newest:
     return ('*Not yet counted: `python -m scripts.step_cost --ferminet DIR` counts both '
             'codes\' steps.*')
-  lines = ['| system (N) | network | GFLOP per forward, ours / FermiNet | '
-           + ' | '.join(COMPARED) + ' | step | ours / FermiNet |', '|' + '---|' * 9]
+  lines = ['| system (N) | network | our Laplacian | GFLOP per forward, ours / FermiNet | '
+           + ' | '.join(COMPARED) + ' | step | ours / FermiNet |', '|' + '---|' * 10]
   for run, r in newest.values():
     o, f = r['ours'], r['ferminet']
     g = lambda x: f'{x / 1e9:.3g}'  # noqa: E731  GFLOP to three digits.
     cells = [f'{g(o[k])} / {g(f[k])}' for k in COMPARED]
     so, sf = sum(o[k] for k in COMPARED), sum(f[k] for k in COMPARED)
-    lines.append(f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | '
+    lines.append(f'| {r["system"]} ({r["electrons"]}) | {r["network"]} | {r["laplacian"]} | '
                  f'{g(o["forward"])} / {g(f["forward"])} | ' + ' | '.join(cells)
                  + f' | {g(so)} / {g(sf)} | {so / sf:.2f} |')
+  moves = sorted({r.get('mcmc_steps', 10) for _, r in newest.values()})
   return '\n'.join(lines + ['', 'Each stage of the KFAC step in GFLOP, ours / DeepMind '
-                            'FermiNet at its best settings, batch 256, 10 MCMC moves, counted '
-                            'by XLA (LAPACK\'s inversions uncounted in both). '
+                            'FermiNet at its best settings (its folx Laplacian), batch 256, '
+                            f'{"/".join(map(str, moves))} MCMC moves, counted by XLA '
+                            '(LAPACK\'s inversions uncounted in both); FermiNet\'s refresh is '
+                            'the log|ψ| its MCMC step computes first. '
                             + artifacts.provenance(path, [run for run, _ in newest.values()])])
 
 
@@ -248,8 +257,8 @@ def against_ferminet(fn_dir: str, systems: list, networks: list, batch: int,
       ours = count(name, network, 'kfac', batch, mcmc_steps)
       theirs = ferminet_count(fn_dir, name, network, mcmc_steps)
       rows.append({'system': name, 'network': network, 'electrons': ours['electrons'],
-                   'laplacian': ours['laplacian'], 'ours': comparable(ours),
-                   'ferminet': theirs})
+                   'laplacian': ours['laplacian'], 'mcmc_steps': mcmc_steps,
+                   'ours': comparable(ours), 'ferminet': theirs})
       print(f'{name} {network}: step ours {sum(comparable(ours)[k] for k in COMPARED) / 1e9:.1f}'
             f', FermiNet {sum(theirs[k] for k in COMPARED) / 1e9:.1f} GFLOP', flush=True)
   peer = {**reference.peer_versions(fn_dir), 'settings': reference.peer_settings_record('best')}
