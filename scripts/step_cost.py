@@ -177,13 +177,16 @@ def render(path: str = COST_JSON) -> str:
                             + artifacts.provenance(path, [run for run, _ in newest.values()])])
 
 
+class ProbeFailed(RuntimeError):
+  """FermiNet's count of one system and network did not come back."""
+
+
 def ferminet_count(fn_dir: str, name: str, network: str, mcmc_steps: int) -> dict:
   """FermiNet's KFAC step for one system and network, at the comparison settings and its
   best ones, counted by the probe in its environment: GFLOP of each stage as in
   `comparable`."""
   import json
   import subprocess
-  import sys
   import tempfile
   argv = reference.command(fn_dir, name, '-', {**reference.NETWORKS[network],
                                                'optim.optimizer': 'kfac',
@@ -194,14 +197,16 @@ def ferminet_count(fn_dir: str, name: str, network: str, mcmc_steps: int) -> dic
                           env=reference.peer_env('best'), capture_output=True, text=True,
                           timeout=3600)
     if done.returncode:
-      sys.exit(f'FermiNet\'s count of {name} ({network}) failed:\n{done.stderr[-3000:]}')
+      raise ProbeFailed(f'FermiNet\'s count of {name} ({network}) failed:\n'
+                        f'{done.stderr[-3000:]}')
     with open(out) as f:
       probe = json.load(f)
   c = probe['flops']
   # KFAC's step is the last function FermiNet maps for the first time, over every walker.
   if probe['optimizer_name'] != '_step' or probe['walkers'] != int(reference.SHARED['batch_size']):
-    sys.exit(f"FermiNet's count of {name} ({network}) caught {probe['optimizer_name']} over "
-             f"{probe['walkers']} walkers, not KFAC's step over the batch")
+    raise ProbeFailed(f"FermiNet's count of {name} ({network}) caught "
+                      f"{probe['optimizer_name']} over {probe['walkers']} walkers, not KFAC's "
+                      'step over the batch')
   move = c['mcmc_call'] - c['forward']  # Its MCMC step starts with one log|psi|.
   return {'forward': c['forward'], 'mcmc': mcmc_steps * move, 'energy': c['energy'],
           'gradient, curvature and update': c['optimizer'] - c['energy'],
@@ -248,22 +253,33 @@ def render_against(path: str = AGAINST_JSON) -> str:
 def against_ferminet(fn_dir: str, systems: list, networks: list, batch: int,
                      mcmc_steps: int, path: str) -> None:
   """Both codes' KFAC steps counted in one run, appended to `path` with FermiNet's
-  versions."""
+  versions. A system whose FermiNet count fails is reported at the end; the rows counted
+  are kept."""
   if batch != int(reference.SHARED['batch_size']):
     raise SystemExit('--ferminet counts at the comparison batch only')
-  rows = []
+  rows, failed = [], []
   for name in systems:
     for network in networks:
       ours = count(name, network, 'kfac', batch, mcmc_steps)
-      theirs = ferminet_count(fn_dir, name, network, mcmc_steps)
+      try:
+        theirs = ferminet_count(fn_dir, name, network, mcmc_steps)
+      except ProbeFailed as e:
+        print(e, flush=True)
+        failed.append(f'{name} ({network})')
+        continue
       rows.append({'system': name, 'network': network, 'electrons': ours['electrons'],
                    'laplacian': ours['laplacian'], 'mcmc_steps': mcmc_steps,
                    'ours': comparable(ours), 'ferminet': theirs})
       print(f'{name} {network}: step ours {sum(comparable(ours)[k] for k in COMPARED) / 1e9:.1f}'
             f', FermiNet {sum(theirs[k] for k in COMPARED) / 1e9:.1f} GFLOP', flush=True)
-  peer = {**reference.peer_versions(fn_dir), 'settings': reference.peer_settings_record('best')}
-  artifacts.append(path, {'rows': rows}, artifacts.meta(peer=peer))
-  print(render_against(path))
+  if rows:
+    peer = {**reference.peer_versions(fn_dir),
+            'settings': reference.peer_settings_record('best')}
+    artifacts.append(path, {'rows': rows}, artifacts.meta(peer=peer))
+    print(render_against(path))
+  if failed:
+    raise SystemExit(f'FermiNet\'s count failed for {", ".join(failed)}; '
+                     f'{len(rows)} counted and kept')
 
 
 TABLES = {'step-cost-flops': ('BENCHMARKS.md', render),

@@ -66,3 +66,22 @@ def test_our_stages_beside_ferminets_make_our_whole_step(li_adam, tmp_path):
   row = next(line for line in step_cost.render_against(path).splitlines()
              if line.startswith('| Li (3) | small |'))
   assert row.rstrip().endswith('| 0.50 |')
+
+
+def test_a_failed_peer_count_keeps_the_rows_counted(li_adam, tmp_path, monkeypatch):
+  """One system's FermiNet count failing ends the run with a message naming it, and the
+  systems counted before and after it are still written."""
+  import json
+  def theirs(fn_dir, name, network, mcmc_steps):
+    if name == 'He':
+      raise step_cost.ProbeFailed("FermiNet's count of He (small) failed")
+    return {k: 2 * v for k, v in step_cost.comparable(li_adam).items()}
+  monkeypatch.setattr(step_cost, 'count', lambda *a, **k: li_adam)
+  monkeypatch.setattr(step_cost, 'ferminet_count', theirs)
+  monkeypatch.setattr(step_cost.reference, 'peer_versions', lambda fn_dir: {'jax': 'x'})
+  path = str(tmp_path / 'against.json')
+  with pytest.raises(SystemExit, match=r'failed for He \(small\); 2 counted and kept'):
+    step_cost.against_ferminet('fn', ['Li', 'He', 'Be'], ['small'], 256, 10, path)
+  with open(path) as f:
+    runs = json.load(f)['runs']
+  assert [r['system'] for r in runs[-1]['data']['rows']] == ['Li', 'Be']
