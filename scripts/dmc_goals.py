@@ -232,7 +232,8 @@ def render_table(path: str = JSON) -> str:
   if not runs:
     return 'Not measured yet: the table appears when the script has run.'
   head = ('system', 'VMC (s)', 'VMC error (mHa), or energy', 'DMC (s)',
-          'DMC E(tau->0) error (mHa), or energy', 'per tau (mHa), or energies', 'nodeless', 'FermiNet VMC (mHa)', 'goal', 'verdict')
+          'DMC E(tau->0) error (mHa), or energy', 'per tau (mHa), or energies', 'nodeless',
+          'FermiNet VMC (mHa)', 'goal', 'verdict')
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   lines += [row_line(r.data, exact_energy(r.data['config'])) for r in runs]
   cmds = ''.join(f'\n- {r.data["row"]}: `{r.data["commands"][-1]}`' for r in runs)
