@@ -12,8 +12,9 @@ the samples is made by one walker far from the rest. The script then samples the
 newest checkpoint (a molecule's) at fixed parameters as `evaluate` does (its walkers and
 move width, --burn-in sweeps discarded) and keeps every walker whose local energy alone
 would blow a step up: (E_L - median)^2 > BLOWUP_FACTOR * B * s^2, B the walkers and s the
-sweep's robust spread (1.4826 times the median absolute deviation of E_L from its median). For each such walker it records its electrons' positions (bohr),
-E_L's kinetic and potential parts and the three places where a local energy can diverge:
+sweep's robust spread (1.4826 times the median absolute deviation of E_L from its median).
+For each such walker it records its electrons' positions (bohr), E_L's kinetic and potential
+parts and the three places where a local energy can diverge:
   - a nucleus: the nearest one's distance times its charge, r Z (the cusp's own scale);
   - another electron: the nearest one's distance r (bohr);
   - the node: psi vanishes linearly across it, so at a distance d, |grad log|psi|| ~ 1 / d;
