@@ -102,7 +102,11 @@ def sample(run_dir: str, sweeps: int, burn_in: int, parameters: str, seed: int =
   from ferminet_fast.environment import distributed
   from ferminet_fast.runtime import rundir
   from ferminet_fast.stages import evaluation, trained
-  cfg = plan.settings(rundir.read_config(run_dir), later_stage=True)
+  cfg = rundir.read_config(run_dir)
+  # One device: a diagnostic beside other work; a collective across devices whose threads
+  # are starved by that work is ended by XLA's rendezvous timeout.
+  cfg.distributed.cpu_devices = 1
+  cfg = plan.settings(cfg, later_stage=True)
   run = trained.TrainedRun.load(run_dir, cfg, parameters, distributed.context(cfg.batch_size))
   system, parts = run.built.system, run.built.parts
   if system.periodic or parts.geometries is not None or system.has_ecp or system.states > 1:
