@@ -13,7 +13,8 @@ Each stage is a fresh process, as a user runs it:
 He and H2 train for at most 60 s (SIGTERM at the budget: training checkpoints and stops),
 Li, Be, LiH and Si (ccECP) for their configs' iterations (as scripts/accuracy.py does), Ne
 and the electron gas at r_s = 1 and 5 (14 electrons at Gamma, configs/heg.py and
-heg_rs5.py) for 600 s and N2 for 1800 s (as scripts/race.py does). DMC runs at the time steps
+heg_rs5.py) for 600 s and N2 for 1800 s with the step limit raised so that the budget ends
+the training (as scripts/race.py does). DMC runs at the time steps
 its default picks for the system (dmc.tau = 'auto', plan.dmc_time_steps), with the steps
 chosen from the step time of a short probe (its files removed) to fit the row's DMC budget.
 The ECP row runs DMC with T-moves (the default) and again, from a copy of the trained run,
@@ -118,6 +119,8 @@ def run_row(row: str, run: str, fn_dir) -> dict:
   config, vmc_s, dmc_s, goal = ROWS[row]
   train = [sys.executable, '-m', 'ferminet_fast.train', '--config', config,
            f'--config.log.save_path={run}', '--config.log.progress=False']
+  if vmc_s:  # The budget, not the config's iterations, ends the training (as in the races).
+    train.append(f'--config.optim.iterations={race.RACE_ITERATIONS}')
   train_s = _run(train, vmc_s)
   eval_s = _run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}'])
   vmc = _read(run, 'eval.json')

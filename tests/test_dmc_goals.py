@@ -153,3 +153,22 @@ def test_recorded_errors_agree_with_the_packages_exact_energies():
       assert d['error_mha'] is None, run.data['row']
       continue
     assert abs(1e3 * (d['energy'] - exact) - d['error_mha']) < 1e-6, run.data['row']
+
+
+def test_a_row_with_a_time_budget_trains_until_the_budget(monkeypatch):
+  """Ne, N2 and the electron gas train for their budget, not for their configs' iterations
+  (configs/heg.py's 2000 end before 600 s); the rows without a budget train the config's."""
+  trained = {}
+
+  def run(cmd, seconds=None):
+    if cmd[2] == 'ferminet_fast.train':
+      trained[cmd[4]] = (seconds, [a for a in cmd if 'optim.iterations' in a])
+    return 1.0
+
+  monkeypatch.setattr(dmc_goals, '_run', run)
+  monkeypatch.setattr(dmc_goals, '_read', lambda run, name: {'checkpoint_step': 1})
+  monkeypatch.setattr(dmc_goals, 'dmc_steps', lambda run, budget, taus: 100)
+  for row in ('heg', 'li'):
+    dmc_goals.run_row(row, '/nonexistent', None)
+  assert trained['configs/heg.py'] == (600.0, ['--config.optim.iterations=1000000'])
+  assert trained['configs/li.py'] == (None, [])
