@@ -98,10 +98,10 @@ def time_steps(config: str) -> tuple:
   return plan.dmc_time_steps(race.cli.load_config_file(os.path.join(REPO, config)).system)
 
 
-def dmc_steps(run: str, budget: float, taus: tuple) -> int:
+def dmc_steps(run: str, budget: float, taus: tuple, extra: tuple = ()) -> int:
   """DMC steps per time step that fit `budget` seconds, from a probe's step time (at the
-  middle time step; a step costs the same at each)."""
-  cmd = [sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}',
+  middle time step; a step costs the same at each), with the DMC flags `extra`."""
+  cmd = [sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}', *extra,
          f'--tau={taus[len(taus) // 2]}', f'--steps={PROBE_STEPS}', '--equilibration=0']
   wall = _run(cmd)
   step_s = _read(run, 'dmc.json')['per_tau'][0]['wall_s'] / PROBE_STEPS
