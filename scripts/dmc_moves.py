@@ -76,12 +76,12 @@ def render_table(path: str = JSON) -> str:
   if not runs:
     return 'Not measured yet: run `python -m scripts.dmc_moves --run DIR`.'
   newest = {}
-  for r in runs:
-    newest[r.data['system']] = r
+  for r in runs:  # The newest of each system (or run directory, where no name was recorded).
+    newest[r.data['system'] or os.path.basename(r.data['run'])] = r
   head = ('system', 'moves', 'tau (Ha^-1)', 'acceptance', 'tau_eff / tau', 'ms per step',
           'steps kept', 'autocorrelation (steps)', 'E(tau)', 'E(tau -> 0)')
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-  for run in newest.values():
+  for name, run in newest.items():
     d = run.data
     for k in d['kinds']:
       fit = dmc_goals.extrapolated(k)
@@ -89,7 +89,7 @@ def render_table(path: str = JSON) -> str:
       for i, t in enumerate(k['per_tau']):
         last = (energy_text(fit['energy'], fit['error'], d['exact_energy']) + chi2
                 + f' ({k["wall_s"]:.0f} s)' if i == 0 else '')
-        lines.append(f'| {d["system"]} | {k["moves"]} | {t["tau"]:g} | '
+        lines.append(f'| {name} | {k["moves"]} | {t["tau"]:g} | '
                      f'{t["acceptance"]:.3f} | {t["tau_eff"] / t["tau"]:.3f} | '
                      f'{t["ms_per_step"]:.0f} | {t["steps"]} | {t["autocorrelation"]:.1f} | '
                      f'{energy_text(t["energy"], t["error"], d["exact_energy"])} | {last} |')

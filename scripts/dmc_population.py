@@ -45,7 +45,8 @@ def default_tau(run: str) -> float:
 def system_name(run: str) -> str:
   from ferminet_fast.runtime import rundir
   s = rundir.read_config(run).system
-  return s.name or s.atom + (f' ({s.ecp})' if s.ecp else '') or s.molecule
+  gas = f'electron gas, r_s = {s.rs:g}' if s.rs is not None else ''
+  return s.name or s.atom + (f' ({s.ecp})' if s.ecp else '') or s.molecule or gas
 
 
 def measure(run: str, work: str, populations: list, walker_steps: int, tau: float) -> dict:
