@@ -34,16 +34,9 @@ PER_TAU = ('tau', 'energy', 'error', 'acceptance', 'tau_eff', 'autocorrelation',
            'equilibration', 'wall_s', 'ms_per_step')  # Kept of each time step's record.
 
 
-def time_steps(run: str) -> tuple:
-  """The time steps (Ha^-1) DMC takes by default for the system of `run`."""
-  from ferminet_fast import plan
-  from ferminet_fast.runtime import rundir
-  return plan.dmc_time_steps(rundir.read_config(run).system)
-
-
 def measure(run: str, work: str, kinds: list, seconds: float) -> dict:
   """Runs DMC with each kind of move on a copy of `run` in `seconds` each."""
-  taus = time_steps(run)
+  taus = dmc_population.time_steps(run)
   results = []
   for kind in kinds:
     copy = os.path.join(work, kind)

@@ -34,11 +34,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JSON = os.path.join(artifacts.BENCHMARKS, 'dmc_population.json')
 
 
-def default_tau(run: str) -> float:
-  """The middle of the time steps DMC takes by default for the system of `run` (Ha^-1)."""
+def time_steps(run: str) -> tuple:
+  """The time steps (Ha^-1) DMC takes by default for the system of `run`."""
   from ferminet_fast import plan
   from ferminet_fast.runtime import rundir
-  taus = plan.dmc_time_steps(rundir.read_config(run).system)
+  return plan.dmc_time_steps(rundir.read_config(run).system)
+
+
+def default_tau(run: str) -> float:
+  """The middle of the time steps DMC takes by default for the system of `run` (Ha^-1)."""
+  taus = time_steps(run)
   return taus[len(taus) // 2]
 
 
