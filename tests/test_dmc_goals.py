@@ -55,6 +55,9 @@ def test_verdicts():
   assert 'half the VMC error' in v(ne, -128.9376)
   assert v(entry('n2', 20.0, 2.0, 50.0, exact=-109.5423), -109.5423) == 'met'
   assert 'half the VMC error' in v(entry('n2', 30.0, 2.0, 50.0, exact=-109.5423), -109.5423)
+  # Half the VMC error by the figure (20 < 24.5 mHa) but not by the error bar (about 9.8).
+  assert 'does not resolve half the VMC error, 24.5 mHa' in v(
+      entry('n2', 20.0, 8.0, 49.0, exact=-109.5423), -109.5423)
   # The ECP row: T-move DMC 3 combined errors below VMC (here 3.5 and 2.5 of them).
   si = entry('si_ccecp', 1.0, 0.1, 1.5, vmc_err_mha=0.1, exact=-3.76205)
   assert v(si, -3.76205) == 'met'
