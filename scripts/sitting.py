@@ -20,10 +20,10 @@ loop's moves each counted: `step_flops`; factorisations in library calls, such a
 determinants' LU and KFAC's Cholesky factors, are not counted) and the rate it gives (TFLOP/s)
 against the chip's float32 peak (PEAKS; None on a device not listed).
 
-Measurements run in priority order (`order`): KFAC before Adam; per optimizer float32 for
-every system, then TF32, then bfloat16. A measurement is started only when the time spent
-so far plus its expected time (`expected_s`) stays within `--budget` seconds; the others are
-recorded as skipped. The run is written as an artifact (scripts/artifacts.py, with the
+Measurements run in priority order (`order`): float32, the trainer's own products, with
+KFAC and then Adam at every system, then TF32 likewise, then bfloat16. A measurement is
+started only when the time spent so far plus its expected time (`expected_s`) stays within
+`--budget` seconds; the others are recorded as skipped. The run is written as an artifact (scripts/artifacts.py, with the
 machine, versions and commit) to benchmarks/gpu_sitting_<device kind>_<date>.json, or
 with `--tiny` (batch 8, a small network, 2 steps, He: a check of the path on a CPU) to the
 temporary directory; its table is rendered into BENCHMARKS.md by
@@ -95,9 +95,9 @@ def peaks(device_kind: str) -> Optional[dict]:
 
 
 def order(systems, optimizers, precisions) -> list:
-  """[(system, optimizer, precision)] in priority order: per optimizer (as given), each
-  precision (as given) at every system (as given)."""
-  return [(s, o, p) for o in optimizers for p in precisions for s in systems]
+  """[(system, optimizer, precision)] in priority order: per precision (as given), each
+  optimizer (as given) at every system (as given)."""
+  return [(s, o, p) for p in precisions for o in optimizers for s in systems]
 
 
 def expected_s(done: list, system: str) -> float:

@@ -95,5 +95,14 @@ def test_peaks_by_device_kind_and_the_priority_order():
   assert sitting.peaks('NVIDIA H200 NVL')['float32'] == 60.0
   assert sitting.peaks('cpu') is None and sitting.peaks('Tesla V100-SXM2-16GB') is None
   assert sitting.order(['He', 'Ne'], ['kfac', 'adam'], ['float32', 'tf32'])[:4] == [
-      ('He', 'kfac', 'float32'), ('Ne', 'kfac', 'float32'), ('He', 'kfac', 'tf32'),
-      ('Ne', 'kfac', 'tf32')]
+      ('He', 'kfac', 'float32'), ('Ne', 'kfac', 'float32'), ('He', 'adam', 'float32'),
+      ('Ne', 'adam', 'float32')]
+
+
+def test_a_tree_sent_without_its_git_history_records_the_commit_it_is_given(monkeypatch):
+  monkeypatch.setattr(artifacts, '_git', lambda *args: '')
+  monkeypatch.delenv(artifacts.COMMIT_VARIABLE, raising=False)
+  assert artifacts.git_state() == {'commit': None, 'dirty': None}
+  monkeypatch.setenv(artifacts.COMMIT_VARIABLE, 'abc123')
+  assert artifacts.git_state() == {'commit': 'abc123', 'dirty': None,
+                                   'commit_from': artifacts.COMMIT_VARIABLE}
