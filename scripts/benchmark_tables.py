@@ -438,8 +438,8 @@ def _sitting_note(d: dict) -> str:
   s, dev, peak = d['sizes'], d['device'], d.get('peaks_tflops')
   skipped = [f'{r["system"]} {r["optimizer"]} {r["precision"]}' for r in d['rows']
              if r['status'] == 'skipped']
-  failed = [f'{r["system"]} {r["optimizer"]} {r["precision"]} ({r["reason"]})'
-            for r in d['rows'] if r['status'] == 'failed']
+  failed, cut = ([f'{r["system"]} {r["optimizer"]} {r["precision"]} ({r["reason"]})'
+                 for r in d['rows'] if r['status'] == status] for status in ('failed', 'cut'))
   return ' '.join(
       [f'{dev["kind"]}, one device of {dev["count"]}; batch {s["batch"]}, hidden '
        f'{s["network"]["network.ferminet.hidden_dims"]}, determinants '
@@ -452,6 +452,7 @@ def _sitting_note(d: dict) -> str:
        f'{d["elapsed_s"]:.0f} s of a {d["budget_s"]:.0f} s budget.']
       + ([f'Skipped (over the budget): {", ".join(skipped)}.'] if skipped else [])
       + ([f'Failed: {"; ".join(failed)}.'] if failed else [])
+      + ([f'Cut: {"; ".join(cut)}.'] if cut else [])
       + (['A check of the path at tiny sizes (--tiny), not a measurement.'] if d['tiny'] else []))
 
 

@@ -21,9 +21,12 @@ determinants' LU and KFAC's Cholesky factors, are not counted) and the rate it g
 against the chip's float32 peak (PEAKS; None on a device not listed).
 
 Measurements run in priority order (`order`): float32, the trainer's own products, with
-KFAC and then Adam at every system, then TF32 likewise, then bfloat16. A measurement is
-started only when the time spent so far plus its expected time (`expected_s`) stays within
-`--budget` seconds; the others are recorded as skipped. The run is written as an artifact (scripts/artifacts.py, with the
+KFAC and then Adam at every system, then TF32 likewise, then bfloat16. Each runs in a process
+of its own (`run_one`), which holds the device alone and is stopped at the end of the
+budget: a measurement whose compilation outlasts what is left is recorded as cut, with the
+stage it reached, and the sitting still writes its artifact. A measurement is started only
+when the time spent so far plus its expected time (`expected_s`) stays within `--budget`
+seconds; the others are recorded as skipped. The run is written as an artifact (scripts/artifacts.py, with the
 machine, versions and commit) to benchmarks/gpu_sitting_<device kind>_<date>.json, or
 with `--tiny` (batch 8, a small network, 2 steps, He: a check of the path on a CPU) to the
 temporary directory; its table is rendered into BENCHMARKS.md by
@@ -32,8 +35,11 @@ scripts/benchmark_tables.py.
 
 import argparse
 import datetime
+import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 import time
 from typing import NamedTuple, Optional
@@ -167,6 +173,15 @@ def timed_steps(compiled, state, sizes: Sizes) -> dict:
           'nonfinite': int(np.sum(jax.device_get(nonfinite)))}
 
 
+# The prefix of a measurement's progress lines on its error output: the last one names the
+# stage that a measurement stopped at the deadline had reached.
+PROGRESS = 'sitting stage: '
+
+
+def _progress(stage: str) -> None:
+  print(PROGRESS + stage, file=sys.stderr, flush=True)
+
+
 def measure(name: str, optimizer: str, precision: str, sizes: Sizes,
             peak: Optional[dict]) -> dict:
   """One system, optimizer and matrix-product precision: built, compiled, stepped and
@@ -175,10 +190,13 @@ def measure(name: str, optimizer: str, precision: str, sizes: Sizes,
   from ferminet_fast import plan
   from ferminet_fast.vmc import step
   start = time.perf_counter()
+  _progress('building')
   built = plan.build(_config(name, optimizer, sizes), jax.random.PRNGKey(0), one_device())
   build_s = time.perf_counter() - start
+  _progress(f'compiling (built in {build_s:.0f} s)')
   with jax.default_matmul_precision(PRECISIONS[precision]):
     compiled = step.compile_step(built.parts, built.state)
+  _progress(f'stepping (compiled in {compiled.compile_s:.0f} s)')
   flops, looped = step_flops(compiled, sizes.mcmc_steps)
   out = timed_steps(compiled, built.state, sizes)
   tflops = flops / out['ms_per_step'] / 1e9
@@ -189,13 +207,71 @@ def measure(name: str, optimizer: str, precision: str, sizes: Sizes,
           'wall_s': time.perf_counter() - start}
 
 
-def sitting(systems, optimizers, precisions, sizes: Sizes, budget_s: float,
-            started: float, say=print) -> list:
-  """The rows of a sitting, in priority order: each measured, failed (its error's first
-  line) or skipped (over the budget), with its wall time. `started`: time.monotonic() when
-  the sitting began (its imports count against the budget)."""
+def device_facts(tiny: bool) -> dict:
+  """The platform, kind and count of this process's devices, and the first one's peaks.
+  Run in a child process (`probe`), so that the sitting's own process never holds the
+  device that its measurements need."""
+  if tiny:
+    from ferminet_fast.environment import xla_flags
+    xla_flags.request(FAST_COMPILE)  # Before JAX's backend starts.
   import jax
-  peak = peaks(jax.devices()[0].device_kind)
+  device = jax.devices()[0]
+  return {'platform': device.platform, 'kind': device.device_kind,
+          'count': len(jax.devices()), 'peaks': peaks(device.device_kind)}
+
+
+def _child(args: list, timeout_s: float) -> tuple:
+  """Runs `python -m scripts.sitting --child ARGS` from the repository for at most
+  `timeout_s` seconds: (its JSON answer or None, the last progress line it printed,
+  the last line of its error output, whether it was stopped at the deadline)."""
+  with tempfile.TemporaryDirectory() as tmp:
+    answer = os.path.join(tmp, 'answer.json')
+    cmd = [sys.executable, '-m', 'scripts.sitting', '--child', *args, '--answer', answer]
+    try:
+      done = subprocess.run(cmd, cwd=artifacts.REPO, capture_output=True, text=True,
+                            timeout=max(timeout_s, 1.0))
+      err, cut = done.stderr, False
+    except subprocess.TimeoutExpired as e:
+      err, cut = e.stderr or '', True
+      err = err.decode(errors='replace') if isinstance(err, bytes) else err
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    progress = [line[len(PROGRESS):] for line in lines if line.startswith(PROGRESS)]
+    result = None
+    if not cut and os.path.exists(answer):
+      with open(answer) as f:
+        result = json.load(f)
+    return result, (progress or ['started'])[-1], (lines or [''])[-1], cut
+
+
+def probe(tiny: bool) -> dict:
+  """device_facts of a child process (an InputError-free failure: RuntimeError)."""
+  facts, _, last, _ = _child(['probe', *(['--tiny'] if tiny else [])], 300.0)
+  if facts is None:
+    raise RuntimeError(f'the devices could not be listed: {last}')
+  return facts
+
+
+def run_one(name: str, optimizer: str, precision: str, tiny: bool, timeout_s: float) -> dict:
+  """One measurement (`measure`) in a child process stopped after `timeout_s` seconds: its
+  fields and status 'measured', or status 'failed' or 'cut' with the reason."""
+  began = time.perf_counter()
+  result, stage, last, cut = _child(
+      ['measure', name, optimizer, precision, *(['--tiny'] if tiny else [])], timeout_s)
+  wall = time.perf_counter() - began
+  if cut:
+    return {'status': 'cut', 'wall_s': wall, 'reason': f'stopped at the end of the budget, '
+            f'{wall:.0f} s after it started, {stage}'}
+  if result is None:
+    return {'status': 'failed', 'wall_s': wall, 'reason': last[:300]}
+  return {**result, 'status': 'measured', 'wall_s': wall}
+
+
+def sitting(systems, optimizers, precisions, tiny: bool, budget_s: float,
+            started: float, say=print) -> list:
+  """The rows of a sitting, in priority order: each measured, failed (its error's last
+  line), cut (stopped at the end of the budget) or skipped (over the budget), with its wall
+  time. `started`: time.monotonic() when the sitting began (its imports count against the
+  budget)."""
   rows, done = [], []
   for name, opt, prec in order(systems, optimizers, precisions):
     row = {'system': name, 'optimizer': opt, 'precision': prec}
@@ -205,32 +281,27 @@ def sitting(systems, optimizers, precisions, sizes: Sizes, budget_s: float,
                    f'{expect:.0f} s expected, budget {budget_s:.0f} s'})
       say(f'{name} {opt} {prec}: skipped ({rows[-1]["reason"]})', flush=True)
       continue
-    began = time.perf_counter()
-    try:
-      row.update(measure(name, opt, prec, sizes, peak), status='measured')
-      done.append(row)
+    row.update(run_one(name, opt, prec, tiny, budget_s - spent))
+    done.append(row)
+    if row['status'] == 'measured':
       say(f'{name} {opt} {prec}: {row["ms_per_step"]:.2f} ms per step, compile '
           f'{row["compile_s"]:.1f} s, {row["tflops"]:.3f} TFLOP/s, mean energy '
           f'{row["energy"]:.4f} Ha', flush=True)
-    except Exception as e:  # noqa: BLE001  Unsupported products, out of memory, any other
-      # failure of one variant: recorded with its reason, and the sitting goes on.
-      first = (str(e).strip().splitlines() or [''])[0]
-      row.update(status='failed', reason=f'{type(e).__name__}: {first}'[:300],
-                 wall_s=time.perf_counter() - began)
-      done.append(row)
-      say(f'{name} {opt} {prec}: failed ({row["reason"]})', flush=True)
+    else:
+      say(f'{name} {opt} {prec}: {row["status"]} ({row["reason"]})', flush=True)
     rows.append(row)
   return rows
 
 
-def record(rows: list, sizes: Sizes, device, device_count: int, budget_s: float,
-           elapsed_s: float, tiny: bool) -> dict:
-  """The artifact's data of a sitting: its rows, sizes, device (the first of
-  `device_count`, the one measured) and its peaks, the budget and the time it took (s)."""
+def record(rows: list, sizes: Sizes, facts: dict, budget_s: float, elapsed_s: float,
+           tiny: bool) -> dict:
+  """The artifact's data of a sitting: its rows, sizes, device (`facts` of `device_facts`:
+  the first of `count`, the one measured) and its peaks, the budget and the time it took
+  (s)."""
   return {'sitting': 'gpu', 'tiny': tiny,
-          'device': {'platform': device.platform, 'kind': device.device_kind,
-                     'count': device_count, 'used': 1},
-          'peaks_tflops': peaks(device.device_kind), 'sizes': sizes._asdict(),
+          'device': {'platform': facts['platform'], 'kind': facts['kind'],
+                     'count': facts['count'], 'used': 1},
+          'peaks_tflops': facts['peaks'], 'sizes': sizes._asdict(),
           'precisions': PRECISIONS, 'budget_s': budget_s, 'elapsed_s': elapsed_s,
           'not_measured': NOT_MEASURED, 'rows': rows}
 
@@ -265,24 +336,43 @@ def parser() -> argparse.ArgumentParser:
   return p
 
 
+def child(argv: list) -> None:
+  """A child process's work (`_child`): `probe` (device_facts) or `measure SYSTEM OPTIMIZER
+  PRECISION`, answered as JSON in the file after --answer."""
+  p = argparse.ArgumentParser(prog='python -m scripts.sitting --child')
+  p.add_argument('what', choices=['probe', 'measure'])
+  p.add_argument('args', nargs='*')
+  p.add_argument('--tiny', action='store_true')
+  p.add_argument('--answer', required=True)
+  a = p.parse_args(argv)
+  facts = device_facts(a.tiny)
+  if a.what == 'probe':
+    answer = facts
+  else:
+    name, optimizer, precision = a.args
+    answer = measure(name, optimizer, precision, TINY if a.tiny else STANDARD,
+                     facts['peaks'])
+  with open(a.answer, 'w') as f:
+    json.dump(answer, f)
+
+
 def main(argv=None) -> str:
   """Runs the sitting, appends it to its artifact and prints its table; returns the path."""
   started = time.monotonic()
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if argv[:1] == ['--child']:
+    return child(argv[1:])
   p = parser()
   args = p.parse_args(argv)
-  if args.tiny:
-    from ferminet_fast.environment import xla_flags
-    xla_flags.request(FAST_COMPILE)  # Only before JAX's backend starts; else as it started.
-  import jax
-  device = jax.devices()[0]
-  if device.platform == 'cpu' and not args.tiny:
+  facts = probe(args.tiny)
+  if facts['platform'] == 'cpu' and not args.tiny:
     p.error('no GPU here: the sitting measures a GPU (--tiny checks the path on a CPU)')
   sizes = TINY if args.tiny else STANDARD
   systems = args.systems or (['He'] if args.tiny else list(SYSTEMS))
   run_meta = artifacts.meta()
-  rows = sitting(systems, args.optimizers, args.precisions, sizes, args.budget, started)
-  path = args.json or default_path(device.device_kind, args.tiny)
-  artifacts.append(path, record(rows, sizes, device, len(jax.devices()), args.budget,
+  rows = sitting(systems, args.optimizers, args.precisions, args.tiny, args.budget, started)
+  path = args.json or default_path(facts['kind'], args.tiny)
+  artifacts.append(path, record(rows, sizes, facts, args.budget,
                                 time.monotonic() - started, args.tiny), run_meta)
   print(tables.render_sitting(path))
   print(f'\nwritten to {path}')

@@ -52,27 +52,27 @@ def test_budget_skips_what_would_overrun_and_the_table_compares_with_float32(
     tmp_path, monkeypatch):
   now = _fake_clock(monkeypatch)
 
-  def measure(name, optimizer, precision, sizes, peak):
+  def run_one(name, optimizer, precision, tiny, timeout_s):
     now[0] += 100.0
     energy = -128.5 + (0.002 if precision == 'bf16' else 0.0)
     return {'build_s': 5.0, 'compile_s': 60.0, 'ms_per_step': 50.0, 'energy': energy,
             'energies': [energy], 'nonfinite': 0, 'flops_per_step': 1.675e12,
             'mcmc_loop_counted_once': True, 'tflops': 33.5,
-            'percent_of_float32_peak': 100 * 33.5 / peak['float32'], 'laplacian': 'folx',
-            'wall_s': 100.0}
+            'percent_of_float32_peak': 100 * 33.5 / 67.0, 'laplacian': 'folx',
+            'status': 'measured', 'wall_s': 100.0}
 
-  monkeypatch.setattr(sitting, 'measure', measure)
-  monkeypatch.setattr(sitting, 'peaks', lambda kind: dict(sitting.PEAKS)['H200'])
-  rows = sitting.sitting(['Ne', 'C2H4'], ['kfac'], ['float32', 'bf16'], sitting.STANDARD,
-                         250.0, 0.0, say=lambda *a, **k: None)
+  monkeypatch.setattr(sitting, 'run_one', run_one)
+  rows = sitting.sitting(['Ne', 'C2H4'], ['kfac'], ['float32', 'bf16'], False, 250.0, 0.0,
+                         say=lambda *a, **k: None)
   # Ne first (nothing expected); C2H4 expected at 100 s x 16 / 10 electrons: over 250 s.
   assert [(r['system'], r['precision'], r['status']) for r in rows] == [
       ('Ne', 'float32', 'measured'), ('C2H4', 'float32', 'skipped'),
       ('Ne', 'bf16', 'measured'), ('C2H4', 'bf16', 'skipped')]
   assert sitting.expected_s(rows[:1], 'C2H4') == pytest.approx(160.0)
-  device = types.SimpleNamespace(platform='gpu', device_kind='NVIDIA H200')
+  facts = {'platform': 'gpu', 'kind': 'NVIDIA H200', 'count': 1,
+           'peaks': sitting.peaks('NVIDIA H200')}
   path = str(tmp_path / 'gpu_sitting_nvidia_h200.json')
-  data = sitting.record(rows, sitting.STANDARD, device, 1, 250.0, 200.0, False)
+  data = sitting.record(rows, sitting.STANDARD, facts, 250.0, 200.0, False)
   artifacts.append(path, data)
   text = benchmark_tables.render_sitting(path)
   same = '| 50.0 | 60.0 | 1675 | 33.5 | 50.0 |'  # ms, compile s, GFLOP, TFLOP/s, % of peak.
@@ -84,8 +84,33 @@ def test_budget_skips_what_would_overrun_and_the_table_compares_with_float32(
   # The docs show the newest sitting that is not a tiny check, or say none was measured.
   monkeypatch.setattr(benchmark_tables, 'SITTING_GLOB', str(tmp_path / 'gpu_sitting_*.json'))
   assert benchmark_tables.render_sitting() == text
-  artifacts.write(path, sitting.record(rows, sitting.TINY, device, 1, 250.0, 200.0, True))
+  artifacts.write(path, sitting.record(rows, sitting.TINY, facts, 250.0, 200.0, True))
   assert 'No GPU sitting has been measured yet' in benchmark_tables.render_sitting()
+
+
+def test_a_measurement_that_outlasts_the_budget_is_cut_and_the_sitting_goes_on(tmp_path,
+                                                                                monkeypatch):
+  # A real child process, stopped long before it could build and compile.
+  row = sitting.run_one('He', 'adam', 'float32', True, 1.0)
+  assert row['status'] == 'cut' and 'stopped at the end of the budget' in row['reason']
+  assert 1.0 <= row['wall_s'] < 30.0
+  now = _fake_clock(monkeypatch)
+
+  def run_one(name, optimizer, precision, tiny, timeout_s):
+    now[0] += timeout_s
+    return {'status': 'cut', 'wall_s': timeout_s, 'reason': 'stopped at the end of the '
+            f'budget, {timeout_s:.0f} s after it started, compiling (built in 20 s)'}
+
+  monkeypatch.setattr(sitting, 'run_one', run_one)
+  rows = sitting.sitting(['C2H4', 'He'], ['kfac'], ['float32'], False, 300.0, 0.0,
+                         say=lambda *a, **k: None)
+  assert [(r['system'], r['status']) for r in rows] == [('C2H4', 'cut'), ('He', 'skipped')]
+  path = str(tmp_path / 'gpu_sitting_nvidia_h200.json')
+  artifacts.append(path, sitting.record(rows, sitting.STANDARD, {
+      'platform': 'gpu', 'kind': 'NVIDIA H200', 'count': 1, 'peaks': None}, 300.0, 300.0,
+      False))
+  assert ('Cut: C2H4 kfac float32 (stopped at the end of the budget, 300 s after it started, '
+          'compiling (built in 20 s)).') in benchmark_tables.render_sitting(path)
 
 
 def test_peaks_by_device_kind_and_the_priority_order():
