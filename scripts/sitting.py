@@ -23,8 +23,9 @@ against the chip's float32 peak (PEAKS; None on a device not listed).
 Measurements run in priority order (`order`): float32, the trainer's own products, with
 KFAC and then Adam at every system, then TF32 likewise, then bfloat16. Each runs in a process
 of its own (`run_one`), which holds the device alone and is stopped at the end of the
-budget: a measurement whose compilation outlasts what is left is recorded as cut, with the
-stage it reached, and the sitting still writes its artifact. A measurement is started only
+budget or after twice the time expected of it (`allowed_s`): a measurement whose compilation
+outlasts that is recorded as cut, with the stage it reached, the others still get their
+turn, and the sitting still writes its artifact. A measurement is started only
 when the time spent so far plus its expected time (`expected_s`) stays within `--budget`
 seconds; the others are recorded as skipped. The run is written as an artifact (scripts/artifacts.py, with the
 machine, versions and commit) to benchmarks/gpu_sitting_<device kind>_<date>.json, or
@@ -108,14 +109,16 @@ def order(systems, optimizers, precisions) -> list:
 
 def expected_s(done: list, system: str) -> float:
   """Seconds a measurement of `system` is expected to take: the longest of the same system
-  so far, else the longest of any so far scaled by the electrons (a larger system compiles
-  and steps longer), else 0 (the first one always starts)."""
+  so far (a variant stopped at its limit counts: the next is likely as slow), else the
+  longest measured of another so far scaled by the electrons (a larger system compiles and
+  steps longer), else 0 (the first one always starts)."""
   same = [r['wall_s'] for r in done if r['system'] == system]
   if same:
     return max(same)
-  if not done:
+  measured = [r for r in done if r.get('status', 'measured') == 'measured']
+  if not measured:
     return 0.0
-  longest = max(done, key=lambda r: r['wall_s'])
+  longest = max(measured, key=lambda r: r['wall_s'])
   n = tables.ELECTRONS
   return longest['wall_s'] * max(1.0, n[system] / n[longest['system']])
 
@@ -207,6 +210,19 @@ def measure(name: str, optimizer: str, precision: str, sizes: Sizes,
           'wall_s': time.perf_counter() - start}
 
 
+# A measurement may take at most OVERRUN times what was expected of it (`expected_s`, where
+# anything was), and never less than MIN_ALLOWED_S: one compilation far slower than its
+# kind's, as XLA's can be on a GPU, is stopped and the measurements after it get their turn.
+OVERRUN = 2.0
+MIN_ALLOWED_S = 120.0
+
+
+def allowed_s(left_s: float, expect_s: float) -> float:
+  """Seconds a measurement may run: what is left of the budget, at most OVERRUN times the
+  time expected of it (none expected: all that is left)."""
+  return min(left_s, max(MIN_ALLOWED_S, OVERRUN * expect_s)) if expect_s else left_s
+
+
 def device_facts(tiny: bool) -> dict:
   """The platform, kind and count of this process's devices, and the first one's peaks.
   Run in a child process (`probe`), so that the sitting's own process never holds the
@@ -259,8 +275,8 @@ def run_one(name: str, optimizer: str, precision: str, tiny: bool, timeout_s: fl
       ['measure', name, optimizer, precision, *(['--tiny'] if tiny else [])], timeout_s)
   wall = time.perf_counter() - began
   if cut:
-    return {'status': 'cut', 'wall_s': wall, 'reason': f'stopped at the end of the budget, '
-            f'{wall:.0f} s after it started, {stage}'}
+    return {'status': 'cut', 'wall_s': wall, 'reason': f'stopped {wall:.0f} s after it '
+            f'started, at its {timeout_s:.0f} s limit, {stage}'}
   if result is None:
     return {'status': 'failed', 'wall_s': wall, 'reason': last[:300]}
   return {**result, 'status': 'measured', 'wall_s': wall}
@@ -281,7 +297,7 @@ def sitting(systems, optimizers, precisions, tiny: bool, budget_s: float,
                    f'{expect:.0f} s expected, budget {budget_s:.0f} s'})
       say(f'{name} {opt} {prec}: skipped ({rows[-1]["reason"]})', flush=True)
       continue
-    row.update(run_one(name, opt, prec, tiny, budget_s - spent))
+    row.update(run_one(name, opt, prec, tiny, allowed_s(budget_s - spent, expect)))
     done.append(row)
     if row['status'] == 'measured':
       say(f'{name} {opt} {prec}: {row["ms_per_step"]:.2f} ms per step, compile '

@@ -92,24 +92,36 @@ def test_a_measurement_that_outlasts_the_budget_is_cut_and_the_sitting_goes_on(t
                                                                                 monkeypatch):
   # A real child process, stopped long before it could build and compile.
   row = sitting.run_one('He', 'adam', 'float32', True, 1.0)
-  assert row['status'] == 'cut' and 'stopped at the end of the budget' in row['reason']
+  assert row['status'] == 'cut' and 'at its 1 s limit' in row['reason']
   assert 1.0 <= row['wall_s'] < 30.0
   now = _fake_clock(monkeypatch)
+  walls = {'Ne': 100.0, 'He': 30.0}  # C2H4 would compile for ever.
 
   def run_one(name, optimizer, precision, tiny, timeout_s):
-    now[0] += timeout_s
-    return {'status': 'cut', 'wall_s': timeout_s, 'reason': 'stopped at the end of the '
-            f'budget, {timeout_s:.0f} s after it started, compiling (built in 20 s)'}
+    wall = min(walls.get(name, float('inf')), timeout_s)
+    now[0] += wall
+    if wall == timeout_s:
+      return {'status': 'cut', 'wall_s': wall, 'reason': f'stopped {wall:.0f} s after it '
+              f'started, at its {timeout_s:.0f} s limit, compiling (built in 20 s)'}
+    return {'status': 'measured', 'wall_s': wall, 'build_s': 5.0, 'compile_s': 20.0,
+            'ms_per_step': 50.0, 'energy': -1.0, 'energies': [-1.0], 'nonfinite': 0,
+            'flops_per_step': 1e11, 'mcmc_loop_counted_once': True, 'tflops': 2.0,
+            'percent_of_float32_peak': None, 'laplacian': 'folx'}
 
   monkeypatch.setattr(sitting, 'run_one', run_one)
-  rows = sitting.sitting(['C2H4', 'He'], ['kfac'], ['float32'], False, 300.0, 0.0,
+  rows = sitting.sitting(['Ne', 'C2H4', 'He'], ['kfac'], ['float32'], False, 560.0, 0.0,
                          say=lambda *a, **k: None)
-  assert [(r['system'], r['status']) for r in rows] == [('C2H4', 'cut'), ('He', 'skipped')]
+  # C2H4, expected at 100 s x 16 / 10 electrons, is stopped at twice that; He still runs.
+  assert [(r['system'], r['status']) for r in rows] == [
+      ('Ne', 'measured'), ('C2H4', 'cut'), ('He', 'measured')]
+  assert rows[1]['wall_s'] == pytest.approx(320.0)
+  assert sitting.allowed_s(500.0, 0.0) == 500.0 and sitting.allowed_s(500.0, 10.0) == 120.0
+  assert sitting.allowed_s(100.0, 160.0) == 100.0  # Never past the budget.
   path = str(tmp_path / 'gpu_sitting_nvidia_h200.json')
   artifacts.append(path, sitting.record(rows, sitting.STANDARD, {
-      'platform': 'gpu', 'kind': 'NVIDIA H200', 'count': 1, 'peaks': None}, 300.0, 300.0,
+      'platform': 'gpu', 'kind': 'NVIDIA H200', 'count': 1, 'peaks': None}, 560.0, 450.0,
       False))
-  assert ('Cut: C2H4 kfac float32 (stopped at the end of the budget, 300 s after it started, '
+  assert ('Cut: C2H4 kfac float32 (stopped 320 s after it started, at its 320 s limit, '
           'compiling (built in 20 s)).') in benchmark_tables.render_sitting(path)
 
 
