@@ -404,14 +404,37 @@ def render_optimizers(path: str, before: str) -> str:
 SITTING_GLOB = os.path.join(REPO, 'benchmarks', 'gpu_sitting_*.json')
 
 
-def newest_sitting(pattern: str = None):
-  """(path, run) of the newest GPU sitting (default: under benchmarks/) by its date (runs of
-  --tiny, checks of the path on a CPU, left out), or None when none has been measured."""
+def sitting_runs(pattern: str = None, like: dict = None) -> list:
+  """[(path, run)], oldest first, of the GPU sittings in the files matching `pattern`
+  (default: under benchmarks/) with the device kind, sizes and --tiny flag of `like` (a
+  sitting's data; default: the newest sitting that is not --tiny, a check of the path on a
+  CPU). Sittings alike add up: a later one can measure what an earlier one lacked."""
   import glob
-  runs = [(run.meta.get('date') or '', path, run)
-          for path in sorted(glob.glob(pattern or SITTING_GLOB))
-          for run in artifacts.read(path) if not run.data.get('tiny')]
-  return max(runs, key=lambda t: t[0])[1:] if runs else None
+  runs = sorted(((run.meta.get('date') or '', path, run)
+                 for path in sorted(glob.glob(pattern or SITTING_GLOB))
+                 for run in artifacts.read(path)), key=lambda t: t[0])
+  if like is None:
+    real = [r.data for _, _, r in runs if not r.data.get('tiny')]
+    if not real:
+      return []
+    like = real[-1]
+
+  def alike(d):
+    return (d['device']['kind'] == like['device']['kind'] and d['sizes'] == like['sizes']
+            and bool(d.get('tiny')) == bool(like.get('tiny')))
+  return [(path, run) for _, path, run in runs if alike(run.data)]
+
+
+def sitting_variants(runs: list) -> dict:
+  """{(system, optimizer, precision): (run, row)} over `runs` (oldest first): each variant's
+  newest measured row, else its newest row (skipped, failed or cut)."""
+  out = {}
+  for _, run in runs:
+    for row in run.data['rows']:
+      key = (row['system'], row['optimizer'], row['precision'])
+      if row['status'] == 'measured' or key not in out or out[key][1]['status'] != 'measured':
+        out[key] = (run, row)
+  return out
 
 
 def _figure(x: float) -> str:
@@ -419,10 +442,12 @@ def _figure(x: float) -> str:
   return f'{x:.0f}' if abs(x) >= 100 else f'{x:.3g}'
 
 
-def _sitting_row(r: dict, float32: dict) -> str:
+def _sitting_row(run, r: dict) -> str:
   """One measured row of a sitting, its mean energy beside float32's (same system and
-  optimizer) as a difference in mHa."""
-  base = float32.get((r['system'], r['optimizer']))
+  optimizer, same sitting: the same parameters, walkers and keys) as a difference in mHa."""
+  base = next((x['energy'] for x in run.data['rows'] if x['status'] == 'measured'
+               and (x['system'], x['optimizer'], x['precision']) ==
+               (r['system'], r['optimizer'], 'float32')), None)
   change = ('–' if r['precision'] == 'float32' or base is None
             else artifacts.minus(f'{1e3 * (r["energy"] - base):+.1f}'))
   percent = r.get('percent_of_float32_peak')
@@ -430,16 +455,22 @@ def _sitting_row(r: dict, float32: dict) -> str:
           f'{r["precision"]} | {r["ms_per_step"]:.1f} | {r["compile_s"]:.1f} | '
           f'{_figure(r["flops_per_step"] / 1e9)} | {_figure(r["tflops"])} | '
           + ('–' if percent is None else f'{percent:.1f}') + ' | '
-          f'{artifacts.num(r["energy"], 4)} | {change} |')
+          f'{artifacts.num(r["energy"], 4)} | {change} | {(run.meta.get("date") or "")[:10]} |')
 
 
-def _sitting_note(d: dict) -> str:
-  """The sizes, device, peak and budget of a sitting, and what it left out."""
+def _sitting_note(runs: list, variants: dict) -> str:
+  """The sizes, device and peak of the sittings (the newest's), each one's budget, and the
+  variants none of them measured, each with its newest reason."""
+  d = runs[-1][1].data
   s, dev, peak = d['sizes'], d['device'], d.get('peaks_tflops')
-  skipped = [f'{r["system"]} {r["optimizer"]} {r["precision"]}' for r in d['rows']
-             if r['status'] == 'skipped']
-  failed, cut = ([f'{r["system"]} {r["optimizer"]} {r["precision"]} ({r["reason"]})'
-                 for r in d['rows'] if r['status'] == status] for status in ('failed', 'cut'))
+  left = [row for _, row in variants.values() if row['status'] != 'measured']
+
+  def named(status, reason=True):
+    return [f'{r["system"]} {r["optimizer"]} {r["precision"]}'
+            + (f' ({r["reason"]})' if reason else '') for r in left if r['status'] == status]
+  skipped, failed, cut = named('skipped', False), named('failed'), named('cut')
+  budgets = ', '.join(f'{(run.meta.get("date") or "")[:10]}: {run.data["elapsed_s"]:.0f} s '
+                      f'of a {run.data["budget_s"]:.0f} s budget' for _, run in runs)
   return ' '.join(
       [f'{dev["kind"]}, one device of {dev["count"]}; batch {s["batch"]}, hidden '
        f'{s["network"]["network.ferminet.hidden_dims"]}, determinants '
@@ -449,33 +480,37 @@ def _sitting_note(d: dict) -> str:
        + (f'float32 peak {peak["float32"]:g} TFLOP/s (NVIDIA\'s datasheet). ' if peak else
           'no peak listed for this device. ')
        + f'{d["not_measured"][0].upper()}{d["not_measured"][1:]}. '
-       f'{d["elapsed_s"]:.0f} s of a {d["budget_s"]:.0f} s budget.']
-      + ([f'Skipped (over the budget): {", ".join(skipped)}.'] if skipped else [])
+       + (f'{len(runs)} sittings' if len(runs) > 1 else 'One sitting')
+       + f' ({budgets}); each row from the newest that measured it.']
+      + ([f'Not measured, skipped (over the budget): {", ".join(skipped)}.'] if skipped else [])
       + ([f'Failed: {"; ".join(failed)}.'] if failed else [])
       + ([f'Cut: {"; ".join(cut)}.'] if cut else [])
       + (['A check of the path at tiny sizes (--tiny), not a measurement.'] if d['tiny'] else []))
 
 
 def render_sitting(path: str = None) -> str:
-  """The GPU sitting's table: the latest run of the artifact at `path`, or of the newest
-  sitting under benchmarks/ (a line saying there is none yet)."""
-  if path is None:
-    found = newest_sitting()
-    if found is None:
-      return ('*No GPU sitting has been measured yet: `python -m scripts.benchmark --sitting '
-              'gpu` on a GPU machine (docs/development.md) measures one.*')
-    path, run = found
-  else:
-    run = artifacts.latest(path)
-  d = run.data
-  measured = [r for r in d['rows'] if r['status'] == 'measured']
-  float32 = {(r['system'], r['optimizer']): r['energy'] for r in measured
-             if r['precision'] == 'float32'}
+  """The GPU sitting's table: the sittings alike (`sitting_runs`) to the latest run of the
+  artifact at `path`, or to the newest sitting under benchmarks/ (a line saying there is
+  none yet), each variant from the newest sitting that measured it."""
+  latest = artifacts.latest(path) if path else None
+  runs = sitting_runs(path, latest.data if latest else None)
+  if not runs:
+    return ('*No GPU sitting has been measured yet: `python -m scripts.benchmark --sitting '
+            'gpu` on a GPU machine (docs/development.md) measures one.*')
+  variants = sitting_variants(runs)
   lines = ['| system (electrons) | optimizer | matrix products | ms/step | compile (s) | '
-           'GFLOP/step | TFLOP/s | % of float32 peak | mean energy (Ha) | vs float32 (mHa) |',
-           '|' + '---|' * 10]
-  lines += [_sitting_row(r, float32) for r in measured]
-  return '\n'.join(lines + ['', _sitting_note(d), '', artifacts.provenance(path, [run])])
+           'GFLOP/step | TFLOP/s | % of float32 peak | mean energy (Ha) | vs float32 (mHa) | '
+           'sitting |', '|' + '---|' * 11]
+  keys = list(variants)  # Priority order: optimizers and precisions as first measured.
+  rank = {field: [k[field] for k in keys] for field in (1, 2)}
+  lines += [_sitting_row(*variants[k]) for k in sorted(keys, key=lambda k: (
+      ELECTRONS.get(k[0], 0), rank[1].index(k[1]), rank[2].index(k[2])))
+            if variants[k][1]['status'] == 'measured']
+  by_path = {}
+  for p, run in runs:
+    by_path.setdefault(p, []).append(run)
+  return '\n'.join(lines + ['', _sitting_note(runs, variants), ''] +
+                   [artifacts.provenance(p, rs) for p, rs in by_path.items()])
 
 
 def _bench(*names) -> list:

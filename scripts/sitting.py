@@ -4,6 +4,7 @@ and the arithmetic rate each reaches against the chip's peak, all within a time 
 
   python -m scripts.benchmark --sitting gpu          # on a GPU machine, within 480 s
   python -m scripts.benchmark --sitting gpu --budget 300 --systems Ne --optimizers kfac
+  python -m scripts.benchmark --sitting gpu --missing  # what earlier sittings lacked
   python -m scripts.benchmark --sitting gpu --tiny   # the same path on a CPU, tiny sizes
 
 Each measurement builds the step through the package's build path (plan.build, then
@@ -30,8 +31,10 @@ when the time spent so far plus its expected time (`expected_s`) stays within `-
 seconds; the others are recorded as skipped. The run is written as an artifact (scripts/artifacts.py, with the
 machine, versions and commit) to benchmarks/gpu_sitting_<device kind>_<date>.json, or
 with `--tiny` (batch 8, a small network, 2 steps, He: a check of the path on a CPU) to the
-temporary directory; its table is rendered into BENCHMARKS.md by
-scripts/benchmark_tables.py.
+temporary directory; its table, each variant from the newest sitting of the device kind
+and sizes that measured it, is rendered into BENCHMARKS.md by scripts/benchmark_tables.py.
+With `--missing`, a sitting measures only what no earlier one alike did: sittings too short
+for the whole table add up to it.
 """
 
 import argparse
@@ -39,6 +42,7 @@ import datetime
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -218,8 +222,8 @@ MIN_ALLOWED_S = 120.0
 
 
 def allowed_s(left_s: float, expect_s: float) -> float:
-  """Seconds a measurement may run: what is left of the budget, at most OVERRUN times the
-  time expected of it (none expected: all that is left)."""
+  """Seconds a measurement may run: what is left of the budget, and at most OVERRUN times
+  the time expected of it but not under MIN_ALLOWED_S (none expected: all that is left)."""
   return min(left_s, max(MIN_ALLOWED_S, OVERRUN * expect_s)) if expect_s else left_s
 
 
@@ -237,39 +241,51 @@ def device_facts(tiny: bool) -> dict:
 
 
 def _child(args: list, timeout_s: float) -> tuple:
-  """Runs `python -m scripts.sitting --child ARGS` from the repository for at most
-  `timeout_s` seconds: (its JSON answer or None, the last progress line it printed,
-  the last line of its error output, whether it was stopped at the deadline)."""
+  """Runs `python -m scripts.sitting --child ARGS` from the repository, in a process group
+  of its own, for at most `timeout_s` seconds (then the group is killed, any compiler it
+  started too): (its JSON answer, or None if it gave none; the last progress line it
+  printed; the last line of its error output and its exit status; whether it was stopped).
+  """
   with tempfile.TemporaryDirectory() as tmp:
     answer = os.path.join(tmp, 'answer.json')
     cmd = [sys.executable, '-m', 'scripts.sitting', '--child', *args, '--answer', answer]
-    try:
-      done = subprocess.run(cmd, cwd=artifacts.REPO, capture_output=True, text=True,
-                            timeout=max(timeout_s, 1.0))
-      err, cut = done.stderr, False
-    except subprocess.TimeoutExpired as e:
-      err, cut = e.stderr or '', True
-      err = err.decode(errors='replace') if isinstance(err, bytes) else err
-    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    with subprocess.Popen(cmd, cwd=artifacts.REPO, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, errors='replace',
+                          start_new_session=True) as proc:
+      try:
+        _, err = proc.communicate(timeout=timeout_s)
+        cut = False
+      except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        cut = True
+    lines = [line.strip() for line in (err or '').splitlines() if line.strip()]
     progress = [line[len(PROGRESS):] for line in lines if line.startswith(PROGRESS)]
+    last = f'{(lines or ["no error output"])[-1]} (exit status {proc.returncode})'
     result = None
-    if not cut and os.path.exists(answer):
-      with open(answer) as f:
-        result = json.load(f)
-    return result, (progress or ['started'])[-1], (lines or [''])[-1], cut
+    if not cut and proc.returncode == 0:
+      try:
+        with open(answer) as f:
+          result = json.load(f)
+      except (OSError, ValueError) as e:
+        last = f'no answer: {type(e).__name__}: {e}'
+    return result, (progress or ['started'])[-1], last, cut
 
 
-def probe(tiny: bool) -> dict:
-  """device_facts of a child process (an InputError-free failure: RuntimeError)."""
-  facts, _, last, _ = _child(['probe', *(['--tiny'] if tiny else [])], 300.0)
-  if facts is None:
-    raise RuntimeError(f'the devices could not be listed: {last}')
+def probe(tiny: bool, timeout_s: float) -> dict:
+  """device_facts, listed by a child process within `timeout_s` seconds (RuntimeError if
+  it could not list them)."""
+  facts, _, last, cut = _child(['probe', *(['--tiny'] if tiny else [])], timeout_s)
+  if facts is None or 'error' in facts:
+    reason = f'not within {timeout_s:.0f} s' if cut else (facts or {}).get('error', last)
+    raise RuntimeError(f'the devices could not be listed: {reason}')
   return facts
 
 
 def run_one(name: str, optimizer: str, precision: str, tiny: bool, timeout_s: float) -> dict:
   """One measurement (`measure`) in a child process stopped after `timeout_s` seconds: its
-  fields and status 'measured', or status 'failed' or 'cut' with the reason."""
+  fields and status 'measured', or status 'failed' (with the error) or 'cut' (with the
+  stage it reached)."""
   began = time.perf_counter()
   result, stage, last, cut = _child(
       ['measure', name, optimizer, precision, *(['--tiny'] if tiny else [])], timeout_s)
@@ -277,19 +293,23 @@ def run_one(name: str, optimizer: str, precision: str, tiny: bool, timeout_s: fl
   if cut:
     return {'status': 'cut', 'wall_s': wall, 'reason': f'stopped {wall:.0f} s after it '
             f'started, at its {timeout_s:.0f} s limit, {stage}'}
-  if result is None:
-    return {'status': 'failed', 'wall_s': wall, 'reason': last[:300]}
+  if result is None or 'error' in result:
+    return {'status': 'failed', 'wall_s': wall,
+            'reason': (result['error'] if result else last)[:300]}
   return {**result, 'status': 'measured', 'wall_s': wall}
 
 
 def sitting(systems, optimizers, precisions, tiny: bool, budget_s: float,
-            started: float, say=print) -> list:
+            started: float, say=print, measured_before=frozenset()) -> list:
   """The rows of a sitting, in priority order: each measured, failed (its error's last
-  line), cut (stopped at the end of the budget) or skipped (over the budget), with its wall
-  time. `started`: time.monotonic() when the sitting began (its imports count against the
+  line), cut (stopped at its limit, `allowed_s`) or skipped (over the budget), with its wall
+  time; the variants (system, optimizer, precision) in `measured_before` left out.
+  `started`: time.monotonic() when the sitting began (its imports count against the
   budget)."""
   rows, done = [], []
   for name, opt, prec in order(systems, optimizers, precisions):
+    if (name, opt, prec) in measured_before:
+      continue
     row = {'system': name, 'optimizer': opt, 'precision': prec}
     spent, expect = time.monotonic() - started, expected_s(done, name)
     if spent + expect > budget_s:
@@ -347,6 +367,9 @@ def parser() -> argparse.ArgumentParser:
                  choices=list(OPTIMIZERS), help='in priority order')
   p.add_argument('--precisions', nargs='*', default=list(PRECISIONS),
                  choices=list(PRECISIONS), help='in priority order (matrix products)')
+  p.add_argument('--missing', action='store_true',
+                 help='measure only what no earlier sitting of this device kind and these '
+                 'sizes measured (in the artifacts of --json, or benchmarks/gpu_sitting_*.json)')
   p.add_argument('--json', help='the artifact to append the run to (default '
                  'benchmarks/gpu_sitting_<device kind>_<date>.json)')
   return p
@@ -361,32 +384,44 @@ def child(argv: list) -> None:
   p.add_argument('--tiny', action='store_true')
   p.add_argument('--answer', required=True)
   a = p.parse_args(argv)
-  facts = device_facts(a.tiny)
-  if a.what == 'probe':
-    answer = facts
-  else:
-    name, optimizer, precision = a.args
-    answer = measure(name, optimizer, precision, TINY if a.tiny else STANDARD,
-                     facts['peaks'])
+  try:
+    facts = device_facts(a.tiny)
+    if a.what == 'probe':
+      answer = facts
+    else:
+      name, optimizer, precision = a.args
+      answer = measure(name, optimizer, precision, TINY if a.tiny else STANDARD,
+                       facts['peaks'])
+  except Exception as e:  # noqa: BLE001  Unsupported products, out of memory, any other
+    # failure of one variant: answered with its first line, and the sitting goes on.
+    answer = {'error': f'{type(e).__name__}: {(str(e).strip().splitlines() or [""])[0]}'}
   with open(a.answer, 'w') as f:
     json.dump(answer, f)
 
 
-def main(argv=None) -> str:
-  """Runs the sitting, appends it to its artifact and prints its table; returns the path."""
+def main(argv=None) -> Optional[str]:
+  """Runs the sitting, appends it to its artifact and prints its table; returns the path
+  (None in a child process, `child`)."""
   started = time.monotonic()
   argv = sys.argv[1:] if argv is None else list(argv)
   if argv[:1] == ['--child']:
     return child(argv[1:])
   p = parser()
   args = p.parse_args(argv)
-  facts = probe(args.tiny)
+  facts = probe(args.tiny, min(300.0, args.budget))
   if facts['platform'] == 'cpu' and not args.tiny:
     p.error('no GPU here: the sitting measures a GPU (--tiny checks the path on a CPU)')
   sizes = TINY if args.tiny else STANDARD
   systems = args.systems or (['He'] if args.tiny else list(SYSTEMS))
   run_meta = artifacts.meta()
-  rows = sitting(systems, args.optimizers, args.precisions, args.tiny, args.budget, started)
+  before = frozenset()
+  if args.missing:  # What earlier sittings alike measured (benchmark_tables.sitting_runs).
+    like = {'device': {'kind': facts['kind']}, 'sizes': json.loads(json.dumps(
+        sizes._asdict())), 'tiny': args.tiny}
+    before = frozenset(key for key, (_, row) in tables.sitting_variants(
+        tables.sitting_runs(args.json, like)).items() if row['status'] == 'measured')
+  rows = sitting(systems, args.optimizers, args.precisions, args.tiny, args.budget, started,
+                 measured_before=before)
   path = args.json or default_path(facts['kind'], args.tiny)
   artifacts.append(path, record(rows, sizes, facts, args.budget,
                                 time.monotonic() - started, args.tiny), run_meta)

@@ -76,14 +76,35 @@ def test_budget_skips_what_would_overrun_and_the_table_compares_with_float32(
   artifacts.append(path, data)
   text = benchmark_tables.render_sitting(path)
   same = '| 50.0 | 60.0 | 1675 | 33.5 | 50.0 |'  # ms, compile s, GFLOP, TFLOP/s, % of peak.
+  first = artifacts.latest(path).meta['date'][:10]
   assert [line for line in text.splitlines() if line.startswith('| Ne (10) |')] == [
-      f'| Ne (10) | kfac | float32 {same} −128.5000 | – |',
-      f'| Ne (10) | kfac | bf16 {same} −128.4980 | +2.0 |']
-  assert 'Skipped (over the budget): C2H4 kfac float32, C2H4 kfac bf16.' in text
-  assert 'float32 peak 67 TFLOP/s' in text and 'batch 4096' in text
-  # The docs show the newest sitting that is not a tiny check, or say none was measured.
+      f'| Ne (10) | kfac | float32 {same} −128.5000 | – | {first} |',
+      f'| Ne (10) | kfac | bf16 {same} −128.4980 | +2.0 | {first} |']
+  assert 'Not measured, skipped (over the budget): C2H4 kfac float32, C2H4 kfac bf16.' in text
+  assert 'float32 peak 67 TFLOP/s' in text and 'batch 4096' in text and 'One sitting' in text
+  # A later sitting alike measures only what the first lacked (--missing); the table holds
+  # both, each row from the sitting that measured it.
+  like = {'device': {'kind': 'NVIDIA H200'}, 'sizes': data['sizes'], 'tiny': False}
+  before = {key for key, (_, row) in benchmark_tables.sitting_variants(
+      benchmark_tables.sitting_runs(path, like)).items() if row['status'] == 'measured'}
+  assert before == {('Ne', 'kfac', 'float32'), ('Ne', 'kfac', 'bf16')}
+  now[0] = 0.0
+  later = sitting.sitting(['Ne', 'C2H4'], ['kfac'], ['float32', 'bf16'], False, 250.0, 0.0,
+                          say=lambda *a, **k: None, measured_before=before)
+  assert [(r['system'], r['precision'], r['status']) for r in later] == [
+      ('C2H4', 'float32', 'measured'), ('C2H4', 'bf16', 'measured')]
+  artifacts.append(path, sitting.record(later, sitting.STANDARD, facts, 250.0, 200.0, False))
+  both = benchmark_tables.render_sitting(path)
+  assert [line.split(' | ')[:3] for line in both.splitlines() if line.startswith('| ')][1:] == [
+      ['| Ne (10)', 'kfac', 'float32'], ['| Ne (10)', 'kfac', 'bf16'],
+      ['| C2H4 (16)', 'kfac', 'float32'], ['| C2H4 (16)', 'kfac', 'bf16']]
+  second = artifacts.latest(path).meta['date'][:10]
+  assert next(line for line in both.splitlines() if line.startswith(
+      '| C2H4 (16) | kfac | bf16')).endswith(f'| +2.0 | {second} |')
+  assert 'Not measured' not in both and '2 sittings' in both
+  # The docs show the newest sittings that are not a tiny check, or say none was measured.
   monkeypatch.setattr(benchmark_tables, 'SITTING_GLOB', str(tmp_path / 'gpu_sitting_*.json'))
-  assert benchmark_tables.render_sitting() == text
+  assert benchmark_tables.render_sitting() == both
   artifacts.write(path, sitting.record(rows, sitting.TINY, facts, 250.0, 200.0, True))
   assert 'No GPU sitting has been measured yet' in benchmark_tables.render_sitting()
 
@@ -95,9 +116,10 @@ def test_a_measurement_that_outlasts_the_budget_is_cut_and_the_sitting_goes_on(t
   assert row['status'] == 'cut' and 'at its 1 s limit' in row['reason']
   assert 1.0 <= row['wall_s'] < 30.0
   now = _fake_clock(monkeypatch)
-  walls = {'Ne': 100.0, 'He': 30.0}  # C2H4 would compile for ever.
+  walls, limits = {'Ne': 100.0, 'He': 30.0}, []  # C2H4 would compile for ever.
 
   def run_one(name, optimizer, precision, tiny, timeout_s):
+    limits.append(timeout_s)
     wall = min(walls.get(name, float('inf')), timeout_s)
     now[0] += wall
     if wall == timeout_s:
@@ -114,7 +136,8 @@ def test_a_measurement_that_outlasts_the_budget_is_cut_and_the_sitting_goes_on(t
   # C2H4, expected at 100 s x 16 / 10 electrons, is stopped at twice that; He still runs.
   assert [(r['system'], r['status']) for r in rows] == [
       ('Ne', 'measured'), ('C2H4', 'cut'), ('He', 'measured')]
-  assert rows[1]['wall_s'] == pytest.approx(320.0)
+  # Ne: all that is left; C2H4: twice its 160 s; He: what is left, under twice Ne's 100 s.
+  assert limits == pytest.approx([560.0, 320.0, 140.0])
   assert sitting.allowed_s(500.0, 0.0) == 500.0 and sitting.allowed_s(500.0, 10.0) == 120.0
   assert sitting.allowed_s(100.0, 160.0) == 100.0  # Never past the budget.
   path = str(tmp_path / 'gpu_sitting_nvidia_h200.json')
