@@ -48,19 +48,21 @@ def _git(*args: str) -> str:
   return out.stdout.strip() if out.returncode == 0 else ''
 
 
-# A copy of the tree without its git history (a machine the tree was sent to, an exported
-# archive) names its commit here; whether it differs from that commit is then unknown.
+# A copy of the tree sent without its git history, or with a history that is not its own (a
+# machine the tree was copied to, an exported archive), names its commit here; whether it
+# differs from that commit is then unknown, and the checkout's own commit, if any, is kept
+# beside it.
 COMMIT_VARIABLE = 'FERMINET_FAST_COMMIT'
 
 
 def git_state() -> dict:
   """The commit checked out and whether tracked files other than the artifacts (which a
-  script appends to while it measures) differ from it; outside a git checkout, the commit
-  named by the environment variable COMMIT_VARIABLE, if set, with `dirty` unknown."""
+  script appends to while it measures) differ from it; the commit named by the environment
+  variable COMMIT_VARIABLE instead, where it is set, with `dirty` unknown."""
   commit = _git('rev-parse', 'HEAD')
-  if not commit and os.environ.get(COMMIT_VARIABLE):
+  if os.environ.get(COMMIT_VARIABLE):
     return {'commit': os.environ[COMMIT_VARIABLE], 'dirty': None,
-            'commit_from': COMMIT_VARIABLE}
+            'commit_from': COMMIT_VARIABLE, 'checkout_commit': commit or None}
   dirty = (bool(_git('status', '--porcelain', '--untracked-files=no', '--', '.',
                      ':(exclude)benchmarks')) if commit else None)
   return {'commit': commit or None, 'dirty': dirty}

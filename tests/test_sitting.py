@@ -159,10 +159,16 @@ def test_peaks_by_device_kind_and_the_priority_order():
       ('Ne', 'adam', 'float32')]
 
 
-def test_a_tree_sent_without_its_git_history_records_the_commit_it_is_given(monkeypatch):
+def test_a_tree_sent_away_records_the_commit_it_is_given(monkeypatch):
   monkeypatch.setattr(artifacts, '_git', lambda *args: '')
   monkeypatch.delenv(artifacts.COMMIT_VARIABLE, raising=False)
   assert artifacts.git_state() == {'commit': None, 'dirty': None}
   monkeypatch.setenv(artifacts.COMMIT_VARIABLE, 'abc123')
-  assert artifacts.git_state() == {'commit': 'abc123', 'dirty': None,
+  assert artifacts.git_state() == {'commit': 'abc123', 'dirty': None, 'checkout_commit': None,
                                    'commit_from': artifacts.COMMIT_VARIABLE}
+  # A copy whose git history is not its own: the given commit, the checkout's beside it.
+  monkeypatch.setattr(artifacts, '_git', lambda *args: 'def456' if 'rev-parse' in args else '')
+  assert artifacts.git_state()['commit'] == 'abc123'
+  assert artifacts.git_state()['checkout_commit'] == 'def456'
+  monkeypatch.delenv(artifacts.COMMIT_VARIABLE)
+  assert artifacts.git_state() == {'commit': 'def456', 'dirty': False}
