@@ -76,3 +76,18 @@ def test_a_stretched_bond_binds_in_the_basis_limit():
   atoms = 2 * references.energy(atom, references.parse('hf/cc-pvtz'))  # Exact for one electron.
   stretched = references.energy(h2(6.0), references.parse('ccsd/cc-pv[dt]z'))
   assert atoms - 2e-3 < stretched < atoms
+
+
+def test_a_core_valence_basis_gives_hydrogen_its_valence_basis():
+  """H has no core: in cc-pCVDZ it takes cc-pVDZ, so H2's energy is the same in both, while
+  LiH's core-valence basis adds core functions on Li alone and lowers its Hartree-Fock
+  energy, by less than a millihartree (the core's correlation is what those functions are
+  for)."""
+  system = h2(H2_BOND)
+  assert references.energy(system, references.parse('hf/cc-pcvdz')) == pytest.approx(
+      references.energy(system, references.parse('hf/cc-pvdz')), abs=1e-10)
+  cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
+                            'system.molecule': 'Li 0 0 0; H 0 0 3.015'})
+  lih = systems.make_system(cfg.system)
+  valence, core = (references.energy(lih, references.parse(f'hf/cc-p{c}vdz')) for c in ('', 'c'))
+  assert 0 < valence - core < 1e-3

@@ -35,13 +35,15 @@ class HartreeFock(NamedTuple):
   mol: object  # The pyscf.gto.Mole (bohr), for checks against pyscf itself.
 
 
-def bases(system: systems.System, basis: str, ecp_basis: str) -> dict:
-  """{symbol: basis name}: `ecp_basis` for the elements with an ECP, `basis` for the rest."""
+def bases(system: systems.System, basis, ecp_basis: str) -> dict:
+  """{symbol: basis name}: `ecp_basis` for the elements with an ECP, `basis` (one name, or a
+  {symbol: name} map) for the rest."""
   with_ecp = {s for s, e in zip(system.symbols, system.ecp) if e is not None}
-  return {s: ecp_basis if s in with_ecp else basis for s in sorted(set(system.symbols))}
+  return {s: ecp_basis if s in with_ecp else basis[s] if isinstance(basis, dict) else basis
+          for s in sorted(set(system.symbols))}
 
 
-def check_basis(basis: str, system: systems.System, ecp_basis: str = '',
+def check_basis(basis, system: systems.System, ecp_basis: str = '',
                 setting: Optional[str] = None) -> None:
   """Raises InputError unless pyscf knows the basis of every element of `system`; the
   message names `setting` (None: config.pretrain's basis key)."""
@@ -93,7 +95,7 @@ def scf_energy(mf, dm0=None) -> float:
     return float(mf.kernel(dm0))
 
 
-def molecule(system: systems.System, basis: str, ecp_basis: str = '',
+def molecule(system: systems.System, basis, ecp_basis: str = '',
              setting: Optional[str] = None):
   """The pyscf.gto.Mole of `system` at its positions (bohr) in `basis`: its charge and spin,
   and atoms with an effective core potential given it and `ecp_basis` (an unknown basis:

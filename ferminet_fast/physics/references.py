@@ -7,7 +7,10 @@ else ROHF), BASIS a pyscf basis name, or a
 pair of cardinal numbers in brackets, 'cc-pv[q5]z', for the two-point extrapolation to the
 complete-basis limit: the Hartree-Fock energy of the larger basis plus the correlation
 energy extrapolated as E_X = E_CBS + A X^-3 (Helgaker, Klopper, Koch and Noga, J. Chem.
-Phys. 106, 9639 (1997)). Atoms with an effective core potential take BASIS for it.
+Phys. 106, 9639 (1997)). Atoms with an effective core potential take BASIS for it. A
+core-valence basis (cc-pCVXZ, cc-pwCVXZ) gives H and He, which have no core, the valence
+basis cc-pVXZ, as the core-valence family defines them (Woon and Dunning, J. Chem. Phys.
+103, 4572 (1995)).
 """
 
 import dataclasses
@@ -51,10 +54,22 @@ def parse(text: str, setting: str = '--reference') -> Reference:
                                  ((pair['x'], x), (pair['y'], y))), text)
 
 
+_CORE_VALENCE = re.compile(r'^(?P<head>(aug-)?cc-p)w?cv(?P<tail>\w+z)$')
+_NO_CORE = ('H', 'He')
+
+
+def element_bases(system: systems.System, basis: str) -> dict:
+  """{symbol: basis name} of `system`'s elements in `basis`: its core-valence form names the
+  valence basis for H and He."""
+  valence = _CORE_VALENCE.sub(r'\g<head>v\g<tail>', basis)
+  return {s: valence if s in _NO_CORE else basis for s in sorted(set(system.symbols))}
+
+
 def check(reference: Reference, system: systems.System, setting: str = '--reference') -> None:
   """Raises InputError unless pyscf has each basis of `reference` for `system`'s elements."""
   for basis, _ in reference.bases:
-    hartree_fock.check_basis(basis, system, basis, setting)
+    named = element_bases(system, basis)
+    hartree_fock.check_basis(named, system, basis, setting)
 
 
 def _broken_symmetry(mol, e_rhf: float):
@@ -79,7 +94,7 @@ def parts(system: systems.System, method: str, basis: str) -> tuple:
   correlation of the atoms, and the X^-3 extrapolation of that difference is wrong by
   about 1 mHa at H2's 6 bohr."""
   from pyscf import cc, fci, scf
-  mol = hartree_fock.molecule(system, basis, basis)
+  mol = hartree_fock.molecule(system, element_bases(system, basis), basis)
   mf = (scf.RHF if mol.spin == 0 else scf.ROHF)(mol)
   e_hf = hartree_fock.scf_energy(mf)
   if method == 'hf':
