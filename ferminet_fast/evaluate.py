@@ -1,14 +1,16 @@
 """Evaluation: the energy (and other observables) of a trained wavefunction with honest
 error bars.
 
-  python -m ferminet_fast.evaluate --run runs/li [--steps 4000] [--observables s2,dipole]
+  python -m ferminet_fast.evaluate --run runs/li [--steps 4000] [--walkers 1024]
+                                   [--observables s2,dipole]
   python -m ferminet_fast.evaluate --twist_average runs/t0,runs/t1 [--out twists.json]
 
 Loads the run's config and newest checkpoint, takes its parameters (by default their
 moving average over the last updates, config.optim.average_fraction; `--parameters last`
 for the last ones) and freezes them, equilibrates the walkers with the move width fixed,
 then records the mean local energy of every MCMC sweep for `--steps` sweeps (default:
-the run's config.evaluation), and the walker mean of
+the run's config.evaluation) of training's walkers, or of `--walkers` (per geometry of a
+set) cycled from them and equilibrated by the burn-in, and the walker mean of
 each requested observable (physics/observables.py). Each estimate is the reblocked mean
 with its standard error and integrated autocorrelation time, written to <run>/eval.json.
 A set of geometries is evaluated at each one (its own chain and nuclei, the same
@@ -24,8 +26,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ferminet_fast import config, plan, plot
-from ferminet_fast.environment import distributed
+from ferminet_fast import config, plot
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
 from ferminet_fast.runtime import checkpoint, cli, rundir, watchdog
@@ -38,30 +39,22 @@ PARAMETERS = config.PARAMETERS
 def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] = None,
              quiet: bool = False, seed: int = 1, observables: Sequence[str] = (),
              parameters: str = 'average', reference: str = '',
-             node_cutoff: Optional[float] = None) -> stats.Estimate:
+             node_cutoff: Optional[float] = None,
+             walkers: Optional[int] = None) -> stats.Estimate:
   """Evaluates the newest checkpoint of run_dir; returns the energy estimate and writes
   eval.json. steps, burn_in: sweeps recorded and discarded; None takes the run's
   config.evaluation. observables: names from observables.OBSERVABLES, estimated too.
   parameters: 'average' (the moving average of the parameters, optim.averaged) or 'last'.
   reference: a set of geometries' pyscf reference, 'METHOD/BASIS' (physics/references.py).
   node_cutoff: the forces' node regularisation (bohr, physics/observables.py); None takes the
-  run's config.forces.node_cutoff.
+  run's config.forces.node_cutoff. walkers: the chains' walkers (per geometry of a set), None
+  for training's; more give smaller error bars in the same sweeps, at their cost.
   A sweep that stops completing ends the process (runtime/watchdog.py, exit status 4)."""
   say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
   if not checkpoint.has_checkpoint(run_dir):
     raise InputError(f'--run {run_dir!r} holds no checkpoint to evaluate')
-  cfg = rundir.read_config(run_dir)
-  steps = cfg.evaluation.steps if steps is None else steps
-  burn_in = cfg.evaluation.burn_in if burn_in is None else burn_in
-  if parameters not in config.PARAMETERS:
-    raise InputError(f'--parameters {parameters!r} is not one of '
-                     f'{", ".join(config.PARAMETERS)}')
-  if steps < 2 or burn_in < 0:
-    raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
-  if node_cutoff is not None:  # Validated with the rest of the settings.
-    cfg.forces.node_cutoff = node_cutoff
-  cfg = plan.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
-  ctx = distributed.context(cfg.batch_size)  # The walkers split over them, as in training.
+  cfg, steps, burn_in, ctx = evaluation.settings(rundir.read_config(run_dir), steps, burn_in,
+                                                 node_cutoff, walkers)
   run = trained.TrainedRun.load(run_dir, cfg, parameters, ctx, say)
   built, system, state, which, trained_step = (run.built, run.built.system, run.state,
                                                run.parameters, run.trained_step)
@@ -117,7 +110,8 @@ def main(argv) -> None:
       return
     names = [n.strip() for n in (f.observables or '').split(',') if n.strip()]
     evaluate(f.run, f.steps, f.burn_in, seed=f.seed, observables=names,
-             parameters=f.parameters, reference=f.reference, node_cutoff=f.node_cutoff)
+             parameters=f.parameters, reference=f.reference, node_cutoff=f.node_cutoff,
+             walkers=f.walkers)
 
 
 def run() -> None:
@@ -132,6 +126,8 @@ def run() -> None:
   flags.DEFINE_integer('burn_in', None, 'Sweeps discarded before recording '
                        "(default: the run's config.evaluation.burn_in).")
   flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.')
+  flags.DEFINE_integer('walkers', None, "Walkers of the evaluation (per geometry of a set), "
+                       "cycled from training's last ones (default: training's batch).")
   flags.DEFINE_string('parameters', 'average', "'average': the parameters averaged over the "
                       "last updates (the run's config.optim.average_fraction); 'last': the "
                       'parameters of the last update.')

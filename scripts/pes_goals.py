@@ -9,10 +9,11 @@ Rows h2 and lih. The surface config (configs/h2_pes.py, configs/lih_pes.py) and 
 single-geometry config (configs/h2.py, configs/lih.py) placed at each geometry of the set
 are each trained on a ladder of iterations (RUNGS, each rung resuming the previous one, a
 process per rung as a user would continue a run) and evaluated after every rung with the
-same sweeps, until every geometry's evaluated energy lies within the row's tolerance of the
-reference. A run's time is the sum of its training processes' wall times up to that rung
-(the evaluations are left out: both ways need them alike); the separate runs' time is the
-sum over the geometries. The goal is the ratio of the two. The reference is pyscf's
+same sweeps of the same number of walkers (the single-geometry config's batch, per geometry
+of the surface: `evaluate --walkers`), until every geometry's evaluated energy lies within
+the row's tolerance of the reference. A run's time is the sum of its training processes'
+wall times up to that rung (the evaluations are left out: both ways need them alike); the
+separate runs' time is the sum over the geometries. The goal is the ratio of the two. The reference is pyscf's
 (ferminet_fast/physics/references.py), computed once per row: for H2 CCSD (full CI for two
 electrons) extrapolated from cc-pVQZ and cc-pV5Z; for LiH CCSD(T) extrapolated from
 cc-pCVTZ and cc-pCVQZ, shifted by its offset from the exact -8.070548 Ha at 3.015 bohr
@@ -81,9 +82,9 @@ def _train(config: str, run: str, iterations: int, *overrides: str) -> list:
           f'--config.optim.iterations={iterations}', *overrides]
 
 
-def _evaluate(run: str) -> list:
+def _evaluate(run: str, walkers=None) -> list:
   return [sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
-          f'--steps={EVAL_STEPS}']
+          f'--steps={EVAL_STEPS}', *([f'--walkers={walkers}'] if walkers else [])]
 
 
 def geometries_of(config: str) -> np.ndarray:
@@ -96,14 +97,15 @@ def molecule_text(symbols, positions) -> str:
   return '; '.join(f'{s} ' + ' '.join(f'{c:.10f}' for c in p) for s, p in zip(symbols, positions))
 
 
-def ladder(config: str, run: str, reference: np.ndarray, tolerance: float,
+def ladder(config: str, run: str, reference: np.ndarray, tolerance: float, walkers: int,
            *overrides: str) -> dict:
   """Trains `config` in `run` rung by rung until every evaluated energy (one, or one per
-  geometry of a surface) lies within `tolerance` of `reference` (G,); each rung's figures."""
+  geometry of a surface, each of `walkers`) lies within `tolerance` of `reference` (G,);
+  each rung's figures."""
   rungs, train_s = [], 0.0
   for iterations in RUNGS:
     train_s += _run(_train(config, run, iterations, *overrides))
-    _run(_evaluate(run))
+    _run(_evaluate(run, walkers))
     if os.path.exists(os.path.join(run, 'pes.json')):
       rows = _json(run, 'pes.json')['geometries']
       energies, errors = [r['energy'] for r in rows], [r['error'] for r in rows]
@@ -146,18 +148,22 @@ def run_surface_row(row: str, work: str) -> dict:
   positions = geometries_of(surface)
   reference = reference_energies(row)
   ref = np.asarray(reference['energies'])
-  together = ladder(surface, os.path.join(work, 'surface'), ref, tolerance)
+  walkers = race.cli.load_config_file(os.path.join(REPO, single)).batch_size
+  together = ladder(surface, os.path.join(work, 'surface'), ref, tolerance, walkers)
   separate = []
   for g, nuclei in enumerate(positions):
     separate.append(ladder(single, os.path.join(work, f'geometry_{g}'), ref[g:g + 1],
-                           tolerance, f'--config.system.molecule={molecule_text(symbols, nuclei)}',
+                           tolerance, walkers,
+                           f'--config.system.molecule={molecule_text(symbols, nuclei)}',
                            '--config.system.units=bohr'))
-  commands = [' '.join(_train(surface, '<DIR>', RUNGS[0])), ' '.join(_evaluate('<DIR>')),
+  commands = [' '.join(_train(surface, '<DIR>', RUNGS[0])),
+              ' '.join(_evaluate('<DIR>', walkers)),
               ' '.join(_train(single, '<DIR_g>', RUNGS[0], '--config.system.molecule=<g>',
                               '--config.system.units=bohr'))]
   return {'row': row, 'surface_config': surface, 'single_config': single, 'commands': commands,
           'tolerance_ha': tolerance, 'goal_ratio': goal, 'rungs': list(RUNGS),
-          'eval_steps': EVAL_STEPS, 'positions_bohr': positions.tolist(),
+          'eval_steps': EVAL_STEPS, 'eval_walkers': walkers,
+          'positions_bohr': positions.tolist(),
           'reference': reference, 'surface': together, 'separate': separate}
 
 

@@ -102,3 +102,18 @@ def test_evaluation_of_the_last_parameters_is_unbiased(trained):
 def test_evaluating_a_directory_without_checkpoint_is_an_error(tmp_path):
   with pytest.raises(InputError, match='holds no checkpoint'):
     evaluate.evaluate(str(tmp_path), steps=10, quiet=True)
+
+
+def test_more_walkers_than_training_agree_with_smaller_errors(trained):
+  """Evaluated with 4 times training's walkers (cycled from its last ones, decorrelated by
+  the burn-in), the energy agrees with the evaluation of training's 256 within 4 combined
+  errors, and its error bar is smaller, about half (1/sqrt(4)) for the same sweeps; fewer
+  than one walker is refused."""
+  path, _, _ = trained
+  few = evaluate.evaluate(str(path), steps=200, burn_in=20, quiet=True)
+  many = evaluate.evaluate(str(path), steps=200, burn_in=20, quiet=True, walkers=1024)
+  assert json.loads((path / 'eval.json').read_text())['batch_size'] == 1024
+  assert abs(many.mean - few.mean) < 4 * np.hypot(many.error, few.error), (few, many)
+  assert many.error < 0.75 * few.error, (few, many)
+  with pytest.raises(InputError, match='--walkers must be at least 1'):
+    evaluate.evaluate(str(path), steps=10, quiet=True, walkers=0)

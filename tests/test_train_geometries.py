@@ -6,6 +6,7 @@ lengths."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -196,6 +197,21 @@ def test_a_short_surface_training_follows_the_full_ci_curve(surface_run):
   errors = np.array([r['error'] for r in rows])
   assert np.all(np.abs(energies - reference) < 5e-3 + 3 * errors), (energies, reference)
   np.testing.assert_allclose(energies - energies[1], reference - reference[1], atol=5e-3)
+
+
+def test_each_geometry_evaluated_with_more_walkers_agrees(surface_run, tmp_path):
+  """Evaluated with 4 times training's walkers per geometry (each geometry's own, cycled),
+  every geometry's energy agrees with its evaluation at training's walkers within 4 combined
+  errors: no chain took another geometry's walkers."""
+  run = tmp_path / 'run'
+  shutil.copytree(surface_run, run)
+  before = json.loads((run / 'pes.json').read_text())
+  evaluate.evaluate(str(run), steps=200, burn_in=20, quiet=True,
+                    walkers=4 * before['walkers_per_geometry'])
+  after = json.loads((run / 'pes.json').read_text())
+  assert after['walkers_per_geometry'] == 4 * before['walkers_per_geometry']
+  for a, b in zip(before['geometries'], after['geometries']):
+    assert abs(a['energy'] - b['energy']) < 4 * np.hypot(a['error'], b['error']), (a, b)
 
 
 def test_a_geometry_outside_the_set_fine_tunes_from_the_surface(surface_run, tmp_path):

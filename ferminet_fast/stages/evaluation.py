@@ -9,10 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.environment import dispatch
+from ferminet_fast import plan
+from ferminet_fast.environment import dispatch, distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import boundary as boundary_lib
-from ferminet_fast.physics import excited_states, hamiltonian, references
+from ferminet_fast.physics import excited_states, hamiltonian, references, systems
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.runtime import rundir, watchdog
 from ferminet_fast.stages import differences
@@ -106,6 +107,32 @@ def sweep_functions(parts: step.Parts, chosen: dict, k: int, stack=None) -> tupl
     return s, (mean, pmove, means)
 
   return move, sweep
+
+
+def settings(cfg, steps: Optional[int], burn_in: Optional[int],
+             node_cutoff: Optional[float], walkers: Optional[int]) -> tuple:
+  """(settings, steps, burn_in, devices' context) of an evaluation of the run whose settings
+  are `cfg` (rundir.read_config): None takes the run's sweeps (config.evaluation), node
+  cutoff and batch; `walkers` is per geometry of a set. Resolved by plan.settings; values
+  out of range are InputErrors."""
+  steps = cfg.evaluation.steps if steps is None else steps
+  burn_in = cfg.evaluation.burn_in if burn_in is None else burn_in
+  if steps < 2 or burn_in < 0:
+    raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
+  if node_cutoff is not None:  # Validated with the rest of the settings.
+    cfg.forces.node_cutoff = node_cutoff
+  if walkers is not None:
+    if walkers < 1:
+      raise InputError(f'--walkers must be at least 1, got {walkers}')
+    cfg.batch_size = walkers * systems.make_system(cfg.system).geometry_count
+  cfg = plan.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
+  try:
+    ctx = distributed.context(cfg.batch_size)  # The walkers split over them, as in training.
+  except InputError as e:
+    if walkers is None:
+      raise
+    raise InputError(f'--walkers {walkers}: {e}') from None
+  return cfg, steps, burn_in, ctx
 
 
 def with_key(state, seed: int):

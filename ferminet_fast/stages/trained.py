@@ -6,18 +6,20 @@ restored with the parameters asked for (the average of the last updates, or the 
 from typing import Callable, NamedTuple
 
 import jax
+import numpy as np
 
 from ferminet_fast import config, plan
 from ferminet_fast.errors import InputError
 from ferminet_fast.optimizers import optim
 from ferminet_fast.runtime import checkpoint, rundir
 from ferminet_fast.stages import relax
-from ferminet_fast.vmc import step
+from ferminet_fast.vmc import mcmc, step
 
 # Settings a run fine-tuned from another may change: where the nuclei are (one geometry or a
 # set), and its labels. Every other setting that fixes the parameters' shapes must agree.
 GEOMETRY_KEYS = ('system.molecule', 'system.units', 'system.geometries', 'system.scan.',
                  'system.relax', 'system.name', 'system.exact_energy')
+FIELDS = ('params', 'opt_state', 'walkers')  # What a later stage restores.
 
 class TrainedRun(NamedTuple):
   """A run directory's trained state, rebuilt."""
@@ -47,17 +49,37 @@ class TrainedRun(NamedTuple):
       system = relax.at_relaxed_geometry(run_dir, system, say)
     built = plan.build(cfg, jax.random.PRNGKey(0), ctx, recorded=plan.recorded_of(run_dir),
                         system=system, time_auto=False)
-    found, state = checkpoint.restore_latest(run_dir, built.state,
-                                             ('params', 'opt_state', 'walkers'))
+    saved_batch = rundir.read_config(run_dir).batch_size
+    if saved_batch == cfg.batch_size:
+      found, state = checkpoint.restore_latest(run_dir, built.state, FIELDS)
+    else:  # Another number of walkers than training's (evaluate --walkers).
+      found, state = restored_with_walkers_cycled(run_dir, built, saved_batch)
     state, which = with_parameters(built.parts, state, parameters)
     return cls(run_dir, cfg, built, state, found, which)
+
+
+def restored_with_walkers_cycled(run_dir: str, built: plan.Built, saved_batch: int) -> tuple:
+  """(step, state): the newest checkpoint of `run_dir`, whose `saved_batch` walkers are
+  cycled per geometry (mcmc.cycled) to `built`'s batch and laid out as its walkers are."""
+  like = built.state.walkers
+  on_host = mcmc.Walkers(np.zeros((saved_batch, *like.x.shape[1:]), like.x.dtype),
+                         np.zeros((saved_batch,), like.log_psi.dtype),
+                         np.zeros(like.width.shape, like.width.dtype))
+  found, state = checkpoint.restore_latest(run_dir, built.state._replace(walkers=on_host),
+                                           FIELDS)
+  g = built.system.geometry_count
+  cycled = mcmc.cycled(jax.tree.map(np.asarray, state.walkers), g, like.x.shape[0] // g)
+  placed = jax.tree.map(lambda a, b: jax.make_array_from_callback(b.shape, b.sharding,
+                                                                   lambda i: a[i]),
+                        cycled, like)
+  return found, state._replace(walkers=placed)
 
 
 def with_parameters(parts: step.Parts, state: step.TrainState,
                     which: str) -> tuple:
   """(state, 'average' or 'last'): the state with the parameters to evaluate, the walkers'
-  log|psi| recomputed for them (in one compiled program, not operation by operation); 'average' is 'last' while the optimizer state holds no
-  average of the parameters yet."""
+  log|psi| recomputed for them (in one compiled program, not operation by operation);
+  'average' is 'last' while the optimizer state holds no average of the parameters yet."""
   if which != 'average' or not int(optim.averaged_updates(state.opt_state)) > 0:
     return state, 'last'
   params = optim.averaged_params(state.opt_state, state.params)

@@ -147,3 +147,12 @@ def in_a_row(chains: Walkers) -> Walkers:
   """The inverse of as_chains."""
   return Walkers(chains.x.reshape(-1, chains.x.shape[-1]), chains.log_psi.reshape(-1),
                  chains.width)
+
+
+def cycled(walkers: Walkers, g: int, per_chain: int) -> Walkers:
+  """G chains of B / G walkers in a row (host arrays) as G chains of `per_chain`: each
+  chain's walkers repeated in turn (or its first `per_chain`), each chain's width kept. The
+  copies start where the originals are and part with the moves of a burn-in."""
+  chains = as_chains(walkers, g)
+  take = np.arange(per_chain) % chains.x.shape[1]
+  return in_a_row(Walkers(chains.x[:, take], chains.log_psi[:, take], chains.width))
