@@ -1,0 +1,227 @@
+"""Surfaces against DeepQMC 1.3.0's transferable training: one network over the same set of
+geometries (H2's 12 bond lengths of configs/h2_pes.py, LiH's 10 of configs/lih_pes.py),
+trained by each code as one whole process for the same wall time, then every geometry
+evaluated the same way, judged by the mean absolute error against the row's pyscf reference
+(scripts/pes_goals.py's).
+
+  python -m scripts.pes_race --deepqmc DIR [--rows h2,lih] [--seconds 1800] [--keep DIR]
+  python -m scripts.render_docs                  # put the table into ACCURACY.md
+
+DIR is `bash ../shared/anchors/setup-deepqmc.sh DIR`. DeepQMC runs `task=train_transferable
+ansatz=transpsiformer` (its graph-conditioned TransPsiformer) with the settings of PEER:
+Hartree-Fock pretraining in sto-6g (without it, its first step on H2 gave NaN), a checkpoint
+every CHECKPOINT_STEPS steps, and SIGINT at the budget (it stops cleanly); ours trains the
+surface config and is stopped by SIGTERM at the budget (it checkpoints). Both codes are then
+evaluated the same way: at each geometry WALKERS walkers, BURN_IN sweeps discarded and
+SWEEPS recorded (DeepQMC after its own equilibration of the sampler, which samples
+`molecule_batch_size` geometries per step: it runs for as many steps as give every geometry
+that many, and each geometry's first BURN_IN are discarded), each geometry's per-sweep means
+reblocked by the same code (ferminet_fast/vmc/stats.py). Ours evaluates its averaged
+parameters (what `evaluate` takes by default), DeepQMC its last checkpoint.
+
+Each row's race is appended to benchmarks/pes_race.json (scripts/artifacts.py); TABLES renders
+the newest of each row into ACCURACY.md.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from scripts import artifacts, pes_goals, race
+
+REPO = pes_goals.REPO
+JSON = os.path.join(REPO, 'benchmarks', 'pes_race.json')
+ROWS = ('h2', 'lih')
+MOLECULE = {'h2': 'H2', 'lih': 'LiH'}  # DeepQMC's hamil/mol: its Hamiltonian's defaults.
+WALKERS, BURN_IN, SWEEPS = 256, 100, 500  # Each geometry's evaluation, both codes.
+CHECKPOINT_STEPS = 50
+PEER = {'task': 'train_transferable', 'ansatz': 'transpsiformer', 'task.seed': 42,
+        'task.molecule_batch_size': 3, 'task.electron_batch_size': 128,
+        'task.pretrain_steps': 500, '+task.pretrain_kwargs.scf_kwargs.basis': 'sto-6g',
+        '+task.chkpt_constructor.interval': CHECKPOINT_STEPS}
+GOAL = 'ours lower mean absolute error, beyond the combined error'
+
+
+def deepqmc_command(dq_dir: str, run: str, *settings: str) -> list:
+  return [os.path.join(dq_dir, 'venv', 'bin', 'deepqmc'), 'hydra/job_logging=default',
+          f'hydra.run.dir={run}', f'task.workdir={run}', *settings]
+
+
+def write_geometries(directory: str, symbols, charges, positions: np.ndarray) -> None:
+  """One DeepQMC molecule file per geometry, in bohr, named so they sort in our order."""
+  os.makedirs(directory, exist_ok=True)
+  for g, nuclei in enumerate(positions):
+    with open(os.path.join(directory, f'geometry_{g:03d}.yaml'), 'w') as f:
+      f.write(f'coords: {np.asarray(nuclei).tolist()}\ncharges: {list(charges)}\n'
+              'charge: 0\nspin: 0\nunit: bohr\n')
+
+
+def peer_record(dq_dir: str) -> dict:
+  python = os.path.join(dq_dir, 'venv', 'bin', 'python')
+  out = subprocess.run([python, '-c', 'import sys, deepqmc, jax; print(sys.version.split()[0], '
+                        'deepqmc.__version__, jax.__version__)'], capture_output=True, text=True)
+  py, dq, jx = (out.stdout.split() + [None] * 3)[:3]
+  return {'name': 'DeepQMC', 'dir': dq_dir, 'versions': {'python': py, 'deepqmc': dq,
+                                                          'jax': jx},
+          'settings': {'name': 'transferable', 'keys': dict(PEER)}}
+
+
+def race_deepqmc(dq_dir: str, row: str, geometries: str, work: str, seconds: float) -> dict:
+  """DeepQMC's training for `seconds` (SIGINT then), and its evaluation of each geometry."""
+  train_dir, eval_dir = os.path.join(work, 'deepqmc'), os.path.join(work, 'deepqmc_eval')
+  settings = [f'{k}={v}' for k, v in PEER.items()]
+  cmd = deepqmc_command(dq_dir, train_dir, *settings, f'hamil/mol={MOLECULE[row]}',
+                        f'task.mols.directory={geometries}', 'task.steps=100000000')
+  wall = race._run(cmd, seconds, stop=signal.SIGINT)
+  steps = deepqmc_checkpoint_step(os.path.join(train_dir, 'training'))
+  g = len(os.listdir(geometries))
+  batch = PEER['task.molecule_batch_size']
+  evaluation = deepqmc_command(
+      dq_dir, eval_dir, 'task=evaluate', f'task.restdir={train_dir}/training',
+      f'task.steps={-(-(SWEEPS + BURN_IN) * g // batch)}',
+      f'+task.electron_batch_size={WALKERS}')
+  subprocess.run(evaluation, cwd=work, check=True, capture_output=True)
+  return {'wall_s': wall, 'steps': steps, 'commands': [' '.join(cmd), ' '.join(evaluation)],
+          'geometries': deepqmc_energies(os.path.join(eval_dir, 'evaluation', 'result.h5'), g,
+                                         dq_dir)}
+
+
+def deepqmc_checkpoint_step(directory: str) -> int:
+  steps = [int(f[len('chkpt-'):-len('.pt')]) for f in os.listdir(directory)
+           if f.startswith('chkpt-') and f.endswith('.pt')]
+  return max(steps, default=0)
+
+
+def deepqmc_energies(h5: str, g: int, dq_dir: str) -> list:
+  """Each geometry's reblocked energy from DeepQMC's evaluation log: its per-step walker means,
+  the first BURN_IN of each geometry discarded (read by DeepQMC's own h5py)."""
+  read = ('import h5py, json, sys, numpy as np\n'
+          'f = h5py.File(sys.argv[1], "r")\n'
+          'e = np.asarray(f["local_energy"]["samples"] if "samples" in f["local_energy"] '
+          'else f["local_energy"])\n'
+          'i = np.asarray(f["mol_idxs"])\n'
+          'print(json.dumps({"e": e.reshape(*i.shape, -1).mean(-1).tolist(), '
+          '"i": i.tolist()}))\n')
+  out = subprocess.run([os.path.join(dq_dir, 'venv', 'bin', 'python'), '-c', read, h5],
+                       capture_output=True, text=True, check=True)
+  logged = json.loads(out.stdout)
+  return per_geometry(np.asarray(logged['e']), np.asarray(logged['i']), g)
+
+
+def per_geometry(means: np.ndarray, indices: np.ndarray, g: int) -> list:
+  """(steps, batch) walker means and the geometry of each: every geometry's reblocked energy
+  over its sweeps after the first BURN_IN, and how many it had."""
+  from ferminet_fast.vmc import stats
+  out = []
+  for k in range(g):
+    series = means[indices == k][BURN_IN:]
+    est = stats.reblock(series) if len(series) > 1 else None
+    out.append({'energy': None if est is None else est.mean,
+                'error': None if est is None else est.error, 'sweeps': int(len(series))})
+  return out
+
+
+def race_ours(config: str, work: str, seconds: float) -> dict:
+  run = os.path.join(work, 'ours')
+  cmd = pes_goals._train(config, run, int(race.RACE_ITERATIONS))
+  wall = race._run(cmd, seconds)
+  pes_goals._run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
+                  f'--steps={SWEEPS}', f'--burn_in={BURN_IN}', f'--walkers={WALKERS}'])
+  pes = pes_goals._json(run, 'pes.json')
+  steps = pes['checkpoint_step']
+  return {'wall_s': wall, 'steps': steps, 'commands': [' '.join(cmd)],
+          'geometries': [{'energy': r['energy'], 'error': r['error'], 'sweeps': r['sweeps']}
+                         for r in pes['geometries']]}
+
+
+def mean_absolute_error(side: dict, reference: np.ndarray) -> tuple:
+  """(MAE, its standard error) in Ha over the geometries; None where one is missing."""
+  rows = side['geometries']
+  if any(r['energy'] is None for r in rows):
+    return None, None
+  e, s = (np.array([r[k] for r in rows]) for k in ('energy', 'error'))
+  return float(np.mean(np.abs(e - reference))), float(np.sqrt(np.sum(s ** 2)) / len(e))
+
+
+def run_row(row: str, dq_dir: str, seconds: float, work: str) -> dict:
+  surface = pes_goals.SURFACES[row][0]
+  cfg = race.cli.load_config_file(os.path.join(REPO, surface))
+  system = race.systems.make_system(cfg.system)
+  positions = pes_goals.geometries_of(surface)
+  reference = pes_goals.reference_energies(row)
+  geometries = os.path.join(work, 'geometries')
+  write_geometries(geometries, system.symbols, [int(c) for c in system.charges], positions)
+  return {'row': row, 'seconds': seconds, 'surface_config': surface,
+          'positions_bohr': positions.tolist(), 'reference': reference,
+          'evaluation': {'walkers': WALKERS, 'burn_in': BURN_IN, 'sweeps': SWEEPS},
+          'deepqmc': race_deepqmc(dq_dir, row, geometries, work, seconds),
+          'ours': race_ours(surface, work, seconds)}
+
+
+def verdict(e: dict) -> str:
+  ref = np.asarray(e['reference']['energies'])
+  (ours, s_o), (peer, s_p) = (mean_absolute_error(e[k], ref) for k in ('ours', 'deepqmc'))
+  if ours is None or peer is None:
+    return 'not judged: a geometry without an evaluated energy'
+  combined = float(np.hypot(s_o, s_p))
+  gap = 1e3 * (peer - ours)
+  if gap > 1e3 * combined:
+    return f'met: ours lower by {gap:.2f} ± {1e3 * combined:.2f} mHa'
+  return f'missed: ours − DeepQMC {-gap:+.2f} ± {1e3 * combined:.2f} mHa'
+
+
+def row_line(e: dict) -> str:
+  ref = np.asarray(e['reference']['energies'])
+
+  def side(key):
+    mae, err = mean_absolute_error(e[key], ref)
+    shown = '–' if mae is None else f'{1e3 * mae:.2f} ± {1e3 * err:.2f}'
+    return f'{shown} ({e[key]["steps"]} steps)'
+
+  return (f'| {e["row"]} | {len(ref)} | {e["seconds"]:.0f} | {side("ours")} | '
+          f'{side("deepqmc")} | {GOAL} | {verdict(e)} |')
+
+
+def render_table(path: str = JSON) -> str:
+  """ACCURACY.md's table of the race: the newest race of each row, judged now."""
+  newest = {}
+  for run in artifacts.read(path):
+    newest[run.data['row']] = run
+  runs = [newest[r] for r in ROWS if r in newest]
+  if not runs:
+    return ('Not measured yet: the table appears when `python -m scripts.pes_race` has run '
+            '(rows h2, lih).')
+  head = ('row', 'geometries', 'budget (s)', 'ours: mean absolute error (mHa)',
+          'DeepQMC: mean absolute error (mHa)', 'goal', 'verdict')
+  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+  lines += [row_line(r.data) for r in runs]
+  return '\n'.join(lines) + '\n\n' + artifacts.provenance(path, runs)
+
+
+TABLES = {'pes_race': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
+
+
+def main():
+  parser, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON, extra=(
+      ('--deepqmc', {'metavar': 'DIR', 'help': 'setup-deepqmc.sh DIR'}),
+      ('--seconds', {'type': float, 'default': 1800.0, 'help': "each code's wall time"})))
+  if not args.deepqmc:
+    parser.error('--deepqmc DIR is needed (bash ../shared/anchors/setup-deepqmc.sh DIR)')
+  peer = peer_record(args.deepqmc)
+  for row in rows:
+    run_meta = artifacts.meta(peer=peer)
+    with tempfile.TemporaryDirectory() as tmp:
+      work = os.path.join(args.keep or tmp, row)
+      entry = run_row(row, args.deepqmc, args.seconds, work)
+    artifacts.append(args.json, entry, run_meta)
+    print(row_line(entry), flush=True)
+  print(render_table(args.json))
+
+
+if __name__ == '__main__':
+  main()
