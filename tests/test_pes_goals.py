@@ -64,3 +64,25 @@ def test_surface_verdicts():
 
 def test_an_empty_artifact_renders_as_not_measured(tmp_path):
   assert pes_goals.render_table(str(tmp_path / 'none.json')).startswith('Not measured yet')
+
+
+def test_the_path_summary_skips_the_newest_move_not_yet_measured():
+  """relax.json's newest entry (the nuclei just moved) has no forces yet; the bonds and
+  angles count every entry, the force statistics the measured ones."""
+  def entry(r, theta, force=None):
+    final = final_of(r, theta)['distances']
+    rb = final[0]['distance_bohr']
+    half = math.radians(theta) / 2
+    h = [[rb * math.sin(half), 0, rb * math.cos(half)], [-rb * math.sin(half), 0,
+                                                         rb * math.cos(half)]]
+    e = {'step': 0, 'positions_bohr': [[0, 0, 0], *h], 'velocity_bohr': [[0, 0, 0]] * 3}
+    if force is not None:
+      e.update(forces_ha_per_bohr=[[force, 0, force]] * 3,
+               force_errors_ha_per_bohr=[[force / 10, 0, force / 10]] * 3)
+    return e
+
+  summary = pes_goals.path_summary([entry(1.0, 110, 0.2), entry(0.95, 100)])
+  assert summary['bond_range_angstrom'] == pytest.approx([0.95, 1.0])
+  assert summary['angle_range_degrees'] == pytest.approx([100, 110])
+  assert summary['force_median'] == pytest.approx(0.2)
+  assert summary['force_error_median'] == pytest.approx(0.02)
