@@ -5,17 +5,19 @@ evaluated the same way, judged by the mean absolute error against the row's pysc
 (scripts/pes_goals.py's).
 
   python -m scripts.pes_race --deepqmc DIR [--rows h2,lih] [--seconds 1800] [--keep DIR]
+                             [--peer KEY=VALUE ...] [--sweeps 500] [--burn-in 100]
   python -m scripts.render_docs                  # put the table into ACCURACY.md
 
 DIR is `bash ../shared/anchors/setup-deepqmc.sh DIR`. DeepQMC runs `task=train_transferable
-ansatz=transpsiformer` (its graph-conditioned TransPsiformer) with the settings of PEER:
+ansatz=transpsiformer` (its graph-conditioned TransPsiformer) with the settings of PEER
+(`--peer KEY=VALUE` changes one, recorded in the artifact):
 Hartree-Fock pretraining in sto-6g (without it, its first step on H2 gave NaN), a checkpoint
 every CHECKPOINT_STEPS steps, and SIGINT at the budget (it stops cleanly); ours trains the
 surface config and is stopped by SIGTERM at the budget (it checkpoints). Both codes are then
-evaluated the same way: at each geometry WALKERS walkers, BURN_IN sweeps discarded and
-SWEEPS recorded (DeepQMC after its own equilibration of the sampler, which samples
+evaluated the same way: at each geometry WALKERS walkers, `--burn-in` sweeps discarded and
+`--sweeps` recorded (DeepQMC after its own equilibration of the sampler, which samples
 `molecule_batch_size` geometries per step: it runs for as many steps as give every geometry
-that many, and each geometry's first BURN_IN are discarded), each geometry's per-sweep means
+that many, and each geometry's first burn-in sweeps are discarded), each geometry's per-sweep means
 reblocked by the same code (ferminet_fast/vmc/stats.py). Ours evaluates its averaged
 parameters (what `evaluate` takes by default), DeepQMC its last checkpoint.
 
@@ -29,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,7 +41,7 @@ REPO = pes_goals.REPO
 JSON = os.path.join(REPO, 'benchmarks', 'pes_race.json')
 ROWS = ('h2', 'lih')
 MOLECULE = {'h2': 'H2', 'lih': 'LiH'}  # DeepQMC's hamil/mol: its Hamiltonian's defaults.
-WALKERS, BURN_IN, SWEEPS = 256, 100, 500  # Each geometry's evaluation, both codes.
+WALKERS, BURN_IN, SWEEPS = 256, 100, 500  # Each geometry's evaluation, both codes (defaults).
 CHECKPOINT_STEPS = 50
 PEER = {'task': 'train_transferable', 'ansatz': 'transpsiformer', 'task.seed': 42,
         'task.molecule_batch_size': 3, 'task.electron_batch_size': 128,
@@ -61,34 +64,47 @@ def write_geometries(directory: str, symbols, charges, positions: np.ndarray) ->
               'charge: 0\nspin: 0\nunit: bohr\n')
 
 
-def peer_record(dq_dir: str) -> dict:
-  python = os.path.join(dq_dir, 'venv', 'bin', 'python')
+class Race(NamedTuple):
+  """How each row is raced: DeepQMC's directory and settings, each code's wall time, and the
+  evaluation of every geometry (the same for both)."""
+  dq_dir: str
+  peer: dict  # PEER with --peer's changes.
+  seconds: float
+  sweeps: int
+  burn_in: int
+
+
+def peer_record(setup: Race) -> dict:
+  python = os.path.join(setup.dq_dir, 'venv', 'bin', 'python')
   out = subprocess.run([python, '-c', 'import sys, deepqmc, jax; print(sys.version.split()[0], '
                         'deepqmc.__version__, jax.__version__)'], capture_output=True, text=True)
   py, dq, jx = (out.stdout.split() + [None] * 3)[:3]
-  return {'name': 'DeepQMC', 'dir': dq_dir, 'versions': {'python': py, 'deepqmc': dq,
-                                                          'jax': jx},
-          'settings': {'name': 'transferable', 'keys': dict(PEER)}}
+  return {'name': 'DeepQMC', 'dir': setup.dq_dir,
+          'versions': {'python': py, 'deepqmc': dq, 'jax': jx},
+          'settings': {'name': 'transferable', 'keys': dict(setup.peer)}}
 
 
-def race_deepqmc(dq_dir: str, row: str, geometries: str, work: str, seconds: float) -> dict:
-  """DeepQMC's training for `seconds` (SIGINT then), and its evaluation of each geometry."""
+def race_deepqmc(setup: Race, row: str, geometries: str, work: str) -> dict:
+  """DeepQMC's training for the budget (SIGINT then), and its evaluation of each geometry."""
   train_dir, eval_dir = os.path.join(work, 'deepqmc'), os.path.join(work, 'deepqmc_eval')
-  settings = [f'{k}={v}' for k, v in PEER.items()]
-  cmd = deepqmc_command(dq_dir, train_dir, *settings, f'hamil/mol={MOLECULE[row]}',
+  settings = [f'{k}={v}' for k, v in setup.peer.items()]
+  cmd = deepqmc_command(setup.dq_dir, train_dir, *settings, f'hamil/mol={MOLECULE[row]}',
                         f'task.mols.directory={geometries}', 'task.steps=100000000')
-  wall = race._run(cmd, seconds, stop=signal.SIGINT)
+  wall = race._run(cmd, setup.seconds, stop=signal.SIGINT)
   steps = deepqmc_checkpoint_step(os.path.join(train_dir, 'training'))
   g = len(os.listdir(geometries))
-  batch = PEER['task.molecule_batch_size']
+  batch = int(setup.peer['task.molecule_batch_size'])
   evaluation = deepqmc_command(
-      dq_dir, eval_dir, 'task=evaluate', f'task.restdir={train_dir}/training',
-      f'task.steps={-(-(SWEEPS + BURN_IN) * g // batch)}',
+      setup.dq_dir, eval_dir, 'task=evaluate', f'task.restdir={train_dir}/training',
+      f'task.steps={-(-(setup.sweeps + setup.burn_in) * g // batch)}',
       f'+task.electron_batch_size={WALKERS}')
-  subprocess.run(evaluation, cwd=work, check=True, capture_output=True)
+  done = subprocess.run(evaluation, cwd=work, capture_output=True, text=True)
+  if done.returncode:
+    raise RuntimeError(f'DeepQMC evaluation failed ({done.returncode}):\n'
+                       f'{done.stderr[-2000:]}')
+  h5 = os.path.join(eval_dir, 'evaluation', 'result.h5')
   return {'wall_s': wall, 'steps': steps, 'commands': [' '.join(cmd), ' '.join(evaluation)],
-          'geometries': deepqmc_energies(os.path.join(eval_dir, 'evaluation', 'result.h5'), g,
-                                         dq_dir)}
+          'geometries': deepqmc_energies(h5, g, setup)}
 
 
 def deepqmc_checkpoint_step(directory: str) -> int:
@@ -97,9 +113,9 @@ def deepqmc_checkpoint_step(directory: str) -> int:
   return max(steps, default=0)
 
 
-def deepqmc_energies(h5: str, g: int, dq_dir: str) -> list:
-  """Each geometry's reblocked energy from DeepQMC's evaluation log: its per-step walker means,
-  the first BURN_IN of each geometry discarded (read by DeepQMC's own h5py)."""
+def deepqmc_energies(h5: str, g: int, setup: Race) -> list:
+  """Each geometry's reblocked energy from DeepQMC's evaluation log (read by its own h5py):
+  its per-step walker means, the first burn-in sweeps of each geometry discarded."""
   read = ('import h5py, json, sys, numpy as np\n'
           'f = h5py.File(sys.argv[1], "r")\n'
           'e = np.asarray(f["local_energy"]["samples"] if "samples" in f["local_energy"] '
@@ -107,34 +123,35 @@ def deepqmc_energies(h5: str, g: int, dq_dir: str) -> list:
           'i = np.asarray(f["mol_idxs"])\n'
           'print(json.dumps({"e": e.reshape(*i.shape, -1).mean(-1).tolist(), '
           '"i": i.tolist()}))\n')
-  out = subprocess.run([os.path.join(dq_dir, 'venv', 'bin', 'python'), '-c', read, h5],
+  out = subprocess.run([os.path.join(setup.dq_dir, 'venv', 'bin', 'python'), '-c', read, h5],
                        capture_output=True, text=True, check=True)
   logged = json.loads(out.stdout)
-  return per_geometry(np.asarray(logged['e']), np.asarray(logged['i']), g)
+  return per_geometry(np.asarray(logged['e']), np.asarray(logged['i']), g, setup.burn_in)
 
 
-def per_geometry(means: np.ndarray, indices: np.ndarray, g: int) -> list:
+def per_geometry(means: np.ndarray, indices: np.ndarray, g: int, burn_in: int) -> list:
   """(steps, batch) walker means and the geometry of each: every geometry's reblocked energy
-  over its sweeps after the first BURN_IN, and how many it had."""
+  over its sweeps after its first `burn_in`, and how many it had."""
   from ferminet_fast.vmc import stats
   out = []
   for k in range(g):
-    series = means[indices == k][BURN_IN:]
+    series = means[indices == k][burn_in:]
     est = stats.reblock(series) if len(series) > 1 else None
     out.append({'energy': None if est is None else est.mean,
                 'error': None if est is None else est.error, 'sweeps': int(len(series))})
   return out
 
 
-def race_ours(config: str, work: str, seconds: float) -> dict:
+def race_ours(setup: Race, config: str, work: str) -> dict:
   run = os.path.join(work, 'ours')
   cmd = pes_goals._train(config, run, int(race.RACE_ITERATIONS))
-  wall = race._run(cmd, seconds)
-  pes_goals._run([sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
-                  f'--steps={SWEEPS}', f'--burn_in={BURN_IN}', f'--walkers={WALKERS}'])
+  wall = race._run(cmd, setup.seconds)
+  evaluation = [sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
+                f'--steps={setup.sweeps}', f'--burn_in={setup.burn_in}', f'--walkers={WALKERS}']
+  pes_goals._run(evaluation)
   pes = pes_goals._json(run, 'pes.json')
-  steps = pes['checkpoint_step']
-  return {'wall_s': wall, 'steps': steps, 'commands': [' '.join(cmd)],
+  return {'wall_s': wall, 'steps': pes['checkpoint_step'],
+          'commands': [' '.join(cmd), ' '.join(evaluation)],
           'geometries': [{'energy': r['energy'], 'error': r['error'], 'sweeps': r['sweeps']}
                          for r in pes['geometries']]}
 
@@ -148,7 +165,7 @@ def mean_absolute_error(side: dict, reference: np.ndarray) -> tuple:
   return float(np.mean(np.abs(e - reference))), float(np.sqrt(np.sum(s ** 2)) / len(e))
 
 
-def run_row(row: str, dq_dir: str, seconds: float, work: str) -> dict:
+def run_row(setup: Race, row: str, work: str) -> dict:
   surface = pes_goals.SURFACES[row][0]
   cfg = race.cli.load_config_file(os.path.join(REPO, surface))
   system = race.systems.make_system(cfg.system)
@@ -156,11 +173,12 @@ def run_row(row: str, dq_dir: str, seconds: float, work: str) -> dict:
   reference = pes_goals.reference_energies(row)
   geometries = os.path.join(work, 'geometries')
   write_geometries(geometries, system.symbols, [int(c) for c in system.charges], positions)
-  return {'row': row, 'seconds': seconds, 'surface_config': surface,
+  return {'row': row, 'seconds': setup.seconds, 'surface_config': surface,
           'positions_bohr': positions.tolist(), 'reference': reference,
-          'evaluation': {'walkers': WALKERS, 'burn_in': BURN_IN, 'sweeps': SWEEPS},
-          'deepqmc': race_deepqmc(dq_dir, row, geometries, work, seconds),
-          'ours': race_ours(surface, work, seconds)}
+          'evaluation': {'walkers': WALKERS, 'burn_in': setup.burn_in,
+                         'sweeps': setup.sweeps},
+          'deepqmc': race_deepqmc(setup, row, geometries, work),
+          'ours': race_ours(setup, surface, work)}
 
 
 def verdict(e: dict) -> str:
@@ -209,15 +227,24 @@ TABLES = {'pes_race': ('ACCURACY.md', render_table)}  # Rendered by scripts/rend
 def main():
   parser, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON, extra=(
       ('--deepqmc', {'metavar': 'DIR', 'help': 'setup-deepqmc.sh DIR'}),
-      ('--seconds', {'type': float, 'default': 1800.0, 'help': "each code's wall time"})))
+      ('--seconds', {'type': float, 'default': 1800.0, 'help': "each code's wall time"}),
+      ('--peer', {'metavar': 'KEY=VALUE', 'nargs': '*', 'default': [],
+                  'help': "DeepQMC's settings changed from PEER"}),
+      ('--sweeps', {'type': int, 'default': SWEEPS, 'help': 'sweeps recorded per geometry'}),
+      ('--burn-in', {'type': int, 'default': BURN_IN,
+                     'help': 'sweeps discarded per geometry'})))
   if not args.deepqmc:
     parser.error('--deepqmc DIR is needed (bash ../shared/anchors/setup-deepqmc.sh DIR)')
-  peer = peer_record(args.deepqmc)
+  if any('=' not in kv for kv in args.peer):
+    parser.error('--peer takes KEY=VALUE')
+  peer = {**PEER, **dict(kv.split('=', 1) for kv in args.peer)}
+  setup = Race(args.deepqmc, peer, args.seconds, args.sweeps, args.burn_in)
+  record = peer_record(setup)
   for row in rows:
-    run_meta = artifacts.meta(peer=peer)
+    run_meta = artifacts.meta(peer=record)
     with tempfile.TemporaryDirectory() as tmp:
       work = os.path.join(args.keep or tmp, row)
-      entry = run_row(row, args.deepqmc, args.seconds, work)
+      entry = run_row(setup, row, work)
     artifacts.append(args.json, entry, run_meta)
     print(row_line(entry), flush=True)
   print(render_table(args.json))

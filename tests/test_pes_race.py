@@ -17,7 +17,7 @@ def test_each_geometry_takes_its_own_steps_after_its_burn_in():
   indices = np.array([[0, 1]] * n)  # Two of three geometries sampled each step.
   means = np.where(indices == 0, -1.0, -2.0) + 0.01 * rng.standard_normal(indices.shape)
   means[:pes_race.BURN_IN] += 5.0  # Not equilibrated: must be discarded.
-  rows = pes_race.per_geometry(means, indices, 3)
+  rows = pes_race.per_geometry(means, indices, 3, pes_race.BURN_IN)
   assert [r['sweeps'] for r in rows] == [50, 50, 0] and rows[2]['energy'] is None
   assert rows[0]['energy'] == pytest.approx(stats.reblock(means[pes_race.BURN_IN:, 0]).mean)
   assert rows[1]['energy'] == pytest.approx(-2.0, abs=0.01)
