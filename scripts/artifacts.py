@@ -222,6 +222,18 @@ def newest_rows(path: str, names, field: str = 'rows', key: str = 'row') -> list
   return [newest[name] for name in names if name in newest]
 
 
+def newest_runs(path: str, rows) -> list:
+  """The newest run of each of `rows` (matched on the run's data['row']; every run is kept),
+  in the order of `rows`; rows never measured are left out."""
+  newest = {run.data['row']: run for run in read(path)}
+  return [newest[r] for r in rows if r in newest]
+
+
+def table(head, lines) -> str:
+  """A Markdown table: the header `head` and the rendered `lines` ('| ... |')."""
+  return '\n'.join(['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head), *lines])
+
+
 def provenance(path: str, runs: Optional[list] = None) -> str:
   """The one-line note under a rendered table: artifact file, date, machine, commit (of
   `runs`, each counted once, or of every run of the artifact)."""

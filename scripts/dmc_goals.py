@@ -229,17 +229,14 @@ def row_line(e: dict, exact: Optional[float]) -> str:
 def render_table(path: str = JSON) -> str:
   """ACCURACY.md's DMC table: the newest run of each row, judged now against the package's
   exact energies, and the provenance of those runs."""
-  newest = {}
-  for run in artifacts.read(path):
-    newest[run.data['row']] = run  # Every run is kept; the table shows each row's newest.
-  runs = [newest[r] for r in ROWS if r in newest]
+  runs = artifacts.newest_runs(path, ROWS)
   if not runs:
     return 'Not measured yet: the table appears when the script has run.'
   head = ('system', 'VMC (s)', 'VMC error (mHa), or energy', 'DMC (s)',
           'DMC E(tau->0) error (mHa), or energy', 'per tau (mHa), or energies', 'nodeless',
           'FermiNet VMC (mHa)', 'goal', 'verdict')
-  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-  lines += [row_line(r.data, exact_energy(r.data['config'])) for r in runs]
+  lines = [artifacts.table(head, [row_line(r.data, exact_energy(r.data['config']))
+                                 for r in runs])]
   cmds = ''.join(f'\n- {r.data["row"]}: `{r.data["commands"][-1]}`' for r in runs)
   return '\n'.join(lines) + '\n\n' + artifacts.provenance(path, runs) + '\n' + cmds
 

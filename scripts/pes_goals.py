@@ -274,17 +274,13 @@ def row_line(e: dict) -> str:
 
 def render_table(path: str = JSON) -> str:
   """ACCURACY.md's surface table: the newest run of each row, judged now."""
-  newest = {}
-  for run in artifacts.read(path):
-    newest[run.data['row']] = run
-  runs = [newest[r] for r in ROWS if r in newest]
+  runs = artifacts.newest_runs(path, ROWS)
   if not runs:
     return ('Not measured yet: the table appears when `python -m scripts.pes_goals` has run '
             '(rows h2, lih, h2o).')
   head = ('row', 'what', 'measured', 'goal', 'verdict')
-  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-  lines += [row_line(r.data) for r in runs]
-  return '\n'.join(lines) + '\n\n' + artifacts.provenance(path, runs)
+  body = artifacts.table(head, [row_line(r.data) for r in runs])
+  return body + '\n\n' + artifacts.provenance(path, runs)
 
 
 TABLES = {'pes_goals': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
