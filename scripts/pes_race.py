@@ -11,15 +11,16 @@ evaluated the same way, judged by the mean absolute error against the row's pysc
 DIR is `bash ../shared/anchors/setup-deepqmc.sh DIR`. DeepQMC runs `task=train_transferable
 ansatz=transpsiformer` (its graph-conditioned TransPsiformer) with the settings of PEER
 (`--peer KEY=VALUE` changes one, recorded in the artifact):
-Hartree-Fock pretraining in sto-6g (without it, its first step on H2 gave NaN), a checkpoint
-every CHECKPOINT_STEPS steps, and SIGINT at the budget (it stops cleanly); ours trains the
-surface config and is stopped by SIGTERM at the budget (it checkpoints). Both codes are then
+Hartree-Fock pretraining in sto-6g (without it, its first step on H2 gave NaN) and a
+checkpoint every CHECKPOINT_STEPS steps, stopped by SIGTERM at the budget and evaluated from
+its newest checkpoint written within the budget; ours trains the surface config and is
+stopped by SIGTERM at the budget (it checkpoints then). Both codes are then
 evaluated the same way: at each geometry WALKERS walkers, `--burn-in` sweeps discarded and
 `--sweeps` recorded (DeepQMC after its own equilibration of the sampler, which samples
 `molecule_batch_size` geometries per step: it runs for as many steps as give every geometry
 that many, and each geometry's first burn-in sweeps are discarded), each geometry's per-sweep means
 reblocked by the same code (ferminet_fast/vmc/stats.py). Ours evaluates its averaged
-parameters (what `evaluate` takes by default), DeepQMC its last checkpoint.
+parameters (what `evaluate` takes by default), DeepQMC its last parameters.
 
 Each row's race is appended to benchmarks/pes_race.json (scripts/artifacts.py); TABLES renders
 the newest of each row into ACCURACY.md.
@@ -27,10 +28,10 @@ the newest of each row into ACCURACY.md.
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -41,7 +42,7 @@ REPO = pes_goals.REPO
 JSON = os.path.join(REPO, 'benchmarks', 'pes_race.json')
 ROWS = ('h2', 'lih')
 MOLECULE = {'h2': 'H2', 'lih': 'LiH'}  # DeepQMC's hamil/mol: its Hamiltonian's defaults.
-WALKERS, BURN_IN, SWEEPS = 256, 100, 500  # Each geometry's evaluation, both codes (defaults).
+WALKERS, BURN_IN, SWEEPS = 128, 50, 200  # Each geometry's evaluation, both codes (defaults).
 CHECKPOINT_STEPS = 50
 PEER = {'task': 'train_transferable', 'ansatz': 'transpsiformer', 'task.seed': 42,
         'task.molecule_batch_size': 3, 'task.electron_batch_size': 128,
@@ -85,19 +86,21 @@ def peer_record(setup: Race) -> dict:
 
 
 def race_deepqmc(setup: Race, row: str, geometries: str, work: str) -> dict:
-  """DeepQMC's training for the budget (SIGINT then), and its evaluation of each geometry."""
+  """DeepQMC's training for the budget, and the evaluation of each geometry from its newest
+  checkpoint written within the budget."""
   train_dir, eval_dir = os.path.join(work, 'deepqmc'), os.path.join(work, 'deepqmc_eval')
   settings = [f'{k}={v}' for k, v in setup.peer.items()]
   cmd = deepqmc_command(setup.dq_dir, train_dir, *settings, f'hamil/mol={MOLECULE[row]}',
                         f'task.mols.directory={geometries}', 'task.steps=100000000')
-  wall = race._run(cmd, setup.seconds, stop=signal.SIGINT)
-  steps = deepqmc_checkpoint_step(os.path.join(train_dir, 'training'))
+  end = time.time() + setup.seconds
+  wall = race._run(cmd, setup.seconds)
+  name, steps = deepqmc_checkpoint(os.path.join(train_dir, 'training'), end)
   g = len(os.listdir(geometries))
   batch = int(setup.peer['task.molecule_batch_size'])
   evaluation = deepqmc_command(
       setup.dq_dir, eval_dir, 'task=evaluate', f'task.restdir={train_dir}/training',
       f'task.steps={-(-(setup.sweeps + setup.burn_in) * g // batch)}',
-      f'+task.electron_batch_size={WALKERS}')
+      f'+task.electron_batch_size={WALKERS}', f'+task.chkpt={name}')
   done = subprocess.run(evaluation, cwd=work, capture_output=True, text=True)
   if done.returncode:
     raise RuntimeError(f'DeepQMC evaluation failed ({done.returncode}):\n'
@@ -107,10 +110,16 @@ def race_deepqmc(setup: Race, row: str, geometries: str, work: str) -> dict:
           'geometries': deepqmc_energies(h5, g, setup)}
 
 
-def deepqmc_checkpoint_step(directory: str) -> int:
-  steps = [int(f[len('chkpt-'):-len('.pt')]) for f in os.listdir(directory)
-           if f.startswith('chkpt-') and f.endswith('.pt')]
-  return max(steps, default=0)
+def deepqmc_checkpoint(directory: str, end: float) -> tuple:
+  """(file name, steps) of DeepQMC's newest checkpoint in `directory` written by `end` (a
+  time.time()); its chkpt-i.pt holds the parameters after i steps."""
+  written = [(int(f[len('chkpt-'):-len('.pt')]), f) for f in os.listdir(directory)
+             if f.startswith('chkpt-') and f.endswith('.pt')
+             and os.path.getmtime(os.path.join(directory, f)) <= end]
+  if not written:
+    raise RuntimeError(f'DeepQMC wrote no checkpoint in {directory} within the budget')
+  steps, name = max(written)
+  return name, steps
 
 
 def deepqmc_energies(h5: str, g: int, setup: Race) -> list:
@@ -118,11 +127,10 @@ def deepqmc_energies(h5: str, g: int, setup: Race) -> list:
   its per-step walker means, the first burn-in sweeps of each geometry discarded."""
   read = ('import h5py, json, sys, numpy as np\n'
           'f = h5py.File(sys.argv[1], "r")\n'
-          'e = np.asarray(f["local_energy"]["samples"] if "samples" in f["local_energy"] '
-          'else f["local_energy"])\n'
-          'i = np.asarray(f["mol_idxs"])\n'
-          'print(json.dumps({"e": e.reshape(*i.shape, -1).mean(-1).tolist(), '
-          '"i": i.tolist()}))\n')
+          'e = np.asarray(f["local_energy/samples"])\n'  # (steps, devices, batch, states, W)
+          'i = np.asarray(f["mol_idxs"]).astype(int)\n'  # (steps, batch)
+          'e = np.moveaxis(e, 1, -1).reshape(*i.shape, -1).mean(-1)\n'
+          'print(json.dumps({"e": e.tolist(), "i": i.tolist()}))\n')
   out = subprocess.run([os.path.join(setup.dq_dir, 'venv', 'bin', 'python'), '-c', read, h5],
                        capture_output=True, text=True, check=True)
   logged = json.loads(out.stdout)

@@ -92,11 +92,9 @@ EVAL_BURN_IN = 100  # Sweeps discarded before each evaluation (both codes' defau
 LEGACY_PEER_SETTINGS = 'default'
 
 
-def _run(cmd: list, seconds: Optional[float], on_line=None, env=None,
-         stop=signal.SIGTERM) -> float:
-  """Runs cmd; the signal `stop` at `seconds` after start (SIGKILL 60 s later; None: no
-  limit). on_line(t, line) sees every stderr line as it comes. Returns the seconds it
-  lived."""
+def _run(cmd: list, seconds: Optional[float], on_line=None, env=None) -> float:
+  """Runs cmd; SIGTERM at `seconds` after start (SIGKILL 60 s later; None: no limit).
+  on_line(t, line) sees every stderr line as it comes. Returns the seconds it lived."""
   t0 = time.perf_counter()
   proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, env=env)
@@ -111,7 +109,7 @@ def _run(cmd: list, seconds: Optional[float], on_line=None, env=None,
   try:
     proc.wait(timeout=seconds)
   except subprocess.TimeoutExpired:
-    proc.send_signal(stop)
+    proc.send_signal(signal.SIGTERM)
     try:
       proc.wait(timeout=60)
     except subprocess.TimeoutExpired:

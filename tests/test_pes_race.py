@@ -42,3 +42,18 @@ def test_verdicts():
 
 def test_an_empty_artifact_renders_as_not_measured(tmp_path):
   assert pes_race.render_table(str(tmp_path / 'none.json')).startswith('Not measured yet')
+
+
+def test_deepqmc_is_evaluated_from_its_newest_checkpoint_within_the_budget(tmp_path):
+  """A checkpoint DeepQMC wrote after the budget (while being stopped) is not taken; with
+  none written in time the race has nothing to evaluate."""
+  import os
+  for steps, written in ((0, 100.0), (50, 200.0), (100, 300.0), (150, 400.0)):
+    path = tmp_path / f'chkpt-{steps}.pt'
+    path.write_bytes(b'')
+    os.utime(path, (written, written))
+  (tmp_path / 'result.h5').write_bytes(b'')
+  assert pes_race.deepqmc_checkpoint(str(tmp_path), 350.0) == ('chkpt-100.pt', 100)
+  assert pes_race.deepqmc_checkpoint(str(tmp_path), 400.0) == ('chkpt-150.pt', 150)
+  with pytest.raises(RuntimeError, match='no checkpoint'):
+    pes_race.deepqmc_checkpoint(str(tmp_path), 50.0)
