@@ -36,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional
 
 import numpy as np
 
@@ -175,19 +174,15 @@ def water(r: float, theta: float) -> str:
   return f'O 0 0 0; H {x:.8f} 0 {z:.8f}; H {-x:.8f} 0 {z:.8f}'
 
 
-def run_h2o_row(work: str, trained: Optional[str] = None) -> dict:
-  """The h2o row: the relaxation trained in `work` for the budget, or recorded from
-  `trained`, a run directory the same command trained for the budget (its time taken as
-  the budget's: the entry says so)."""
-  run = trained or os.path.join(work, 'h2o')
+def run_h2o_row(work: str) -> dict:
+  run = os.path.join(work, 'h2o')
   cmd = _train('configs/ne.py', run, 100000, '--config.system.atom=',
                f'--config.system.molecule={water(*H2O_START)}',
                '--config.system.units=angstrom', '--config.system.name=H2O',
                '--config.system.relax=True')
-  train_s = H2O_SECONDS if trained else _run(cmd, H2O_SECONDS)
+  train_s = _run(cmd, H2O_SECONDS)
   relax = _json(run, 'relax.json')
   return {'row': 'h2o', 'start': list(H2O_START), 'budget_s': H2O_SECONDS, 'train_s': train_s,
-          **({'recorded_from': trained, 'train_s_is_the_budget': True} if trained else {}),
           'relax': {k: relax[k] for k in ('final', 'converged', 'stopped_by',
                                           'stopped_at_step', 'steps', 'moves', 'criterion')},
           'path': path_summary(relax['path']), 'commands': [' '.join(cmd)]}
@@ -287,15 +282,12 @@ TABLES = {'pes_goals': ('ACCURACY.md', render_table)}  # Rendered by scripts/ren
 
 
 def main():
-  _, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON, extra=(
-      ('--h2o-run', {'metavar': 'DIR', 'help': 'record row h2o from DIR, a relaxation that '
-                     "the row's command trained for the row's budget, instead of training"}),))
+  _, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON)
   for row in rows:
     run_meta = artifacts.meta()
     with tempfile.TemporaryDirectory() as tmp:
       work = os.path.join(args.keep or tmp, row)
-      entry = (run_h2o_row(work, args.h2o_run) if row == 'h2o' else
-               run_surface_row(row, work))
+      entry = run_h2o_row(work) if row == 'h2o' else run_surface_row(row, work)
     artifacts.append(args.json, entry, run_meta)
     print(row_line(entry), flush=True)
   print(render_table(args.json))
