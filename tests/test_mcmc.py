@@ -148,3 +148,20 @@ def test_walkers_stuck_at_nan_restart_from_the_first_healthy_one():
   same = mcmc.replace_nonfinite(dead)
   np.testing.assert_array_equal(np.isnan(same.x), True)
   np.testing.assert_array_equal(same.log_psi, dead.log_psi)
+
+
+def test_cycled_walkers_stay_with_their_own_chain():
+  """G chains of W walkers in a row, resized to W' per chain: chain g's walkers are chain g's
+  own repeated in turn (or its first W'), with log|psi| alongside and the widths kept."""
+  g, w, d = 3, 4, 6
+  x = np.arange(g * w * d, dtype=np.float32).reshape(g * w, d)
+  walkers = mcmc.Walkers(x, x[:, 0].copy(), np.array([0.1, 0.2, 0.3], np.float32))
+  for per_chain in (10, 2):
+    out = mcmc.cycled(walkers, g, per_chain)
+    assert out.x.shape == (g * per_chain, d)
+    for k in range(g):
+      own = x[k * w:(k + 1) * w]
+      got = out.x[k * per_chain:(k + 1) * per_chain]
+      np.testing.assert_array_equal(got, own[np.arange(per_chain) % w])
+    np.testing.assert_array_equal(out.log_psi, out.x[:, 0])
+    np.testing.assert_array_equal(out.width, walkers.width)

@@ -32,11 +32,16 @@ def entry(ours, peer, error=0.1e-3):
 
 def test_verdicts():
   """Mean absolute errors 0.5 and 3 mHa, each with error 0.1 / sqrt(2) mHa: ours lower by
-  2.5 mHa beyond the combined 0.1 mHa; equal errors miss; a missing energy is not judged."""
+  2.5 mHa, beyond twice the combined 0.1 mHa; lower by 0.15 mHa is within it and misses;
+  a missing energy or a training that ended before the budget is not judged."""
   met = entry([-1.0005, -1.1005], [-0.997, -1.103])
   assert pes_race.verdict(met) == 'met: ours lower by 2.50 ± 0.10 mHa'
-  assert pes_race.verdict(entry([-0.999, -1.1], [-1.001, -1.1])).startswith('missed')
+  assert pes_race.verdict(entry([-1.0005, -1.1005], [-1.00065, -1.10065])).startswith('missed')
   assert pes_race.verdict(entry([-1.0, None], [-1.0, -1.1])).startswith('not judged')
+  failed = entry([-1.0, -1.1], [-1.0, -1.1])
+  failed['deepqmc'].update(ended_early=True, steps=None, geometries=[])
+  assert 'DeepQMC ended before the budget' in pes_race.verdict(failed)
+  assert '(ended before the budget)' in pes_race.row_line(failed)
   assert '0.50 ± 0.07 (10 steps)' in pes_race.row_line(met)
 
 

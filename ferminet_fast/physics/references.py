@@ -8,9 +8,9 @@ pair of cardinal numbers in brackets, 'cc-pv[q5]z', for the two-point extrapolat
 complete-basis limit: the Hartree-Fock energy of the larger basis plus the correlation
 energy extrapolated as E_X = E_CBS + A X^-3 (Helgaker, Klopper, Koch and Noga, J. Chem.
 Phys. 106, 9639 (1997)). Atoms with an effective core potential take BASIS for it. A
-core-valence basis (cc-pCVXZ, cc-pwCVXZ) gives H and He, which have no core, the valence
-basis cc-pVXZ, as the core-valence family defines them (Woon and Dunning, J. Chem. Phys.
-103, 4572 (1995)).
+core-valence basis (cc-pCVXZ: Woon and Dunning, J. Chem. Phys. 103, 4572 (1995); cc-pwCVXZ:
+Peterson and Dunning, J. Chem. Phys. 117, 10548 (2002)) gives H and He, which have no core,
+the valence basis cc-pVXZ, as those families define them.
 """
 
 import dataclasses

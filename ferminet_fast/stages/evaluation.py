@@ -2,6 +2,7 @@
 the report (eval.json and the printed lines); the trained run comes from stages/trained.py.
 The entry point, evaluate.py, puts them together."""
 
+import math
 import os
 from typing import Callable, NamedTuple, Optional, Sequence
 
@@ -121,17 +122,22 @@ def settings(cfg, steps: Optional[int], burn_in: Optional[int],
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
   if node_cutoff is not None:  # Validated with the rest of the settings.
     cfg.forces.node_cutoff = node_cutoff
+  g = systems.make_system(cfg.system).geometry_count
   if walkers is not None:
     if walkers < 1:
       raise InputError(f'--walkers must be at least 1, got {walkers}')
-    cfg.batch_size = walkers * systems.make_system(cfg.system).geometry_count
+    cfg.batch_size = walkers * g
   cfg = plan.settings(cfg, later_stage=True)  # Validated, 'best' resolved, devices set.
   try:
     ctx = distributed.context(cfg.batch_size)  # The walkers split over them, as in training.
-  except InputError as e:
+  except InputError:
     if walkers is None:
       raise
-    raise InputError(f'--walkers {walkers}: {e}') from None
+    n = len(jax.devices())
+    each = f' ({walkers} at each of {g} geometries)' if g > 1 else ''
+    raise InputError(f'--walkers {walkers}: {walkers * g} walkers{each} do not split evenly '
+                     f'over the {n} devices of this run; use a multiple of '
+                     f'{n // math.gcd(g, n)}') from None
   return cfg, steps, burn_in, ctx
 
 
