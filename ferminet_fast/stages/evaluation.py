@@ -122,7 +122,7 @@ def settings(cfg, steps: Optional[int], burn_in: Optional[int],
     raise InputError(f'evaluation needs steps >= 2 and burn_in >= 0, got {steps}, {burn_in}')
   if node_cutoff is not None:  # Validated with the rest of the settings.
     cfg.forces.node_cutoff = node_cutoff
-  g = systems.make_system(cfg.system).geometry_count
+  g = 1 if walkers is None else systems.make_system(cfg.system).geometry_count
   if walkers is not None:
     if walkers < 1:
       raise InputError(f'--walkers must be at least 1, got {walkers}')
