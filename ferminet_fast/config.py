@@ -416,10 +416,11 @@ SETTINGS = {
                             'variance finite at a bias of order node_cutoff^3; 0: not '
                             'regularised.', in_range(0, 1, '[]')),
 
-    # Geometry optimisation (with system.relax = True): damped steepest descent with
-    # momentum on the zero-variance forces averaged over the steps between moves, the net
-    # force and torque removed (physics/relaxation.py). A move meets the stopping criterion
-    # when every force component and its standard error are below `threshold`.
+    # Geometry optimisation (with system.relax = True): damped, preconditioned steepest
+    # descent with momentum on the zero-variance forces averaged over the steps between
+    # moves, the net force and torque removed (physics/relaxation.py). The final geometry
+    # is the mean of the trailing positions of the path; the nuclei stop there once it is
+    # known to `tolerance` and the path has settled.
     'relax.start': S(200, 'Training steps before the nuclei first move (the forces of a '
                      'wavefunction that has barely trained point anywhere); their forces '
                      'are not used. Counted from step 0, so a resumed run does not wait '
@@ -427,25 +428,34 @@ SETTINGS = {
     'relax.every': S(20, 'Training steps between moves of the nuclei; the forces of those '
                      'steps (one estimate per step from its walkers) are averaged.',
                      _positive_int),
-    'relax.step_size': S(0.5, 'bohr^2/Ha: displacement of a nucleus per unit of mean force. '
-                         'Stable for force constants up to about 2 (1 + momentum) / '
-                         'step_size Ha/bohr^2 (the stiffest bonds of first-row molecules are '
-                         'about 1.5).', _positive),
+    'relax.hessian': S('hf', "How the moves are preconditioned: 'hf', by the inverse of the "
+                       'UHF Hessian of the starting geometry in `pretrain.basis` (pyscf; every '
+                       "vibration then relaxes at about the same rate); 'none', plain "
+                       'steepest descent (`step_size`).', one_of('hf', 'none')),
+    'relax.rate': S(0.3, "With hessian = 'hf': the fraction of the Newton step H^-1 F taken "
+                    'per move, in (0, 1]; every vibration relaxes in about 1 / rate moves.',
+                    in_range(0, 1, '(]')),
+    'relax.step_size': S(0.5, "With hessian = 'none': bohr^2/Ha, displacement of a nucleus per "
+                         'unit of mean force. Stable for force constants up to about 2 (1 + '
+                         'momentum) / step_size Ha/bohr^2 (the stiffest bonds of first-row '
+                         'molecules are about 1.5).', _positive),
     'relax.momentum': S(0.5, 'Weight of the previous move in the next, in [0, 1); reset to 0 '
                         'when the force opposes the previous move.', in_range(0, 1, '[)')),
     'relax.max_displacement': S(0.05, 'bohr: the most any nucleus moves in one move (the '
                                 'move is scaled down to it).', _positive),
-    'relax.threshold': S(0.01, 'Ha/bohr: a move meets the stopping criterion when every '
-                         'component of the mean force, and every standard error, is below '
-                         'this.', _positive),
-    'relax.patience': S(3, 'Consecutive moves meeting the criterion after which the nuclei '
-                        'stop at the final geometry.', _positive_int),
+    'relax.average': S(0.5, 'The trailing fraction of the path whose positions are averaged '
+                       'for the final geometry, in (0, 1]; the earlier ones are the descent '
+                       '(on noisy forces the nuclei fluctuate about the minimum, and the mean '
+                       'of their positions converges to it).', in_range(0, 1, '(]')),
+    'relax.tolerance': S(0.005, 'bohr: the nuclei stop when every internuclear distance of '
+                         'the final geometry has a standard error of at most this and the '
+                         'two halves of the averaged positions agree.', _positive),
+    'relax.min_averaged': S(50, 'Positions averaged before the stopping criterion is checked '
+                            '(their reblocked error needs several correlation times of the '
+                            'path; a soft bend of water took about 50 moves).', _positive_int),
     'relax.max_moves': S(0, 'Moves after which the nuclei stop at the final geometry whether '
                          'or not the criterion holds (0: no limit but optim.iterations).',
                          _count),
-    'relax.window': S(10, 'The most positions of the path averaged for the final geometry '
-                      'and its standard error: those of the trailing moves that met the '
-                      'criterion, or the last ones when fewer than two did.', _positive_int),
 
     # Hartree-Fock pretraining (needs the pyscf extra): before VMC, the network's orbitals
     # are fitted to the occupied HF orbitals by Adam, at walkers sampled from
@@ -691,6 +701,9 @@ def validate(cfg: config_dict.ConfigDict) -> None:
                          'available with several states (use states = 1)')
   geometries.check(cfg.system, systems.is_periodic(cfg.system))
   relaxation.check(cfg.system, systems.is_periodic(cfg.system))
+  if cfg.system.relax and cfg.relax.hessian == 'hf' and not packages.installed('pyscf'):
+    raise InputError("config.relax.hessian = 'hf' needs the optional package pyscf: pip "
+                     "install 'ferminet_fast[pyscf]', or set config.relax.hessian = 'none'")
   _validate_periodic(cfg)
   method = LAPLACIANS.get(cfg.optim.laplacian)
   if method is not None and not method.installed():

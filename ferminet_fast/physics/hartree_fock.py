@@ -125,6 +125,19 @@ def hartree_fock(system: systems.System, basis: str, restricted: bool,
   return HartreeFock(shells_of(mol), coeffs, energy, mol)
 
 
+def hessian(system: systems.System, basis) -> np.ndarray:
+  """(3 M, 3 M) Ha/bohr^2: the UHF Hessian of the nuclear positions of `system` (bohr) in
+  `basis`, pyscf's analytic second derivatives; rows and columns ordered nucleus by nucleus,
+  x, y, z."""
+  from pyscf import lib, scf
+  mf = scf.UHF(molecule(system, basis))
+  scf_energy(mf)
+  with lib.with_omp_threads(1):  # As scf_energy: the same Hessian from run to run.
+    h = np.asarray(mf.Hessian().kernel())  # (M, M, 3, 3)
+  m = len(system.positions)
+  return h.transpose(0, 2, 1, 3).reshape(3 * m, 3 * m)
+
+
 def shell_values(s: Shell, d: jnp.ndarray) -> jnp.ndarray:
   """The functions of shell `s` at displacements d (n, 3) from its centre, bohr -> (n, n_ctr *
   (2l+1)), pyscf's order. The one home of the Gaussian closed form (molecular and periodic)."""

@@ -3,34 +3,52 @@ the stopping criterion, pure numpy; the training stage (stages/relax.py) estimat
 forces, moves the nuclei of the run and averages the final geometry.
 
 The forces are the zero-variance zero-bias estimates of physics/observables.py (Assaraf &
-Caffarel 2003), averaged over the `every` training steps since the last move; their
-standard error comes from the spread of those per-step estimates (reblocked). The nuclei
-move by damped steepest descent with momentum (heavy ball), the scheme of structural
-optimisation by quantum Monte Carlo with the wavefunction optimised along (Sorella &
-Capriotti, J. Chem. Phys. 133, 234111 (2010): a fixed step in bohr^2/Ha on noisy forces):
-  v <- momentum v + step_size F,   R <- R + v,
-with the momentum reset to zero whenever the force opposes the last move (F . v < 0, as
-FIRE does: Bitzek et al., Phys. Rev. Lett. 97, 170201 (2006)), and the displacement of
-each move scaled down so that no nucleus moves more than `max_displacement` bohr. A
-quasi-Newton update (BFGS) was not chosen: its curvature from differences of noisy forces
-is dominated by their noise at the small steps a converging run takes, where steepest
-descent's only cost is its rate. Before each move the net force and torque are projected
-out (they vanish in expectation: the energy does not change under a rigid translation or
-rotation), which keeps the centroid of the nuclei and the orientation fixed and removes
-their noise; the projection weighs each nucleus by the variance of its forces over the
-steps averaged (generalised least squares), so a heavy nucleus's noisy force gives way to
-its light neighbours' better ones.
+Caffarel 2003), averaged over the `every` training steps since the last move; their standard
+error comes from the spread of those per-step estimates (reblocked). The nuclei move by
+damped steepest descent with momentum (heavy ball), the scheme of structural optimisation by
+quantum Monte Carlo with the wavefunction optimised along (Sorella & Capriotti, J. Chem.
+Phys. 133, 234111 (2010): a fixed step in bohr^2/Ha on noisy forces): v <- momentum v +
+step_size F,   R <- R + v, with the momentum reset to zero whenever the force opposes the
+last move (F . v < 0, as FIRE does: Bitzek et al., Phys. Rev. Lett. 97, 170201 (2006)), and
+the displacement of each move scaled down so that no nucleus moves more than
+`max_displacement` bohr. A quasi-Newton update (BFGS) was not chosen: its curvature from
+differences of noisy forces is dominated by their noise at the small steps a converging run
+takes. Instead the force is preconditioned by a fixed Hessian, the Hartree-Fock one at the
+starting geometry (`hessian = 'hf'`): each move takes `rate` of the Newton step H^-1 F on
+the internal motions (the Hessian's eigenvalues floored at FLOOR), so that every vibration
+relaxes in about 1 / rate moves. Without it (`hessian = 'none'`) the move is `step_size` F,
+and a soft mode (water's bend, five times softer than its stretches) relaxes, and
+decorrelates, that many times more slowly than the stiff ones, which leaves its average over
+an hour's path with too few independent positions for an honest error bar. Before each move
+the net force and torque are projected out (they vanish in expectation: the energy does not
+change under a rigid translation or rotation), which keeps the centroid of the nuclei and
+the orientation fixed and removes their noise; the projection weighs each nucleus by the
+variance of its forces over the steps averaged (generalised least squares), so a heavy
+nucleus's noisy force gives way to its light neighbours' better ones.
 
 The nuclei first move after `start` training steps (a barely trained wavefunction's forces
-point anywhere). Stopping criterion, fixed by the settings before the run: a move *meets*
-it when every component of the mean force is below `threshold` (Ha/bohr) in magnitude and
-so is every component's standard error (a force that noisy cannot tell; `every` or
-batch_size must grow). After `patience` consecutive moves that meet it, or after
-`max_moves` moves, the nuclei stop at the final geometry: the mean of the positions of the
-trailing moves that met the criterion (at most `window`; the last `window` positions when fewer than two met),
-with the standard error of that mean (reblocked), and the wavefunction trains on there.
+point anywhere). On noisy forces the nuclei never come to rest: they fluctuate about the
+minimum, by about the noise times the square root of the step over twice the force constant,
+a few degrees for a soft bend. The final geometry is therefore the mean of the positions the
+path took over its trailing `average` fraction (Polyak and Juditsky, SIAM J. Control Optim.
+30, 838 (1992): averaging the iterates of a stochastic approximation), the earlier ones
+being the descent; its standard error is reblocked over the positions, so the correlation
+between successive moves is counted. For a harmonic surface this error is the force noise
+per move over the force constant times 1/sqrt(moves averaged), whatever the step: a longer
+path, not a smaller step, is what narrows it.
+
+Stopping criterion, fixed by the settings before the run, checked after every move once
+`min_averaged` positions are averaged: every internuclear distance of the final geometry
+has a standard error of at most `tolerance` bohr, and the path has settled: for every
+distance the means of the two halves of the averaged positions agree, their difference
+below the two-sided 5% point of a normal over the standard error of that difference, the
+level divided among the distances (Bonferroni), so that a settled path passes with
+probability 95% or more and a path still drifting fails. Then, or after `max_moves` moves,
+the nuclei stop at the final geometry and the wavefunction trains on there.
 """
 
+import math
+import statistics
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -42,13 +60,15 @@ class Settings(NamedTuple):
   """The `relax` settings (config.py)."""
   start: int  # Training steps before the first move.
   every: int  # Training steps between moves (whose forces are averaged).
-  step_size: float  # bohr^2/Ha: displacement per unit force.
+  hessian: str  # 'hf': moves preconditioned by the HF Hessian; 'none': plain steepest descent.
+  rate: float  # With a Hessian: the fraction of the Newton step per move.
+  step_size: float  # Without one: bohr^2/Ha, displacement per unit force.
   momentum: float  # In [0, 1): weight of the previous move.
   max_displacement: float  # bohr: the most any nucleus moves in one move.
-  threshold: float  # Ha/bohr: the force (and its error) below which a move meets the criterion.
-  patience: int  # Consecutive moves meeting the criterion that stop the nuclei.
+  average: float  # In (0, 1]: the trailing fraction of the path averaged for the final geometry.
+  tolerance: float  # bohr: the standard error of each distance below which the nuclei stop.
+  min_averaged: int  # Positions averaged before the criterion is checked.
   max_moves: int  # Moves after which the nuclei stop anyway (0: no limit).
-  window: int  # Positions of the path averaged for the final geometry.
 
 
 def settings_of(relax_cfg) -> Settings:
@@ -118,21 +138,67 @@ def project(forces: np.ndarray, positions: np.ndarray,
   return (flat - correction).reshape(forces.shape)
 
 
-def move(positions: np.ndarray, velocity: np.ndarray, forces: np.ndarray,
-         s: Settings) -> tuple:
+FLOOR = 0.05  # Ha/bohr^2: the least curvature a preconditioned move assumes.
+
+
+def inverse_hessian(hessian: np.ndarray, positions: np.ndarray) -> np.ndarray:
+  """(3 M, 3 M) bohr^2/Ha: the inverse of `hessian` (3 M, 3 M) Ha/bohr^2 on the internal
+  motions of nuclei at `positions` (M, 3) bohr, zero on their rigid ones; each eigenvalue
+  taken by its magnitude and floored at FLOOR (a mode the Hessian finds flat or unstable at
+  the start still moves downhill, by at most F / FLOOR)."""
+  rigid = rigid_basis(positions)
+  u, _, _ = np.linalg.svd(np.eye(len(rigid)) - rigid @ rigid.T)
+  internal = u[:, :len(rigid) - rigid.shape[1]]  # (3 M, 3 M - k): orthonormal, not rigid.
+  values, vectors = np.linalg.eigh(internal.T @ (0.5 * (hessian + hessian.T)) @ internal)
+  modes = internal @ vectors
+  return (modes / np.maximum(np.abs(values), FLOOR)) @ modes.T
+
+
+def move(positions: np.ndarray, velocity: np.ndarray, forces: np.ndarray, s: Settings,
+         inverse: Optional[np.ndarray] = None) -> tuple:
   """(new positions, new velocity), bohr, (M, 3) each: one damped heavy-ball move under the
   mean `forces` (M, 3) Ha/bohr (already projected) from `positions`, `velocity` being the
-  last move's displacement."""
+  last move's displacement; `inverse` (3 M, 3 M), inverse_hessian's, preconditions it
+  (`s.rate` of the Newton step), None: `s.step_size` F."""
+  if inverse is not None:
+    forces = s.rate * (inverse @ forces.ravel()).reshape(forces.shape)
+  else:
+    forces = s.step_size * forces
   if np.sum(forces * velocity) < 0:  # The last move went uphill: start again (FIRE).
     velocity = np.zeros_like(velocity)
-  v = s.momentum * velocity + s.step_size * forces
+  v = s.momentum * velocity + forces
   largest = float(np.max(np.linalg.norm(v, axis=-1)))
   if largest > s.max_displacement:
     v = v * (s.max_displacement / largest)
   return positions + v, v
 
 
-def meets(forces: np.ndarray, errors: np.ndarray, threshold: float) -> bool:
-  """Whether a move's mean forces and their standard errors (M, 3), Ha/bohr, are all below
-  `threshold`."""
-  return bool(np.all(np.abs(forces) < threshold) and np.all(errors < threshold))
+def averaged(n: int, average: float) -> int:
+  """How many of the path's `n` positions, the trailing ones, the final geometry averages."""
+  return max(1, min(n, math.ceil(average * n - 1e-9)))
+
+
+def distances(positions: np.ndarray) -> tuple:
+  """(pairs, d): the atom pairs (i, j), i < j, and their distances (..., P) of `positions`
+  (..., M, 3)."""
+  m = positions.shape[-2]
+  pairs = [(i, j) for j in range(m) for i in range(j)]
+  d = np.stack([np.linalg.norm(positions[..., j, :] - positions[..., i, :], axis=-1)
+                for i, j in pairs], axis=-1)
+  return pairs, d
+
+
+def drift_limit(pairs: int) -> float:
+  """The largest |difference of the halves' means| / its error that a settled path of `pairs`
+  distances passes: the two-sided 5% point, Bonferroni over the distances."""
+  return statistics.NormalDist().inv_cdf(1 - 0.025 / max(pairs, 1))
+
+
+def meets(errors: np.ndarray, drift: np.ndarray, positions_averaged: int,
+          s: Settings) -> bool:
+  """Whether the final geometry meets the stopping criterion: `errors` (P,) bohr, the
+  standard errors of its distances, `drift` (P,), the difference of the two halves' mean
+  distances over its standard error, from `positions_averaged` positions."""
+  errors, drift = np.asarray(errors), np.asarray(drift)
+  return bool(positions_averaged >= s.min_averaged and np.all(errors <= s.tolerance)
+              and np.all(np.abs(drift) <= drift_limit(drift.size)))

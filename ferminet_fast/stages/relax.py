@@ -14,18 +14,21 @@ space warp (observables.space_warp: each electron follows the nuclei near it), s
 they stay close to equilibrium, and their log|psi| is taken at the new nuclei.
 
 relax.json (written at every move and at the end):
-  symbols; settings (the `relax` block); criterion (in words);
+  symbols; settings (the `relax` block); criterion (in words); hessian (with relax.hessian =
+    'hf': method, and ha_per_bohr2 (3 M, 3 M), computed once at the start, which a resumed
+    run reuses; null without);
   path: one entry per geometry the nuclei took, in order: step (the training steps done when
     they arrived there), positions_bohr (M, 3), velocity_bohr (the move that brought them,
     the optimiser's state), forces_ha_per_bohr and force_errors_ha_per_bohr (M, 3: the mean
     over the steps spent there, net force and torque removed, and its standard error;
-    null before two steps), force_samples (steps averaged), meets (whether it met the
-    criterion), stop ('criterion' or 'max_moves' on the entry where the nuclei stopped);
+    null before two steps), force_samples (steps averaged), stop ('criterion' or
+    'max_moves' on the entry where the nuclei stopped, with errors_bohr);
   moves; converged (the criterion was met); stopped_by ('criterion', 'max_moves' or null:
     still moving when training ended); stopped_at_step;
-  final: positions_bohr and errors_bohr (M, 3), the mean of the positions before the stop
-    (or the end) that `final_geometry` takes, and its standard error (reblocked),
-    distances (each pair: atoms, distance_bohr, error_bohr), positions_averaged;
+  final: positions_bohr and errors_bohr (M, 3), the mean of the trailing `relax.average` of
+    the positions before the stop (or the end) and its standard error (reblocked),
+    distances (each pair: atoms, distance_bohr, error_bohr, drift: the two halves'
+    difference over its error), positions_averaged, meets (the criterion holds there);
   current_positions_bohr: where the nuclei are at the end, the geometry of the last
     checkpoint's parameters (the final geometry once stopped).
 A resumed run keeps the path up to the step of its checkpoint and continues from there.
@@ -40,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast.errors import InputError
-from ferminet_fast.physics import observables, relaxation, systems
+from ferminet_fast.physics import hartree_fock, observables, relaxation, systems
 from ferminet_fast.runtime import checkpoint, context, memory, rundir
 from ferminet_fast.vmc import stats, step
 
@@ -73,7 +76,7 @@ def compiled_step(cfg, built, system: systems.System, run: context.Run,
   relaxing, make_parts = None, built.plan.parts
   if cfg.system.relax:
     relaxing = Relaxation(cfg.relax, system, run, state, built.parts.dtype, source_dir, start,
-                          cfg.log.print_every > 0)
+                          cfg.log.print_every > 0, cfg.pretrain.basis)
     make_parts = lambda chunk: with_forces(built.plan.parts(chunk),  # noqa: E731
                                            cfg.forces.node_cutoff)
   with watch.paused('compiling the training step'):
@@ -100,26 +103,27 @@ def mean_and_error(series: np.ndarray) -> tuple:
           np.array([p.error for p in pairs]).reshape(shape))
 
 
-def final_geometry(path: list, window: int) -> dict:
-  """The mean of the positions (bohr) of the trailing entries of `path` that met the
-  criterion (at most `window`; the positions before them were still on the way down), or,
-  with fewer than two, of its last `window` entries; their standard errors, and every
-  internuclear distance with its error. Stops are left out."""
+def final_geometry(path: list, s: relaxation.Settings) -> dict:
+  """The mean of the positions (bohr) of the trailing `s.average` of `path` (stops left
+  out), their standard errors, every internuclear distance with its error and its drift (the
+  difference of the means of the two halves of those positions over its standard error),
+  and whether that meets the stopping criterion (physics/relaxation.py)."""
   moving = [e for e in path if not e.get('stop')]
-  met = 0
-  while met < min(window, len(moving)) and moving[-1 - met].get('meets'):
-    met += 1
-  moving = moving[-(met if met >= 2 else window):]
+  moving = moving[-relaxation.averaged(len(moving), s.average):]
   positions = np.array([e['positions_bohr'] for e in moving])  # (n, M, 3)
   mean, error = mean_and_error(positions)
-  m = positions.shape[1]
-  distances = []
-  for j in range(m):
-    for i in range(j):
-      d, e = mean_and_error(np.linalg.norm(positions[:, j] - positions[:, i], axis=-1))
-      distances.append({'atoms': [i, j], 'distance_bohr': float(d), 'error_bohr': float(e)})
+  pairs, d = relaxation.distances(positions)  # (n, P)
+  d_mean, d_error = mean_and_error(d)
+  half = len(d) // 2
+  drift = np.full(len(pairs), np.nan)
+  if half >= 2:
+    (first, e1), (second, e2) = mean_and_error(d[:half]), mean_and_error(d[-half:])
+    drift = (second - first) / np.maximum(np.hypot(e1, e2), 1e-300)
+  distances = [{'atoms': list(p), 'distance_bohr': float(m), 'error_bohr': float(e),
+                'drift': float(z)} for p, m, e, z in zip(pairs, d_mean, d_error, drift)]
   return {'positions_bohr': mean.tolist(), 'errors_bohr': error.tolist(),
-          'distances': distances, 'positions_averaged': len(moving)}
+          'distances': distances, 'positions_averaged': len(moving),
+          'meets': relaxation.meets(d_error, drift, len(moving), s)}
 
 
 def newest_checkpoint_step(run_dir: str) -> Optional[int]:
@@ -192,7 +196,8 @@ class Relaxation:
   `after_step` and `rewound`); `geometry` is where they are now, on the devices."""
 
   def __init__(self, relax_cfg, system: systems.System, run: context.Run, state: step.TrainState,
-               dtype, source_dir: str = '', start: int = 0, print_moves: bool = True):
+               dtype, source_dir: str = '', start: int = 0, print_moves: bool = True,
+               basis: str = 'sto-6g'):
     self.settings = relaxation.settings_of(relax_cfg)
     self.symbols, self.run, self.dtype = tuple(system.symbols), run, dtype
     self._shardings, self._replicated = step.shardings_of(state)
@@ -203,7 +208,14 @@ class Relaxation:
              'velocity_bohr': np.zeros_like(system.positions, np.float64).tolist()}
     self.path = saved['path'] if saved is not None else [first]
     self.resumed = saved is not None
-    for key in ('forces_ha_per_bohr', 'force_errors_ha_per_bohr', 'force_samples', 'meets'):
+    self.hessian = None
+    if self.settings.hessian == 'hf':  # Once, at the start; a resumed run keeps its own.
+      self.hessian = saved.get('hessian') if saved is not None else None
+    if self.hessian is None and self.settings.hessian == 'hf':
+      at_start = dataclasses.replace(system, positions=np.asarray(first['positions_bohr']))
+      self.hessian = {'method': f'UHF/{basis}', 'ha_per_bohr2':
+                      hartree_fock.hessian(at_start, basis).tolist()}
+    for key in ('forces_ha_per_bohr', 'force_errors_ha_per_bohr', 'force_samples'):
       self.path[-1].pop(key, None)  # Its forces are measured again from here.
     self.print_moves = print_moves
     self._pending, self._samples, self._mark = [], [], start
@@ -289,8 +301,7 @@ class Relaxation:
     mean, error = mean_and_error(relaxation.project(samples, self.positions, variances))
     entry = self.path[-1]
     entry.update(forces_ha_per_bohr=mean.tolist(), force_errors_ha_per_bohr=error.tolist(),
-                 force_samples=len(samples),
-                 meets=relaxation.meets(mean, error, self.settings.threshold))
+                 force_samples=len(samples))
     return True
 
   def after_step(self, t: int, state):
@@ -310,26 +321,24 @@ class Relaxation:
     if self.stopped or not self._measure():
       return state
     entry, s = self.path[-1], self.settings
-    tail = 0
-    for e in reversed(self.path):
-      if not e.get('meets'):
-        break
-      tail += 1
     old = self.positions
-    if tail >= s.patience or (s.max_moves and self.moves >= s.max_moves):
-      why = 'criterion' if tail >= s.patience else 'max_moves'
-      final = final_geometry(self.path, s.window)
+    final = final_geometry(self.path, s)
+    if final['meets'] or (s.max_moves and self.moves >= s.max_moves):
+      why = 'criterion' if final['meets'] else 'max_moves'
       new = np.asarray(final['positions_bohr'])
       self.path.append({'step': t, 'positions_bohr': new.tolist(),
                         'velocity_bohr': np.zeros_like(new).tolist(), 'stop': why,
                         'errors_bohr': final['errors_bohr']})
-      said = (f'the criterion held for {tail} moves' if why == 'criterion' else
+      said = ('the criterion was met' if why == 'criterion' else
               f'relax.max_moves = {s.max_moves}')
       self.run.say(f'Relax   step {t}: stopped after {self.moves} moves ({said}); the nuclei '
                    f'stay at the final geometry, {_distances(final, self.symbols)}')
     else:
       forces = np.asarray(entry['forces_ha_per_bohr'])
-      new, velocity = relaxation.move(old, np.asarray(entry['velocity_bohr']), forces, s)
+      inverse = None if self.hessian is None else relaxation.inverse_hessian(
+          np.asarray(self.hessian['ha_per_bohr2']), old)
+      new, velocity = relaxation.move(old, np.asarray(entry['velocity_bohr']), forces, s,
+                                      inverse)
       self.path.append({'step': t, 'positions_bohr': new.tolist(),
                         'velocity_bohr': velocity.tolist()})
       if self.print_moves:
@@ -368,11 +377,10 @@ class Relaxation:
 
   def record(self, t: int) -> dict:
     s, stop = self.settings, self.stopped
-    final = final_geometry(self.path, s.window)
-    if stop is not None:
-      final.update(positions_bohr=stop['positions_bohr'], errors_bohr=stop['errors_bohr'])
+    final = final_geometry(self.path, s)
     return {
         'symbols': list(self.symbols), 'settings': s._asdict(), 'criterion': criterion(s),
+        'hessian': self.hessian,
         'steps': t, 'path': self.path, 'moves': self.moves,
         'converged': stop is not None and stop['stop'] == 'criterion',
         'stopped_by': None if stop is None else stop['stop'],
@@ -388,9 +396,12 @@ class Relaxation:
 def criterion(s: relaxation.Settings) -> str:
   """The stopping criterion of settings `s`, in words (relax.json)."""
   limit = f', or after {s.max_moves} moves' if s.max_moves else ''
-  return (f'from step {s.start}, every component of the mean force over {s.every} steps and '
-          f'its standard error below {s.threshold:g} Ha/bohr for {s.patience} consecutive '
-          f'moves{limit}')
+  return (f'from step {s.start}, a move every {s.every} steps; the final geometry is the mean '
+          f'of the trailing {s.average:g} of the positions; the nuclei stop there once at '
+          f'least {s.min_averaged} positions are averaged, every internuclear distance has a '
+          f'standard error of at most {s.tolerance:g} bohr, and the means of the two halves '
+          f'of those positions agree for every distance (two-sided 5%, Bonferroni over the '
+          f'distances){limit}')
 
 
 def _distances(final: dict, symbols: tuple) -> str:
