@@ -50,6 +50,8 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   trained.check_fine_tune(cfg, system)  # Before the run directory is made.
   if cfg.system.relax:
     relaxation.check_system(system)
+    if cfg.relax.hessian == 'hf':
+      hartree_fock.check_basis(cfg.pretrain.basis, system)
   source = resume.decide(ctx, user_cfg, system.name)
   run = context.Run(source.run_dir, ctx, quiet)
   run.say(f'System  {systems.describe(system)}')

@@ -2,6 +2,8 @@
 evaluated in JAX equal pyscf's own (libcint's) values at random points, for bases with s to
 f shells on a molecule; the SCF energy is pyscf's UHF/ROHF energy."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,3 +65,32 @@ def test_every_run_gets_the_same_orbitals():
     assert again.energy == first.energy
     for a, b in zip(again.coeffs, first.coeffs):
       np.testing.assert_array_equal(a, b)
+
+
+def test_the_hessian_is_the_derivative_of_pyscf_forces():
+  """Water's UHF/sto-3g Hessian, ordered nucleus by nucleus and x, y, z: symmetric, zero
+  along a rigid translation, and each column of a hydrogen's and the oxygen's the central
+  difference of pyscf's analytic gradients at +-1e-3 bohr."""
+  from pyscf import scf
+  cfg = tiny_config('Li')
+  cfg.system.atom, cfg.system.molecule, cfg.system.spin = '', (
+      'O 0 0 0; H 0 1.43 1.11; H 0.1 -1.43 1.11'), 0
+  cfg.system.units = 'bohr'
+  system = systems.make_system(cfg.system)
+  h = hartree_fock.hessian(system, 'sto-3g')
+  assert h.shape == (9, 9)
+  np.testing.assert_allclose(h, h.T, atol=1e-6)
+  np.testing.assert_allclose(h @ np.tile([0.0, 1.0, 0.0], 3), 0, atol=1e-5)
+
+  def gradient(positions):
+    mf = scf.UHF(hartree_fock.molecule(dataclasses.replace(system, positions=positions),
+                                       'sto-3g'))
+    hartree_fock.scf_energy(mf)
+    return np.asarray(mf.nuc_grad_method().kernel()).ravel()
+
+  for column in (4, 2):  # The first hydrogen's y, the oxygen's z.
+    step = np.zeros(9)
+    step[column] = 1e-3
+    up, down = (np.asarray(system.positions) + sign * step.reshape(3, 3) for sign in (1, -1))
+    np.testing.assert_allclose(h[:, column], (gradient(up) - gradient(down)) / 2e-3,
+                               atol=2e-4)

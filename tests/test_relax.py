@@ -127,7 +127,10 @@ def test_the_preconditioned_move_is_a_fraction_of_the_newton_step():
   new, _ = relaxation.move(positions, np.zeros((2, 3)), forces, s, inverse)
   assert np.linalg.norm(new[1] - new[0]) == pytest.approx(1.54 - s.rate * 0.139)
   np.testing.assert_allclose(inverse @ np.tile([1.0, 0, 0], 2), 0, atol=1e-12)
-  # A flat or unstable mode moves downhill by at most F / FLOOR.
+  # An unstable mode moves downhill by its curvature's magnitude, a flat one by at most
+  # F / FLOOR.
+  unstable = relaxation.inverse_hessian(-bond_hessian(1.0), positions)  # Eigenvalue -2.
+  np.testing.assert_allclose(unstable @ forces.ravel(), forces.ravel() / 2, atol=1e-12)
   flat = relaxation.inverse_hessian(-0.01 * bond_hessian(1.0), positions)
   np.testing.assert_allclose(flat @ forces.ravel(), forces.ravel() / relaxation.FLOOR)
 
@@ -154,8 +157,8 @@ def test_the_hessian_relaxes_a_soft_mode_as_fast_as_a_stiff_one():
 
 def test_a_drifting_path_does_not_meet_the_criterion():
   """Positions that still descend (a bond shrinking by 1 mbohr per move with 0.5 mbohr of
-  noise) are known to well below the tolerance but fail the two halves' agreement; the
-  same positions settled pass it."""
+  noise) are known to well below a tolerance of 0.05 bohr but fail the two halves'
+  agreement; the same positions settled pass it."""
   rng = np.random.default_rng(4)
   s = DEFAULTS._replace(tolerance=0.05)
   for slope, meets in ((1e-3, False), (0.0, True)):
@@ -185,12 +188,21 @@ ENTRY = ('step', 'positions_bohr', 'velocity_bohr', 'forces_ha_per_bohr',
 
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac', 'spring'])
 def test_each_optimizer_relaxes_and_writes_relax_json(tmp_path, optimizer):
+  """With Adam the moves are not preconditioned (relax.hessian = 'none': no Hessian is
+  computed or saved); with the others by the UHF/sto-6g Hessian."""
   run = tmp_path / 'run'
-  result = train.train(tiny_relax(run, **{'optim.optimizer': optimizer}), quiet=True)
+  hessian = 'none' if optimizer == 'adam' else 'hf'
+  result = train.train(tiny_relax(run, **{'optim.optimizer': optimizer,
+                                          'relax.hessian': hessian}), quiet=True)
   assert np.all(np.isfinite(result.history['energy']))
   saved = json.loads((run / 'relax.json').read_text())
   assert all(k in saved for k in FIELDS), sorted(saved)
   assert saved['symbols'] == ['H', 'H'] and saved['steps'] == 6 and saved['moves'] == 3
+  if hessian == 'none':
+    assert saved['hessian'] is None
+  else:
+    h = np.asarray(saved['hessian']['ha_per_bohr2'])
+    assert saved['hessian']['method'] == 'UHF/sto-6g' and h.shape == (6, 6)
   assert [e['step'] for e in saved['path']] == [0, 2, 4, 6]
   for entry in saved['path'][:-1]:
     assert all(k in entry for k in ENTRY), entry
@@ -213,6 +225,9 @@ def test_a_resumed_relaxation_continues_from_the_saved_geometry_and_evaluation_t
   run = tmp_path / 'run'
   train.train(tiny_relax(run), quiet=True)
   first = json.loads((run / 'relax.json').read_text())
+  # The resumed run moves by the Hessian it saved, not one computed again.
+  first['hessian']['ha_per_bohr2'] = (2 * np.asarray(first['hessian']['ha_per_bohr2'])).tolist()
+  (run / 'relax.json').write_text(json.dumps(first))
   train.train(tiny_relax(run, **{'optim.iterations': 14, 'relax.max_moves': 4,
                                  'relax.average': 0.4}), quiet=True)
   saved = json.loads((run / 'relax.json').read_text())

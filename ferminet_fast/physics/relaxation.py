@@ -8,23 +8,23 @@ error comes from the spread of those per-step estimates (reblocked). The nuclei 
 damped steepest descent with momentum (heavy ball), the scheme of structural optimisation by
 quantum Monte Carlo with the wavefunction optimised along (Sorella & Capriotti, J. Chem.
 Phys. 133, 234111 (2010): a fixed step in bohr^2/Ha on noisy forces): v <- momentum v +
-step_size F,   R <- R + v, with the momentum reset to zero whenever the force opposes the
-last move (F . v < 0, as FIRE does: Bitzek et al., Phys. Rev. Lett. 97, 170201 (2006)), and
-the displacement of each move scaled down so that no nucleus moves more than
+step_size F, R <- R + v, with the momentum reset to zero whenever the new step opposes the
+last move (as FIRE does when F . v < 0: Bitzek et al., Phys. Rev. Lett. 97, 170201 (2006)),
+and the displacement of each move scaled down so that no nucleus moves more than
 `max_displacement` bohr. A quasi-Newton update (BFGS) was not chosen: its curvature from
 differences of noisy forces is dominated by their noise at the small steps a converging run
 takes. Instead the force is preconditioned by a fixed Hessian, the Hartree-Fock one at the
 starting geometry (`hessian = 'hf'`): each move takes `rate` of the Newton step H^-1 F on
 the internal motions (the Hessian's eigenvalues floored at FLOOR), so that every vibration
 relaxes in about 1 / rate moves. Without it (`hessian = 'none'`) the move is `step_size` F,
-and a soft mode (water's bend, five times softer than its stretches) relaxes, and
-decorrelates, that many times more slowly than the stiff ones, which leaves its average over
-an hour's path with too few independent positions for an honest error bar. Before each move
-the net force and torque are projected out (they vanish in expectation: the energy does not
-change under a rigid translation or rotation), which keeps the centroid of the nuclei and
-the orientation fixed and removes their noise; the projection weighs each nucleus by the
-variance of its forces over the steps averaged (generalised least squares), so a heavy
-nucleus's noisy force gives way to its light neighbours' better ones.
+and a soft mode (water's bend, five times softer than its stretches by its Hartree-Fock
+Hessian) relaxes, and decorrelates, that many times more slowly than the stiff ones, which
+leaves its average over an hour's path with too few independent positions for an honest
+error bar. Before each move the net force and torque are projected out (they vanish in
+expectation: the energy does not change under a rigid translation or rotation), which keeps
+the centroid of the nuclei and the orientation fixed and removes their noise; the projection
+weighs each nucleus by the variance of its forces over the steps averaged (generalised least
+squares), so a heavy nucleus's noisy force gives way to its light neighbours' better ones.
 
 The nuclei first move after `start` training steps (a barely trained wavefunction's forces
 point anywhere). On noisy forces the nuclei never come to rest: they fluctuate about the
@@ -38,13 +38,14 @@ per move over the force constant times 1/sqrt(moves averaged), whatever the step
 path, not a smaller step, is what narrows it.
 
 Stopping criterion, fixed by the settings before the run, checked after every move once
-`min_averaged` positions are averaged: every internuclear distance of the final geometry
-has a standard error of at most `tolerance` bohr, and the path has settled: for every
-distance the means of the two halves of the averaged positions agree, their difference
-below the two-sided 5% point of a normal over the standard error of that difference, the
-level divided among the distances (Bonferroni), so that a settled path passes with
-probability 95% or more and a path still drifting fails. Then, or after `max_moves` moves,
-the nuclei stop at the final geometry and the wavefunction trains on there.
+`min_averaged` positions are averaged: every internuclear distance of the final geometry has
+a standard error of at most `tolerance` bohr, and the path has settled: for every distance
+the mean distances of the two halves of the averaged positions agree, their difference below
+the two-sided 5% point of a normal over its standard error, the level divided among the
+distances (Bonferroni). This is a diagnostic, not an exact test: the errors are reblocked
+from few blocks, and the check is repeated after every move; a path still drifting by many
+of its errors fails it. Then, or after `max_moves` moves, the nuclei stop at the final
+geometry and the wavefunction trains on there.
 """
 
 import math
@@ -189,8 +190,8 @@ def distances(positions: np.ndarray) -> tuple:
 
 
 def drift_limit(pairs: int) -> float:
-  """The largest |difference of the halves' means| / its error that a settled path of `pairs`
-  distances passes: the two-sided 5% point, Bonferroni over the distances."""
+  """The largest |difference of the halves' means| / its error that the criterion lets pass
+  for `pairs` distances: the normal's two-sided 5% point, Bonferroni over the distances."""
   return statistics.NormalDist().inv_cdf(1 - 0.025 / max(pairs, 1))
 
 

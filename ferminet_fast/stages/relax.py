@@ -22,13 +22,14 @@ relax.json (written at every move and at the end):
     the optimiser's state), forces_ha_per_bohr and force_errors_ha_per_bohr (M, 3: the mean
     over the steps spent there, net force and torque removed, and its standard error;
     null before two steps), force_samples (steps averaged), stop ('criterion' or
-    'max_moves' on the entry where the nuclei stopped, with errors_bohr);
+    'max_moves' on the entry where the nuclei stopped, with the final geometry there);
   moves; converged (the criterion was met); stopped_by ('criterion', 'max_moves' or null:
     still moving when training ended); stopped_at_step;
   final: positions_bohr and errors_bohr (M, 3), the mean of the trailing `relax.average` of
     the positions before the stop (or the end) and its standard error (reblocked),
-    distances (each pair: atoms, distance_bohr, error_bohr, drift: the two halves'
-    difference over its error), positions_averaged, meets (the criterion holds there);
+    distances (each pair: atoms, distance_bohr between the mean positions, error_bohr,
+    drift: the two halves' difference over its error), positions_averaged, meets (the
+    criterion holds there); once stopped, the one computed at the stop;
   current_positions_bohr: where the nuclei are at the end, the geometry of the last
     checkpoint's parameters (the final geometry once stopped).
 A resumed run keeps the path up to the step of its checkpoint and continues from there.
@@ -75,8 +76,9 @@ def compiled_step(cfg, built, system: systems.System, run: context.Run,
   Relaxation (which starts where the run in `source_dir` left its nuclei at `start`)."""
   relaxing, make_parts = None, built.plan.parts
   if cfg.system.relax:
-    relaxing = Relaxation(cfg.relax, system, run, state, built.parts.dtype, source_dir, start,
-                          cfg.log.print_every > 0, cfg.pretrain.basis)
+    with watch.paused('the Hartree-Fock Hessian'):
+      relaxing = Relaxation(cfg.relax, system, run, state, built.parts.dtype, source_dir,
+                            start, cfg.log.print_every > 0, cfg.pretrain.basis)
     make_parts = lambda chunk: with_forces(built.plan.parts(chunk),  # noqa: E731
                                            cfg.forces.node_cutoff)
   with watch.paused('compiling the training step'):
@@ -105,15 +107,19 @@ def mean_and_error(series: np.ndarray) -> tuple:
 
 def final_geometry(path: list, s: relaxation.Settings) -> dict:
   """The mean of the positions (bohr) of the trailing `s.average` of `path` (stops left
-  out), their standard errors, every internuclear distance with its error and its drift (the
-  difference of the means of the two halves of those positions over its standard error),
-  and whether that meets the stopping criterion (physics/relaxation.py)."""
+  out), their standard errors, every internuclear distance there with its error and its
+  drift (the difference of the mean distances of the two halves of those positions over its
+  standard error), and whether that meets the stopping criterion (physics/relaxation.py)."""
   moving = [e for e in path if not e.get('stop')]
   moving = moving[-relaxation.averaged(len(moving), s.average):]
   positions = np.array([e['positions_bohr'] for e in moving])  # (n, M, 3)
   mean, error = mean_and_error(positions)
   pairs, d = relaxation.distances(positions)  # (n, P)
-  d_mean, d_error = mean_and_error(d)
+  # The distances of the mean positions, where the nuclei stop: the mean of the distances
+  # lies above them by the spread across each bond over twice its length. Their errors
+  # are those of the distances' means, to first order in the spread.
+  d_error = mean_and_error(d)[1]
+  d_mean = relaxation.distances(mean)[1]
   half = len(d) // 2
   drift = np.full(len(pairs), np.nan)
   if half >= 2:
@@ -212,7 +218,8 @@ class Relaxation:
     if self.settings.hessian == 'hf':  # Once, at the start; a resumed run keeps its own.
       self.hessian = saved.get('hessian') if saved is not None else None
     if self.hessian is None and self.settings.hessian == 'hf':
-      at_start = dataclasses.replace(system, positions=np.asarray(first['positions_bohr']))
+      at_start = dataclasses.replace(system,
+                                     positions=np.asarray(self.path[0]['positions_bohr']))
       self.hessian = {'method': f'UHF/{basis}', 'ha_per_bohr2':
                       hartree_fock.hessian(at_start, basis).tolist()}
     for key in ('forces_ha_per_bohr', 'force_errors_ha_per_bohr', 'force_samples'):
@@ -328,7 +335,7 @@ class Relaxation:
       new = np.asarray(final['positions_bohr'])
       self.path.append({'step': t, 'positions_bohr': new.tolist(),
                         'velocity_bohr': np.zeros_like(new).tolist(), 'stop': why,
-                        'errors_bohr': final['errors_bohr']})
+                        'final': final})
       said = ('the criterion was met' if why == 'criterion' else
               f'relax.max_moves = {s.max_moves}')
       self.run.say(f'Relax   step {t}: stopped after {self.moves} moves ({said}); the nuclei '
@@ -377,7 +384,7 @@ class Relaxation:
 
   def record(self, t: int) -> dict:
     s, stop = self.settings, self.stopped
-    final = final_geometry(self.path, s)
+    final = stop['final'] if stop is not None else final_geometry(self.path, s)
     return {
         'symbols': list(self.symbols), 'settings': s._asdict(), 'criterion': criterion(s),
         'hessian': self.hessian,
