@@ -97,12 +97,16 @@ def compiled_step(cfg, built, system: systems.System, run: context.Run,
 
 def mean_and_error(series: np.ndarray) -> tuple:
   """(mean, standard error) over the first axis of `series` (n, ...), each component's error
-  reblocked (vmc/stats.py; NaN for n < 2)."""
+  reblocked (vmc/stats.py; NaN for n < 2) and never below the error of uncorrelated samples:
+  the positions of a path and the forces of successive steps are correlated positively, so
+  a blocked error below that is the noise of an estimate from few blocks."""
   flat = series.reshape(len(series), -1)
   pairs = [stats.reblock(flat[:, k]) for k in range(flat.shape[1])]
+  naive = (np.std(flat, axis=0, ddof=1) / np.sqrt(len(flat)) if len(flat) > 1
+           else np.full(flat.shape[1], np.nan))
   shape = series.shape[1:]
   return (np.array([p.mean for p in pairs]).reshape(shape),
-          np.array([p.error for p in pairs]).reshape(shape))
+          np.maximum([p.error for p in pairs], naive).reshape(shape))
 
 
 def final_geometry(path: list, s: relaxation.Settings) -> dict:
