@@ -428,14 +428,14 @@ SETTINGS = {
     'relax.every': S(20, 'Training steps between moves of the nuclei; the forces of those '
                      'steps (one estimate per step from its walkers) are averaged.',
                      _positive_int),
-    'relax.hessian': S('hf', "How the moves are preconditioned: 'hf', by the inverse of the "
-                       'UHF Hessian of the starting geometry in `pretrain.basis` (pyscf; every '
-                       "vibration then relaxes at about the same rate); 'none', plain "
-                       'steepest descent (`step_size`).', one_of('hf', 'none')),
-    'relax.rate': S(0.3, "With hessian = 'hf': the fraction of the Newton step H^-1 F taken "
+    'relax.hessian': S(relaxation.HARTREE_FOCK.name, 'How the moves are preconditioned: '
+                       f'{listed(relaxation.HESSIANS)}. With a Hessian (its inverse on the '
+                       'internal motions) every vibration relaxes at about the same rate.',
+                       one_of(*relaxation.HESSIANS)),
+    'relax.rate': S(0.3, "With a Hessian: the fraction of the Newton step H^-1 F taken "
                     'per move, in (0, 1]; every vibration relaxes in about 1 / rate moves.',
                     in_range(0, 1, '(]')),
-    'relax.step_size': S(0.5, "With hessian = 'none': bohr^2/Ha, displacement of a nucleus per "
+    'relax.step_size': S(0.5, "Without a Hessian: bohr^2/Ha, displacement of a nucleus per "
                          'unit of mean force. Stable for force constants up to about 2 (1 + '
                          'momentum) / step_size Ha/bohr^2 (the stiffest bonds of first-row '
                          'molecules are about 1.5).', _positive),
@@ -701,9 +701,11 @@ def validate(cfg: config_dict.ConfigDict) -> None:
                          'available with several states (use states = 1)')
   geometries.check(cfg.system, systems.is_periodic(cfg.system))
   relaxation.check(cfg.system, systems.is_periodic(cfg.system))
-  if cfg.system.relax and cfg.relax.hessian == 'hf' and not packages.installed('pyscf'):
-    raise InputError("config.relax.hessian = 'hf' needs the optional package pyscf: pip "
-                     "install 'ferminet_fast[pyscf]', or set config.relax.hessian = 'none'")
+  hessian = relaxation.HESSIANS[cfg.relax.hessian]
+  if cfg.system.relax and not hessian.installed():
+    raise InputError(f'config.relax.hessian = {hessian.name!r} needs the optional package '
+                     f"{hessian.package}: pip install 'ferminet_fast[{hessian.package}]', or "
+                     f'set config.relax.hessian = {relaxation.NO_HESSIAN.name!r}')
   _validate_periodic(cfg)
   method = LAPLACIANS.get(cfg.optim.laplacian)
   if method is not None and not method.installed():

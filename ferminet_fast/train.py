@@ -16,7 +16,7 @@ import jax  # noqa: E402
 from ferminet_fast import plan  # noqa: E402
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
                                        machine, signals)
-from ferminet_fast.physics import hartree_fock, relaxation, systems  # noqa: E402
+from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
 from ferminet_fast.runtime import (checkpoint, cli, context, profiling, resume,  # noqa: E402
                                    rundir, watchdog)
 from ferminet_fast.stages import relax, report, trained, training  # noqa: E402
@@ -48,10 +48,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
     hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
   trained.check_fine_tune(cfg, system)  # Before the run directory is made.
-  if cfg.system.relax:
-    relaxation.check_system(system)
-    if cfg.relax.hessian == 'hf':
-      hartree_fock.check_basis(cfg.pretrain.basis, system)
+  relax.check(cfg, system)  # Before the run directory is made.
   source = resume.decide(ctx, user_cfg, system.name)
   run = context.Run(source.run_dir, ctx, quiet)
   run.say(f'System  {systems.describe(system)}')

@@ -13,8 +13,8 @@ from ferminet_fast.physics import relaxation
 from ferminet_fast.stages import relax, trained
 from ferminet_fast.vmc import stats
 
-DEFAULTS = relaxation.Settings(start=0, every=20, hessian='none', rate=0.3, step_size=0.5,
-                               momentum=0.5, max_displacement=0.05, average=0.5,
+DEFAULTS = relaxation.Settings(start=0, every=20, hessian=relaxation.NO_HESSIAN, rate=0.3,
+                               step_size=0.5, momentum=0.5, max_displacement=0.05, average=0.5,
                                tolerance=0.005, min_averaged=50, max_moves=0)
 
 
@@ -120,7 +120,7 @@ def test_the_optimiser_stops_a_noisy_diatomic_at_its_minimum():
 def test_the_preconditioned_move_is_a_fraction_of_the_newton_step():
   """With the exact Hessian of a harmonic bond, one move from rest takes `rate` of the way
   to the minimum along the bond; a rigid motion in the forces is not amplified."""
-  s = DEFAULTS._replace(hessian='hf', max_displacement=1.0)
+  s = DEFAULTS._replace(hessian=relaxation.HARTREE_FOCK, max_displacement=1.0)
   positions = np.array([[0, 0, -0.77], [0, 0, 0.77]])
   forces = np.array([[0, 0, 0.37 * 0.139], [0, 0, -0.37 * 0.139]])
   inverse = relaxation.inverse_hessian(bond_hessian(0.37), positions)
@@ -144,14 +144,14 @@ def test_the_hessian_relaxes_a_soft_mode_as_fast_as_a_stiff_one():
   the same rate. Measured by the integrated correlation time of the bond along 3000 moves
   (noise 0.01 Ha/bohr): the ratio soft / stiff is above 3 without and below 2 with it."""
   taus = {}
-  for hessian in ('none', 'hf'):
-    s = DEFAULTS._replace(hessian=hessian)
+  for hessian in ('identity', 'hf'):
+    s = DEFAULTS._replace(hessian=relaxation.HESSIANS[hessian])
     for k in (0.37, 0.05):
       h = 2.0 * bond_hessian(k) if hessian == 'hf' else None
       path = noisy_diatomic(np.random.default_rng(5), k, 0.01, 3000, s, hessian=h)
       bonds = relaxation.distances(np.array([e['positions_bohr'] for e in path[500:]]))[1]
       taus[hessian, k] = stats.reblock(bonds[:, 0]).tau
-  assert taus['none', 0.05] / taus['none', 0.37] > 3, taus
+  assert taus['identity', 0.05] / taus['identity', 0.37] > 3, taus
   assert taus['hf', 0.05] / taus['hf', 0.37] < 2, taus
 
 
@@ -188,17 +188,17 @@ ENTRY = ('step', 'positions_bohr', 'velocity_bohr', 'forces_ha_per_bohr',
 
 @pytest.mark.parametrize('optimizer', ['adam', 'kfac', 'spring'])
 def test_each_optimizer_relaxes_and_writes_relax_json(tmp_path, optimizer):
-  """With Adam the moves are not preconditioned (relax.hessian = 'none': no Hessian is
+  """With Adam the moves are not preconditioned (relax.hessian = 'identity': no Hessian is
   computed or saved); with the others by the UHF/sto-6g Hessian."""
   run = tmp_path / 'run'
-  hessian = 'none' if optimizer == 'adam' else 'hf'
+  hessian = 'identity' if optimizer == 'adam' else 'hf'
   result = train.train(tiny_relax(run, **{'optim.optimizer': optimizer,
                                           'relax.hessian': hessian}), quiet=True)
   assert np.all(np.isfinite(result.history['energy']))
   saved = json.loads((run / 'relax.json').read_text())
   assert all(k in saved for k in FIELDS), sorted(saved)
   assert saved['symbols'] == ['H', 'H'] and saved['steps'] == 6 and saved['moves'] == 3
-  if hessian == 'none':
+  if hessian == 'identity':
     assert saved['hessian'] is None
   else:
     h = np.asarray(saved['hessian']['ha_per_bohr2'])

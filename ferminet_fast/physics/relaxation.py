@@ -16,8 +16,8 @@ differences of noisy forces is dominated by their noise at the small steps a con
 takes. Instead the force is preconditioned by a fixed Hessian, the Hartree-Fock one at the
 starting geometry (`hessian = 'hf'`): each move takes `rate` of the Newton step H^-1 F on
 the internal motions (the Hessian's eigenvalues floored at FLOOR), so that every vibration
-relaxes in about 1 / rate moves. Without it (`hessian = 'none'`) the move is `step_size` F,
-and a soft mode (water's bend, five times softer than its stretches by its Hartree-Fock
+relaxes in about 1 / rate moves. Without it (`hessian = 'identity'`) the move is `step_size`
+F, and a soft mode (water's bend, five times softer than its stretches by its Hartree-Fock
 Hessian) relaxes, and decorrelates, that many times more slowly than the stiff ones, which
 leaves its average over an hour's path with too few independent positions for an honest
 error bar. Before each move the net force and torque are projected out (they vanish in
@@ -54,14 +54,34 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from ferminet_fast import choices
 from ferminet_fast.errors import InputError
+
+
+def hartree_fock_hessian(system, basis: str) -> dict:
+  """{'method', 'ha_per_bohr2' (3 M, 3 M)}: the UHF Hessian of `system` (a
+  physics/systems.System at the starting geometry) in `basis` (pyscf)."""
+  from ferminet_fast.physics import hartree_fock
+  return {'method': f'UHF/{basis}',
+          'ha_per_bohr2': hartree_fock.hessian(system, basis).tolist()}
+
+
+def no_hessian(system, basis: str) -> None:
+  """No preconditioner: the moves are `step_size` F."""
+  del system, basis
+
+
+HARTREE_FOCK = choices.Choice('hf', hartree_fock_hessian, 'moves preconditioned by the UHF '
+                              'Hessian of the starting geometry in pretrain.basis', 'pyscf')
+NO_HESSIAN = choices.Choice('identity', no_hessian, 'no preconditioning: steps of step_size F')
+HESSIANS = choices.table(HARTREE_FOCK, NO_HESSIAN)
 
 
 class Settings(NamedTuple):
   """The `relax` settings (config.py)."""
   start: int  # Training steps before the first move.
   every: int  # Training steps between moves (whose forces are averaged).
-  hessian: str  # 'hf': moves preconditioned by the HF Hessian; 'none': plain steepest descent.
+  hessian: choices.Choice  # A HESSIANS record: what preconditions the moves.
   rate: float  # With a Hessian: the fraction of the Newton step per move.
   step_size: float  # Without one: bohr^2/Ha, displacement per unit force.
   momentum: float  # In [0, 1): weight of the previous move.
@@ -73,7 +93,9 @@ class Settings(NamedTuple):
 
 
 def settings_of(relax_cfg) -> Settings:
-  return Settings(*(relax_cfg[k] for k in Settings._fields))
+  """The `relax` block with its `hessian` resolved into its record."""
+  s = Settings(*(relax_cfg[k] for k in Settings._fields))
+  return s._replace(hessian=choices.pick(HESSIANS, s.hessian, 'config.relax.hessian'))
 
 
 def check(sys_cfg, periodic: bool) -> None:

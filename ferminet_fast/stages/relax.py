@@ -51,6 +51,16 @@ from ferminet_fast.vmc import stats, step
 FILE = 'relax.json'
 
 
+def check(cfg, system: systems.System) -> None:
+  """What a relaxation of the built `system` refuses (relaxation.check_system), and a basis
+  pyscf does not know for the Hessian (relax.hessian = 'hf'); nothing without system.relax."""
+  if not cfg.system.relax:
+    return
+  relaxation.check_system(system)
+  if relaxation.settings_of(cfg.relax).hessian is relaxation.HARTREE_FOCK:
+    hartree_fock.check_basis(cfg.pretrain.basis, system)
+
+
 def with_forces(parts: step.Parts, node_cutoff: float) -> step.Parts:
   """`parts` whose train_step(state, geometry) also gives the sweep's forces (M 3,) Ha/bohr,
   (state, (stats, forces)): the zero-variance estimate of the walkers just sampled, at the
@@ -218,14 +228,11 @@ class Relaxation:
              'velocity_bohr': np.zeros_like(system.positions, np.float64).tolist()}
     self.path = saved['path'] if saved is not None else [first]
     self.resumed = saved is not None
-    self.hessian = None
-    if self.settings.hessian == 'hf':  # Once, at the start; a resumed run keeps its own.
-      self.hessian = saved.get('hessian') if saved is not None else None
-    if self.hessian is None and self.settings.hessian == 'hf':
-      at_start = dataclasses.replace(system,
-                                     positions=np.asarray(self.path[0]['positions_bohr']))
-      self.hessian = {'method': f'UHF/{basis}', 'ha_per_bohr2':
-                      hartree_fock.hessian(at_start, basis).tolist()}
+    # The Hessian, once at the start: a resumed run keeps the one it saved.
+    at_start = dataclasses.replace(system, positions=np.asarray(self.path[0]['positions_bohr']))
+    self.hessian = None if saved is None else saved.get('hessian')
+    if self.hessian is None or self.settings.hessian is relaxation.NO_HESSIAN:
+      self.hessian = self.settings.hessian(at_start, basis)
     for key in ('forces_ha_per_bohr', 'force_errors_ha_per_bohr', 'force_samples'):
       self.path[-1].pop(key, None)  # Its forces are measured again from here.
     self.print_moves = print_moves
@@ -390,7 +397,8 @@ class Relaxation:
     s, stop = self.settings, self.stopped
     final = stop['final'] if stop is not None else final_geometry(self.path, s)
     return {
-        'symbols': list(self.symbols), 'settings': s._asdict(), 'criterion': criterion(s),
+        'symbols': list(self.symbols), 'settings': {**s._asdict(), 'hessian': s.hessian.name},
+        'criterion': criterion(s),
         'hessian': self.hessian,
         'steps': t, 'path': self.path, 'moves': self.moves,
         'converged': stop is not None and stop['stop'] == 'criterion',
