@@ -6,6 +6,7 @@ evaluated the same way, judged by the mean absolute error against the row's pysc
 
   python -m scripts.pes_race --deepqmc DIR [--rows h2,lih] [--seconds 1800] [--keep DIR]
                              [--peer KEY=VALUE ...] [--sweeps 200] [--burn-in 50]
+  python -m scripts.pes_race --deepqmc DIR --rows h2 --reread KEPT   # a kept race read again
   python -m scripts.render_docs                  # put the table into ACCURACY.md
 
 DIR is `bash ../shared/anchors/setup-deepqmc.sh DIR`. DeepQMC runs `task=train_transferable
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -78,8 +79,9 @@ class Race(NamedTuple):
 
 def peer_record(setup: Race) -> dict:
   python = os.path.join(setup.dq_dir, 'venv', 'bin', 'python')
-  out = subprocess.run([python, '-c', 'import sys, deepqmc, jax; print(sys.version.split()[0], '
-                        'deepqmc.__version__, jax.__version__)'], capture_output=True, text=True)
+  out = subprocess.run([python, '-c', 'import sys; from importlib.metadata import version; '
+                        'print(sys.version.split()[0], version("deepqmc"), version("jax"))'],
+                       capture_output=True, text=True)
   py, dq, jx = (out.stdout.split() + [None] * 3)[:3]
   return {'name': 'DeepQMC', 'dir': setup.dq_dir,
           'versions': {'python': py, 'deepqmc': dq, 'jax': jx},
@@ -129,29 +131,39 @@ def deepqmc_checkpoint(directory: str, end: float) -> tuple:
 
 def deepqmc_energies(h5: str, g: int, setup: Race) -> list:
   """Each geometry's reblocked energy from DeepQMC's evaluation log (read by its own h5py):
-  its per-step walker means, the first burn-in sweeps of each geometry discarded."""
+  its per-step walker means, non-finite local energies left out as our evaluation leaves
+  them out (and counted), the first burn-in sweeps of each geometry discarded."""
   read = ('import h5py, json, sys, numpy as np\n'
           'f = h5py.File(sys.argv[1], "r")\n'
           'e = np.asarray(f["local_energy/samples"])\n'  # (steps, devices, batch, states, W)
           'i = np.asarray(f["mol_idxs"]).astype(int)\n'  # (steps, batch)
-          'e = np.moveaxis(e, 1, -1).reshape(*i.shape, -1).mean(-1)\n'
-          'print(json.dumps({"e": e.tolist(), "i": i.tolist()}))\n')
+          'e = np.moveaxis(e, 1, -1).reshape(*i.shape, -1)\n'
+          'ok = np.isfinite(e)\n'
+          'm = np.where(ok, e, 0).sum(-1) / np.maximum(ok.sum(-1), 1)\n'
+          'print(json.dumps({"e": m.tolist(), "i": i.tolist(), '
+          '"bad": (~ok).sum(-1).tolist()}))\n')
   out = subprocess.run([os.path.join(setup.dq_dir, 'venv', 'bin', 'python'), '-c', read, h5],
                        capture_output=True, text=True, check=True)
   logged = json.loads(out.stdout)
-  return per_geometry(np.asarray(logged['e']), np.asarray(logged['i']), g, setup.burn_in)
+  return per_geometry(np.asarray(logged['e']), np.asarray(logged['i']), g, setup.burn_in,
+                      np.asarray(logged['bad']))
 
 
-def per_geometry(means: np.ndarray, indices: np.ndarray, g: int, burn_in: int) -> list:
+def per_geometry(means: np.ndarray, indices: np.ndarray, g: int, burn_in: int,
+                 nonfinite: Optional[np.ndarray] = None) -> list:
   """(steps, batch) walker means and the geometry of each: every geometry's reblocked energy
-  over its sweeps after its first `burn_in`, and how many it had."""
+  over its sweeps after its first `burn_in`, how many it had, and how many local energies of
+  those sweeps were non-finite and left out of the means (`nonfinite`, (steps, batch))."""
   from ferminet_fast.vmc import stats
+  if nonfinite is None:
+    nonfinite = np.zeros(indices.shape, int)
   out = []
   for k in range(g):
     series = means[indices == k][burn_in:]
     est = stats.reblock(series) if len(series) > 1 else None
     out.append({'energy': None if est is None else est.mean,
-                'error': None if est is None else est.error, 'sweeps': int(len(series))})
+                'error': None if est is None else est.error, 'sweeps': int(len(series)),
+                'nonfinite': int(nonfinite[indices == k][burn_in:].sum())})
   return out
 
 
@@ -221,7 +233,10 @@ def row_line(e: dict) -> str:
     if e[key]['steps'] is None:
       return f'{shown} (ended before the budget)'
     each = e[key].get('geometries_per_step')
-    return f'{shown} ({e[key]["steps"]} steps' + (f' of {each}' if each else '') + ')'
+    bad = sum(r.get('nonfinite', 0) for r in e[key]['geometries'])
+    left = f'; {bad} non-finite local energies left out' if bad else ''
+    return (f'{shown} ({e[key]["steps"]} steps' + (f' of {each}' if each else '')
+            + f'{left})')
 
   return (f'| {e["row"]} | {len(ref)} | {e["seconds"]:.0f} | {side("ours")} | '
           f'{side("deepqmc")} | {GOAL} | {verdict(e)} |')
@@ -244,6 +259,21 @@ def render_table(path: str = JSON) -> str:
 TABLES = {'pes_race': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
 
 
+def reread(setup: Race, run, kept: str, record: dict, path: str) -> None:
+  """`run` (an artifacts.Run of a race) appended again to `path` with DeepQMC's energies
+  read again from its evaluation log kept in `kept`/<row>, its meta the race's own (the
+  peer's record refreshed) and `reread` saying when and by which commit."""
+  data, evaluation = dict(run.data), run.data['evaluation']
+  setup = setup._replace(sweeps=evaluation['sweeps'], burn_in=evaluation['burn_in'])
+  h5 = os.path.join(kept, data['row'], 'deepqmc_eval', 'evaluation', 'result.h5')
+  data['deepqmc'] = {**data['deepqmc'], 'geometries': deepqmc_energies(
+      h5, len(data['positions_bohr']), setup)}
+  now = artifacts.meta()
+  artifacts.append(path, data, {**run.meta, 'peer': record, 'reread': {
+      k: now[k] for k in ('date', 'commit', 'dirty', 'command')}})
+  print(row_line(data), flush=True)
+
+
 def main():
   parser, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON, extra=(
       ('--deepqmc', {'metavar': 'DIR', 'help': 'setup-deepqmc.sh DIR'}),
@@ -252,7 +282,10 @@ def main():
                   'help': "DeepQMC's settings changed from PEER"}),
       ('--sweeps', {'type': int, 'default': SWEEPS, 'help': 'sweeps recorded per geometry'}),
       ('--burn-in', {'type': int, 'default': BURN_IN,
-                     'help': 'sweeps discarded per geometry'})))
+                     'help': 'sweeps discarded per geometry'}),
+      ('--reread', {'metavar': 'DIR', 'help': "judge the newest race of each row again from "
+                    "the logs kept in DIR/<row> (--keep): DeepQMC's evaluation read again "
+                    "by this script, recorded as a new entry with the race's own meta"})))
   if not args.deepqmc:
     parser.error('--deepqmc DIR is needed (bash ../shared/anchors/setup-deepqmc.sh DIR)')
   if any('=' not in kv for kv in args.peer):
@@ -260,6 +293,11 @@ def main():
   peer = {**PEER, **dict(kv.split('=', 1) for kv in args.peer)}
   setup = Race(os.path.abspath(args.deepqmc), peer, args.seconds, args.sweeps, args.burn_in)
   record = peer_record(setup)
+  if args.reread:
+    for run in artifacts.newest_runs(args.json, rows):
+      reread(setup, run, args.reread, record, args.json)
+    print(render_table(args.json))
+    return
   for row in rows:
     run_meta = artifacts.meta(peer=record)
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,6 +21,11 @@ def test_each_geometry_takes_its_own_steps_after_its_burn_in():
   assert [r['sweeps'] for r in rows] == [50, 50, 0] and rows[2]['energy'] is None
   assert rows[0]['energy'] == pytest.approx(stats.reblock(means[pes_race.BURN_IN:, 0]).mean)
   assert rows[1]['energy'] == pytest.approx(-2.0, abs=0.01)
+  # Non-finite local energies, left out of the means, are counted after the burn-in only.
+  bad = np.zeros(indices.shape, int)
+  bad[0, 1], bad[-1, 1] = 4, 1
+  rows = pes_race.per_geometry(means, indices, 3, pes_race.BURN_IN, bad)
+  assert [r['nonfinite'] for r in rows] == [0, 1, 0]
 
 
 def entry(ours, peer, error=0.1e-3):
