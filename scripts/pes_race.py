@@ -234,7 +234,8 @@ def row_line(e: dict) -> str:
       return f'{shown} (ended before the budget)'
     each = e[key].get('geometries_per_step')
     bad = sum(r.get('nonfinite', 0) for r in e[key]['geometries'])
-    left = f'; {bad} non-finite local energies left out' if bad else ''
+    left = (f'; {bad} non-finite local energ{"y" if bad == 1 else "ies"} left out' if bad
+            else '')
     return (f'{shown} ({e[key]["steps"]} steps' + (f' of {each}' if each else '')
             + f'{left})')
 
