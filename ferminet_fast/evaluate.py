@@ -132,7 +132,8 @@ def run() -> None:
                       "last updates (the run's config.optim.average_fraction); 'last': the "
                       'parameters of the last update.')
   flags.DEFINE_string('reference', '', "A set of geometries' reference curve from pyscf, "
-                      "'METHOD/BASIS' (hf, ccsd, ccsd(t), fci; 'cc-pv[q5]z': to the basis limit).")
+                      "'METHOD/BASIS' (hf, ccsd, ccsd(t), fci, nevpt2; 'cc-pv[q5]z': to the basis "
+                      'limit).')
   flags.DEFINE_string('observables', '', 'Comma-separated observables besides the energy: s2 '
                       "(<S^2>), dipole (e bohr), density (an atom's radial profile to density.csv"
                       "; a molecule's on a grid to density.cube), forces (Ha/bohr, zero-variance "

@@ -265,13 +265,15 @@ def provenance(path: str, runs: Optional[list] = None) -> str:
   return f'*From `{rel}`{more}: ' + '; '.join(notes) + '.*'
 
 
-def row_arguments(doc: str, rows, json_path: str, extra=()) -> tuple:
-  """(parser, arguments, chosen rows) of a goal script: --rows (comma-separated, of `rows`),
-  --keep DIR (keep the run directories), --json (the artifact to append to), and the
-  `extra` arguments ((name, keyword arguments), ...); unknown rows are a usage error."""
+def row_arguments(doc: str, rows, json_path: str, extra=(), default=None) -> tuple:
+  """(parser, arguments, chosen rows) of a goal script: --rows (comma-separated, of `rows`;
+  `default` or all of them when not given), --keep DIR (keep the run directories), --json
+  (the artifact to append to), and the `extra` arguments ((name, keyword arguments), ...);
+  unknown rows are a usage error."""
   import argparse
   p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument('--rows', default=','.join(rows), help='comma-separated, of ' + ','.join(rows))
+  p.add_argument('--rows', default=','.join(default or rows),
+                 help='comma-separated, of ' + ','.join(rows))
   for name, kwargs in extra:
     p.add_argument(name, **kwargs)
   p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR/<row>')

@@ -3,6 +3,7 @@ separate runs at each geometry, to the same accuracy, and geometry optimisation;
 judged met or missed from the measured numbers when the table is rendered.
 
   python -m scripts.pes_goals --rows h2,lih,h2o [--keep DIR]
+  python -m scripts.pes_goals --rows n2 --keep DIR [--allowance SECONDS]   # each sitting
   python -m scripts.render_docs                  # put the table into ACCURACY.md
 
 Rows h2 and lih. The surface config (configs/h2_pes.py, configs/lih_pes.py) and the
@@ -17,7 +18,27 @@ separate runs' time is the sum over the geometries. The goal is the ratio of the
 reference is pyscf's (ferminet_fast/physics/references.py), computed once per row: for H2
 CCSD (full CI for two electrons) extrapolated from cc-pVQZ and cc-pV5Z; for LiH CCSD(T)
 extrapolated from cc-pCVTZ and cc-pCVQZ, shifted by its offset from the exact -8.070548 Ha
-at 3.015 bohr (configs/lih.py), the offset recorded.
+at 3.015 bohr (configs/lih.py's exact energy at its geometry), the offset recorded.
+
+Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) trains for
+8 x N2_SECONDS of wall time, configs/n2.py at each of its geometries for N2_SECONDS (both
+with their Hartree-Fock pretraining, both stopped by SIGTERM, with their step limits out of
+reach), then every geometry is evaluated alike (N2_SWEEPS after N2_BURN_IN, the
+single-geometry batch per geometry). The goal: the surface's mean error over the geometries
+at most N2_GOAL of the separate runs' (one standard error counted against the surface);
+the difference of the two ways' mean energies, which needs no reference, is shown beside.
+Its eight hours of training and about one of evaluation do not fit a sitting, so the row is
+carried over sittings in DIR/n2/progress.json (the same command continues it, using at most
+--allowance seconds; only asked for by name): a separate run is trained whole within one
+sitting, the surface in pieces each resuming the last (as after a preemption, its start-up
+paid again each time). Every sitting first times N2_PROBE_STEPS steps of configs/n2.py, and
+its budgets are scaled by that probe against the first sitting's, so that every part gets
+the same compute whatever machine a sitting lands on. A sitting that ends inside a piece of
+the surface charges that piece whole; a separate run cut short starts again. The reference
+is NEVPT2 on the full-valence CASSCF, all electrons correlated, extrapolated from cc-pCVTZ
+and cc-pCVQZ and shifted to the exact energy of configs/n2.py at 2.068 bohr (CCSD(T) fails
+past about 2.5 bohr, where N2's bond is half broken), and checked against CCSD(T) alike at
+the bonds up to N2_CHECK_BOND; beyond those it is unchecked.
 
 Row h2o. A relaxation (system.relax, stages/relax.py) of water with the network of
 configs/ne.py, started 0.05 angstrom and 5 degrees away from the experimental equilibrium
@@ -29,13 +50,17 @@ kept with its date, machine, versions, commit and command line); TABLES renders 
 run of each row into ACCURACY.md.
 """
 
+import dataclasses
 import json
 import math
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -52,12 +77,16 @@ SURFACES = {
     'h2': ('configs/h2_pes.py', 'configs/h2.py', 0.5e-3, 'ccsd/cc-pv[q5]z', 0.25),
     'lih': ('configs/lih_pes.py', 'configs/lih.py', 1.0e-3, 'ccsd(t)/cc-pcv[tq]z', 1 / 3),
 }
-LIH_EXACT, LIH_BOND = -8.070548, 3.015  # Ha, bohr: the calibration point (configs/lih.py).
+# row -> surface config, single-geometry config, reference (physics/references.py).
+REFERENCES = {row: (surface, single, name) for row, (surface, single, _, name, _)
+              in SURFACES.items()}
+REFERENCES['n2'] = ('configs/n2_pes.py', 'configs/n2.py', 'nevpt2/cc-pcv[tq]z')
+CALIBRATED = ('lih', 'n2')  # Shifted to the exact energy of the single-geometry config.
 H2O_R, H2O_THETA = 0.9572, 104.52  # angstrom, degrees: experiment (Hoy and Bunker 1979).
 H2O_START = (H2O_R + 0.05, H2O_THETA + 5.0)
 H2O_SECONDS = 3600.0
 H2O_GOAL = (0.005, 0.5)  # angstrom, degrees.
-ROWS = (*SURFACES, 'h2o')
+ROWS = (*SURFACES, 'n2', 'h2o')
 
 
 def _run(cmd: list, seconds=None) -> float:
@@ -82,9 +111,9 @@ def _train(config: str, run: str, iterations: int, *overrides: str) -> list:
           f'--config.optim.iterations={iterations}', *overrides]
 
 
-def _evaluate(run: str, walkers=None) -> list:
+def _evaluate(run: str, walkers=None, steps: int = EVAL_STEPS) -> list:
   return [sys.executable, '-m', 'ferminet_fast.evaluate', f'--run={run}',
-          f'--steps={EVAL_STEPS}', *([f'--walkers={walkers}'] if walkers else [])]
+          f'--steps={steps}', *([f'--walkers={walkers}'] if walkers else [])]
 
 
 def geometries_of(config: str) -> np.ndarray:
@@ -120,22 +149,28 @@ def ladder(config: str, run: str, reference: np.ndarray, tolerance: float, walke
   return {'rungs': rungs, 'reached': rungs[-1]['within'], 'train_s': train_s}
 
 
-def reference_energies(row: str) -> dict:
-  """The row's reference at each geometry (Ha), with its calibration where it has one."""
-  from ferminet_fast.physics import references
-  from ferminet_fast.physics import systems
-  surface, _, _, name, _ = SURFACES[row]
-  cfg = race.cli.load_config_file(os.path.join(REPO, surface))
-  system = systems.make_system(cfg.system)
+def reference_energies(row: str, name: Optional[str] = None, only=None) -> dict:
+  """The row's reference (or the method `name`) at each geometry (Ha; or those indexed by
+  `only`), shifted by its offset from the exact energy of the row's single-geometry config
+  where the row calibrates (CALIBRATED), the offset recorded."""
+  from ferminet_fast.physics import geometries, references, systems
+  surface, single, default = REFERENCES[row]
+  name = name or default
+  system = systems.make_system(race.cli.load_config_file(os.path.join(REPO, surface)).system)
+  if only is not None:
+    picked = system.surface.positions[list(only)]
+    system = dataclasses.replace(system, surface=geometries.Surface(picked))
   chosen = references.parse(name)
   energies = references.energies(system, chosen)
   out = {'name': name, 'raw': energies.tolist(), 'offset': 0.0}
-  if row == 'lih':
-    import dataclasses
-    at = dataclasses.replace(system, positions=np.array([[0, 0, 0], [0, 0, LIH_BOND]], float),
-                             surface=None)
-    out['offset'] = LIH_EXACT - references.energy(at, chosen)
-    out['calibration'] = f'shifted to the exact {LIH_EXACT} Ha at {LIH_BOND} bohr'
+  if only is not None:
+    out['geometries'] = list(only)
+  if row in CALIBRATED:
+    cfg = race.cli.load_config_file(os.path.join(REPO, single))
+    at = systems.make_system(cfg.system)
+    out['offset'] = cfg.system.exact_energy - references.energy(at, chosen)
+    out['calibration'] = (f'shifted to the exact {cfg.system.exact_energy} Ha of {single} '
+                          f'({cfg.system.molecule}, {cfg.system.units})')
   out['energies'] = (energies + out['offset']).tolist()
   return out
 
@@ -165,6 +200,247 @@ def run_surface_row(row: str, work: str) -> dict:
           'eval_steps': EVAL_STEPS, 'eval_walkers': walkers,
           'positions_bohr': positions.tolist(),
           'reference': reference, 'surface': together, 'separate': separate}
+
+
+# Row n2: each of the G separate runs trains N2_SECONDS, the surface G times that, across
+# sittings; the state of the row between sittings is DIR/n2/progress.json (--keep DIR).
+N2_SECONDS = 1800.0
+N2_SWEEPS, N2_BURN_IN = 500, 100  # Evaluation of every geometry, both ways alike.
+N2_PROBE_STEPS = 100  # Steps of configs/n2.py (no pretraining) timed at each sitting's start.
+N2_MIN_CHUNK = 300.0  # s: the shortest piece of the surface's training worth a start-up.
+N2_GOAL = 0.5  # The surface's mean error at most this fraction of the separate runs'.
+N2_MARGIN = 120.0  # s of a sitting's allowance kept for a training's checkpoint and exit.
+N2_RESTARTS = 3  # Times a separate run may be started again before the row gives up.
+# The reference checked where one determinant serves: CCSD(T), calibrated alike, at the bonds
+# up to N2_CHECK_BOND bohr (the equilibrium is 2.068).
+N2_CHECK, N2_CHECK_BOND = 'ccsd(t)/cc-pcv[tq]z', 2.3
+RUN_LIMIT = '10000000'  # Training steps: the wall time ends every training of the row.
+
+
+def probe(work: str) -> float:
+  """ms per training step of configs/n2.py on this machine now: the median step time of
+  N2_PROBE_STEPS steps after the first fifth (stats.csv), without pretraining."""
+  run = os.path.join(work, 'probe')
+  if os.path.exists(run):
+    shutil.rmtree(run)
+  _run(probe_command(run))
+  times = [float(r['step_time_ms']) for r in race._rows(os.path.join(run, 'stats.csv'))]
+  shutil.rmtree(run)
+  ms = float(np.median(times[len(times) // 5:])) if len(times) >= N2_PROBE_STEPS // 2 else 0.0
+  if not ms > 0:
+    raise RuntimeError(f'the probe logged {len(times)} steps of {N2_PROBE_STEPS}: no time')
+  return ms
+
+
+def probe_command(run: str) -> list:
+  return _train(REFERENCES['n2'][1], run, N2_PROBE_STEPS, '--config.pretrain.iterations=0')
+
+
+def n2_parts(work: str) -> list:
+  """The row's parts in the order they run: (name, run directory, extra settings)."""
+  positions = geometries_of(REFERENCES['n2'][0])
+  symbols = race.systems.make_system(
+      race.cli.load_config_file(os.path.join(REPO, REFERENCES['n2'][1])).system).symbols
+  parts = [(f'separate_{g}', os.path.join(work, f'geometry_{g}'),
+            [f'--config.system.molecule={molecule_text(symbols, nuclei)}',
+             '--config.system.units=bohr']) for g, nuclei in enumerate(positions)]
+  return parts + [('surface', os.path.join(work, 'surface'), [])]
+
+
+def n2_setup() -> dict:
+  """What a row carried over sittings must keep: a sitting under another refuses to go on."""
+  return {'seconds_each': N2_SECONDS, 'sweeps': N2_SWEEPS, 'burn_in': N2_BURN_IN,
+          'probe_steps': N2_PROBE_STEPS, 'configs': REFERENCES['n2'],
+          'positions_bohr': geometries_of(REFERENCES['n2'][0]).tolist()}
+
+
+def n2_state(work: str) -> dict:
+  """progress.json of the row in `work`, new or continued (InputError-like SystemExit if it
+  was begun under other settings, or is finished)."""
+  path = os.path.join(work, 'progress.json')
+  if not os.path.exists(path):
+    return {'setup': n2_setup(), 'probes': [], 'trained': {}, 'restarts': {},
+            'evaluated': {}}
+  state = _json(work, 'progress.json')
+  if state['setup'] != json.loads(json.dumps(n2_setup())):
+    raise SystemExit(f'{path} was begun with other settings of row n2 ({state["setup"]}); '
+                     'continue it with the code that began it, or start a new --keep DIR')
+  if state.get('appended'):
+    raise SystemExit(f'row n2 in {work} is finished (appended {state["appended"]}); a new '
+                     'measurement needs a new --keep DIR')
+  return state
+
+
+def run_n2_row(work: str, allowance: float) -> Optional[dict]:
+  """Row n2, continued for at most `allowance` seconds of this sitting: the separate runs,
+  each whole in one sitting, then the surface, in pieces that each resume the last (as
+  after a preemption), then the evaluations; the entry once every part is done, else None.
+  Budgets are scaled by this sitting's probe against the first sitting's (machines and
+  their load differ between sittings): B seconds of the first sitting run B * probe_now /
+  probe_first here."""
+  t0 = time.perf_counter()
+  left = lambda: allowance - (time.perf_counter() - t0) - N2_MARGIN  # noqa: E731
+  os.makedirs(work, exist_ok=True)
+  path = os.path.join(work, 'progress.json')
+  state = n2_state(work)
+  state['probes'].append({'ms_per_step': probe(work), **artifacts.meta()})
+  scale = state['probes'][-1]['ms_per_step'] / state['probes'][0]['ms_per_step']
+  if N2_SECONDS * scale > allowance - N2_MARGIN:
+    raise SystemExit(f'--allowance {allowance:.0f}: a separate run needs '
+                     f'{N2_SECONDS * scale + N2_MARGIN:.0f} s of this sitting')
+  if 'reference' not in state:
+    state['reference'] = reference_energies('n2')
+    bonds = [np.linalg.norm(p[1] - p[0]) for p in geometries_of(REFERENCES['n2'][0])]
+    state['reference_check'] = reference_energies(
+        'n2', N2_CHECK, [g for g, r in enumerate(bonds) if r <= N2_CHECK_BOND])
+  save_json(path, state)
+  parts = n2_parts(work)
+  for name, run, extra in parts:
+    if not train_part(state, path, name, run, extra, len(parts) - 1, scale, left):
+      return None  # The next sitting continues.
+  if not evaluate_parts(state, path, parts, left):
+    return None
+  state['appended'] = artifacts.meta()['date']
+  save_json(path, state)
+  return n2_entry(state)
+
+
+def train_part(state: dict, path: str, name: str, run: str, extra: list, geometries: int,
+               scale: float, left) -> bool:
+  """Trains part `name` of row n2 towards its budget (first-sitting seconds); True once it
+  has it all. A sitting that ended inside a piece, or a training that ended before its
+  time, leaves that piece marked: a separate run then starts again from nothing, while the
+  surface, which resumes from its checkpoints, is charged the piece whole (its seconds
+  planned, or lived if it ended early)."""
+  surface = name == 'surface'
+  budget = N2_SECONDS * (geometries if surface else 1)
+  pieces = state['trained'].setdefault(name, [])
+  if pieces and ('running' in pieces[-1] or 'failed' in pieces[-1]):
+    if surface:
+      pieces[-1]['interrupted'] = pieces[-1].pop('running', False)
+    else:
+      restarts = state['restarts'][name] = state['restarts'].get(name, 0) + 1
+      if restarts > N2_RESTARTS:
+        raise SystemExit(f'row n2: the {name} training was cut short {restarts} times: see '
+                         f'{run}')
+      pieces.clear()
+      shutil.rmtree(run, ignore_errors=True)
+  while (owed := budget - sum(p['first_sitting_s'] for p in pieces)) > 1:
+    seconds = owed * scale
+    if seconds > left():
+      if not surface or left() < N2_MIN_CHUNK:
+        return False
+      seconds = left()
+    pieces.append({'seconds': seconds, 'first_sitting_s': seconds / scale,
+                   'sitting': len(state['probes']) - 1, 'running': True})
+    save_json(path, state)
+    config = REFERENCES['n2'][0 if surface else 1]
+    wall = _run(_train(config, run, int(RUN_LIMIT), *extra), seconds)
+    piece = pieces[-1]
+    del piece['running']
+    piece['wall_s'] = wall
+    if wall < seconds - 1:  # Only the budget should end it.
+      piece.update(failed=True, first_sitting_s=wall / scale)
+      save_json(path, state)
+      raise RuntimeError(f'the {name} training ended after {wall:.0f} s of its {seconds:.0f}: '
+                         f'see {run}')
+    save_json(path, state)
+  return True
+
+
+def evaluate_parts(state: dict, path: str, parts: list, left) -> bool:
+  """Evaluates each trained part of row n2 not yet evaluated (the surface at the separate
+  runs' walkers per geometry); True once all are."""
+  walkers = race.cli.load_config_file(os.path.join(REPO, REFERENCES['n2'][1])).batch_size
+  for name, run, _ in parts:
+    if name in state['evaluated']:
+      continue
+    if left() < 0:
+      return False
+    _run(n2_evaluate(run, walkers if name == 'surface' else None))
+    rows = (_json(run, 'pes.json')['geometries'] if name == 'surface'
+            else [_json(run, 'eval.json')])
+    state['evaluated'][name] = {'energies': [r['energy'] for r in rows],
+                                'errors': [r['error'] for r in rows]}
+    save_json(path, state)
+  return True
+
+
+def n2_evaluate(run: str, walkers=None) -> list:
+  return [*_evaluate(run, walkers, N2_SWEEPS), f'--burn_in={N2_BURN_IN}']
+
+
+def save_json(path: str, doc: dict) -> None:
+  """Writes `doc` to `path` whole or not at all (a new file renamed over the old)."""
+  with open(path + '.new', 'w') as f:
+    json.dump(doc, f, indent=1)
+  os.replace(path + '.new', path)
+
+
+def n2_entry(state: dict) -> dict:
+  """Row n2's artifact entry from its finished progress."""
+  separate = [v for k, v in sorted(state['evaluated'].items()) if k.startswith('separate_')]
+  surface, single = REFERENCES['n2'][:2]
+  return {'row': 'n2', **state['setup'], 'goal_fraction': N2_GOAL,
+          'reference': state['reference'], 'reference_check': state.get('reference_check'),
+          'probes': state['probes'], 'trained': state['trained'],
+          'restarts': state['restarts'], 'surface': state['evaluated']['surface'],
+          'separate': {'energies': [e['energies'][0] for e in separate],
+                       'errors': [e['errors'][0] for e in separate]},
+          'commands': [' '.join(probe_command('<DIR>')),
+                       ' '.join(_train(surface, '<DIR>', int(RUN_LIMIT))),
+                       ' '.join(_train(single, '<DIR_g>', int(RUN_LIMIT),
+                                       '--config.system.molecule=<g>',
+                                       '--config.system.units=bohr')),
+                       ' '.join(n2_evaluate('<DIR>', '<walkers>')),
+                       ' '.join(n2_evaluate('<DIR_g>'))]}
+
+
+def mean_error(side: dict, reference: list) -> tuple:
+  """(mean over the geometries of energy - reference, its standard error), Ha."""
+  e, s = np.asarray(side['energies']), np.asarray(side['errors'])
+  return float(np.mean(e - np.asarray(reference))), float(np.sqrt(np.sum(s ** 2)) / len(e))
+
+
+def n2_verdict(e: dict) -> str:
+  """Row n2 judged: 'met' when the surface's mean error plus its standard error is at most
+  the goal fraction of the separate runs' mean error; undetermined where an error against
+  the reference is not positive (the reference is not exact: no fraction of it means
+  anything then)."""
+  (surface, s_err), (separate, _) = (mean_error(e[k], e['reference']['energies'])
+                                     for k in ('surface', 'separate'))
+  if separate <= 0 or surface < 0:
+    return (f'undetermined: mean errors {1e3 * surface:+.1f} (surface) and '
+            f'{1e3 * separate:+.1f} mHa (separate) against a reference that is not exact')
+  if surface + s_err <= e['goal_fraction'] * separate:
+    return 'met'
+  return (f"missed: the surface's mean error {1e3 * surface:+.1f} ± {1e3 * s_err:.1f} mHa is "
+          f"not below {e['goal_fraction']:g} of the separate runs' {1e3 * separate:+.1f} mHa "
+          'by its error bar')
+
+
+def n2_line(e: dict, judged: str) -> str:
+  """Row n2's line of the table: both ways' mean errors, and their difference, which needs
+  no reference."""
+  (surface, s_err), (separate, p_err) = (mean_error(e[k], e['reference']['energies'])
+                                         for k in ('surface', 'separate'))
+  g = len(e['separate']['energies'])
+  difference = np.mean(np.subtract(e['surface']['energies'], e['separate']['energies']))
+  d_err = math.hypot(s_err, p_err)
+  check, checked = e.get('reference_check'), ''
+  if check and check['geometries']:
+    bonds = [np.linalg.norm(np.subtract(*e['positions_bohr'][i][:2])) for i in check['geometries']]
+    apart = max(abs(e['reference']['energies'][i] - c)
+                for i, c in zip(check['geometries'], check['energies']))
+    checked = (f'; against {check["name"]} at {", ".join(f"{b:.2f}" for b in bonds)} bohr: '
+               f'within {1e3 * apart:.1f} mHa')
+  ratio = f'{surface / separate:.2f}' if separate > 0 else '–'
+  return (f'| n2 | {g} geometries, {e["reference"]["name"]}, calibrated{checked} | surface '
+          f'{g} × {e["seconds_each"]:.0f} s: mean error {1e3 * surface:+.1f} ± '
+          f'{1e3 * s_err:.1f} mHa; separate {g} × {e["seconds_each"]:.0f} s: '
+          f'{1e3 * separate:+.1f} ± {1e3 * p_err:.1f} mHa; ratio {ratio}; surface − separate '
+          f'{1e3 * difference:+.1f} ± {1e3 * d_err:.1f} mHa | mean error ≤ '
+          f'{e["goal_fraction"]:g} of the separate runs\' | {judged} |')
 
 
 def water(r: float, theta: float) -> str:
@@ -234,6 +510,8 @@ def verdict(e: dict) -> str:
     if not e['relax']['converged']:
       misses.append(f'the stopping criterion was not met in {e["train_s"]:.0f} s')
     return 'met' if not misses else 'missed: ' + '; '.join(misses)
+  if e['row'] == 'n2':
+    return n2_verdict(e)
   misses = []
   if not e['surface']['reached']:
     misses.append(f'the surface did not reach {1e3 * e["tolerance_ha"]:g} mHa at every '
@@ -256,6 +534,8 @@ def row_line(e: dict) -> str:
             f'θ {w["theta"]:.2f} ± {w["theta_error"]:.2f}° in {e["train_s"]:.0f} s '
             f'({e["relax"]["moves"]} moves) | within {H2O_GOAL[0]} Å and {H2O_GOAL[1]}° of '
             f'{H2O_R} Å, {H2O_THETA}° in ≤ {H2O_SECONDS / 60:.0f} min | {judged} |')
+  if e['row'] == 'n2':
+    return n2_line(e, judged)
   ref = np.asarray(e['reference']['energies'])
   last = e['surface']['rungs'][-1]
   worst = 1e3 * np.max(np.abs(np.asarray(last['energies']) - ref))
@@ -272,7 +552,7 @@ def render_table(path: str = JSON) -> str:
   runs = artifacts.newest_runs(path, ROWS)
   if not runs:
     return ('Not measured yet: the table appears when `python -m scripts.pes_goals` has run '
-            '(rows h2, lih, h2o).')
+            '(rows h2, lih, h2o, and n2 over sittings).')
   head = ('row', 'what', 'measured', 'goal', 'verdict')
   body = artifacts.table(head, [row_line(r.data) for r in runs])
   return body + '\n\n' + artifacts.provenance(path, runs)
@@ -282,9 +562,24 @@ TABLES = {'pes_goals': ('ACCURACY.md', render_table)}  # Rendered by scripts/ren
 
 
 def main():
-  _, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON)
+  parser, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON, extra=(
+      ('--allowance', {'type': float, 'default': 5400.0, 'metavar': 'SECONDS',
+                       'help': "row n2: this sitting's seconds for it (default 5400)"}),),
+      default=[r for r in ROWS if r != 'n2'])  # Row n2 only when asked for: it takes sittings.
+  signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # Its trainings stopped with it.
+  if 'n2' in rows and not args.keep:
+    parser.error('row n2 runs across sittings: give --keep DIR, where its progress is kept')
   for row in rows:
     run_meta = artifacts.meta()
+    if row == 'n2':
+      entry = run_n2_row(os.path.join(args.keep, 'n2'), args.allowance)
+      if entry is None:
+        print(f'row n2 continues at the next sitting (the same command): '
+              f'{os.path.join(args.keep, "n2", "progress.json")}', flush=True)
+        continue
+      artifacts.append(args.json, entry, run_meta)
+      print(row_line(entry), flush=True)
+      continue
     with tempfile.TemporaryDirectory() as tmp:
       work = os.path.join(args.keep or tmp, row)
       entry = run_h2o_row(work) if row == 'h2o' else run_surface_row(row, work)

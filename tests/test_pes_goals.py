@@ -1,7 +1,9 @@
 """scripts/pes_goals.py: the water geometry read back from relax.json's distances, each
 goal judged from the recorded figures, and an empty artifact rendering as not measured."""
 
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -86,3 +88,139 @@ def test_the_path_summary_skips_the_newest_move_not_yet_measured():
   assert summary['angle_range_degrees'] == pytest.approx([100, 110])
   assert summary['force_median'] == pytest.approx(0.2)
   assert summary['force_error_median'] == pytest.approx(0.02)
+
+
+class FakeMachine:
+  """Stands in for the processes of row n2: a clock that a training moves by the seconds it
+  is given (it runs until stopped), evaluations that write each run's energies, and
+  trainings told to be killed with their sitting (`killed`) or to end early (`short`)."""
+
+  def __init__(self, probes, killed=(), short=()):
+    self.now, self.probes, self.trained = 0.0, list(probes), []
+    self.killed, self.short = set(killed), set(short)
+
+  def perf_counter(self):
+    return self.now
+
+  def run(self, cmd, seconds=None):
+    run = next(a.split('=', 1)[1] for a in cmd
+               if a.startswith(('--run=', '--config.log.save_path=')))
+    name = os.path.basename(run)
+    if 'ferminet_fast.train' in cmd:
+      os.makedirs(run, exist_ok=True)
+      open(os.path.join(run, 'checkpoint'), 'w').close()
+      if name in self.killed:
+        self.killed.remove(name)
+        raise KeyboardInterrupt
+      if name in self.short:
+        self.short.remove(name)
+        self.now += seconds / 2
+        return seconds / 2
+      self.trained.append((name, seconds))
+      self.now += seconds
+      return seconds
+    rows = [{'energy': -109.50 + 0.01 * i, 'error': 0.002} for i in range(2)]
+    name, doc = (('pes.json', {'geometries': rows}) if run.endswith('surface') else
+                 ('eval.json', {'energy': -109.45, 'error': 0.003}))
+    with open(os.path.join(run, name), 'w') as f:
+      json.dump(doc, f)
+    self.now += 10
+    return 10.0
+
+
+def n2_row(monkeypatch, machine, separate: int):
+  """Row n2 on `machine` with `separate` separate runs, their reference given."""
+  monkeypatch.setattr(pes_goals, 'time', machine)
+  monkeypatch.setattr(pes_goals, '_run', machine.run)
+  monkeypatch.setattr(pes_goals, 'probe', lambda work: machine.probes.pop(0))
+  monkeypatch.setattr(pes_goals.artifacts, 'meta', lambda: {'date': 'today'})
+  monkeypatch.setattr(pes_goals, 'reference_energies', lambda row, name=None, only=None: (
+      {'name': 'nevpt2/cc-pcv[tq]z', 'energies': [-109.54, -109.53]} if only is None else
+      {'name': name, 'geometries': [0], 'energies': [-109.5412]}))
+  monkeypatch.setattr(pes_goals, 'n2_parts', lambda w: [
+      *((f'separate_{g}', os.path.join(w, f'geometry_{g}'), []) for g in range(separate)),
+      ('surface', os.path.join(w, 'surface'), [])])
+
+
+def test_row_n2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_path, monkeypatch):
+  """Two separate runs and a surface of twice their budget, over sittings on machines whose
+  probe differs: the second sitting's machine is twice as slow, so each of its parts runs
+  twice the seconds and counts half; a separate run never starts where it cannot finish,
+  the surface is continued in pieces, and the entry appears only when every part is
+  trained and evaluated, each part's first-sitting seconds adding up to its budget. A
+  finished row is not continued."""
+  machine = FakeMachine([100.0, 200.0, 100.0])
+  n2_row(monkeypatch, machine, 2)
+  work = str(tmp_path / 'n2')
+  assert pes_goals.run_n2_row(work, 3000.0) is None  # Room for one separate run only.
+  assert machine.trained == [('geometry_0', 1800.0)]
+  assert pes_goals.run_n2_row(work, 5400.0) is None  # Twice as slow: 3600 s for the second.
+  assert machine.trained[1] == ('geometry_1', 3600.0)
+  surface = pes_goals._json(work, 'progress.json')['trained']['surface']
+  assert surface[0]['seconds'] == pytest.approx(5400 - 3600 - pes_goals.N2_MARGIN)
+  assert surface[0]['first_sitting_s'] == pytest.approx(surface[0]['seconds'] / 2)
+  entry = pes_goals.run_n2_row(work, 5400.0)
+  trained = entry['trained']
+  for name, budget in (('separate_0', 1800), ('separate_1', 1800), ('surface', 3600)):
+    assert sum(p['first_sitting_s'] for p in trained[name]) == pytest.approx(budget)
+  assert len(trained['surface']) == 2 and len(machine.probes) == 0
+  assert entry['separate']['energies'] == [-109.45, -109.45]
+  # Surface +40 at both (+40 +- 1.4 mHa) against separate +90 and +80 (+85): met at a half.
+  assert pes_goals.verdict(entry) == 'met'
+  line = pes_goals.row_line(entry)
+  assert 'against ccsd(t)/cc-pcv[tq]z at 1.60 bohr: within 1.2 mHa' in line
+  assert 'surface − separate -45.0 ± 2.5 mHa' in line
+  entry['goal_fraction'] = 0.4
+  assert pes_goals.verdict(entry).startswith("missed: the surface's mean error +40.0 ± 1.4")
+  entry['reference']['energies'] = [-109.44, -109.43]  # A reference above the separate runs.
+  assert pes_goals.verdict(entry).startswith('undetermined')
+  machine.probes.append(100.0)
+  with pytest.raises(SystemExit, match='is finished'):
+    pes_goals.run_n2_row(work, 5400.0)
+
+
+def test_row_n2_after_a_sitting_ended_inside_a_training(tmp_path, monkeypatch):
+  """A separate run cut short by the end of its sitting, or ending before its time, starts
+  again from nothing at the next sitting (its directory removed); a piece of the surface
+  cut short is charged whole, as the surface resumes from the checkpoints it wrote."""
+  machine = FakeMachine([100.0] * 4, killed=['geometry_0', 'surface'], short=['geometry_0'])
+  n2_row(monkeypatch, machine, 1)
+  work = str(tmp_path / 'n2')
+  with pytest.raises(KeyboardInterrupt):
+    pes_goals.run_n2_row(work, 5400.0)
+  with pytest.raises(RuntimeError, match='separate_0 training ended after 900 s of its 1800'):
+    pes_goals.run_n2_row(work, 5400.0)
+  with pytest.raises(KeyboardInterrupt):  # The separate run trained; the surface is killed.
+    pes_goals.run_n2_row(work, 5400.0)
+  entry = pes_goals.run_n2_row(work, 5400.0)
+  assert machine.trained == [('geometry_0', 1800.0)]
+  assert entry['restarts'] == {'separate_0': 2}
+  assert [p['first_sitting_s'] for p in entry['trained']['separate_0']] == [1800.0]
+  assert entry['trained']['surface'] == [
+      {'seconds': 1800.0, 'first_sitting_s': 1800.0, 'sitting': 2, 'interrupted': True}]
+
+
+def test_row_n2_refuses_to_go_on_under_other_settings(tmp_path, monkeypatch):
+  """A progress file begun under other settings, or a sitting too short for a separate run,
+  is refused in words."""
+  machine = FakeMachine([100.0, 300.0])
+  n2_row(monkeypatch, machine, 1)
+  work = str(tmp_path / 'n2')
+  assert pes_goals.run_n2_row(work, 3000.0) is None
+  monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 1000)
+  with pytest.raises(SystemExit, match='begun with other settings'):
+    pes_goals.run_n2_row(work, 5400.0)
+  monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 500)
+  with pytest.raises(SystemExit, match='a separate run needs 5520 s'):
+    pes_goals.run_n2_row(work, 5400.0)
+
+
+def test_a_reference_at_some_geometries_is_theirs():
+  """The reference at a subset of a row's geometries (the check of row n2's) equals the
+  full curve's there."""
+  pytest.importorskip('pyscf')
+  whole = pes_goals.reference_energies('h2', 'hf/sto-3g')
+  some = pes_goals.reference_energies('h2', 'hf/sto-3g', [0, 5])
+  assert some['geometries'] == [0, 5]
+  assert some['energies'] == pytest.approx([whole['energies'][0], whole['energies'][5]],
+                                           abs=1e-9)

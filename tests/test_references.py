@@ -8,7 +8,7 @@ import pytest
 
 from conftest import tiny_config
 from ferminet_fast import InputError
-from ferminet_fast.physics import geometries, references, systems
+from ferminet_fast.physics import geometries, hartree_fock, references, systems
 
 pytest.importorskip('pyscf')
 
@@ -91,3 +91,48 @@ def test_a_core_valence_basis_gives_hydrogen_its_valence_basis():
   lih = systems.make_system(cfg.system)
   valence, core = (references.energy(lih, references.parse(f'hf/cc-p{c}vdz')) for c in ('', 'c'))
   assert 0 < valence - core < 1e-3
+
+
+def test_nevpt2_is_exact_where_its_active_space_is_and_corrects_the_casscf():
+  """H2's full-valence space is CAS(2, 2) (the two 1s): as the bond breaks, the CASSCF of
+  it becomes exact within the basis (two one-electron atoms), so NEVPT2 agrees with full CI
+  at 6 bohr to 0.1 mHa (what remains is the atoms' dispersion). At the equilibrium bond the
+  CASSCF misses the dynamic correlation, which NEVPT2 adds: it lies below the CASSCF and
+  nearer full CI, while the CASSCF lies above it."""
+  fci = references.parse('fci/cc-pvdz')
+  for bond, near in ((6.0, 1e-4), (H2_BOND, None)):
+    e_cas, e_pt2 = references.parts(h2(bond), 'nevpt2', 'cc-pvdz')
+    exact = references.energy(h2(bond), fci)
+    if near:
+      assert abs(e_cas + e_pt2 - exact) < near
+    else:
+      assert e_pt2 < 0 and e_cas > exact
+      assert abs(e_cas + e_pt2 - exact) < abs(e_cas - exact) / 2
+
+
+def test_nevpt2_takes_the_full_valence_space_along_a_curve(monkeypatch):
+  """N2's full valence space is the 2s and 2p of both atoms, 10 electrons in 8 orbitals
+  outside 2 core orbitals; NEVPT2 takes it compressed (1.6 bohr, where AVAS would take a
+  core orbital in too unless told the cores), at the equilibrium bond and stretched, with a
+  negative correlation energy, and the equilibrium lowest. Where AVAS finds another space,
+  or an atom has an effective core potential, it is refused."""
+  from pyscf import scf
+  energies = []
+  for bond in (1.6, 2.068, 4.0):
+    cfg = tiny_config('H', **{'system.atom': '', 'system.units': 'bohr',
+                              'system.molecule': f'N 0 0 0; N 0 0 {bond}'})
+    system = systems.make_system(cfg.system)
+    assert references.valence_space(system)[1:] == (8, 10, 2)
+    mf = scf.RHF(hartree_fock.molecule(system, 'cc-pvdz'))
+    hartree_fock.scf_energy(mf)
+    e_cas, e_pt2 = references.nevpt2_parts(mf, system)
+    assert e_pt2 < 0
+    energies.append(e_cas + e_pt2)
+  assert energies[0] > energies[1] < energies[2]  # Compressed and stretched lie above.
+  from pyscf.mcscf import avas
+  monkeypatch.setattr(avas, 'avas', lambda mf, labels, **kw: (7, 10, mf.mo_coeff))
+  with pytest.raises(RuntimeError, match='AVAS found 10 electrons in 7 orbitals'):
+    references.nevpt2_parts(mf, system)
+  si = systems.make_system(tiny_config('Si', **{'system.ecp': 'ccecp'}).system)
+  with pytest.raises(InputError, match='Si has no full-valence space'):
+    references.check(references.parse('nevpt2/cc-pvdz'), si)

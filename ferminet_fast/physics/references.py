@@ -3,14 +3,24 @@ surface's evaluated energies are drawn beside (pes.json, plots/pes.png).
 
 A reference is named 'METHOD/BASIS': METHOD one of METHODS (Hartree-Fock, CCSD, CCSD(T),
 full CI, on RHF orbitals for closed shells, or a spin-broken UHF's where that lies lower,
-else ROHF), BASIS a pyscf basis name, or a
+else ROHF; or NEVPT2), BASIS a pyscf basis name, or a
 pair of cardinal numbers in brackets, 'cc-pv[q5]z', for the two-point extrapolation to the
-complete-basis limit: the Hartree-Fock energy of the larger basis plus the correlation
-energy extrapolated as E_X = E_CBS + A X^-3 (Helgaker, Klopper, Koch and Noga, J. Chem.
-Phys. 106, 9639 (1997)). Atoms with an effective core potential take BASIS for it. A
-core-valence basis (cc-pCVXZ: Woon and Dunning, J. Chem. Phys. 103, 4572 (1995); cc-pwCVXZ:
-Peterson and Dunning, J. Chem. Phys. 117, 10548 (2002)) gives H and He, which have no core,
-the valence basis cc-pVXZ, as those families define them.
+complete-basis limit: the reference energy (Hartree-Fock's, or CASSCF's) of the larger
+basis plus the correlation energy extrapolated as E_X = E_CBS + A X^-3 (Helgaker, Klopper,
+Koch and Noga, J. Chem. Phys. 106, 9639 (1997)).
+
+NEVPT2 is for bonds stretched past where a single determinant describes them (N2 beyond
+about 2.5 bohr, where CCSD(T) fails): strongly contracted NEVPT2 (Angeli, Cimiraglia,
+Evangelisti, Leininger and Malrieu, J. Chem. Phys. 114, 10252 (2001)) on a CASSCF of the
+full valence space, each element's valence shell (H and He 1s, Li to Ne 2s 2p, Na to Ar 3s
+3p) chosen by atomic-valence overlap (AVAS: Sayfutyarova, Sun, Chan and Knizia, J. Chem.
+Theory Comput. 13, 4063 (2017)) at each geometry, so that the space is the same along a
+curve; the cores are inactive and correlated by the perturbation.
+
+Atoms with an effective core potential take BASIS for it. A core-valence basis (cc-pCVXZ:
+Woon and Dunning, J. Chem. Phys. 103, 4572 (1995); cc-pwCVXZ: Peterson and Dunning, J.
+Chem. Phys. 117, 10548 (2002)) gives H and He, which have no core, the valence basis
+cc-pVXZ, as those families define them.
 """
 
 import dataclasses
@@ -22,7 +32,7 @@ import numpy as np
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import hartree_fock, systems
 
-METHODS = ('hf', 'ccsd', 'ccsd(t)', 'fci')
+METHODS = ('hf', 'ccsd', 'ccsd(t)', 'fci', 'nevpt2')
 CARDINALS = {'d': 2, 't': 3, 'q': 4, '5': 5, '6': 6, '7': 7}  # The X of cc-pVXZ.
 _PAIR = re.compile(r'^(?P<head>[^\[\]]*)\[(?P<x>\w)(?P<y>\w)\](?P<tail>[^\[\]]*)$')
 
@@ -66,7 +76,10 @@ def element_bases(system: systems.System, basis: str) -> dict:
 
 
 def check(reference: Reference, system: systems.System, setting: str = '--reference') -> None:
-  """Raises InputError unless pyscf has each basis of `reference` for `system`'s elements."""
+  """Raises InputError unless pyscf has each basis of `reference` for `system`'s elements
+  (and, for NEVPT2, each element has its full-valence space)."""
+  if reference.method == 'nevpt2':
+    valence_space(system)
   for basis, _ in reference.bases:
     named = element_bases(system, basis)
     hartree_fock.check_basis(named, system, basis, setting)
@@ -86,8 +99,62 @@ def _broken_symmetry(mol, e_rhf: float):
   return mf if mf.converged and e < e_rhf - 1e-6 else None
 
 
+# (largest Z, core orbitals, valence shells...) of the rows hydrogen to argon.
+VALENCE_SHELLS = ((2, 0, '1s'), (10, 1, '2s', '2p'), (18, 5, '3s', '3p'))
+SHELL_ORBITALS = {'s': 1, 'p': 3}
+
+
+def valence_space(system: systems.System) -> tuple:
+  """(AVAS's labels, orbitals, electrons, core orbitals) of the full valence space of
+  `system`: 'N 2s', 'N 2p', ... for each element, the number of its valence orbitals (N2:
+  8), of the electrons outside the cores (N2: 10) and of the core orbitals (N2: 2).
+  InputError beyond argon, or with an effective core potential."""
+  labels, orbitals, core = [], 0, 0
+  ecps = system.ecp or (None,) * len(system.symbols)
+  for symbol, charge, ecp in zip(system.symbols, system.charges, ecps):
+    row = next((r for r in VALENCE_SHELLS if charge <= r[0]), None)
+    if row is None or ecp is not None:
+      raise InputError(f'reference nevpt2: {symbol} has no full-valence space here (hydrogen '
+                       'to argon, all electrons)')
+    labels += [f'{symbol} {shell}' for shell in row[2:] if f'{symbol} {shell}' not in labels]
+    orbitals += sum(SHELL_ORBITALS[shell[-1]] for shell in row[2:])
+    core += row[1]
+  return labels, orbitals, system.n_electrons - 2 * core, core
+
+
+def nevpt2_parts(mf, system: systems.System) -> tuple:
+  """(CASSCF, NEVPT2 correlation) energy, Ha, from the converged mean field `mf`: the
+  full-valence active space (valence_space) by AVAS, its CASSCF, and strongly contracted
+  NEVPT2 on it. AVAS leaves the core orbitals out of its choice (with them, N2 at 1.6 bohr
+  takes a core orbital into the space) and must find exactly the valence space (else
+  RuntimeError), so that every geometry and basis of a curve has the same one. CASSCF has local minima (H2 at 6 bohr in
+  cc-pVDZ: from AVAS's projected orbitals it converges 0.9 mHa above its lowest), so it
+  starts both from those and from the mean field's orbitals nearest the Fermi level, and
+  the lower converged one is taken: the energy is variational in the orbitals."""
+  from pyscf import mcscf, mrpt
+  from pyscf.mcscf import avas
+  labels, want_orbitals, want_electrons, core = valence_space(system)
+  n_orbitals, n_electrons, orbitals = avas.avas(mf, labels, ncore=core, verbose=0)
+  if (n_orbitals, n_electrons) != (want_orbitals, want_electrons):
+    raise RuntimeError(f'AVAS found {n_electrons} electrons in {n_orbitals} orbitals for '
+                       f'{system.name}, not the full valence space of {want_electrons} in '
+                       f'{want_orbitals}')
+  spin = mf.mol.spin
+  best = None
+  for start in (orbitals, None):
+    cas = mcscf.CASSCF(mf, n_orbitals, ((n_electrons + spin) // 2, (n_electrons - spin) // 2))
+    cas.verbose = 0
+    cas.kernel(start)
+    if cas.converged and (best is None or cas.e_tot < best.e_tot):
+      best = cas
+  if best is None:
+    raise RuntimeError(f'CASSCF({n_electrons}, {n_orbitals}) of {system.name} did not converge')
+  return float(best.e_tot), float(mrpt.NEVPT(best).kernel())
+
+
 def parts(system: systems.System, method: str, basis: str) -> tuple:
-  """(Hartree-Fock, correlation) energy, Ha, of `system` at its positions by `method`. A
+  """(reference, correlation) energy, Ha, of `system` at its positions by `method`: the
+  reference is Hartree-Fock's, or for NEVPT2 the CASSCF's (nevpt2_parts). A
   closed shell whose spin-broken UHF lies below its RHF (a stretched bond) takes the UHF as
   the reference determinant of the correlated method: the RHF's ionic dissociation makes
   its energy, and so the correlation energy, converge with the basis unlike the
@@ -101,6 +168,8 @@ def parts(system: systems.System, method: str, basis: str) -> tuple:
     return e_hf, 0.0
   if method == 'fci':
     return e_hf, float(fci.FCI(mf).kernel()[0]) - e_hf
+  if method == 'nevpt2':
+    return nevpt2_parts(mf, system)
   if mol.spin == 0 and mol.nelectron > 1:
     broken = _broken_symmetry(mol, e_hf)
     if broken is not None:
