@@ -86,7 +86,9 @@ def peer_settings_record(settings: str, batch: int = int(SHARED['batch_size'])) 
 
 # FermiNet's log line per step (its "exp. variance" is an exponentially weighted variance of
 # the step energies, not the local-energy variance).
-STEP_LINE = re.compile(r'Step (\d+): (-?[\d.]+) E_h, exp. variance=([\d.eE+-]+)')
+# A step's line; its energy and variance may be nan or inf (a walker's non-finite energy).
+STEP_LINE = re.compile(r'Step (\d+): (-?(?:[\d.]+(?:[eE][+-]?\d+)?|nan|inf)) E_h, '
+                       r'exp. variance=(-?(?:[\d.eE+-]+|nan|inf))')
 
 
 def command(fn_dir: str, name: str, run_dir: str, keys: dict, settings: str = 'best') -> list:

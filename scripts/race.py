@@ -109,14 +109,22 @@ def _run(cmd: list, seconds: Optional[float], on_line=None, env=None) -> float:
   try:
     proc.wait(timeout=seconds)
   except subprocess.TimeoutExpired:
-    proc.send_signal(signal.SIGTERM)
-    try:
-      proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-      proc.kill()
-      proc.wait()
+    _stop(proc)
+  except BaseException:  # This script interrupted or stopped: the run is not left behind.
+    _stop(proc)
+    raise
   reader.join(timeout=10)
   return time.perf_counter() - t0
+
+
+def _stop(proc: subprocess.Popen) -> None:
+  """SIGTERM to `proc` (a training checkpoints and exits), SIGKILL if alive 60 s later."""
+  proc.send_signal(signal.SIGTERM)
+  try:
+    proc.wait(timeout=60)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.wait()
 
 
 def _rows(path: str) -> list:
@@ -198,7 +206,10 @@ def checkpoint_step(path: str) -> int:
 def evaluate_ferminet(fn_dir: str, name: str, run_dir: str, out_dir: str, sweeps: int,
                       burn_in: int, exact: float, settings: str = 'best') -> Optional[dict]:
   """FermiNet's inference mode on its newest checkpoint in run_dir: `burn_in` sweeps, then
-  `sweeps` sweeps with the parameters fixed; their energies reblocked, as ours are."""
+  `sweeps` sweeps with the parameters fixed; their energies reblocked, as ours are. A sweep
+  whose logged energy (FermiNet's mean over its walkers) is not finite is left out and
+  counted in 'nonfinite': ours leaves out each non-finite local energy, but FermiNet's log
+  holds only the mean, so the whole sweep goes."""
   files = sorted(f for f in os.listdir(run_dir) if f.startswith('qmcjax_ckpt_'))
   if not files:
     return None
@@ -206,11 +217,14 @@ def evaluate_ferminet(fn_dir: str, name: str, run_dir: str, out_dir: str, sweeps
                         {'optim.optimizer': 'none', 'optim.iterations': str(sweeps),
                          'mcmc.burn_in': str(burn_in), 'log.restore_path': run_dir,
                          'log.save_frequency': '1000'}, None, settings)
-  if len(run['energy']) < 2:
+  energies = np.asarray(run['energy'], float)
+  finite = energies[np.isfinite(energies)]
+  if len(finite) < 2:
     return None
-  est = stats.reblock(np.asarray(run['energy']))
+  est = stats.reblock(finite)
   return {'error_mha': 1e3 * (est.mean - exact), 'stat_mha': 1e3 * est.error,
-          'checkpoint_step': checkpoint_step(files[-1]), 'sweeps': len(run['energy'])}
+          'checkpoint_step': checkpoint_step(files[-1]), 'sweeps': len(finite),
+          'nonfinite': int(len(energies) - len(finite))}
 
 
 def evaluate_ours(run_dir: str, sweeps: int, burn_in: int, exact: Optional[float],
@@ -234,8 +248,10 @@ def evaluate_ours(run_dir: str, sweeps: int, burn_in: int, exact: Optional[float
 
 
 def summary(run: dict, exact: float) -> dict:
-  """Mean of the last 20% of steps with its reblocked error, as mHa from exact."""
-  e = np.asarray(run['energy'])
+  """Mean of the last 20% of steps with its reblocked error, as mHa from exact (steps whose
+  logged energy is not finite left out)."""
+  e = np.asarray(run['energy'], float)
+  e = e[np.isfinite(e)]
   if len(e) < 10:
     return {'steps': int(len(e)), 'error_mha': float('nan'), 'stat_mha': float('nan')}
   tail = e[int(0.8 * len(e)):]
@@ -485,7 +501,11 @@ def _pair(a, b, fmt: str) -> str:
 
 
 def _evaluated(ev: Optional[dict]) -> str:
-  return _plus_minus(ev['error_mha'], ev['stat_mha']) if ev else '–'
+  if not ev:
+    return '–'
+  bad = ev.get('nonfinite', 0)
+  return _plus_minus(ev['error_mha'], ev['stat_mha']) + (
+      f' ({bad} non-finite sweeps left out)' if bad else '')
 
 
 def render_each(path: str = JSON) -> str:
