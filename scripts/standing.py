@@ -17,6 +17,8 @@ from scripts import artifacts
 from scripts import benchmark_tables
 from scripts import ferminet_reference as reference
 from scripts import peak_memory
+from scripts import pes_goals
+from scripts import pes_race
 from scripts import race
 from scripts import step_cost
 
@@ -222,6 +224,31 @@ def race_rows() -> list:
                  race.GOAL_TEXT[(system, seconds)], figure,
                  _status(met, not missing, missing),
                  f'`{_rel(race.JSON)}`, {(es[-1].get("date") or group[-1][0].get("date"))[:10]}'))
+  return rows
+
+
+def _columns(line: str) -> list:
+  """The cells of one rendered table row '| a | b | ... |' (cells may hold an escaped |)."""
+  return [c.strip() for c in line.strip().strip('|').split(' | ')]
+
+
+def surface_rows() -> list:
+  """The surfaces goals from each row's newest run: against separate runs and relaxation
+  (scripts/pes_goals.py), and against DeepQMC's transferable training (scripts/pes_race.py),
+  each judged as its own table judges it."""
+  rows = []
+  for run in artifacts.newest_runs(pes_goals.JSON, pes_goals.ROWS):
+    row, what, measured, goal, judged = _columns(pes_goals.row_line(run.data))
+    rows.append((f'surfaces {row}: {what}', goal, measured,
+                 '**met**' if judged == 'met' else '**missed**',
+                 f'`{_rel(pes_goals.JSON)}`, {_date(run)}'))
+  for run in artifacts.newest_runs(pes_race.JSON, pes_race.ROWS):
+    row, geometries, seconds, ours, peer, goal, judged = _columns(pes_race.row_line(run.data))
+    rows.append((f'surfaces {row} ({geometries} geometries) against DeepQMC 1.3.0, {seconds} s '
+                 'each, evaluated alike', goal,
+                 f'mean absolute error (mHa): ours {ours}; DeepQMC {peer}',
+                 '**met**' if judged.startswith('met') else f'**{judged.split(":")[0]}**',
+                 f'`{_rel(pes_race.JSON)}`, {_date(run)}'))
   return rows
 
 
@@ -460,7 +487,8 @@ def render_benchmarks() -> str:
 
 
 def render_accuracy() -> str:
-  return _table(accuracy_rows() + ecp_rows() + states_rows() + race_rows()) + (
+  return _table(accuracy_rows() + ecp_rows() + states_rows() + race_rows()
+                + surface_rows()) + (
       '\n\nEach figure is rendered from the artifact named beside it; '
       'python -m scripts.render_docs rewrites this table.')
 

@@ -165,3 +165,22 @@ def test_another_network_is_judged_against_our_ferminet_only(tmp_path, monkeypat
   c2h4 = rows['step time C2H4 kfac, lapnet / our FermiNet of the same width']
   assert ne[1] == '≤ 0.6' and ne[2].startswith('2.50') and ne[3] == '**missed**'
   assert c2h4[2].startswith('0.50') and c2h4[3] == '**met**'
+
+
+def test_surface_goals_stand_as_their_own_tables_judge_them(tmp_path, monkeypatch):
+  """A surfaces race against DeepQMC stands met where its table says met and missed where
+  it says missed, the figures being the table's own."""
+  path = str(tmp_path / 'pes_race.json')
+  monkeypatch.setattr(standing.pes_race, 'JSON', path)
+  monkeypatch.setattr(standing.pes_goals, 'JSON', str(tmp_path / 'none.json'))
+
+  def side(error_ha):
+    return {'steps': 100, 'geometries': [{'energy': error_ha, 'error': 1e-5}] * 2}
+
+  for row, ours, peer in (('h2', 1e-4, 5e-4), ('lih', 9e-4, 5e-4)):
+    artifacts.append(path, {'row': row, 'seconds': 1800.0, 'reference': {'energies': [0, 0]},
+                            'ours': side(ours), 'deepqmc': side(peer)}, META)
+  rows = {r[0].split()[1]: r for r in standing.surface_rows()}
+  assert rows['h2'][3] == '**met**' and rows['lih'][3] == '**missed**'
+  assert rows['h2'][2] == ('mean absolute error (mHa): ours 0.10 ± 0.01 (100 steps); '
+                          'DeepQMC 0.50 ± 0.01 (100 steps)')
