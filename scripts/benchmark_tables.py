@@ -23,7 +23,8 @@ STEP_GOALS = {'small': {'He': 0.6, 'Li': 0.6, 'Be': 0.6, 'Ne': 0.35, 'N2': 0.35,
                         'HEG': 0.4},
               'standard': {'Ne': 0.35}}
 ELECTRONS = {'He': 2, 'Li': 3, 'Be': 4, 'B': 5, 'C': 6, 'N': 7, 'O': 8, 'F': 9, 'Ne': 10,
-             'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16, 'HEG': 14, 'C4H4': 28}
+             'H2': 2, 'LiH': 4, 'N2': 14, 'C2H4': 16, 'HEG': 14, 'C4H4': 28,
+             'C6H6': 42}
 
 
 # Our networks against each other: ours with network.network_type set (--against-ours on

@@ -1,7 +1,7 @@
 """Peak memory of training, ours and DeepMind FermiNet's, and the largest system each trains.
 
   bash ../shared/anchors/setup-ferminet.sh /tmp/fn         # FermiNet, once
-  python -m scripts.peak_memory --ferminet /tmp/fn         # Ne, C2H4, C4H4 at batch 256
+  python -m scripts.peak_memory --ferminet /tmp/fn         # Ne, C2H4, C4H4, C6H6, batch 256
   python -m scripts.peak_memory --ferminet /tmp/fn --systems Ne C4H4 --network standard
   python -m scripts.render_docs                            # the table in BENCHMARKS.md
 
@@ -174,7 +174,7 @@ def main():
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument('--ferminet', required=True,
                  help='directory made by ../shared/anchors/setup-ferminet.sh')
-  p.add_argument('--systems', nargs='+', default=['Ne', 'C2H4', 'C4H4'],
+  p.add_argument('--systems', nargs='+', default=['Ne', 'C2H4', 'C4H4', 'C6H6'],
                  choices=[s for s in reference.SYSTEMS if s in benchmark_tables.ELECTRONS])
   p.add_argument('--network', default='small', choices=list(reference.NETWORKS))
   p.add_argument('--batch', type=int, default=int(reference.SHARED['batch_size']))

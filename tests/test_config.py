@@ -23,7 +23,7 @@ CONFIGS = sorted(glob.glob(os.path.join(REPO, 'configs', '*.py')))
 # Shipped configs with no reference energy we can cite (benchmarks; the electron gas of
 # 14 electrons, whose exact Gamma-point energy is not known; crystals and the hydrogen chain
 # in a 3-D cell; sets of geometries, which have no single energy).
-WITHOUT_EXACT_ENERGY = ('c2h4.py', 'c4h4.py', 'h_chain.py', 'h2_layer.py', 'heg.py',
+WITHOUT_EXACT_ENERGY = ('c2h4.py', 'c4h4.py', 'c6h6.py', 'h_chain.py', 'h2_layer.py', 'heg.py',
                         'heg_rs5.py', 'lih_crystal.py', 'h2_pes.py', 'lih_pes.py', 'n2_pes.py')
 
 
