@@ -20,21 +20,22 @@ def final_of(r_angstrom: float, theta_degrees: float, error_bohr: float = 0.001)
                         for a, d in pairs]}
 
 
-def test_water_geometry_is_read_back_from_the_distances():
-  """The molecule string of the start, its distances, and back: r and theta recovered."""
+@pytest.mark.parametrize('start', sorted(pes_goals.H2O_STARTS.values()))
+def test_water_geometry_is_read_back_from_the_distances(start):
+  """The molecule string of each start, its distances, and back: r and theta recovered."""
   positions = np.array([[float(c) for c in atom.split()[1:]]
-                        for atom in pes_goals.water(*pes_goals.H2O_START).split(';')])
+                        for atom in pes_goals.water(*start).split(';')])
   oh = np.linalg.norm(positions[1] - positions[0])
   hh = np.linalg.norm(positions[2] - positions[1])
-  assert oh == pytest.approx(pes_goals.H2O_START[0], abs=1e-7)
+  assert oh == pytest.approx(start[0], abs=1e-7)
   w = pes_goals.water_geometry(final_of(oh, math.degrees(2 * math.asin(hh / (2 * oh)))))
-  assert w['r'] == pytest.approx(pes_goals.H2O_START[0], abs=1e-7)
-  assert w['theta'] == pytest.approx(pes_goals.H2O_START[1], abs=1e-5)
+  assert w['r'] == pytest.approx(start[0], abs=1e-7)
+  assert w['theta'] == pytest.approx(start[1], abs=1e-5)
   assert 0 < w['r_error'] < 1e-3 and 0 < w['theta_error'] < 0.2
 
 
-def water_entry(r, theta, converged=True):
-  return {'row': 'h2o', 'train_s': 3000.0, 'relax': {
+def water_entry(r, theta, converged=True, row='h2o'):
+  return {'row': row, 'start': list(pes_goals.H2O_STARTS[row]), 'train_s': 3000.0, 'relax': {
       'final': final_of(r, theta), 'converged': converged, 'moves': 30}}
 
 
@@ -43,6 +44,18 @@ def test_water_verdicts():
   assert 'r 0.9650' in pes_goals.verdict(water_entry(0.9650, 104.52))
   assert 'theta 105.22' in pes_goals.verdict(water_entry(0.9572, 105.22))
   assert 'criterion was not met' in pes_goals.verdict(water_entry(0.9572, 104.52, False))
+  assert pes_goals.verdict(water_entry(0.9590, 104.20, row='h2o_low')) == 'met'
+
+
+def test_water_rows_name_their_start():
+  """Each start is 0.05 angstrom and 5 degrees from experiment, one above, one below."""
+  starts = pes_goals.H2O_STARTS
+  for r, theta in starts.values():
+    assert abs(r - pes_goals.H2O_R) == pytest.approx(0.05)
+    assert abs(theta - pes_goals.H2O_THETA) == pytest.approx(5.0)
+  assert starts['h2o'][1] > pes_goals.H2O_THETA > starts['h2o_low'][1]
+  assert 'r -0.05 Å, θ -5°' in pes_goals.row_line(water_entry(0.95, 104.0, row='h2o_low'))
+  assert 'r +0.05 Å, θ +5°' in pes_goals.row_line(water_entry(0.95, 104.0))
 
 
 def surface_entry(surface_s, separate_s, reached=True, late=0):
