@@ -3,7 +3,8 @@ separate runs at each geometry, to the same accuracy, and geometry optimisation;
 judged met or missed from the measured numbers when the table is rendered.
 
   python -m scripts.pes_goals --rows h2,lih,h2o,h2o_low [--keep DIR]
-  python -m scripts.pes_goals --rows n2 --keep DIR [--allowance SECONDS]   # each sitting
+  python -m scripts.pes_goals --rows n2 [--allowance SECONDS]   # each sitting, then commit
+                                                    # its state: git add -A benchmarks/pes_n2
   python -m scripts.render_docs                  # put the table into ACCURACY.md
 
 Rows h2 and lih. The surface config (configs/h2_pes.py, configs/lih_pes.py) and the
@@ -23,22 +24,28 @@ at 3.015 bohr (configs/lih.py's exact energy at its geometry), the offset record
 Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) trains for
 8 x N2_SECONDS of wall time, configs/n2.py at each of its geometries for N2_SECONDS (both
 with their Hartree-Fock pretraining, both stopped by SIGTERM, with their step limits out of
-reach), then every geometry is evaluated alike (N2_SWEEPS after N2_BURN_IN, the
+reach), and every geometry is evaluated alike (N2_SWEEPS after N2_BURN_IN, the
 single-geometry batch per geometry). The goal: the surface's mean error over the geometries
 at most N2_GOAL of the separate runs' (one standard error counted against the surface);
 the difference of the two ways' mean energies, which needs no reference, is shown beside.
 Its eight hours of training and about one of evaluation do not fit a sitting, so the row is
-carried over sittings in DIR/n2/progress.json (the same command continues it, using at most
---allowance seconds; only asked for by name): a separate run is trained whole within one
-sitting, the surface in pieces each resuming the last (as after a preemption, its start-up
-paid again each time). Every sitting first times N2_PROBE_STEPS steps of configs/n2.py, and
-its budgets are scaled by that probe against the first sitting's, so that every part gets
-the same compute whatever machine a sitting lands on. A sitting that ends inside a piece of
-the surface charges that piece whole; a separate run cut short starts again. The reference
-is NEVPT2 on the full-valence CASSCF, all electrons correlated, extrapolated from cc-pCVTZ
-and cc-pCVQZ and shifted to the exact energy of configs/n2.py at 2.068 bohr (CCSD(T) fails
-past about 2.5 bohr, where N2's bond is half broken), and checked against CCSD(T) alike at
-the bonds up to N2_CHECK_BOND; beyond those it is unchecked.
+carried over sittings in a state directory inside the repository (--state, N2_STATE by
+default; the same command continues it, using at most --allowance seconds; only asked for
+by name), committed at the end of each sitting so that it outlives the machine: its
+progress.json holds every number measured so far, and surface/ the surface's run directory
+cut to what resuming needs (config.json, the newest checkpoint and the last STATS_TAIL rows
+of stats.csv). A separate run is trained and evaluated within one sitting, in a scratch
+directory (--keep DIR keeps it), so only its energies are carried; the surface trains in
+pieces, each resuming the last (as after a preemption, its start-up paid again each time).
+Every sitting first times N2_PROBE_STEPS steps of configs/n2.py, and its budgets are
+scaled by that probe against the first sitting's, so that every part gets the same compute
+whatever machine a sitting lands on. A sitting that ends inside a piece of the surface
+charges that piece whole; a separate run cut short starts again. Once the row is appended
+to the artifact its state directory is removed. The reference is NEVPT2 on the
+full-valence CASSCF, all electrons correlated, extrapolated from cc-pCVTZ and cc-pCVQZ and
+shifted to the exact energy of configs/n2.py at 2.068 bohr (CCSD(T) fails past about 2.5
+bohr, where N2's bond is half broken), and checked against CCSD(T) alike at the bonds up to
+N2_CHECK_BOND; beyond those it is unchecked.
 
 Rows h2o and h2o_low. A relaxation (system.relax, stages/relax.py) of water with the network
 of configs/ne.py, started 0.05 angstrom and 5 degrees away from the experimental equilibrium
@@ -206,13 +213,17 @@ def run_surface_row(row: str, work: str) -> dict:
 
 
 # Row n2: each of the G separate runs trains N2_SECONDS, the surface G times that, across
-# sittings; the state of the row between sittings is DIR/n2/progress.json (--keep DIR).
+# sittings; the state of the row between sittings is N2_STATE (--state DIR), committed.
+N2_STATE = os.path.join(REPO, 'benchmarks', 'pes_n2')
 N2_SECONDS = 1800.0
 N2_SWEEPS, N2_BURN_IN = 500, 100  # Evaluation of every geometry, both ways alike.
 N2_PROBE_STEPS = 100  # Steps of configs/n2.py (no pretraining) timed at each sitting's start.
 N2_MIN_CHUNK = 300.0  # s: the shortest piece of the surface's training worth a start-up.
 N2_GOAL = 0.5  # The surface's mean error at most this fraction of the separate runs'.
 N2_MARGIN = 120.0  # s of a sitting's allowance kept for a training's checkpoint and exit.
+N2_EVAL_S = 300.0  # First-sitting s kept for a separate run's evaluation after its training.
+STATS_TAIL = 1000  # stats.csv rows the surface carries between pieces (its blow-up guard's
+# window, log.blowup_window, looks back 500).
 N2_RESTARTS = 3  # Times a separate run may be started again before the row gives up.
 # The reference checked where one determinant serves: CCSD(T), calibrated alike, at the bonds
 # up to N2_CHECK_BOND bohr (the equilibrium is 2.068).
@@ -239,15 +250,16 @@ def probe_command(run: str) -> list:
   return _train(REFERENCES['n2'][1], run, N2_PROBE_STEPS, '--config.pretrain.iterations=0')
 
 
-def n2_parts(work: str) -> list:
-  """The row's parts in the order they run: (name, run directory, extra settings)."""
+def n2_parts(state_dir: str, scratch: str) -> list:
+  """The row's parts in the order they run: (name, run directory, extra settings); the
+  separate runs in `scratch`, the surface in `state_dir` (carried over sittings)."""
   positions = geometries_of(REFERENCES['n2'][0])
   symbols = race.systems.make_system(
       race.cli.load_config_file(os.path.join(REPO, REFERENCES['n2'][1])).system).symbols
-  parts = [(f'separate_{g}', os.path.join(work, f'geometry_{g}'),
+  parts = [(f'separate_{g}', os.path.join(scratch, f'geometry_{g}'),
             [f'--config.system.molecule={molecule_text(symbols, nuclei)}',
              '--config.system.units=bohr']) for g, nuclei in enumerate(positions)]
-  return parts + [('surface', os.path.join(work, 'surface'), [])]
+  return parts + [('surface', os.path.join(state_dir, 'surface'), [])]
 
 
 def n2_setup() -> dict:
@@ -257,55 +269,58 @@ def n2_setup() -> dict:
           'positions_bohr': geometries_of(REFERENCES['n2'][0]).tolist()}
 
 
-def n2_state(work: str) -> dict:
-  """progress.json of the row in `work`, new or continued (InputError-like SystemExit if it
-  was begun under other settings, or is finished)."""
-  path = os.path.join(work, 'progress.json')
+def n2_state(state_dir: str) -> dict:
+  """progress.json of the row in `state_dir`, new or continued (SystemExit in words if it
+  was begun under other settings)."""
+  path = os.path.join(state_dir, 'progress.json')
   if not os.path.exists(path):
     return {'setup': n2_setup(), 'probes': [], 'trained': {}, 'restarts': {},
             'evaluated': {}}
-  state = _json(work, 'progress.json')
+  state = _json(state_dir, 'progress.json')
   if state['setup'] != json.loads(json.dumps(n2_setup())):
     raise SystemExit(f'{path} was begun with other settings of row n2 ({state["setup"]}); '
-                     'continue it with the code that began it, or start a new --keep DIR')
-  if state.get('appended'):
-    raise SystemExit(f'row n2 in {work} is finished (appended {state["appended"]}); a new '
-                     'measurement needs a new --keep DIR')
+                     'continue it with the code that began it, or start a new --state DIR')
   return state
 
 
-def run_n2_row(work: str, allowance: float) -> Optional[dict]:
+def run_n2_row(state_dir: str, scratch: str, allowance: float,
+               keep: bool = False) -> Optional[dict]:
   """Row n2, continued for at most `allowance` seconds of this sitting: the separate runs,
-  each whole in one sitting, then the surface, in pieces that each resume the last (as
-  after a preemption), then the evaluations; the entry once every part is done, else None.
+  each trained and evaluated whole in one sitting (in `scratch`, removed unless `keep`),
+  then the surface, in pieces that each resume the last (as after a preemption) in
+  `state_dir`, then its evaluation; the entry once every part is done, else None.
   Budgets are scaled by this sitting's probe against the first sitting's (machines and
   their load differ between sittings): B seconds of the first sitting run B * probe_now /
   probe_first here."""
   t0 = time.perf_counter()
   left = lambda: allowance - (time.perf_counter() - t0) - N2_MARGIN  # noqa: E731
-  os.makedirs(work, exist_ok=True)
-  path = os.path.join(work, 'progress.json')
-  state = n2_state(work)
-  state['probes'].append({'ms_per_step': probe(work), **artifacts.meta()})
+  os.makedirs(state_dir, exist_ok=True)
+  os.makedirs(scratch, exist_ok=True)
+  path = os.path.join(state_dir, 'progress.json')
+  state = n2_state(state_dir)
+  state['probes'].append({'ms_per_step': probe(scratch), **artifacts.meta()})
   scale = state['probes'][-1]['ms_per_step'] / state['probes'][0]['ms_per_step']
-  if N2_SECONDS * scale > allowance - N2_MARGIN:
+  if (N2_SECONDS + N2_EVAL_S) * scale > allowance - N2_MARGIN:
     raise SystemExit(f'--allowance {allowance:.0f}: a separate run needs '
-                     f'{N2_SECONDS * scale + N2_MARGIN:.0f} s of this sitting')
+                     f'{(N2_SECONDS + N2_EVAL_S) * scale + N2_MARGIN:.0f} s of this sitting')
   if 'reference' not in state:
     state['reference'] = reference_energies('n2')
     bonds = [np.linalg.norm(p[1] - p[0]) for p in geometries_of(REFERENCES['n2'][0])]
     state['reference_check'] = reference_energies(
         'n2', N2_CHECK, [g for g, r in enumerate(bonds) if r <= N2_CHECK_BOND])
   save_json(path, state)
-  parts = n2_parts(work)
+  parts = n2_parts(state_dir, scratch)
   for name, run, extra in parts:
+    if name in state['evaluated']:
+      continue
     if not train_part(state, path, name, run, extra, len(parts) - 1, scale, left):
       return None  # The next sitting continues.
-  if not evaluate_parts(state, path, parts, left):
-    return None
-  state['appended'] = artifacts.meta()['date']
-  save_json(path, state)
-  return n2_entry(state)
+    if name == 'surface' and left() < N2_EVAL_S * scale:
+      return None  # Its evaluation in the next sitting.
+    evaluate_part(state, path, name, run)
+    if name != 'surface' and not keep:
+      shutil.rmtree(run, ignore_errors=True)
+  return n2_entry(state)  # The caller appends it, then removes `state_dir`.
 
 
 def train_part(state: dict, path: str, name: str, run: str, extra: list, geometries: int,
@@ -314,7 +329,8 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, geometr
   has it all. A sitting that ended inside a piece, or a training that ended before its
   time, leaves that piece marked: a separate run then starts again from nothing, while the
   surface, which resumes from its checkpoints, is charged the piece whole (its seconds
-  planned, or lived if it ended early)."""
+  planned, or lived if it ended early). A separate run starts only with its evaluation's
+  time left beside its training's."""
   surface = name == 'surface'
   budget = N2_SECONDS * (geometries if surface else 1)
   pieces = state['trained'].setdefault(name, [])
@@ -324,13 +340,13 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, geometr
     else:
       restarts = state['restarts'][name] = state['restarts'].get(name, 0) + 1
       if restarts > N2_RESTARTS:
-        raise SystemExit(f'row n2: the {name} training was cut short {restarts} times: see '
-                         f'{run}')
+        raise SystemExit(f'row n2: the {name} training was cut short {restarts} times')
       pieces.clear()
-      shutil.rmtree(run, ignore_errors=True)
+  if not surface and not pieces:
+    shutil.rmtree(run, ignore_errors=True)  # A separate run starts from nothing.
   while (owed := budget - sum(p['first_sitting_s'] for p in pieces)) > 1:
     seconds = owed * scale
-    if seconds > left():
+    if seconds + (0 if surface else N2_EVAL_S * scale) > left():
       if not surface or left() < N2_MIN_CHUNK:
         return False
       seconds = left()
@@ -342,6 +358,8 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, geometr
     piece = pieces[-1]
     del piece['running']
     piece['wall_s'] = wall
+    if surface:
+      piece['steps'] = carry(run)
     if wall < seconds - 1:  # Only the budget should end it.
       piece.update(failed=True, first_sitting_s=wall / scale)
       save_json(path, state)
@@ -351,22 +369,38 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, geometr
   return True
 
 
-def evaluate_parts(state: dict, path: str, parts: list, left) -> bool:
-  """Evaluates each trained part of row n2 not yet evaluated (the surface at the separate
-  runs' walkers per geometry); True once all are."""
+def carry(run: str) -> Optional[int]:
+  """Cuts the run directory `run` (its training ended) to what resuming it needs: its newest
+  checkpoint, and the last STATS_TAIL rows of stats.csv; returns the step of the newest
+  checkpoint (None without one)."""
+  from ferminet_fast.runtime import checkpoint
+  steps = []
+  if checkpoint.has_checkpoint(run):
+    found = os.listdir(checkpoint.directory(run))
+    steps = sorted(int(name) for name in found if name.isdigit())
+    for name in found:
+      if name != str(steps[-1]):
+        shutil.rmtree(os.path.join(checkpoint.directory(run), name))
+  stats = os.path.join(run, 'stats.csv')
+  if os.path.exists(stats):
+    with open(stats) as f:
+      lines = f.readlines()
+    with open(stats + '.new', 'w') as f:
+      f.writelines(lines[:1] + lines[max(1, len(lines) - STATS_TAIL):])
+    os.replace(stats + '.new', stats)
+  return steps[-1] if steps else None
+
+
+def evaluate_part(state: dict, path: str, name: str, run: str) -> None:
+  """Evaluates part `name` of row n2 (the surface at the separate runs' walkers per
+  geometry) and records its energies."""
   walkers = race.cli.load_config_file(os.path.join(REPO, REFERENCES['n2'][1])).batch_size
-  for name, run, _ in parts:
-    if name in state['evaluated']:
-      continue
-    if left() < 0:
-      return False
-    _run(n2_evaluate(run, walkers if name == 'surface' else None))
-    rows = (_json(run, 'pes.json')['geometries'] if name == 'surface'
-            else [_json(run, 'eval.json')])
-    state['evaluated'][name] = {'energies': [r['energy'] for r in rows],
-                                'errors': [r['error'] for r in rows]}
-    save_json(path, state)
-  return True
+  _run(n2_evaluate(run, walkers if name == 'surface' else None))
+  rows = (_json(run, 'pes.json')['geometries'] if name == 'surface'
+          else [_json(run, 'eval.json')])
+  state['evaluated'][name] = {'energies': [r['energy'] for r in rows],
+                              'errors': [r['error'] for r in rows]}
+  save_json(path, state)
 
 
 def n2_evaluate(run: str, walkers=None) -> list:
@@ -534,10 +568,11 @@ def row_line(e: dict) -> str:
   if e['row'] in H2O_STARTS:
     w = water_geometry(e['relax']['final'])
     dr, dt = e['start'][0] - H2O_R, e['start'][1] - H2O_THETA
-    return (f'| {e["row"]} | relaxation from r {dr:+.2f} Å, θ {dt:+.0f}° | r {w["r"]:.4f} ± {w["r_error"]:.4f} Å, '
-            f'θ {w["theta"]:.2f} ± {w["theta_error"]:.2f}° in {e["train_s"]:.0f} s '
-            f'({e["relax"]["moves"]} moves) | within {H2O_GOAL[0]} Å and {H2O_GOAL[1]}° of '
-            f'{H2O_R} Å, {H2O_THETA}° in ≤ {H2O_SECONDS / 60:.0f} min | {judged} |')
+    return (f'| {e["row"]} | relaxation from r {dr:+.2f} Å, θ {dt:+.0f}° | r {w["r"]:.4f} ± '
+            f'{w["r_error"]:.4f} Å, θ {w["theta"]:.2f} ± {w["theta_error"]:.2f}° in '
+            f'{e["train_s"]:.0f} s ({e["relax"]["moves"]} moves) | within {H2O_GOAL[0]} Å and '
+            f'{H2O_GOAL[1]}° of {H2O_R} Å, {H2O_THETA}° in ≤ {H2O_SECONDS / 60:.0f} min | '
+            f'{judged} |')
   if e['row'] == 'n2':
     return n2_line(e, judged)
   ref = np.asarray(e['reference']['energies'])
@@ -568,25 +603,29 @@ TABLES = {'pes_goals': ('ACCURACY.md', render_table)}  # Rendered by scripts/ren
 def main():
   parser, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON, extra=(
       ('--allowance', {'type': float, 'default': 5400.0, 'metavar': 'SECONDS',
-                       'help': "row n2: this sitting's seconds for it (default 5400)"}),),
+                       'help': "row n2: this sitting's seconds for it (default 5400)"}),
+      ('--state', {'default': N2_STATE, 'metavar': 'DIR',
+                   'help': 'row n2: where its state is carried between sittings (default '
+                           'benchmarks/pes_n2, committed after each sitting)'}),),
       default=[r for r in ROWS if r != 'n2'])  # Row n2 only when asked for: it takes sittings.
   signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # Its trainings stopped with it.
-  if 'n2' in rows and not args.keep:
-    parser.error('row n2 runs across sittings: give --keep DIR, where its progress is kept')
   for row in rows:
     run_meta = artifacts.meta()
     if row == 'n2':
-      entry = run_n2_row(os.path.join(args.keep, 'n2'), args.allowance)
+      with tempfile.TemporaryDirectory() as tmp:
+        entry = run_n2_row(args.state, os.path.join(args.keep or tmp, 'n2'), args.allowance,
+                           keep=bool(args.keep))
       if entry is None:
-        print(f'row n2 continues at the next sitting (the same command): '
-              f'{os.path.join(args.keep, "n2", "progress.json")}', flush=True)
+        print(f'row n2 continues at the next sitting (the same command); commit its state '
+              f'now: git add -A {os.path.relpath(args.state, REPO)}', flush=True)
         continue
       artifacts.append(args.json, entry, run_meta)
+      shutil.rmtree(args.state)  # Its state has served.
       print(row_line(entry), flush=True)
       continue
     with tempfile.TemporaryDirectory() as tmp:
       work = os.path.join(args.keep or tmp, row)
-      entry = (run_h2o_row(row, work) if row in H2O_STARTS else run_surface_row(row, work))
+      entry = run_h2o_row(row, work) if row in H2O_STARTS else run_surface_row(row, work)
     artifacts.append(args.json, entry, run_meta)
     print(row_line(entry), flush=True)
   print(render_table(args.json))

@@ -4,6 +4,7 @@ goal judged from the recorded figures, and an empty artifact rendering as not me
 import json
 import math
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -150,29 +151,34 @@ def n2_row(monkeypatch, machine, separate: int):
   monkeypatch.setattr(pes_goals, 'reference_energies', lambda row, name=None, only=None: (
       {'name': 'nevpt2/cc-pcv[tq]z', 'energies': [-109.54, -109.53]} if only is None else
       {'name': name, 'geometries': [0], 'energies': [-109.5412]}))
-  monkeypatch.setattr(pes_goals, 'n2_parts', lambda w: [
-      *((f'separate_{g}', os.path.join(w, f'geometry_{g}'), []) for g in range(separate)),
-      ('surface', os.path.join(w, 'surface'), [])])
+  monkeypatch.setattr(pes_goals, 'n2_parts', lambda state, scratch: [
+      *((f'separate_{g}', os.path.join(scratch, f'geometry_{g}'), []) for g in range(separate)),
+      ('surface', os.path.join(state, 'surface'), [])])
 
 
 def test_row_n2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_path, monkeypatch):
   """Two separate runs and a surface of twice their budget, over sittings on machines whose
-  probe differs: the second sitting's machine is twice as slow, so each of its parts runs
-  twice the seconds and counts half; a separate run never starts where it cannot finish,
-  the surface is continued in pieces, and the entry appears only when every part is
-  trained and evaluated, each part's first-sitting seconds adding up to its budget. A
-  finished row is not continued."""
+  probe differs, each sitting on a fresh machine (its scratch gone; only the state
+  directory carried): the second sitting's machine is twice as slow, so each of its parts
+  runs twice the seconds and counts half; a separate run never starts where it cannot
+  finish with its evaluation, the surface is continued in pieces, and the entry appears only
+  when every part is trained and evaluated, each part's first-sitting seconds adding up to
+  its budget."""
   machine = FakeMachine([100.0, 200.0, 100.0])
   n2_row(monkeypatch, machine, 2)
-  work = str(tmp_path / 'n2')
-  assert pes_goals.run_n2_row(work, 3000.0) is None  # Room for one separate run only.
+  state, scratch = str(tmp_path / 'state'), str(tmp_path / 'scratch')
+  assert pes_goals.run_n2_row(state, scratch, 3000.0) is None  # Room for one separate run.
   assert machine.trained == [('geometry_0', 1800.0)]
-  assert pes_goals.run_n2_row(work, 5400.0) is None  # Twice as slow: 3600 s for the second.
+  assert os.listdir(scratch) == []  # Evaluated at once: nothing of it is carried.
+  shutil.rmtree(scratch)
+  assert pes_goals.run_n2_row(state, scratch, 5400.0) is None  # Twice as slow: 3600 s.
   assert machine.trained[1] == ('geometry_1', 3600.0)
-  surface = pes_goals._json(work, 'progress.json')['trained']['surface']
-  assert surface[0]['seconds'] == pytest.approx(5400 - 3600 - pes_goals.N2_MARGIN)
+  surface = pes_goals._json(state, 'progress.json')['trained']['surface']
+  # What the sitting had left after the second run and its evaluation (10 s).
+  assert surface[0]['seconds'] == pytest.approx(5400 - 3600 - 10 - pes_goals.N2_MARGIN)
   assert surface[0]['first_sitting_s'] == pytest.approx(surface[0]['seconds'] / 2)
-  entry = pes_goals.run_n2_row(work, 5400.0)
+  shutil.rmtree(scratch)
+  entry = pes_goals.run_n2_row(state, scratch, 5400.0)
   trained = entry['trained']
   for name, budget in (('separate_0', 1800), ('separate_1', 1800), ('surface', 3600)):
     assert sum(p['first_sitting_s'] for p in trained[name]) == pytest.approx(budget)
@@ -187,9 +193,19 @@ def test_row_n2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_pat
   assert pes_goals.verdict(entry).startswith("missed: the surface's mean error +40.0 ± 1.4")
   entry['reference']['energies'] = [-109.44, -109.43]  # A reference above the separate runs.
   assert pes_goals.verdict(entry).startswith('undetermined')
-  machine.probes.append(100.0)
-  with pytest.raises(SystemExit, match='is finished'):
-    pes_goals.run_n2_row(work, 5400.0)
+
+
+def test_the_surface_carries_what_resuming_needs(tmp_path):
+  """Between pieces the surface's run directory keeps its newest checkpoint and the tail of
+  its stats.csv, so that what is committed stays small."""
+  run = tmp_path / 'surface'
+  for step in ('100', '200', '300', 'retired'):
+    (run / 'checkpoints' / step).mkdir(parents=True)
+  (run / 'stats.csv').write_text('step,energy\n' + ''.join(f'{i},-1\n' for i in range(1500)))
+  assert pes_goals.carry(str(run)) == 300
+  assert os.listdir(run / 'checkpoints') == ['300']
+  lines = (run / 'stats.csv').read_text().splitlines()
+  assert lines[0] == 'step,energy' and lines[1] == '500,-1' and len(lines) == 1 + 1000
 
 
 def test_row_n2_after_a_sitting_ended_inside_a_training(tmp_path, monkeypatch):
@@ -198,14 +214,14 @@ def test_row_n2_after_a_sitting_ended_inside_a_training(tmp_path, monkeypatch):
   cut short is charged whole, as the surface resumes from the checkpoints it wrote."""
   machine = FakeMachine([100.0] * 4, killed=['geometry_0', 'surface'], short=['geometry_0'])
   n2_row(monkeypatch, machine, 1)
-  work = str(tmp_path / 'n2')
+  work = str(tmp_path / 'state'), str(tmp_path / 'scratch')
   with pytest.raises(KeyboardInterrupt):
-    pes_goals.run_n2_row(work, 5400.0)
+    pes_goals.run_n2_row(*work, 5400.0)
   with pytest.raises(RuntimeError, match='separate_0 training ended after 900 s of its 1800'):
-    pes_goals.run_n2_row(work, 5400.0)
+    pes_goals.run_n2_row(*work, 5400.0)
   with pytest.raises(KeyboardInterrupt):  # The separate run trained; the surface is killed.
-    pes_goals.run_n2_row(work, 5400.0)
-  entry = pes_goals.run_n2_row(work, 5400.0)
+    pes_goals.run_n2_row(*work, 5400.0)
+  entry = pes_goals.run_n2_row(*work, 5400.0)
   assert machine.trained == [('geometry_0', 1800.0)]
   assert entry['restarts'] == {'separate_0': 2}
   assert [p['first_sitting_s'] for p in entry['trained']['separate_0']] == [1800.0]
@@ -218,14 +234,14 @@ def test_row_n2_refuses_to_go_on_under_other_settings(tmp_path, monkeypatch):
   is refused in words."""
   machine = FakeMachine([100.0, 300.0])
   n2_row(monkeypatch, machine, 1)
-  work = str(tmp_path / 'n2')
-  assert pes_goals.run_n2_row(work, 3000.0) is None
+  work = str(tmp_path / 'state'), str(tmp_path / 'scratch')
+  assert pes_goals.run_n2_row(*work, 3000.0) is None
   monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 1000)
   with pytest.raises(SystemExit, match='begun with other settings'):
-    pes_goals.run_n2_row(work, 5400.0)
+    pes_goals.run_n2_row(*work, 5400.0)
   monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 500)
-  with pytest.raises(SystemExit, match='a separate run needs 5520 s'):
-    pes_goals.run_n2_row(work, 5400.0)
+  with pytest.raises(SystemExit, match='a separate run needs 6420 s'):
+    pes_goals.run_n2_row(*work, 5400.0)
 
 
 def test_a_reference_at_some_geometries_is_theirs():
