@@ -300,22 +300,26 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
   state = n2_state(state_dir)
   state['probes'].append({'ms_per_step': probe(scratch), **artifacts.meta()})
   scale = state['probes'][-1]['ms_per_step'] / state['probes'][0]['ms_per_step']
-  if (N2_SECONDS + N2_EVAL_S) * scale > allowance - N2_MARGIN:
-    raise SystemExit(f'--allowance {allowance:.0f}: a separate run needs '
-                     f'{(N2_SECONDS + N2_EVAL_S) * scale + N2_MARGIN:.0f} s of this sitting')
+  parts = n2_parts(state_dir, scratch)
+  needs = max(N2_SECONDS + N2_EVAL_S, (len(parts) - 1) * N2_EVAL_S) * scale + N2_MARGIN
+  if needs > allowance:
+    raise SystemExit(f'--allowance {allowance:.0f}: a separate run and its evaluation, or the '
+                     f'evaluation of the surface, need {needs:.0f} s of this sitting')
   if 'reference' not in state:
     state['reference'] = reference_energies('n2')
     bonds = [np.linalg.norm(p[1] - p[0]) for p in geometries_of(REFERENCES['n2'][0])]
     state['reference_check'] = reference_energies(
         'n2', N2_CHECK, [g for g, r in enumerate(bonds) if r <= N2_CHECK_BOND])
   save_json(path, state)
-  parts = n2_parts(state_dir, scratch)
   for name, run, extra in parts:
     if name in state['evaluated']:
       continue
+    pieces = state['trained'].get(name)
+    if name != 'surface' and pieces and not os.path.isdir(run):
+      pieces[-1]['lost'] = True  # Trained, but its sitting ended before its evaluation.
     if not train_part(state, path, name, run, extra, len(parts) - 1, scale, left):
       return None  # The next sitting continues.
-    if name == 'surface' and left() < N2_EVAL_S * scale:
+    if name == 'surface' and left() < (len(parts) - 1) * N2_EVAL_S * scale:
       return None  # Its evaluation in the next sitting.
     evaluate_part(state, path, name, run)
     if name != 'surface' and not keep:
@@ -334,7 +338,7 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, geometr
   surface = name == 'surface'
   budget = N2_SECONDS * (geometries if surface else 1)
   pieces = state['trained'].setdefault(name, [])
-  if pieces and ('running' in pieces[-1] or 'failed' in pieces[-1]):
+  if pieces and any(mark in pieces[-1] for mark in ('running', 'failed', 'lost')):
     if surface:
       pieces[-1]['interrupted'] = pieces[-1].pop('running', False)
     else:
@@ -354,12 +358,14 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, geometr
                    'sitting': len(state['probes']) - 1, 'running': True})
     save_json(path, state)
     config = REFERENCES['n2'][0 if surface else 1]
-    wall = _run(_train(config, run, int(RUN_LIMIT), *extra), seconds)
+    try:
+      wall = _run(_train(config, run, int(RUN_LIMIT), *extra), seconds)
+    finally:
+      if surface:  # Also when the sitting ends inside the piece: what is committed stays small.
+        pieces[-1]['steps'] = carry(run)
     piece = pieces[-1]
     del piece['running']
     piece['wall_s'] = wall
-    if surface:
-      piece['steps'] = carry(run)
     if wall < seconds - 1:  # Only the budget should end it.
       piece.update(failed=True, first_sitting_s=wall / scale)
       save_json(path, state)
@@ -380,7 +386,7 @@ def carry(run: str) -> Optional[int]:
     steps = sorted(int(name) for name in found if name.isdigit())
     for name in found:
       if name != str(steps[-1]):
-        shutil.rmtree(os.path.join(checkpoint.directory(run), name))
+        shutil.rmtree(os.path.join(checkpoint.directory(run), name), ignore_errors=True)
   stats = os.path.join(run, 'stats.csv')
   if os.path.exists(stats):
     with open(stats) as f:
@@ -613,14 +619,15 @@ def main():
     run_meta = artifacts.meta()
     if row == 'n2':
       with tempfile.TemporaryDirectory() as tmp:
-        entry = run_n2_row(args.state, os.path.join(args.keep or tmp, 'n2'), args.allowance,
+        scratch = os.path.abspath(os.path.join(args.keep or tmp, 'n2'))
+        entry = run_n2_row(os.path.abspath(args.state), scratch, args.allowance,
                            keep=bool(args.keep))
       if entry is None:
         print(f'row n2 continues at the next sitting (the same command); commit its state '
               f'now: git add -A {os.path.relpath(args.state, REPO)}', flush=True)
         continue
       artifacts.append(args.json, entry, run_meta)
-      shutil.rmtree(args.state)  # Its state has served.
+      shutil.rmtree(os.path.abspath(args.state))  # Its state has served.
       print(row_line(entry), flush=True)
       continue
     with tempfile.TemporaryDirectory() as tmp:

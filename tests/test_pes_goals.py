@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from ferminet_fast.runtime import rundir
 from scripts import pes_goals
 
 
@@ -109,9 +110,10 @@ class FakeMachine:
   is given (it runs until stopped), evaluations that write each run's energies, and
   trainings told to be killed with their sitting (`killed`) or to end early (`short`)."""
 
-  def __init__(self, probes, killed=(), short=()):
+  def __init__(self, probes, killed=(), short=(), killed_evaluating=()):
     self.now, self.probes, self.trained = 0.0, list(probes), []
     self.killed, self.short = set(killed), set(short)
+    self.killed_evaluating = set(killed_evaluating)
 
   def perf_counter(self):
     return self.now
@@ -133,6 +135,9 @@ class FakeMachine:
       self.trained.append((name, seconds))
       self.now += seconds
       return seconds
+    if name in self.killed_evaluating:
+      self.killed_evaluating.remove(name)
+      raise KeyboardInterrupt
     rows = [{'energy': -109.50 + 0.01 * i, 'error': 0.002} for i in range(2)]
     name, doc = (('pes.json', {'geometries': rows}) if run.endswith('surface') else
                  ('eval.json', {'energy': -109.45, 'error': 0.003}))
@@ -164,10 +169,12 @@ def test_row_n2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_pat
   finish with its evaluation, the surface is continued in pieces, and the entry appears only
   when every part is trained and evaluated, each part's first-sitting seconds adding up to
   its budget."""
-  machine = FakeMachine([100.0, 200.0, 100.0])
+  machine = FakeMachine([100.0, 200.0, 100.0, 100.0])
   n2_row(monkeypatch, machine, 2)
   state, scratch = str(tmp_path / 'state'), str(tmp_path / 'scratch')
-  assert pes_goals.run_n2_row(state, scratch, 3000.0) is None  # Room for one separate run.
+  # After the first run and its evaluation 1970 s are left: room for the second's training
+  # (1800 s) but not for its evaluation beside it, so it waits.
+  assert pes_goals.run_n2_row(state, scratch, 3900.0) is None
   assert machine.trained == [('geometry_0', 1800.0)]
   assert os.listdir(scratch) == []  # Evaluated at once: nothing of it is carried.
   shutil.rmtree(scratch)
@@ -178,11 +185,18 @@ def test_row_n2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_pat
   assert surface[0]['seconds'] == pytest.approx(5400 - 3600 - 10 - pes_goals.N2_MARGIN)
   assert surface[0]['first_sitting_s'] == pytest.approx(surface[0]['seconds'] / 2)
   shutil.rmtree(scratch)
+  # The surface's training ends with 315 s left, too few for its evaluation (2 x 300 s):
+  # that waits for the next sitting, which trains nothing more.
+  assert pes_goals.run_n2_row(state, scratch, 3200.0) is None
+  assert 'surface' not in pes_goals._json(state, 'progress.json')['evaluated']
+  trained_before = list(machine.trained)
+  shutil.rmtree(scratch)
   entry = pes_goals.run_n2_row(state, scratch, 5400.0)
+  assert machine.trained == trained_before
   trained = entry['trained']
   for name, budget in (('separate_0', 1800), ('separate_1', 1800), ('surface', 3600)):
     assert sum(p['first_sitting_s'] for p in trained[name]) == pytest.approx(budget)
-  assert len(trained['surface']) == 2 and len(machine.probes) == 0
+  assert len(trained['surface']) == 2 and len(entry['probes']) == 4 and not machine.probes
   assert entry['separate']['energies'] == [-109.45, -109.45]
   # Surface +40 at both (+40 +- 1.4 mHa) against separate +90 and +80 (+85): met at a half.
   assert pes_goals.verdict(entry) == 'met'
@@ -202,10 +216,27 @@ def test_the_surface_carries_what_resuming_needs(tmp_path):
   for step in ('100', '200', '300', 'retired'):
     (run / 'checkpoints' / step).mkdir(parents=True)
   (run / 'stats.csv').write_text('step,energy\n' + ''.join(f'{i},-1\n' for i in range(1500)))
+  (run / 'config.json').write_text('{}')
   assert pes_goals.carry(str(run)) == 300
   assert os.listdir(run / 'checkpoints') == ['300']
   lines = (run / 'stats.csv').read_text().splitlines()
   assert lines[0] == 'step,energy' and lines[1] == '500,-1' and len(lines) == 1 + 1000
+  assert rundir.prepare(str(run), 'N2_pes') == (str(run), True)  # What a resume accepts.
+
+
+def test_a_separate_run_whose_evaluation_was_lost_is_trained_again(tmp_path, monkeypatch):
+  """A separate run trained in a sitting that ended during its evaluation, on a machine
+  whose scratch did not survive, is trained again from nothing (a restart counted)."""
+  machine = FakeMachine([100.0, 100.0], killed_evaluating=['geometry_0'])
+  n2_row(monkeypatch, machine, 1)
+  state, scratch = str(tmp_path / 'state'), str(tmp_path / 'scratch')
+  with pytest.raises(KeyboardInterrupt):
+    pes_goals.run_n2_row(state, scratch, 5400.0)
+  shutil.rmtree(scratch)
+  entry = pes_goals.run_n2_row(state, scratch, 5400.0)
+  assert machine.trained[:2] == [('geometry_0', 1800.0), ('geometry_0', 1800.0)]
+  assert entry['restarts'] == {'separate_0': 1}
+  assert entry['separate']['energies'] == [-109.45]
 
 
 def test_row_n2_after_a_sitting_ended_inside_a_training(tmp_path, monkeypatch):
@@ -240,7 +271,7 @@ def test_row_n2_refuses_to_go_on_under_other_settings(tmp_path, monkeypatch):
   with pytest.raises(SystemExit, match='begun with other settings'):
     pes_goals.run_n2_row(*work, 5400.0)
   monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 500)
-  with pytest.raises(SystemExit, match='a separate run needs 6420 s'):
+  with pytest.raises(SystemExit, match='need 6420 s of this sitting'):
     pes_goals.run_n2_row(*work, 5400.0)
 
 
