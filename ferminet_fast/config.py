@@ -169,7 +169,9 @@ SETTINGS = {
                       "'angstrom'.", one_of('bohr', 'angstrom'), structural=True),
     # A set of geometries of one system, over which one network is trained (a potential
     # energy surface): a list or file of geometries, or a scan of one interatomic distance
-    # of `molecule` (physics/geometries.py). Not for periodic systems, atoms or several states.
+    # of `molecule`, or of a periodic system's cell (an equation of state;
+    # physics/geometries.py). Not for atoms or several states; a periodic system only by
+    # the scan of its cell.
     'system.geometries': S('', "A set of geometries: a tuple of molecule strings ('SYMBOL x "
                            "y z; ...' in `units`, as `molecule`), or the path of an .xyz file "
                            'of one or more frames one after another (angstrom); every '
@@ -181,15 +183,19 @@ SETTINGS = {
                            'j) of atom indices (from 0, i != j); atom j moves along the axis '
                            'from atom i to atom j, the other atoms stay. () for no scan.',
                            geometries.pair_problem, structural=True, kind=object),
+    'system.scan.cell': S(False, "A scan of a periodic system's cell instead of a distance "
+                          '(scan.atoms = ()): its lattice vectors and nuclei, or the '
+                          "electron gas's r_s, multiplied by each factor of the scan.",
+                          structural=True),
     'system.scan.start': S(None, 'The scanned distance |R_j - R_i| of the first geometry, in '
-                           '`units`, > 0. None: no scan.', _positive, structural=True,
-                           kind=float),
-    'system.scan.stop': S(None, 'The scanned distance of the last geometry, in `units`, > 0 '
+                           '`units`, > 0; with `cell`, the factor of its cell (1: the cell '
+                           'as given). None: no scan.', _positive, structural=True, kind=float),
+    'system.scan.stop': S(None, 'The scanned distance (or factor) of the last geometry, > 0 '
                           '(smaller or larger than `start`). None: no scan.', _positive,
                           structural=True, kind=float),
-    'system.scan.points': S(0, 'Geometries of the scan, >= 1: distances evenly spaced from '
-                            '`start` to `stop`, both included. 0: no scan.', _count,
-                            structural=True),
+    'system.scan.points': S(0, 'Geometries of the scan, >= 1: distances (or factors) evenly '
+                            'spaced from `start` to `stop`, both included. 0: no scan.',
+                            _count, structural=True),
     # Geometry optimisation (physics/relaxation.py, stages/relax.py): the nuclei move to
     # the energy minimum while the wavefunction trains; one geometry of a molecule, one
     # state, no ECPs. The path and the final geometry go to <run>/relax.json; evaluation
@@ -759,6 +765,10 @@ def _validate_periodic(cfg) -> None:
     raise InputError(f'config.pretrain.iterations = {cfg.pretrain.iterations}: the electron gas '
                      'needs none: its plane-wave envelope starts as the Hartree-Fock '
                      'determinant; set it to 0')
+  if cfg.pretrain.iterations > 0 and sys_cfg.scan.cell:
+    raise InputError(f'config.pretrain.iterations = {cfg.pretrain.iterations} with '
+                     'config.system.scan.cell: Hartree-Fock pretraining over a scan of a '
+                     "crystal's cell is not supported yet; set it to 0")
 
 
 def freeze(cfg: config_dict.ConfigDict) -> config_dict.FrozenConfigDict:

@@ -149,9 +149,9 @@ H2 = 'H 0 0 0; H 0 0 1.4'
       'system.geometries': ('H 0 0 0; H 0 0 1',)}, 'geometries and config.system.scan are both'),
     ({'system.molecule': H2, 'system.geometries': ('H 0 0 0; H 0 0 1',),
       'system.lattice': ((5., 0, 0), (0, 5., 0), (0, 0, 5.)), 'network.envelope': 'auto'},
-     'geometries: a set of geometries is not supported for periodic systems'),
+     'geometries: the geometries of a periodic system .* are scanned with its cell'),
     ({'system.rs': 2.0, 'system.electrons': (1, 1), 'system.geometries': ('H 0 0 0; H 0 0 1',),
-      'network.envelope': 'auto'}, 'not supported for periodic systems'),
+      'network.envelope': 'auto'}, 'are scanned with its cell'),
     ({'system.geometries': ('H 0 0 0; H 0 0 1', 'H 0 0 0; H 0 0 2'), 'system.states': 2},
      'not supported with several states'),
     ({'system.atom': 'He', 'system.geometries': ('H 0 0 0; H 0 0 1',)},
@@ -211,6 +211,51 @@ def test_bad_xyz_files_of_geometries_name_the_problem(tmp_path, text, message):
   path.write_text(text)
   with pytest.raises(InputError, match=message):
     build(molecule_config(**{'system.geometries': str(path)}))
+
+
+LIH_CRYSTAL = {'system.atom': '', 'system.molecule': 'Li 0 0 0; H 3.8 0 0',
+               'system.lattice': ((0, 3.8, 3.8), (3.8, 0, 3.8), (3.8, 3.8, 0)),
+               'network.envelope': 'auto', 'pretrain.iterations': 0}
+CELL_SCAN = {'system.scan.cell': True, 'system.scan.start': 0.9, 'system.scan.stop': 1.1,
+             'system.scan.points': 5}
+
+
+def test_a_scan_of_a_cell_scales_the_crystal_and_its_nuclei():
+  """A scan of a crystal's cell: geometry g is the cell as given times factor f_g, its
+  nuclei too (the same fractional positions); the system's own cell is the first; the
+  electron gas scans r_s."""
+  system = build(molecule_config(**LIH_CRYSTAL, **CELL_SCAN))
+  given = build(molecule_config(**LIH_CRYSTAL))
+  factors = np.linspace(0.9, 1.1, 5)
+  np.testing.assert_allclose(system.lattice.vectors, 0.9 * given.lattice.vectors)
+  np.testing.assert_allclose(system.surface.scales, factors / 0.9)
+  np.testing.assert_allclose(system.surface.coordinate, factors)
+  np.testing.assert_allclose(system.geometries.positions,
+                             factors[:, None, None] * given.positions[None])
+  np.testing.assert_allclose(system.geometries.scale, factors / 0.9)
+  assert system.surface.label == systems.CELL_FACTOR
+  gas = build(molecule_config(**{'system.rs': 2.0, 'system.electrons': (7, 7),
+                                 'network.envelope': 'auto', 'pretrain.iterations': 0},
+                              **CELL_SCAN))
+  np.testing.assert_allclose(gas.surface.coordinate, 2.0 * factors)
+  assert gas.surface.label == systems.RS and gas.geometries.positions.shape == (5, 0, 3)
+  assert gas.lattice.volume == pytest.approx(14 * 4 * np.pi * 1.8 ** 3 / 3)
+
+
+@pytest.mark.parametrize('overrides,message', [
+    ({'system.molecule': H2}, 'scan.cell = True scans a periodic system.s cell; this system '
+     'has none'),
+    ({**LIH_CRYSTAL, 'system.scan.atoms': (0, 1)}, r'atoms = \(0, 1\) and cell = True ask for two'),
+    ({**LIH_CRYSTAL, 'system.scan.start': None}, 'the scan of the cell needs the factor of its '
+     'cell it starts at'),
+    ({**LIH_CRYSTAL, 'system.scan.points': 0}, 'the scan is empty'),
+    ({**LIH_CRYSTAL, 'pretrain.iterations': 10}, 'pretraining over a scan of a crystal.s cell '
+     'is not supported yet'),
+    ({**LIH_CRYSTAL, 'system.states': 2}, 'not supported with several states'),
+])
+def test_bad_scans_of_a_cell_name_the_problem(overrides, message):
+  with pytest.raises(InputError, match=message):
+    build(molecule_config(**{**CELL_SCAN, **overrides}))
 
 
 def test_the_settings_round_trip():

@@ -329,3 +329,47 @@ def test_periodic_local_energy_moves_with_its_nuclei():
     moved = local(params, x + jnp.tile(shift, 2),
                   systems.Geometry(jnp.asarray(system.positions) + shift))
     np.testing.assert_allclose(moved, fixed, rtol=1e-8)
+
+
+@pytest.mark.parametrize('settings', [
+    {'system.molecule': 'H 0 0 0; H 1.4 0.3 0', 'system.units': 'bohr',
+     'system.lattice': ((6.0, 0, 0), (0, 6.0, 0), (0, 0, 6.0)), 'system.twist': (0.25, 0, 0),
+     'network.envelope': 'isotropic'},
+    {'system.rs': 1.0, 'system.electrons': (7, 7), 'network.envelope': 'planewave'},
+], ids=['crystal_at_a_twist', 'electron_gas'])
+def test_the_local_energy_in_a_scaled_cell_is_that_of_the_cell_built_at_its_size(settings):
+  """One network's local energy in its cell scaled by s (a scan of the cell: the network
+  given the scaled nuclei and s) equals the local energy of the same parameters in a
+  network built for the system whose cell (and nuclei, or r_s) is s times as large: the
+  periodic features, plane-wave envelopes, Bloch factors, wrapping and Ewald sum of the
+  scaled cell, against those made from its own lattice."""
+  s = 1.3
+
+  def built(factor):
+    cfg = tiny_config('', **settings, **{'network.ferminet.hidden_dims': ((8, 4),)})
+    if 'system.rs' in settings:
+      cfg.system.rs = settings['system.rs'] * factor
+    else:
+      cfg.system.lattice = tuple(tuple(factor * c for c in row) for row in settings[
+          'system.lattice'])
+      cfg.system.molecule = '; '.join(
+          f'H {" ".join(str(factor * float(c)) for c in atom.split()[1:])}'
+          for atom in settings['system.molecule'].split(';'))
+    system = systems.make_system(cfg.system)
+    network = plan.network_of(cfg.network, system, jnp.float64)
+    ham = hamiltonian.of(system, laplacians.JACFWD, jnp.float64)
+    return system, network, jax.jit(jax.vmap(ham.local_energy(
+        network.log_psi, log_psi_phase=network.log_psi_phase), in_axes=(None, 0, None)))
+
+  with jax.enable_x64(True):
+    system, network, local = built(1.0)
+    big, _, local_big = built(s)
+    params = network.init(jax.random.PRNGKey(0))
+    n = 3 * system.n_electrons
+    x = s * system.boundary.wrap(jax.random.uniform(jax.random.PRNGKey(1), (4, n),
+                                                    jnp.float64) * 4.0)
+    scaled = local(params, x, systems.Geometry(jnp.asarray(big.positions), jnp.asarray(s)))
+    np.testing.assert_allclose(scaled, local_big(params, x, None), rtol=1e-9)
+    # The scaled cell's wrapping is the big cell's.
+    far = x + 2.7 * jnp.tile(jnp.asarray(big.lattice.vectors[1]), system.n_electrons)
+    np.testing.assert_allclose(system.boundary.wrap(far, s), big.boundary.wrap(far), atol=1e-9)

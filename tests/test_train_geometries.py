@@ -163,6 +163,88 @@ def test_later_stages_refuse_what_a_surface_does_not_have(tmp_path):
     assert 'Traceback' not in proc.stderr
 
 
+RS = (1.0, 1.25, 1.5)  # bohr: the electron gas's densities of a scan of its cell.
+
+
+def gas_scan(path, **overrides):
+  """The electron gas of two electrons over RS (a scan of its cell), a tiny network, a few
+  steps."""
+  return tiny_config('', **{
+      'system.rs': RS[0], 'system.electrons': (1, 1), 'network.envelope': 'planewave',
+      'pretrain.iterations': 0, 'system.scan.cell': True, 'system.scan.start': 1.0,
+      'system.scan.stop': RS[-1] / RS[0], 'system.scan.points': len(RS), 'batch_size': 24,
+      'optim.iterations': 3, 'mcmc.burn_in': 2, 'mcmc.steps': 2,
+      'network.ferminet.hidden_dims': ((8, 4),), 'network.determinants': 1,
+      'network.psiformer.layers': 1, 'network.psiformer.heads': 2,
+      'network.psiformer.head_dim': 4, 'log.save_path': str(path), **overrides})
+
+
+@pytest.mark.parametrize('network,optimizer,precision', RUNS)
+@pytest.mark.jax_range
+def test_every_network_optimizer_and_precision_trains_over_a_scan_of_a_cell(
+    tmp_path, network, optimizer, precision):
+  """Each combination trains the electron gas over a scan of its cell through train():
+  finite energies for every density, each chain with its own width, its walkers in its
+  own cell."""
+  cfg = gas_scan(tmp_path / 'run', **{'network.network_type': network,
+                                      'optim.optimizer': optimizer, 'precision': precision})
+  result = train.train(cfg, quiet=True)
+  assert result.state.walkers.width.shape == (len(RS),)
+  assert len(result.geometries) == len(RS)
+  assert all(np.isfinite(e.mean) for e in result.geometries)
+  x = np.asarray(result.state.walkers.x).reshape(len(RS), -1, 2, 3)
+  side = (2 * 4 * np.pi / 3) ** (1 / 3) * np.asarray(RS)  # The cube of two electrons.
+  assert np.all(x >= -1e-4 * side[:, None, None, None])
+  assert np.all(x <= side[:, None, None, None] * (1 + 1e-4))
+
+
+def test_a_scan_of_a_cell_resumes_and_evaluates_each_density(tmp_path):
+  """The electron gas over three densities: a resume that continues the steps, then
+  evaluation: pes.json lists each geometry's r_s, scale and volume and the correlated
+  differences; a pyscf reference, observables and DMC are refused in words."""
+  run = tmp_path / 'run'
+  train.train(gas_scan(run), quiet=True)
+  more = train.train(gas_scan(run, **{'optim.iterations': 5}), quiet=True)
+  assert len(more.history['energy_2']) == 5
+  evaluate.evaluate(str(run), steps=4, burn_in=1, quiet=True)
+  pes = json.loads((run / 'pes.json').read_text())
+  assert pes['label'] == 'r_s / bohr'
+  rows = pes['geometries']
+  np.testing.assert_allclose([r['coordinate'] for r in rows], RS, rtol=1e-12)
+  np.testing.assert_allclose([r['scale'] for r in rows], np.asarray(RS) / RS[0], rtol=1e-12)
+  np.testing.assert_allclose([r['volume_bohr3'] for r in rows],
+                             2 * 4 * np.pi / 3 * np.asarray(RS) ** 3, rtol=1e-9)
+  assert [(p['from'], p['to']) for p in pes['differences']] == [(0, 1), (1, 2)]
+  assert all(np.isfinite(p['correlated']) for p in pes['differences'])
+  with pytest.raises(InputError, match="pyscf's references are of molecules"):
+    evaluate.evaluate(str(run), steps=2, burn_in=0, quiet=True, reference='hf/sto-3g')
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}'], cwd=REPO,
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 2 and 'trained over a set of geometries' in proc.stderr
+  assert 'Traceback' not in proc.stderr
+
+
+def test_a_scan_of_a_crystals_cell_trains_and_evaluates(tmp_path):
+  """LiH in its rock-salt primitive cell at three sizes, without pretraining: each geometry
+  trains and evaluates; pes.json's coordinate is the factor of the cell."""
+  run = tmp_path / 'run'
+  train.train(tiny_config('', **{
+      'system.molecule': 'Li 0 0 0; H 3.8 0 0', 'system.units': 'bohr',
+      'system.lattice': ((0, 3.8, 3.8), (3.8, 0, 3.8), (3.8, 3.8, 0)),
+      'network.envelope': 'isotropic', 'pretrain.iterations': 0, 'system.scan.cell': True,
+      'system.scan.start': 0.95, 'system.scan.stop': 1.05, 'system.scan.points': 3,
+      'batch_size': 24, 'optim.iterations': 3, 'mcmc.burn_in': 2, 'mcmc.steps': 2,
+      'network.ferminet.hidden_dims': ((8, 4),), 'network.determinants': 1,
+      'log.save_path': str(run)}), quiet=True)
+  evaluate.evaluate(str(run), steps=3, burn_in=1, quiet=True)
+  pes = json.loads((run / 'pes.json').read_text())
+  assert pes['label'] == 'cell / cell given'
+  np.testing.assert_allclose([r['coordinate'] for r in pes['geometries']], (0.95, 1.0, 1.05))
+  (li, h) = np.asarray(pes['geometries'][2]['positions_bohr'])
+  assert np.linalg.norm(h - li) == pytest.approx(3.8 * 1.05)
+  assert all(np.isfinite(r['energy']) for r in pes['geometries'])
+
+
 def full_ci(bond: float) -> float:
   """pyscf's full CI of H2 at `bond` (bohr) in cc-pVQZ, Ha: within 1 mHa of the exact
   Born-Oppenheimer energy from 1 to 2 bohr (Kolos & Wolniewicz, J. Chem. Phys. 43, 2429

@@ -73,16 +73,14 @@ def _tap(next_fun, args, kwargs, context):
   return module.perturb('outputs', out, collection=TAPS_OUT)
 
 
-def tapped_log_psi(network, params, taps, x, atoms=None):
+def tapped_log_psi(network, params, taps, x, *nuclei):
   """(log|psi|, inputs) at one configuration x (n_coords,) with `taps` (from `zero_taps`)
-  added to every dense layer's output, the nuclei at `atoms` (M, 3) (None: the network's
-  own); inputs: each layer's rows ({path: {'inputs': ((..., R, n_in),)}}). The derivative
-  w.r.t. the taps is d log|psi| / d (layer output)."""
+  added to every dense layer's output, the nuclei at `nuclei` (the network's trailing
+  arguments: atoms (M, 3) and a scaled cell's scale; none: the network's own); inputs: each
+  layer's rows ({path: {'inputs': ((..., R, n_in),)}}). The derivative w.r.t. the taps is
+  d log|psi| / d (layer output)."""
   variables = {**params, TAPS_OUT: taps}
-  if atoms is None:
-    (_, log_abs), state = network.instrumented(variables, x, [TAPS_IN], _tap)
-  else:
-    (_, log_abs), state = network.instrumented(variables, x, [TAPS_IN], _tap, atoms)
+  (_, log_abs), state = network.instrumented(variables, x, [TAPS_IN], _tap, *nuclei)
   return log_abs, state[TAPS_IN]
 
 
@@ -126,9 +124,10 @@ def _columns(blocks: tuple, bias: bool) -> tuple:
 
 
 def make_statistics(network, params, n_coords: int) -> tuple:
-  """(statistics(params, x (B, 3N), weights=None, atoms=None), layers): per-layer (A, G,
-  repeats) and per-parameter diagonal of F of this batch (the nuclei at `atoms`: (M, 3), or
-  (B, M, 3) per walker; None: the network's own), as defined above, and with `weights` (B,) also
+  """(statistics(params, x (B, 3N), weights=None, atoms=None, scale=None), layers): per-layer
+  (A, G, repeats) and per-parameter diagonal of F of this batch (the nuclei at `atoms`: (M,
+  3), or (B, M, 3) per walker; None: the network's own; `scale`, a scaled cell's factor,
+  batching.over_walkers), as defined above, and with `weights` (B,) also
   sum_i weights_i d log|psi(x_i)| / d params, assembled from the same pass (the VMC
   gradient, for weights dE/dlog|psi_i|): `((factors, diagonal), grads)`. `params` (arrays
   or shapes) fix the layers."""
@@ -136,20 +135,20 @@ def make_statistics(network, params, n_coords: int) -> tuple:
   layers = _layers(zero_taps(network, params, jnp.zeros((n_coords,), dtype)))
   dense = {path + (leaf,) for path in layers for leaf in ('kernel', 'bias')}
 
-  def per_walker(params, x, atoms=None):
+  def per_walker(params, x, *nuclei):
     flat = traverse_util.flatten_dict(params['params'])
     diagonal = {k: v for k, v in flat.items() if k not in dense}
 
     def log_psi(diagonal, taps):
       merged = traverse_util.unflatten_dict({**flat, **diagonal})
-      return tapped_log_psi(network, {'params': merged}, taps, x, atoms)
+      return tapped_log_psi(network, {'params': merged}, taps, x, *nuclei)
 
     (_, inputs), grads = jax.value_and_grad(log_psi, argnums=(0, 1), has_aux=True)(
         diagonal, zero_taps(network, params, x))
     return inputs, grads
 
-  def statistics(params, x, weights=None, atoms=None):
-    inputs, (g_diag, g_taps) = batching.over_walkers(per_walker)(params, x, atoms)
+  def statistics(params, x, weights=None, atoms=None, scale=None):
+    inputs, (g_diag, g_taps) = batching.over_walkers(per_walker)(params, x, atoms, scale)
     b = x.shape[0]
     inputs, g_taps = traverse_util.flatten_dict(inputs), traverse_util.flatten_dict(g_taps)
     flat = traverse_util.flatten_dict(params['params'])
@@ -197,14 +196,14 @@ def make_statistics(network, params, n_coords: int) -> tuple:
 
 
 def make_gradient(network, n_coords: int):
-  """gradient(params, x (B, 3N), weights (B,), atoms=None) -> (sum_i weights_i d
+  """gradient(params, x (B, 3N), weights (B,), atoms=None, scale=None) -> (sum_i weights_i d
   log|psi(x_i)| / d params, this batch's curvature statistics), the nuclei at `atoms` (M, 3)
-  (None: the network's own): the VMC gradient and what `kfac`'s update would otherwise
+  (None: the network's own; `scale`: make_statistics): the VMC gradient and what `kfac`'s update would otherwise
   compute from x with a second pass through the network (samples.curvature)."""
 
-  def gradient(params, x, weights, atoms=None):
+  def gradient(params, x, weights, atoms=None, scale=None):
     statistics, _ = make_statistics(network, params, n_coords)
-    curvature, grads = statistics(params, x, weights, atoms)
+    curvature, grads = statistics(params, x, weights, atoms, scale)
     return grads, curvature
 
   return gradient
@@ -290,7 +289,8 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
     dtype = jax.tree.leaves(params)[0].dtype
     statistics, layers = make_statistics(network, params, n_coords)
     if samples.curvature is None:
-      factors, diagonal = statistics(params, samples.x, atoms=samples.atoms)
+      factors, diagonal = statistics(params, samples.x, atoms=samples.atoms,
+                                     scale=samples.scale)
     else:
       factors, diagonal = samples.curvature
     decay = jnp.asarray(cov_ema_decay, dtype)

@@ -44,6 +44,9 @@ class Samples:
   # bohr, the nuclei of the walkers' geometry (M, 3), or of each walker's (B, M, 3); None: the
   # system's own.
   atoms: Any = None
+  # A scaled periodic cell's factor (systems.Geometry.scale): () or each walker's (B,); None:
+  # the cell as it is.
+  scale: Any = None
   # The walkers are this many groups of B / groups in a row, each of one geometry, each
   # sampling its own |psi|^2 (`centred` centred within each). Static: it fixes shapes.
   groups: int = flax.struct.field(pytree_node=False, default=1)
@@ -298,7 +301,8 @@ def spring(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   def update(grads, state, params=None, *, samples=None, **extra):
     del grads, extra  # The direction is rebuilt from per-walker gradients.
     _, unravel = jax.flatten_util.ravel_pytree(params)
-    per_walker = batching.over_walkers(grad_log_psi)(params, samples.x, samples.atoms)
+    per_walker = batching.over_walkers(grad_log_psi)(params, samples.x, samples.atoms,
+                                                     samples.scale)
     o = jnp.concatenate([g.reshape(g.shape[0], -1) for g in jax.tree.leaves(per_walker)],
                         axis=1)  # (B, P)
     b, groups = o.shape[0], samples.groups

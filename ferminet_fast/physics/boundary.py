@@ -30,8 +30,9 @@ class Boundary(Protocol):
   def complex(self) -> bool:
     """Whether the wavefunction is complex (a cell away from the Gamma point)."""
 
-  def wrap(self, x: jax.Array) -> jax.Array:
-    """x (..., 3N) bohr -> the same electrons moved by lattice vectors into the cell."""
+  def wrap(self, x: jax.Array, scale=None) -> jax.Array:
+    """x (..., 3N) bohr -> the same electrons moved by lattice vectors into the cell (scaled
+    by `scale`, () or broadcasting against x's leading axes; None: as it is)."""
 
   def coulomb(self, n_electrons: int, n_nuclei: int, dtype) -> coulomb_lib.Coulomb:
     """The Coulomb energy of one configuration, converged for `dtype`."""
@@ -69,8 +70,9 @@ class Open:
   def complex(self) -> bool:
     return False
 
-  def wrap(self, x: jax.Array) -> jax.Array:
+  def wrap(self, x: jax.Array, scale=None) -> jax.Array:
     """The identity: no op enters a traced program."""
+    del scale
     return x
 
   def coulomb(self, n_electrons: int, n_nuclei: int, dtype) -> coulomb_lib.Coulomb:
@@ -123,7 +125,10 @@ class Periodic:
   def complex(self) -> bool:
     return not lattice_lib.is_gamma(self.twist)
 
-  def wrap(self, x: jax.Array) -> jax.Array:
+  def wrap(self, x: jax.Array, scale=None) -> jax.Array:
+    if scale is not None:
+      s = jnp.asarray(scale, x.dtype)[..., None]
+      return self.wrap(x / s) * s
     return lattice_lib.wrap(self.lattice, x.reshape(*x.shape[:-1], -1, 3)).reshape(x.shape)
 
   def coulomb(self, n_electrons: int, n_nuclei: int, dtype) -> coulomb_lib.Coulomb:

@@ -1,6 +1,7 @@
 """Where the nuclei are: one geometry read from text or an .xyz file, and a set of
-geometries of one system (a list, a multi-frame .xyz file, or a scan of one interatomic
-distance), over which one network can be trained (a potential energy surface).
+geometries of one system (a list, a multi-frame .xyz file, a scan of one interatomic
+distance, or a scan of a periodic system's cell), over which one network can be trained (a
+potential energy surface, an equation of state).
 
 The element table and the readers live here so that physics/systems.py, which builds the
 System, imports this module and not the other way round.
@@ -29,10 +30,13 @@ MIN_DISTANCE = 0.1
 
 class Surface(NamedTuple):
   """A set of geometries of one system: the same nuclei (elements, order) at each.
-  `coordinate` and `label` describe a scan; a list of geometries has None and ''."""
+  `coordinate` and `label` describe a scan; a list of geometries has None and ''. A scan
+  of a periodic system's cell (`scan.cell`) has the factor of each geometry's cell against
+  the first's in `scales`, and its nuclei scaled alike."""
   positions: np.ndarray  # (G, M, 3) bohr, in the order of System.charges.
   coordinate: Optional[np.ndarray] = None  # (G,) the scanned coordinate, bohr.
   label: str = ''  # What the coordinate is, e.g. 'R(Li0-H1) / bohr'.
+  scales: Optional[np.ndarray] = None  # (G,) a scan of the cell: its factors, the first 1.
 
 
 def atomic_number(symbol: str, where: str) -> int:
@@ -134,7 +138,7 @@ def pair_problem(v) -> Optional[str]:
 
 def given(sys_cfg) -> bool:
   """Whether the `system` settings ask for a set of geometries (a list, a file or a scan)."""
-  return bool(sys_cfg.geometries) or bool(sys_cfg.scan.atoms)
+  return bool(sys_cfg.geometries) or bool(sys_cfg.scan.atoms) or bool(sys_cfg.scan.cell)
 
 
 def check(sys_cfg, periodic: bool) -> None:
@@ -146,38 +150,48 @@ def check(sys_cfg, periodic: bool) -> None:
     if problem(value):
       raise InputError(f'config.system.{key} {problem(value)}, got {value!r}')
   for key in ('points', 'start', 'stop'):
-    if not scan.atoms and scan[key]:
+    if not scan.atoms and not scan.cell and scan[key]:
       raise InputError(f'config.system.scan.{key} = {scan[key]!r} is given but '
-                       'config.system.scan.atoms is () (no scan): set the pair of atoms '
-                       'whose distance is scanned')
+                       'config.system.scan.atoms is () and scan.cell False (no scan): set the '
+                       'pair of atoms whose distance is scanned, or scan.cell = True')
   if not given(sys_cfg):
     return
-  if sys_cfg.geometries and scan.atoms:
+  if sys_cfg.geometries and (scan.atoms or scan.cell):
     raise InputError('config.system.geometries and config.system.scan are both given: give '
                      'one set of geometries (clear the other: geometries = \'\', or scan.atoms '
-                     '= ())')
+                     '= () and scan.cell = False)')
+  if scan.atoms and scan.cell:
+    raise InputError(f'config.system.scan: atoms = {tuple(scan.atoms)} and cell = True ask for '
+                     'two scans; a scan is of one distance or of the cell (clear the other)')
   key = 'config.system.' + ('geometries' if sys_cfg.geometries else 'scan')
-  if periodic:
-    raise InputError(f'{key}: a set of geometries is not supported for periodic systems '
-                     '(config.system.lattice or config.system.rs)')
+  if periodic and not scan.cell:
+    raise InputError(f'{key}: the geometries of a periodic system (config.system.lattice or '
+                     'config.system.rs) are scanned with its cell (config.system.scan.cell = '
+                     'True); other sets are for molecules')
+  if scan.cell and not periodic:
+    raise InputError('config.system.scan.cell = True scans a periodic system\'s cell; this '
+                     'system has none (set config.system.lattice or config.system.rs)')
   if sys_cfg.states > 1:
     raise InputError(f'{key}: a set of geometries is not supported with several states '
                      f'(config.system.states = {sys_cfg.states}; use 1)')
   if sys_cfg.atom:
     raise InputError(f'{key}: config.system.atom = {sys_cfg.atom!r} is a single atom, which '
                      "has no geometry to vary (set atom = '' and give the nuclei)")
-  if scan.atoms:
-    if not sys_cfg.molecule:
+  if scan.atoms or scan.cell:
+    if scan.atoms and not sys_cfg.molecule:
       raise InputError('config.system.scan needs config.system.molecule, the geometry whose '
                        'distance it scans')
+    what = 'the cell' if scan.cell else f'atoms {tuple(scan.atoms)}'
+    needs = ('the factor of its cell it' if scan.cell else
+             'the distance it') + ' {end}s at, > 0' + ('' if scan.cell else
+                                                       ' (in config.system.units)')
     if scan.points < 1:
       raise InputError(f'config.system.scan.points = {scan.points}: the scan is empty; give '
                        'the number of geometries, >= 1')
     for end in ('start', 'stop'):
       if scan[end] is None or scan[end] <= 0:
-        raise InputError(f'config.system.scan.{end} = {scan[end]!r}: the scan of atoms '
-                         f'{tuple(scan.atoms)} needs the distance it {end}s at, > 0 (in '
-                         'config.system.units)')
+        raise InputError(f'config.system.scan.{end} = {scan[end]!r}: the scan of {what} '
+                         f'needs {needs.format(end=end)}')
     if scan.points > 1 and scan.start == scan.stop:
       raise InputError(f'config.system.scan: start = stop = {scan.start} gives the same '
                        f'geometry {scan.points} times')
@@ -242,6 +256,18 @@ def surface_of_scan(base: tuple, scan_cfg, units: str) -> Tuple[tuple, Surface]:
   stack[:, j] = positions[i] + distances[:, None] * axis
   label = f'R({symbols[i]}{i}-{symbols[j]}{j}) / bohr'
   return symbols, Surface(stack, distances, label)
+
+
+def surface_of_cell_scan(positions: np.ndarray, scan_cfg, coordinate: float,
+                         label: str) -> Surface:
+  """The Surface of a scan of a periodic system's cell whose first geometry has its nuclei
+  at `positions` (M, 3) bohr: the cell and the nuclei of geometry g scaled by f_g / f_0, the
+  `points` factors f evenly spaced from `start` to `stop`; the coordinate of g is
+  `coordinate` f_g / f_0 (described by `label`)."""
+  factors = np.linspace(scan_cfg.start, scan_cfg.stop, scan_cfg.points)
+  scales = factors / factors[0]
+  return Surface(np.asarray(positions)[None] * scales[:, None, None], coordinate * scales,
+                 label, scales)
 
 
 def check_distances(symbols: tuple, positions: np.ndarray, where: str) -> None:

@@ -78,9 +78,11 @@ class Hamiltonian:
     ecp_energy = None if apply is None else self.ecp_energy(apply)
 
     def total(params, x, geometry=None):
-      atoms = None if geometry is None else geometry.positions
-      e_l = local_energy(params, x, self.nuclei(geometry, x.dtype), atoms)
-      return e_l if ecp_energy is None else e_l + ecp_energy(params, x, atoms)
+      e_l = local_energy(params, x, self.nuclei(geometry, x.dtype),
+                         systems.network_arguments(geometry), scale_of(geometry))
+      if ecp_energy is None:
+        return e_l
+      return e_l + ecp_energy(params, x, None if geometry is None else geometry.positions)
 
     return total
 
@@ -90,7 +92,7 @@ class Hamiltonian:
     (E_L, grad_x log|psi| (3N,)), the gradient that the Laplacian method computes anyway.
     For log_psi of K states, (K,) each state's local energy (and gradients (K, 3N))."""
     local_energy = self._kinetic_and_potential(log_psi, with_gradient, False)
-    return lambda params, x, atoms: local_energy(params, x, atoms, atoms)
+    return lambda params, x, atoms: local_energy(params, x, atoms, (atoms,))
 
   def local_energy_and_gradient(self, log_psi: Callable,
                                 log_psi_phase: Optional[Callable] = None) -> Callable:
@@ -107,32 +109,51 @@ class Hamiltonian:
 
     def energy_and_gradient(params, x, geometry=None):
       nuclei = self.nuclei(geometry, x.dtype)
-      e_l, g = local_energy(params, x, nuclei, nuclei if nuclei.shape[0] else None)
+      arguments = (systems.network_arguments(geometry) if geometry is not None else
+                   (nuclei,) if nuclei.shape[0] else ())
+      e_l, g = local_energy(params, x, nuclei, arguments, scale_of(geometry))
       return jnp.real(e_l), g
 
     return energy_and_gradient
 
   def _kinetic_and_potential(self, log_psi: Callable, with_gradient: bool,
                              complex_output: bool) -> Callable:
-    """(params, x, nuclei (M, 3), atoms) -> E_L without the ECPs', whose Coulomb energy takes
-    the nuclei at `nuclei` and whose log_psi takes `atoms`; with None log_psi(params, x) is
-    called, the function's own positions (for a network, constants of its program)."""
-    laplacian, potential, charges = self.laplacian, self.coulomb, self.charges
+    """(params, x, nuclei (M, 3), arguments, scale=None) -> E_L without the ECPs', whose
+    Coulomb energy takes the nuclei at `nuclei` in the cell scaled by `scale` (None: as it
+    is) and whose log_psi takes the trailing `arguments` (systems.network_arguments); with ()
+    log_psi(params, x) is called, the function's own positions (for a network, constants of
+    its program)."""
+    laplacian, potential, charges = self.laplacian, scaled(self.coulomb), self.charges
 
-    def local_energy(params, x, nuclei, atoms):
+    def local_energy(params, x, nuclei, arguments, scale=None):
       z = jnp.asarray(charges, x.dtype)
-      if atoms is None:
-        lap, g = laplacian(lambda y: log_psi(params, y))(x)
-      else:
-        lap, g = laplacian(lambda y: log_psi(params, y, atoms))(x)
+      lap, g = laplacian(lambda y: log_psi(params, y, *arguments))(x)
       if complex_output:
         kinetic, g = complex_kinetic(lap, g), g[0]
       else:
         kinetic = -0.5 * (lap + jnp.sum(g * g, axis=-1))
-      e_l = kinetic + potential(x, nuclei, z)
+      e_l = kinetic + potential(x, nuclei, z, scale)
       return (e_l, g) if with_gradient else e_l
 
     return local_energy
+
+
+def scale_of(geometry: Optional[systems.Geometry]):
+  """The scale of `geometry`'s cell (systems.Geometry.scale), or None."""
+  return None if geometry is None else geometry.scale
+
+
+def scaled(potential: coulomb.Coulomb) -> Callable:
+  """(x, nuclei, charges, scale=None) -> the Coulomb energy `potential` of a cell as it is,
+  or in the cell scaled by `scale` s: the energy of x / s and nuclei / s there, over s (a
+  Coulomb energy is homogeneous of degree -1 in every length, the Ewald sum's as well)."""
+
+  def energy(x, nuclei, charges, scale=None):
+    if scale is None:
+      return potential(x, nuclei, charges)
+    return potential(x / scale, nuclei / scale, charges) / scale
+
+  return energy
 
 
 def of(system: systems.System, laplacian: laplacians.Method,

@@ -89,6 +89,11 @@ def make_lattice(vectors, where: str = 'config.system.lattice', dims: int = 3) -
   return Lattice(a, 2 * np.pi * np.linalg.inv(a).T, volume, dims)
 
 
+def scaled(lattice: Lattice, factor: float) -> Lattice:
+  """`lattice` with its vectors multiplied by `factor` > 0."""
+  return make_lattice(np.asarray(lattice.vectors) * factor, dims=lattice.dims)
+
+
 def supercell(primitive: Lattice, matrix) -> tuple:
   """(the supercell Lattice, the integer matrix S (3, 3)) whose vectors are S . primitive
   vectors; `matrix` is an integer 3 x 3 matrix or 3 integers (a diagonal one)."""

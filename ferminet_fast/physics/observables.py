@@ -82,18 +82,19 @@ class Observable(NamedTuple):
 
 
 def spin_squared(apply: Callable, system: systems.System) -> Callable:
-  """<S^2> estimator for `apply(params, x[, atoms]) -> (sign, log|psi|)`, (params, x (3N,),
-  atoms=None) -> (1,), the nuclei at `atoms` (M, 3) bohr or, with None, where `apply` has
-  them; see the module docstring. For `apply` of K states (signs and logs (K,)), each
+  """<S^2> estimator for `apply(params, x[, atoms, scale]) -> (sign, log|psi|)`, (params, x
+  (3N,), *nuclei) -> (1,), the nuclei at `nuclei` (apply's trailing arguments: atoms (M, 3)
+  bohr and a scaled cell's scale) or, with none, where `apply` has them; see the module
+  docstring. For `apply` of K states (signs and logs (K,)), each
   state's local <S^2>, (K,)."""
   n_up, n_down = system.n_up, system.n_down
   s_z = 0.5 * (n_up - n_down)
   pairs = np.array([(i, j) for i in range(n_up) for j in range(n_up, n_up + n_down)],
                    dtype=np.int32).reshape(-1, 2)
 
-  def estimate(params, x, atoms=None):
+  def estimate(params, x, *nuclei):
     r = x.reshape(-1, 3)
-    psi = apply if atoms is None else (lambda p, y: apply(p, y, atoms))
+    psi = (lambda p, y: apply(p, y, *nuclei)) if nuclei else apply
 
     def exchanged(pair):  # x with the positions of electrons i (up) and j (down) exchanged.
       i, j = pair[0], pair[1]

@@ -28,6 +28,12 @@ EXACT_ATOM_ENERGY = {
 
 
 
+# The coordinate of a scan of a cell (Surface.label): the electron gas's r_s, a crystal's
+# factor of its cell against the cell as given.
+RS = 'r_s / bohr'
+CELL_FACTOR = 'cell / cell given'
+
+
 def is_periodic(sys_cfg) -> bool:
   """Whether the `system` settings describe a periodic system (a lattice or an electron gas)."""
   return bool(sys_cfg.lattice) or sys_cfg.rs is not None
@@ -37,8 +43,25 @@ def is_periodic(sys_cfg) -> bool:
 class Geometry(NamedTuple):
   """Where a system's nuclei are: the data, as against the elements and electrons (which a
   set of geometries shares, and which are fixed when a step is built). A pytree: a stack of
-  geometries, positions (G, M, 3), goes through jax.vmap of a function that takes one."""
+  geometries, positions (G, M, 3) and scales (G,), goes through jax.vmap of a function that
+  takes one."""
   positions: Any  # (M, 3) bohr, in the order of System.charges.
+  # () the size of a periodic system's cell against its own (System.lattice): the cell's
+  # vectors times `scale`, as its nuclei (`positions`) are; None: the cell as it is (and
+  # always for open boundaries).
+  scale: Any = None
+
+
+def network_arguments(geometry: Optional[Geometry]) -> tuple:
+  """The trailing arguments (atoms, scale) of a network's functions (networks.Network) for
+  `geometry`: (positions,); for a scaled cell (positions, scale), or (None, scale) without
+  nuclei (the electron gas: the network keeps its own centre); or () for None (the
+  system's own nuclei, constants of the program)."""
+  if geometry is None:
+    return ()
+  if geometry.scale is None:
+    return (geometry.positions,)
+  return (geometry.positions if geometry.positions.shape[-2] else None, geometry.scale)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,11 +115,11 @@ class System:
 
   @property
   def geometries(self) -> Geometry:
-    """Every geometry of the system, stacked: positions (G, M, 3) bohr (numpy), the
-    surface's or the system's own as a set of one."""
+    """Every geometry of the system, stacked: positions (G, M, 3) bohr (numpy), with a
+    scan of the cell its scales (G,), the surface's or the system's own as a set of one."""
     if self.surface is None:
       return Geometry(np.asarray(self.positions)[None])
-    return Geometry(np.asarray(self.surface.positions))
+    return Geometry(np.asarray(self.surface.positions), self.surface.scales)
 
   @property
   def complex(self) -> bool:
@@ -163,6 +186,12 @@ def make_system(sys_cfg) -> System:
     symbols, positions, lattice = crystal(sys_cfg, symbols, positions)
     primitive = lattice_lib.make_lattice(np.asarray(sys_cfg.lattice, np.float64) * {
         'bohr': 1.0, 'angstrom': BOHR_PER_ANGSTROM}[sys_cfg.units], dims=sys_cfg.periodic_dims)
+    if sys_cfg.scan.cell:  # The system's own cell is the scan's first.
+      first = sys_cfg.scan.start
+      lattice, primitive = (lattice_lib.scaled(c, first) for c in (lattice, primitive))
+      positions = positions * first
+      surface = geometries_lib.surface_of_cell_scan(positions, sys_cfg.scan, first,
+                                                    CELL_FACTOR)
   charges = np.array([atomic_number(s, 'config.system') for s in symbols], dtype=np.float64)
   full_charges = charges.copy()
   ecps = tuple(ecp_lib.load(name, s) if name else None
@@ -235,7 +264,7 @@ def nuclei(sys_cfg) -> tuple:
     symbols, positions = read_xyz(sys_cfg.molecule.strip())
   elif sys_cfg.molecule:
     symbols, positions = parse_molecule(sys_cfg.molecule, sys_cfg.units)
-  if geometries_lib.given(sys_cfg):
+  if geometries_lib.given(sys_cfg) and not sys_cfg.scan.cell:
     base = None if symbols is None else (symbols, positions)
     symbols, surface = geometries_lib.read(sys_cfg, base)
     positions = surface.positions[0].copy()
@@ -279,12 +308,16 @@ def electron_gas(sys_cfg) -> System:
   if n_up < n_down:
     raise InputError(f'config.system.electrons: n_up = {n_up} < n_down = {n_down}; by '
                      'convention the majority spin is up')
-  lattice = lattice_lib.electron_gas(sys_cfg.rs, sys_cfg.cell, n_up + n_down)
+  rs, surface = sys_cfg.rs, None
+  if sys_cfg.scan.cell:  # The system's own density is the scan's first.
+    rs = rs * sys_cfg.scan.start
+    surface = geometries_lib.surface_of_cell_scan(np.zeros((0, 3)), sys_cfg.scan, rs, RS)
+  lattice = lattice_lib.electron_gas(rs, sys_cfg.cell, n_up + n_down)
   name = sys_cfg.name or f'heg_rs{sys_cfg.rs:g}_{sys_cfg.cell}_{n_up}_{n_down}'
   return System(symbols=(), positions=np.zeros((0, 3)), charges=np.zeros((0,)), n_up=n_up,
                 n_down=n_down, name=name, exact_energy=sys_cfg.exact_energy,
                 ecp=(), states=int(sys_cfg.states),
-                boundary=boundary_lib.Periodic(lattice, sys_cfg.twist))
+                boundary=boundary_lib.Periodic(lattice, sys_cfg.twist), surface=surface)
 
 
 def ecp_names(setting, symbols: tuple) -> tuple:

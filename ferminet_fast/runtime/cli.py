@@ -122,7 +122,8 @@ CHANGE_THE_SYSTEM = ('system.atom', 'system.molecule', 'system.units', 'system.c
                      'system.electrons', 'system.spin', 'system.ecp', 'system.lattice',
                      'system.cell', 'system.rs', 'system.supercell', 'system.twist',
                      'system.periodic_dims', 'system.geometries', 'system.scan.atoms',
-                     'system.scan.start', 'system.scan.stop', 'system.scan.points')
+                     'system.scan.cell', 'system.scan.start', 'system.scan.stop',
+                     'system.scan.points')
 
 
 def after_parsing(argv: Sequence[str]) -> tuple:

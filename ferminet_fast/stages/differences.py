@@ -8,6 +8,10 @@ g + 1's nuclei: E_{g+1} ~ sum w E_L'(x') / sum w. Less that sweep's plain mean o
 the same walkers, this is one sample of E_{g+1} - E_g whose fluctuations largely cancel
 (the same walkers, near-identical local energies), reblocked over the sweeps. The cost is
 one more local energy per walker of chains 0 .. G-2 per sweep.
+
+A scan of a periodic cell (its nuclei and the cell scaled by s_g) needs no warp: the map
+x' = (s_{g+1} / s_g) x takes the cell of g onto that of g + 1 and every nucleus onto its
+image, with a constant Jacobian (s_{g+1} / s_g)^{3N}.
 """
 
 import functools
@@ -47,19 +51,39 @@ def correlated_energy(log_psi: Callable, local_energies: Callable, params, x: ja
   return weighted_mean(log_w, local_energies(params, moved, moved_atoms))
 
 
+def scaled_correlated_energy(parts: step.Parts, params, x: jax.Array,
+                             geometry: systems.Geometry, moved: systems.Geometry) -> tuple:
+  """(E' (), effective sample size fraction ()): `correlated_energy` for a scan of a
+  periodic cell, from walkers x (W, 3N) sampled from |psi|^2 in the cell of `geometry` to
+  the cell of `moved` (one geometry each: positions (M, 3), scale ()), each walker mapped
+  by the ratio of the scales."""
+  ratio = moved.scale / geometry.scale
+  moved_x = x * ratio
+  log_w = (2.0 * (parts.batch_log_psi(params, moved_x, moved)
+                  - parts.batch_log_psi(params, x, geometry))
+           + x.shape[-1] * jnp.log(ratio))
+  return weighted_mean(log_w, parts.energy(params, moved_x, moved)[1].local_energy)
+
+
 def make_pairs(parts: step.Parts) -> Callable:
-  """(params, xs (G, W, 3N), stack (positions (G, M, 3)), energies (G,)) -> (2, G - 1):
-  for each adjacent pair (g, g + 1), this sweep's correlated difference E_{g+1} - E_g (Ha;
-  `energies` are the chains' plain means of E_L in the same sweep) and the effective
-  sample size fraction of its weights."""
+  """(params, xs (G, W, 3N), stack (positions (G, M, 3); scales (G,) for a scan of a cell),
+  energies (G,)) -> (2, G - 1): for each adjacent pair (g, g + 1), this sweep's correlated
+  difference E_{g+1} - E_g (Ha; `energies` are the chains' plain means of E_L in the same
+  sweep) and the effective sample size fraction of its weights."""
   def local_energies(params, x, atoms):
     return parts.energy(params, x, systems.Geometry(atoms))[1].local_energy
 
   pair = functools.partial(correlated_energy, parts.network.log_psi, local_energies)
 
   def pairs(params, xs, stack, energies):
-    r = stack.positions
-    e_next, ess = jax.vmap(pair, in_axes=(None, 0, 0, 0))(params, xs[:-1], r[:-1], r[1:])
+    if stack.scale is None:
+      r = stack.positions
+      e_next, ess = jax.vmap(pair, in_axes=(None, 0, 0, 0))(params, xs[:-1], r[:-1], r[1:])
+    else:
+      first, second = (jax.tree.map(lambda a: a[:-1], stack),
+                       jax.tree.map(lambda a: a[1:], stack))
+      e_next, ess = jax.vmap(functools.partial(scaled_correlated_energy, parts),
+                             in_axes=(None, 0, 0, 0))(params, xs[:-1], first, second)
     return jnp.stack([e_next - energies[:-1], ess])
 
   return pairs
@@ -70,8 +94,8 @@ def report(values: np.ndarray, rows: list, say: Callable) -> list:
   from the sweeps' values (steps, 2, G - 1) (`make_pairs`), the independent one from the
   geometries' rows (surface_report: energies and errors, combined in quadrature) and the
   mean effective sample size fraction of the weights; printed."""
-  say('  energy differences of adjacent geometries (correlated sampling with a space warp; '
-      'independent: of the separate energies):')
+  say('  energy differences of adjacent geometries (correlated sampling with a space warp, '
+      'or the scaling of a cell; independent: of the separate energies):')
   out = []
   for g in range(values.shape[2]):
     c = stats.reblock(values[:, 0, g])

@@ -166,6 +166,9 @@ def reference_of(text: str, system) -> Optional[references.Reference]:
   if system.surface is None:
     raise InputError('--reference is for a run over a set of geometries (its curve); '
                      'this run has one geometry')
+  if system.periodic:
+    raise InputError("--reference: pyscf's references are of molecules; this run scans a "
+                     'periodic cell')
   chosen = references.parse(text)
   references.check(chosen, system)
   return chosen
@@ -295,7 +298,8 @@ def report_states(series: np.ndarray, k: int, say: Callable) -> dict:
 
 def surface_report(energies: np.ndarray, system, say: Callable) -> list:
   """Each geometry's reblocked energy from the sweeps' energies (steps, G): its nuclei
-  (bohr), its scan coordinate if any, energy, error, tau; printed. (pes.json's rows.)"""
+  (bohr), its scan coordinate if any (for a scan of a cell also its scale and volume),
+  energy, error, tau; printed. (pes.json's rows.)"""
   surface, rows = system.surface, []
   say(f'  {len(surface.positions)} geometries:')
   for g, positions in enumerate(np.asarray(surface.positions)):
@@ -306,6 +310,9 @@ def surface_report(energies: np.ndarray, system, say: Callable) -> list:
     if surface.coordinate is not None:
       row['coordinate'] = float(surface.coordinate[g])
       where += f' ({surface.label} = {row["coordinate"]:.4f})'
+    if surface.scales is not None:
+      row['scale'] = float(surface.scales[g])
+      row['volume_bohr3'] = float(system.lattice.volume * surface.scales[g] ** 3)
     say(f'    {where}: {e.mean:.6f} +- {e.error:.6f} Ha (tau={e.tau:.1f})')
     rows.append(row)
   return rows

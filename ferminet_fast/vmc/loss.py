@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import batching, choices
-from ferminet_fast.physics import excited_states, hamiltonian
+from ferminet_fast.physics import excited_states, hamiltonian, systems
 
 
 class EnergyAux(NamedTuple):
@@ -215,12 +215,12 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
 
 def batch_network(f: Callable) -> Callable:
   """(params, x (B, 3N), geometry=None) -> f of each walker, for a network's function
-  f(params, x (3N,), atoms=None): called with the geometry's positions ((M, 3), shared by the
-  walkers, or (B, M, 3), one geometry per walker), or without them for None (the network's
-  own positions, constants of its program)."""
+  f(params, x (3N,), atoms=None, scale=None): called with the geometry's positions ((M, 3),
+  shared by the walkers, or (B, M, 3), one geometry per walker) and a scaled cell's scale,
+  or without them for None (the network's own positions, constants of its program)."""
   batched = batching.over_walkers(f)
   return lambda params, x, geometry=None: batched(
-      params, x, None if geometry is None else geometry.positions)
+      params, x, *systems.network_arguments(geometry))
 
 
 def make_local_energy(network, ham: hamiltonian.Hamiltonian) -> Callable:

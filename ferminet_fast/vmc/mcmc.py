@@ -47,17 +47,22 @@ def init_positions(key: jax.Array, system: systems.System, batch: int, init_widt
   they are wrapped into it; a system without nuclei (the electron gas) starts uniform in
   its cell. Over a set of G geometries (system.surface), G groups of batch / G walkers in a
   row, each around the nuclei of its own geometry."""
+  scales = None  # A scan of the cell: each walker's cell's scale (batch,).
+  if system.surface is not None and system.surface.scales is not None:
+    scales = jnp.asarray(np.repeat(system.surface.scales, batch // system.geometry_count), dtype)
   if not len(system.charges):
     s = system.boundary.uniform_positions(
         key, (batch, system.n_electrons * system.states), dtype)
-    return s.reshape(batch, -1)
+    s = s.reshape(batch, -1)
+    return s if scales is None else s * scales[:, None]
   homes = systems.electron_homes(system)
   if system.surface is not None:
     stack = np.asarray(system.surface.positions)
     per = batch // len(stack)
     centres = jnp.asarray(np.repeat(stack[:, homes].reshape(len(stack), -1), per, axis=0),
                           dtype)  # (batch, 3N)
-    return centres + init_width * jax.random.normal(key, centres.shape, dtype)
+    x = centres + init_width * jax.random.normal(key, centres.shape, dtype)
+    return x if scales is None else system.boundary.wrap(x, scales)
   centres = jnp.asarray(np.tile(system.positions[homes].reshape(-1), system.states), dtype)
   x = centres[None] + init_width * jax.random.normal(key, (batch, centres.shape[0]), dtype)
   return system.boundary.wrap(x)
@@ -67,7 +72,7 @@ def make_sweep(batch_log_psi: Callable, steps: int,
                wrap: Callable = boundary.OPEN.wrap) -> Callable:
   """Builds sweep(params, walkers, key, geometry=None) -> (walkers, pmove) doing `steps` MH
   moves of |psi|^2 with the nuclei of `geometry` (a systems.Geometry, shared by the
-  walkers; None: the system's own).
+  walkers; None: the system's own; in a scaled cell, wrapped into it).
 
   `batch_log_psi(params, x (B, 3N)[, geometry]) -> (B,)` (called without the geometry when
   it is None). pmove is the fraction of accepted moves. `wrap`: x (B, 3N) -> x, applied to
@@ -76,6 +81,7 @@ def make_sweep(batch_log_psi: Callable, steps: int,
 
   def sweep(params, walkers: Walkers, key, geometry=None):
     at = () if geometry is None else (geometry,)
+    scale = () if geometry is None or geometry.scale is None else (geometry.scale,)
     width = walkers.width
     walkers = replace_nonfinite(walkers)
 
@@ -83,7 +89,7 @@ def make_sweep(batch_log_psi: Callable, steps: int,
       x, log_psi, accepted = carry
       k_move, k_accept = jax.random.split(jax.random.fold_in(key, i))
       x_new = x + width * jax.random.normal(k_move, x.shape, x.dtype)
-      x_new = wrap(x_new)
+      x_new = wrap(x_new, *scale)
       log_psi_new = batch_log_psi(params, x_new, *at)
       # Accept with probability min(1, |psi'|^2 / |psi|^2), compared in log space.
       log_u = jnp.log(jax.random.uniform(k_accept, log_psi.shape, x.dtype))

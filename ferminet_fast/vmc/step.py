@@ -79,8 +79,9 @@ class Parts:
   dtype: Any
   hamiltonian: hamiltonian.Hamiltonian  # Whose local energy the step takes.
   chunk_size: int  # Walkers per chunk of local energies (0: all at once), resolved.
-  # Over a set of geometries (system.surface), their nuclei stacked, positions (G, M, 3): the
-  # state's walkers are G groups of B / G in a row, each at its own. None for one geometry.
+  # Over a set of geometries (system.surface), their nuclei stacked, positions (G, M, 3), and
+  # for a scan of a cell its scales (G,): the state's walkers are G groups of B / G in a
+  # row, each at its own. None for one geometry.
   geometries: Optional[systems.Geometry] = None
   # The compiled step takes a clock, the () fraction of the time budget spent, as its last
   # argument (optim.anneals_by_clock): its learning rate anneals towards that end too.
@@ -96,7 +97,7 @@ class Parts:
     if self.geometries is None:
       return self.batch_log_psi(params, x)
     per = x.shape[0] // self.geometries.positions.shape[0]
-    return self.batch_log_psi(params, x, systems.Geometry(each_walker(self.geometries, per)))
+    return self.batch_log_psi(params, x, each_walker(self.geometries, per))
 
 
 class Pieces(NamedTuple):
@@ -171,7 +172,9 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
 
   geometries, steps = None, (mcmc_step, train_step)
   if system.surface is not None:
-    geometries = systems.Geometry(jnp.asarray(system.surface.positions, dtype))
+    scales = system.surface.scales
+    geometries = systems.Geometry(jnp.asarray(system.surface.positions, dtype),
+                                  None if scales is None else jnp.asarray(scales, dtype))
     steps = _surface_steps(geometries, sweep, energy, fused, update, batch_log_psi, mcmc_cfg,
                            optim_cfg.geometries_per_step)
   return Parts(network, batch_log_psi, sweep, steps[0], energy, energy_grad, update, optimizer,
@@ -216,12 +219,12 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     EnergyAux, the walkers in a row with their nuclei (G' W, M, 3), `norms`)."""
     (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
     g, w = chains.log_psi.shape
-    atoms = each_walker(stack, w)
+    walkers_at = each_walker(stack, w)
     x = chains.x.reshape(g * w, -1)
     params, opt_state = update(state.params, state.opt_state, grads,
                                optim.Samples(x, key, aux.centred.reshape(g * w), curvature,
-                                             atoms, groups=g), clock)
-    return params, opt_state, e, aux, x, atoms, norms(grads, state.params, params)
+                                             *atoms_of(walkers_at), groups=g), clock)
+    return params, opt_state, e, aux, x, walkers_at, norms(grads, state.params, params)
 
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None, clock=None):
     stack = stack_of(geometry)
@@ -231,8 +234,9 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     state, pmove = mcmc_step(state, stack)
     chains = by_geometry(state.walkers, stack)
     key, k_opt = jax.random.split(state.key)
-    params, opt_state, e, aux, x, atoms, change = trained(state, chains, stack, k_opt, clock)
-    walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, systems.Geometry(atoms)))
+    params, opt_state, e, aux, x, walkers_at, change = trained(state, chains, stack, k_opt,
+                                                               clock)
+    walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, walkers_at))
     stats = _surface_stats(e, aux, pmove, width, opt_state, e, change)
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
@@ -240,7 +244,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     key, k_pick, k_mcmc, k_opt = jax.random.split(state.key, 4)
     picked = jax.random.choice(k_pick, count, (per_step,), replace=False)
     chains = by_geometry(state.walkers, stack)
-    drawn = systems.Geometry(stack.positions[picked])
+    drawn = jax.tree.map(lambda a: a[picked], stack)
     sub = refreshed(state.params, jax.tree.map(lambda a: a[picked], chains), drawn)
     sub, pmove = swept(state.params, sub, drawn, k_mcmc)
     params, opt_state, e, aux, _, _, change = trained(state, sub, drawn, k_opt, clock)
@@ -269,7 +273,7 @@ def _surface_energy_grad(energy, fused) -> Callable:
     e, aux = energies(params, xs, stack)
     weights = jax.vmap(loss.gradient_weights)(aux) / xs.shape[0]
     grads, curvature = fused(params, xs.reshape(-1, xs.shape[-1]), weights.reshape(-1),
-                             each_walker(stack, xs.shape[1]))
+                             *atoms_of(each_walker(stack, xs.shape[1])))
     return (e, aux), grads, curvature
 
   return energy_grad
@@ -284,8 +288,9 @@ def _chain_functions(sweep, batch_log_psi, mcmc_cfg) -> tuple:
 
   def refreshed(params, chains: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
     x = chains.x.reshape(-1, chains.x.shape[-1])
-    atoms = systems.Geometry(each_walker(stack, chains.x.shape[1]))
-    return chains._replace(log_psi=batch_log_psi(params, x, atoms).reshape(chains.log_psi.shape))
+    walkers_at = each_walker(stack, chains.x.shape[1])
+    return chains._replace(log_psi=batch_log_psi(params, x, walkers_at).reshape(
+        chains.log_psi.shape))
 
   def swept(params, chains: mcmc.Walkers, stack: systems.Geometry, key):
     keys = jax.random.split(key, stack.positions.shape[0])
@@ -321,15 +326,15 @@ def by_geometry(walkers: mcmc.Walkers, stack: systems.Geometry) -> mcmc.Walkers:
 in_a_row = mcmc.in_a_row  # The inverse of by_geometry.
 
 
-def each_walker(stack: systems.Geometry, per_geometry: int) -> jax.Array:
-  """(G W, M, 3): the nuclei of each walker of G groups of `per_geometry` in a row."""
-  return jnp.repeat(stack.positions, per_geometry, axis=0)
+def each_walker(stack: systems.Geometry, per_geometry: int) -> systems.Geometry:
+  """The geometry of each walker of G groups of `per_geometry` in a row: positions (G W, M,
+  3) and, for a scaled cell, scales (G W,)."""
+  return jax.tree.map(lambda a: jnp.repeat(a, per_geometry, axis=0), stack)
 
 
-def atoms_of(geometry: Optional[systems.Geometry]) -> tuple:
-  """The trailing arguments of a network's function (or the optimizer's Samples) for
-  `geometry`: (its positions (M, 3),), or () with None."""
-  return () if geometry is None else (geometry.positions,)
+# The trailing arguments of a network's function (or the optimizer's Samples) for a geometry:
+# (positions,), with a scaled cell (positions, scale), or () with None.
+atoms_of = systems.network_arguments
 
 
 def init_state(parts: Parts, system: systems.System, batch_size: int, mcmc_cfg,

@@ -21,10 +21,12 @@ class Apply(Protocol):
   configuration; for a complex wavefunction the sign is its phase exp(i theta), a complex
   number of modulus one. `atoms`: the nuclei's positions, the same parameters (what moves
   the nuclei for forces and evaluates one network at many geometries); None: the system's
-  own, constants of the program. Every function of a Network takes `atoms` so."""
+  own, constants of the program. `scale` (): a periodic system's cell scaled by it (a scan
+  of the cell); None: the cell as it is. Every function of a Network takes `atoms` and
+  `scale` so (systems.network_arguments gives them for a geometry)."""
 
-  def __call__(self, params: Params, x: jax.Array,
-               atoms: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
+  def __call__(self, params: Params, x: jax.Array, atoms: Optional[jax.Array] = None,
+               scale: Optional[jax.Array] = None) -> tuple[jax.Array, jax.Array]:
     ...
 
 
@@ -32,8 +34,8 @@ class LogPsi(Protocol):
   """(params, x (3N,) bohr, atoms (M, 3) or None) -> log|psi| (): what samplers and
   energies differentiate."""
 
-  def __call__(self, params: Params, x: jax.Array,
-               atoms: Optional[jax.Array] = None) -> jax.Array:
+  def __call__(self, params: Params, x: jax.Array, atoms: Optional[jax.Array] = None,
+               scale: Optional[jax.Array] = None) -> jax.Array:
     ...
 
 
@@ -42,8 +44,8 @@ class Orbitals(Protocol):
   times envelopes, before the determinants; n_orb = N with full_det, else n_s. What
   Hartree-Fock pretraining fits."""
 
-  def __call__(self, params: Params, x: jax.Array,
-               atoms: Optional[jax.Array] = None) -> list[jax.Array]:
+  def __call__(self, params: Params, x: jax.Array, atoms: Optional[jax.Array] = None,
+               scale: Optional[jax.Array] = None) -> list[jax.Array]:
     ...
 
 
@@ -56,7 +58,8 @@ class Instrumented(Protocol):
   'params' hold a leading axis of the K configurations, as the returned state does."""
 
   def __call__(self, variables: Params, x: jax.Array, mutable: list,
-               interceptor: Callable, atoms: Optional[jax.Array] = None) -> tuple[Any, Any]:
+               interceptor: Callable, atoms: Optional[jax.Array] = None,
+               scale: Optional[jax.Array] = None) -> tuple[Any, Any]:
     ...
 
 
@@ -65,8 +68,8 @@ class LogPsiPhase(Protocol):
   wavefunction's log psi = log|psi| + i theta as two real functions, what its local energy
   differentiates."""
 
-  def __call__(self, params: Params, x: jax.Array,
-               atoms: Optional[jax.Array] = None) -> jax.Array:
+  def __call__(self, params: Params, x: jax.Array, atoms: Optional[jax.Array] = None,
+               scale: Optional[jax.Array] = None) -> jax.Array:
     ...
 
 

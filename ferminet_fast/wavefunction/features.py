@@ -26,7 +26,9 @@ class Geometry(NamedTuple):
   r_ae: jax.Array  # (n, m, 1) their lengths.
   ee: jax.Array  # (n, n, d) offsets of r_i from r_j.
   r_ee: jax.Array  # (n, n, 1) their lengths, zero on the diagonal.
-  r: jax.Array  # (n, 3) the electron positions.
+  # (n, 3) the electron positions; in a cell scaled by s, r / s, the positions in the
+  # system's own cell, where its k-points (plane waves, Bloch factors) are given.
+  r: jax.Array
 
 
 def electrons(g: Geometry, lo: int, hi: int) -> Geometry:
@@ -35,12 +37,13 @@ def electrons(g: Geometry, lo: int, hi: int) -> Geometry:
 
 
 class Features(Protocol):
-  """(r (n, 3), atoms (m, 3)) -> Geometry: the vectors and distances between the n electrons
-  at r and the m nuclei at `atoms` (all bohr), with finite derivatives of every order where
-  electrons coincide (the diagonal of r_ee), since the Laplacian differentiates through
-  them."""
+  """(r (n, 3), atoms (m, 3), scale=None) -> Geometry: the vectors and distances between the
+  n electrons at r and the m nuclei at `atoms` (all bohr), with finite derivatives of every
+  order where electrons coincide (the diagonal of r_ee), since the Laplacian differentiates
+  through them. `scale` () (periodic boundaries only): the cell is the system's own times
+  `scale`; None: the system's own."""
 
-  def __call__(self, r: jax.Array, atoms: jax.Array) -> Geometry:
+  def __call__(self, r: jax.Array, atoms: jax.Array, scale=None) -> Geometry:
     ...
 
 
@@ -57,8 +60,11 @@ def pair_distances(r: jax.Array) -> tuple:
   return ee, pair_norms(ee)
 
 
-def molecular(r: jax.Array, atoms: jax.Array) -> Geometry:
-  """Open boundaries: plain differences and Euclidean distances (a `Features`)."""
+def molecular(r: jax.Array, atoms: jax.Array, scale=None) -> Geometry:
+  """Open boundaries: plain differences and Euclidean distances (a `Features`; no cell to
+  scale)."""
+  if scale is not None:
+    raise ValueError('open boundaries have no cell to scale')
   ae = r[:, None, :] - atoms[None]
   r_ae = jnp.linalg.norm(ae, axis=-1, keepdims=True)
   ee, r_ee = pair_distances(r)
@@ -82,7 +88,12 @@ def periodic(lattice: lattice_lib.Lattice) -> Features:
   A slab (lattice.dims = 2) is open along a_3 (normal to a_1 and a_2), a chain
   (lattice.dims = 1) along a_2 and a_3 (normal to a_1): along an open direction the
   offset's component is the plain difference, s_i a_i, in the sine half, and nothing in the
-  cosine half, so the features are periodic along the lattice's periodic directions only."""
+  cosine half, so the features are periodic along the lattice's periodic directions only.
+
+  In the cell scaled by s (a scan of the cell, physics/geometries.py), whose reciprocal
+  vectors are those of `lattice` over s, the phases are those of r / s in `lattice` and
+  every offset and distance is s times that of r / s there: lengths stay in bohr, so one
+  network sees each cell's own sizes."""
   vectors = np.asarray(lattice.vectors) / (2 * np.pi)
   to_phase = np.asarray(lattice.reciprocal).T  # r . B^T = 2 pi s.
   dims = lattice.dims  # Periodic along a_1 .. a_dims, open along the others.
@@ -105,7 +116,10 @@ def periodic(lattice: lattice_lib.Lattice) -> Features:
     m = jnp.asarray(vectors, sin.dtype)
     return jnp.concatenate([sin @ m, (1.0 - cos) @ m], axis=-1)
 
-  def features(r, atoms):
+  def features(r, atoms, scale=None):
+    if scale is not None:  # The cell scaled by s: lengths of r / s in `lattice`, times s.
+      g = features(r / scale, atoms.astype(r.dtype) / scale)
+      return Geometry(g.ae * scale, g.r_ae * scale, g.ee * scale, g.r_ee * scale, g.r)
     phase = jnp.asarray(to_phase, r.dtype)
     electron = waves(r @ phase)
     ae = offsets(electron, waves(atoms.astype(r.dtype) @ phase))

@@ -168,7 +168,8 @@ class _Slater(nn.Module):
   Subclasses compute h in `features`; `__call__(x)` gives (sign, log|psi|), and
   `__call__(x, return_orbitals=True)` the orbital blocks (k, n_s, n_orb) per spin (what
   Hartree-Fock pretraining fits). `atoms` (M, 3) bohr, if given, replaces the nuclear
-  positions `self.atoms` (every feature and envelope moves with its nucleus). With
+  positions `self.atoms` (every feature and envelope moves with its nucleus); `scale` (),
+  if given, scales a periodic system's cell (features.periodic). With
   `states` = K > 1, K wavefunctions share the features and the Jastrow factor, each with
   its own `determinants` determinants (orbital blocks (K k, n_s, n_orb)), and the signs and
   logs are (K,).
@@ -193,21 +194,22 @@ class _Slater(nn.Module):
   # psi(r_i + L) = exp(i k_s . L) psi(r_i) for the cell's lattice vectors L. () otherwise.
   bloch: tuple = ()
 
-  def geometry(self, r: jax.Array, atoms: jax.Array) -> Geometry:
-    """The features' geometry: periodic in the boundary's cell, or open."""
-    return of_boundary(self.boundary)(r, atoms)
+  def geometry(self, r: jax.Array, atoms: jax.Array, scale=None) -> Geometry:
+    """The features' geometry: periodic in the boundary's cell (scaled by `scale`), or
+    open."""
+    return of_boundary(self.boundary)(r, atoms, scale)
 
   def features(self, g: Geometry) -> jax.Array:
     """(n, d) permutation-equivariant features of the electrons from their geometry."""
     raise NotImplementedError
 
   @nn.compact
-  def __call__(self, x: jax.Array, return_orbitals: bool = False, atoms=None):
+  def __call__(self, x: jax.Array, return_orbitals: bool = False, atoms=None, scale=None):
     n = self.n_up + self.n_down
     k = self.determinants * self.states  # Determinants of all states, state-major.
     atoms = jnp.asarray(self.atoms if atoms is None else atoms, dtype=x.dtype)
     r = x.reshape(n, 3)
-    g = self.geometry(r, atoms)
+    g = self.geometry(r, atoms, None if scale is None else jnp.asarray(scale, x.dtype))
     h = self.features(g)
 
     blocks = []
@@ -381,22 +383,22 @@ def make_network(net_cfg, system: systems.System, dtype, ansatz: choices.Choice,
   def init(key):
     return {'params': module.init(key, jnp.zeros((n_dim,), dtype))['params']}
 
-  def apply(params, x, atoms=None):
-    return module.apply(params, x, atoms=atoms)
+  def apply(params, x, atoms=None, scale=None):
+    return module.apply(params, x, atoms=atoms, scale=scale)
 
-  def log_psi(params, x, atoms=None):
-    return module.apply(params, x, atoms=atoms)[1]
+  def log_psi(params, x, atoms=None, scale=None):
+    return module.apply(params, x, atoms=atoms, scale=scale)[1]
 
-  def orbitals(params, x, atoms=None):
-    return module.apply(params, x, return_orbitals=True, atoms=atoms)
+  def orbitals(params, x, atoms=None, scale=None):
+    return module.apply(params, x, return_orbitals=True, atoms=atoms, scale=scale)
 
-  def log_psi_phase(params, x, atoms=None):
-    sign, log_abs = module.apply(params, x, atoms=atoms)
+  def log_psi_phase(params, x, atoms=None, scale=None):
+    sign, log_abs = module.apply(params, x, atoms=atoms, scale=scale)
     return jnp.stack([log_abs, jnp.angle(sign)])
 
-  def instrumented(variables, x, mutable, interceptor, atoms=None):
+  def instrumented(variables, x, mutable, interceptor, atoms=None, scale=None):
     with nn.intercept_methods(interceptor):
-      return module.apply(variables, x, mutable=mutable, atoms=atoms)
+      return module.apply(variables, x, mutable=mutable, atoms=atoms, scale=scale)
 
   network = Network(init=init, apply=apply, log_psi=log_psi, orbitals=orbitals,
                     instrumented=instrumented, n_coords=n_dim, dtype=dtype,
