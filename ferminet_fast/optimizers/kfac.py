@@ -198,8 +198,9 @@ def make_statistics(network, params, n_coords: int) -> tuple:
 def make_gradient(network, n_coords: int):
   """gradient(params, x (B, 3N), weights (B,), atoms=None, scale=None) -> (sum_i weights_i d
   log|psi(x_i)| / d params, this batch's curvature statistics), the nuclei at `atoms` (M, 3)
-  (None: the network's own; `scale`: make_statistics): the VMC gradient and what `kfac`'s update would otherwise
-  compute from x with a second pass through the network (samples.curvature)."""
+  (None: the network's own; `scale`: make_statistics): the VMC gradient and what `kfac`'s
+  update would otherwise compute from x with a second pass through the network
+  (samples.curvature)."""
 
   def gradient(params, x, weights, atoms=None, scale=None):
     statistics, _ = make_statistics(network, params, n_coords)
