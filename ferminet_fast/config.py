@@ -765,10 +765,6 @@ def _validate_periodic(cfg) -> None:
     raise InputError(f'config.pretrain.iterations = {cfg.pretrain.iterations}: the electron gas '
                      'needs none: its plane-wave envelope starts as the Hartree-Fock '
                      'determinant; set it to 0')
-  if cfg.pretrain.iterations > 0 and sys_cfg.scan.cell:
-    raise InputError(f'config.pretrain.iterations = {cfg.pretrain.iterations} with '
-                     'config.system.scan.cell: Hartree-Fock pretraining over a scan of a '
-                     "crystal's cell is not supported yet; set it to 0")
 
 
 def freeze(cfg: config_dict.ConfigDict) -> config_dict.FrozenConfigDict:

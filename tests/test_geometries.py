@@ -249,8 +249,6 @@ def test_a_scan_of_a_cell_scales_the_crystal_and_its_nuclei():
     ({**LIH_CRYSTAL, 'system.scan.start': None}, 'the scan of the cell needs the factor of its '
      'cell it starts at'),
     ({**LIH_CRYSTAL, 'system.scan.points': 0}, 'the scan is empty'),
-    ({**LIH_CRYSTAL, 'pretrain.iterations': 10}, 'pretraining over a scan of a crystal.s cell '
-     'is not supported yet'),
     ({**LIH_CRYSTAL, 'system.states': 2}, 'not supported with several states'),
 ])
 def test_bad_scans_of_a_cell_name_the_problem(overrides, message):

@@ -449,3 +449,28 @@ def test_every_run_gets_the_same_kpoint_orbitals():
                   for _ in range(2))
   assert again.energy == first.energy
   np.testing.assert_array_equal(again.coeffs[0], first.coeffs[0])
+
+
+@pytest.mark.parametrize('kpt', [None, (0.25, 0.1, 0.0)], ids=['gamma', 'twist'])
+def test_orbitals_over_a_scan_of_the_cell_are_each_cells_own(kpt):
+  """The HF of an H2 crystal in two sizes of its cubic cell (4 and 5 bohr, the nuclei
+  scaled with it), evaluated as one function of data (orbitals_over_cells: the smallest
+  cell's image translations in units of each cell's vectors) equals each cell's own orbitals
+  (make_orbitals, its own image set), up to each orbital's sign, at the Gamma point and at a
+  twist."""
+  hfs = []
+  for side in (4.0, 5.0):
+    k = None if kpt is None else np.asarray(kpt) @ (2 * np.pi * np.eye(3) / side)
+    hfs.append(phf.hartree_fock(side * np.eye(3), H2['symbols'],
+                                np.asarray(H2['positions']) * side / 4.0, 'sto-3g', n_up=1,
+                                n_down=1, kpt=k))
+  orbitals, data = phf.orbitals_over_cells(hfs, 1, 1)
+  with jax.enable_x64(True):
+    x = jax.random.uniform(jax.random.PRNGKey(0), (6,), jnp.float64) * 9.0 - 2.0
+    for g, hf in enumerate(hfs):
+      one = jax.tree.map(lambda a: jnp.asarray(a[g]), data)
+      got = orbitals(x, one)
+      own = phf.make_orbitals(hf, 1, 1)(x)
+      for a, b in zip(got, own):
+        np.testing.assert_allclose(np.abs(np.asarray(a)), np.abs(np.asarray(b)), rtol=1e-8,
+                                   atol=1e-12)

@@ -25,7 +25,7 @@ images T a constant set per shell: every lattice vector within that shell's cut-
 values equal pyscf's `cell.pbc_eval_gto` at that k-point (tests/test_periodic_hartree_fock.py).
 """
 
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -168,34 +168,86 @@ def hartree_fock(lattice, symbols: Sequence[str], positions, basis, *, n_up: int
                              energy, cell, kpt, dims)
 
 
+class CellData(NamedTuple):
+  """What of a PeriodicHartreeFock's basis changes with the size of its cell, as data: one
+  cell's, or stacked over a scan of the cell (`orbitals_over_cells`)."""
+  lattice: Any  # (3, 3) bohr, the lattice vectors (rows).
+  centres: Any  # (n_shells, 3) bohr, the shells' centres.
+  images: tuple  # (n_img, 3) bohr per shell: the lattice translations summed over.
+  kpt: Any  # (3,) 1/bohr, the twist.
+
+
+def cell_data(hf: PeriodicHartreeFock) -> CellData:
+  return CellData(hf.lattice, np.asarray([s.center for s in hf.shells]), hf.images, hf.kpt)
+
+
 def atomic_orbitals(hf: PeriodicHartreeFock, r: jnp.ndarray) -> jnp.ndarray:
   """Periodic basis functions at points r (n, 3), bohr -> (n, n_ao), pyscf's AO order, at
   the twist hf.kpt (complex there); any r (the sums are lattice-periodic, or Bloch at a twist:
-  no wrapping needed by the caller).
+  no wrapping needed by the caller)."""
+  return atomic_orbitals_in(hf.shells, hf.dims, hf.twisted, cell_data(hf), r)
+
+
+def atomic_orbitals_in(shells: tuple, dims: int, twisted: bool, cell: CellData,
+                       r: jnp.ndarray) -> jnp.ndarray:
+  """`atomic_orbitals` of the basis `shells` (their centres and images, the lattice and
+  twist given by `cell`, which may be traced data), periodic in `dims` dimensions, complex
+  if `twisted`.
 
   r - R_mu = d + T0 with d in the home cell's fractional range and T0 a lattice vector, so
   chi_mu(r) = exp(i k_s . T0) sum_t exp(i k_s . t) phi_mu(d - t) over the shell's images t."""
-  lattice = jnp.asarray(hf.lattice, r.dtype)
-  inverse = jnp.asarray(np.linalg.inv(hf.lattice), r.dtype)
-  kpt = jnp.asarray(hf.kpt, r.dtype)
+  lattice = jnp.asarray(cell.lattice, r.dtype)
+  inverse = jnp.linalg.inv(lattice)
+  kpt = jnp.asarray(cell.kpt, r.dtype)
   # A slab's periodic directions are in its plane; a chain's, along it.
-  mask = jnp.asarray(lattice_lib.periodic_mask(hf.dims), r.dtype)
+  mask = jnp.asarray(lattice_lib.periodic_mask(dims), r.dtype)
   out = []
-  for s, t in zip(hf.shells, hf.images):
-    f = (r - jnp.asarray(s.center, r.dtype)) @ inverse
+  for i, (s, t) in enumerate(zip(shells, cell.images)):
+    t = jnp.asarray(t, r.dtype)
+    f = (r - jnp.asarray(cell.centres[i], r.dtype)) @ inverse
     home = jnp.round(f) * mask
     d = (f - home) @ lattice  # (n, 3), fractional in [-1/2, 1/2] where periodic.
-    v = molecular.shell_values(s, (d[:, None, :] - jnp.asarray(t, r.dtype)[None]).reshape(-1, 3))
-    v = v.reshape(r.shape[0], len(t), -1)  # (n, n_img, n_fn)
-    if not hf.twisted:
+    v = molecular.shell_values(s, (d[:, None, :] - t[None]).reshape(-1, 3))
+    v = v.reshape(r.shape[0], t.shape[0], -1)  # (n, n_img, n_fn)
+    if not twisted:
       out.append(v.sum(axis=1))
       continue
     phase = (home @ lattice) @ kpt  # (n,) k_s . T0
-    image_phase = jnp.asarray(t, r.dtype) @ kpt  # (n_img,)
+    image_phase = t @ kpt  # (n_img,)
     bloch = jax.lax.complex(jnp.cos(image_phase), jnp.sin(image_phase))
     out.append(jnp.einsum('nif,i->nf', v, bloch)
                * jax.lax.complex(jnp.cos(phase), jnp.sin(phase))[:, None])
   return jnp.concatenate(out, axis=-1)
+
+
+def orbitals_over_cells(hfs: list, n_up: int, n_down: int) -> tuple:
+  """(orbitals(x (3N,), data) -> [(n_s, n_s) per spin with electrons], data: (CellData,
+  coefficients per spin) stacked over the cells (G, ...)): the HF of one crystal in G sizes of
+  its cell (a scan of the cell: the same basis, its centres and lattice scaled) as one
+  function of data, for jax.vmap over the cells. Each cell sums its shells over the same
+  lattice translations in units of its own vectors (those of the smallest cell, which needs
+  the most; in larger cells the farthest are negligible), and each orbital's sign is chosen
+  to agree with the previous cell's (a positive overlap of their coefficients), as
+  hartree_fock.orbitals_over_geometries does for molecules."""
+  smallest = hfs[int(np.argmin([abs(np.linalg.det(hf.lattice)) for hf in hfs]))]
+  steps = [np.round(t @ np.linalg.inv(smallest.lattice)) for t in smallest.images]
+  cells = [cell_data(hf)._replace(images=tuple(n @ hf.lattice for n in steps)) for hf in hfs]
+  blocks = [(lo, hi) for lo, hi in ((0, n_up), (n_up, n_up + n_down)) if hi > lo]
+  coeffs = [[hf.coeffs[spin] for spin, _ in enumerate(blocks)] for hf in hfs]
+  for g in range(1, len(coeffs)):
+    for spin, (c, before) in enumerate(zip(coeffs[g], coeffs[g - 1])):
+      overlap = np.real(np.sum(np.conj(before) * c, axis=0))
+      coeffs[g][spin] = c * np.where(overlap < 0, -1.0, 1.0)
+  data = (jax.tree.map(lambda *a: np.stack(a), *cells),
+          tuple(np.stack([c[spin] for c in coeffs]) for spin in range(len(blocks))))
+  first = hfs[0]
+
+  def orbitals(x, one):
+    cell, cs = one
+    ao = atomic_orbitals_in(first.shells, first.dims, first.twisted, cell, x.reshape(-1, 3))
+    return [ao[lo:hi] @ c.astype(ao.dtype) for (lo, hi), c in zip(blocks, cs)]
+
+  return orbitals, data
 
 
 def make_orbitals(hf: PeriodicHartreeFock, n_up: int, n_down: int) -> Callable:

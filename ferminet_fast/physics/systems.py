@@ -271,6 +271,16 @@ def nuclei(sys_cfg) -> tuple:
   return symbols, positions, surface
 
 
+def at_scale(system: System, scale: float) -> System:
+  """The system of one geometry of a scan of its cell: its cell (and its primitive cell)
+  and nuclei scaled by `scale` against its own, no set of geometries."""
+  lattice = lattice_lib.scaled(system.lattice, scale)
+  primitive = None if system.primitive is None else lattice_lib.scaled(system.primitive, scale)
+  return dataclasses.replace(system, positions=np.asarray(system.positions) * scale,
+                             boundary=boundary_lib.Periodic(lattice, system.twist),
+                             primitive=primitive, surface=None)
+
+
 def boundary_of(lattice: Optional[lattice_lib.Lattice], twist) -> boundary_lib.Boundary:
   """Periodic boundaries in `lattice` at the fractional `twist`; open ones without a lattice."""
   if lattice is None:

@@ -81,7 +81,10 @@ def make_sweep(batch_log_psi: Callable, steps: int,
 
   def sweep(params, walkers: Walkers, key, geometry=None):
     at = () if geometry is None else (geometry,)
-    scale = () if geometry is None or geometry.scale is None else (geometry.scale,)
+    # A scaled cell's walkers are wrapped into it (`geometry` may be other data of
+    # batch_log_psi's, e.g. pretraining's, which has no scale).
+    scale = getattr(geometry, 'scale', None)
+    scale = () if scale is None else (scale,)
     width = walkers.width
     walkers = replace_nonfinite(walkers)
 

@@ -78,8 +78,8 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
   def at(where):
     """(orbitals, HF orbitals, log|psi|) of walkers x (B, 3N) at one geometry, `where` =
     (nuclei, HF data), or at the network's own (None)."""
-    atoms, data = where if where is not None else (None, None)
-    nuclei = () if atoms is None else (atoms,)
+    geometry, data = where if where is not None else (None, None)
+    nuclei = systems.network_arguments(geometry)
     hf = hf_orbitals if where is None else lambda x: hf_orbitals(x, data)
     return (jax.vmap(lambda p, x: network.orbitals(p, x, *nuclei), in_axes=(None, 0)),
             jax.vmap(hf), jax.vmap(lambda p, x: network.log_psi(p, x, *nuclei),
@@ -117,7 +117,7 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
       walkers = adapted(walkers, pmove)
       loss, grads = jax.value_and_grad(mismatch)(state.params, walkers.x)
     else:
-      g = geometries[0].shape[0]
+      g = geometries[0].positions.shape[0]
       chains = mcmc.as_chains(state.walkers, g)
       chains, pmove = jax.vmap(sweep, in_axes=(None, 0, 0, 0))(
           state.params, chains, jax.random.split(k_mcmc, g), geometries)
@@ -134,7 +134,7 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
     if geometries is None:
       return PretrainState(params, optimizer.init(params),
                            mcmc.Walkers(x, mixture_log_psi(params, x), width), key)
-    g = geometries[0].shape[0]
+    g = geometries[0].positions.shape[0]
     log_psi = jax.vmap(mixture_log_psi, in_axes=(None, 0, 0))(
         params, x.reshape(g, -1, x.shape[-1]), geometries)
     return PretrainState(params, optimizer.init(params),
@@ -171,16 +171,26 @@ def reference_orbitals(pretrain_cfg, system: systems.System) -> tuple:
 
 
 def surface_orbitals(pretrain_cfg, system: systems.System) -> tuple:
-  """(hf_orbitals(x, data), (nuclei (G, M, 3), data (G, ...)), the method's name, the
-  energies (G,) Ha): the molecular HF at each geometry of the set (system.surface) as one
-  function of data (hartree_fock.orbitals_over_geometries)."""
+  """(hf_orbitals(x, data), (the geometries (a systems.Geometry of (G, ...)), data (G,
+  ...)), the method's name, the energies (G,) Ha): the molecular HF at each geometry of the
+  set (system.surface) as one function of data (hartree_fock.orbitals_over_geometries), or
+  over a scan of a crystal's cell pyscf.pbc's HF in each cell
+  (periodic_hartree_fock.orbitals_over_cells)."""
   p = pretrain_cfg
-  stack = np.asarray(system.surface.positions)
-  hfs = [hartree_fock.hartree_fock(dataclasses.replace(system, positions=r, surface=None),
-                                   p.basis, p.restricted, p.ecp_basis) for r in stack]
-  orbitals, data = hartree_fock.orbitals_over_geometries(hfs, system)
-  return (orbitals, (stack, data), 'ROHF' if p.restricted else 'UHF',
-          np.array([hf.energy for hf in hfs]))
+  stack = system.geometries
+  if system.periodic:
+    hfs, methods = zip(*[periodic_hartree_fock.for_system(
+        systems.at_scale(system, float(scale)), p.basis, p.restricted)
+        for scale in stack.scale])
+    orbitals, data = periodic_hartree_fock.orbitals_over_cells(hfs, *system.electrons)
+    method = methods[0]
+  else:
+    hfs = [hartree_fock.hartree_fock(dataclasses.replace(system, positions=r, surface=None),
+                                     p.basis, p.restricted, p.ecp_basis)
+           for r in stack.positions]
+    orbitals, data = hartree_fock.orbitals_over_geometries(hfs, system)
+    method = 'ROHF' if p.restricted else 'UHF'
+  return orbitals, (stack, data), method, np.array([hf.energy for hf in hfs])
 
 
 class Pretraining(NamedTuple):
