@@ -44,12 +44,12 @@ class Samples:
   # bohr, the nuclei of the walkers' geometry (M, 3), or of each walker's (B, M, 3); None: the
   # system's own.
   atoms: Any = None
-  # A scaled periodic cell's factor (systems.Geometry.scale): () or each walker's (B,); None:
-  # the cell as it is.
-  scale: Any = None
   # The walkers are this many groups of B / groups in a row, each of one geometry, each
   # sampling its own |psi|^2 (`centred` centred within each). Static: it fixes shapes.
   groups: int = flax.struct.field(pytree_node=False, default=1)
+  # A scaled periodic cell's factor (systems.Geometry.scale): () or each walker's (B,); None:
+  # the cell as it is.
+  scale: Any = None
 
 
 def lr_schedule(method: 'Method', lr_cfg) -> Callable:

@@ -25,6 +25,8 @@ class Boundary(Protocol):
   lattice: lattice_lib.Lattice | None  # The simulation cell; None for open boundaries.
   twist: tuple  # k_s in fractional coordinates of the reciprocal vectors; Gamma if open.
   twists: bool  # Whether the boundary conditions have twists to average over.
+  # Whether pyscf's molecular references (physics/references.py) are of this system.
+  molecular_references: bool
 
   @property
   def complex(self) -> bool:
@@ -56,6 +58,7 @@ class Open:
   lattice: ClassVar[None] = None
   twist: ClassVar[tuple] = GAMMA
   twists: ClassVar[bool] = False
+  molecular_references: ClassVar[bool] = True
 
   def __eq__(self, other) -> bool:
     return isinstance(other, Open)
@@ -98,6 +101,7 @@ class Periodic:
   hashed) when the vectors, periodic dimensions and reduced twist are."""
   periodic: ClassVar[bool] = True
   twists: ClassVar[bool] = True
+  molecular_references: ClassVar[bool] = False
   # The observables defined in a cell (no dipole; the density and forces not implemented).
   OBSERVABLES: ClassVar[tuple] = ('s2',)
 

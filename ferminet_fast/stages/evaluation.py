@@ -166,7 +166,7 @@ def reference_of(text: str, system) -> Optional[references.Reference]:
   if system.surface is None:
     raise InputError('--reference is for a run over a set of geometries (its curve); '
                      'this run has one geometry')
-  if system.periodic:
+  if not system.boundary.molecular_references:
     raise InputError("--reference: pyscf's references are of molecules; this run scans a "
                      'periodic cell')
   chosen = references.parse(text)

@@ -176,21 +176,34 @@ def surface_orbitals(pretrain_cfg, system: systems.System) -> tuple:
   set (system.surface) as one function of data (hartree_fock.orbitals_over_geometries), or
   over a scan of a crystal's cell pyscf.pbc's HF in each cell
   (periodic_hartree_fock.orbitals_over_cells)."""
+  orbitals, data, method, hfs = _SURFACE_REFERENCES[type(system.boundary)](pretrain_cfg, system)
+  return orbitals, (system.geometries, data), method, np.array([hf.energy for hf in hfs])
+
+
+def _molecular_surface(pretrain_cfg, system: systems.System) -> tuple:
+  """(orbitals, data, the method's name, the HF of each geometry) of a molecule's set."""
   p = pretrain_cfg
-  stack = system.geometries
-  if system.periodic:
-    hfs, methods = zip(*[periodic_hartree_fock.for_system(
-        systems.at_scale(system, float(scale)), p.basis, p.restricted)
-        for scale in stack.scale])
-    orbitals, data = periodic_hartree_fock.orbitals_over_cells(hfs, *system.electrons)
-    method = methods[0]
-  else:
-    hfs = [hartree_fock.hartree_fock(dataclasses.replace(system, positions=r, surface=None),
-                                     p.basis, p.restricted, p.ecp_basis)
-           for r in stack.positions]
-    orbitals, data = hartree_fock.orbitals_over_geometries(hfs, system)
-    method = 'ROHF' if p.restricted else 'UHF'
-  return orbitals, (stack, data), method, np.array([hf.energy for hf in hfs])
+  hfs = [hartree_fock.hartree_fock(dataclasses.replace(system, positions=r, surface=None),
+                                   p.basis, p.restricted, p.ecp_basis)
+         for r in system.geometries.positions]
+  orbitals, data = hartree_fock.orbitals_over_geometries(hfs, system)
+  return orbitals, data, 'ROHF' if p.restricted else 'UHF', hfs
+
+
+def _periodic_surface(pretrain_cfg, system: systems.System) -> tuple:
+  """(orbitals, data, the method's name, the HF of each cell) of a scan of a crystal's
+  cell."""
+  p = pretrain_cfg
+  hfs, methods = zip(*[periodic_hartree_fock.for_system(
+      systems.at_scale(system, float(scale)), p.basis, p.restricted)
+      for scale in system.geometries.scale])
+  orbitals, data = periodic_hartree_fock.orbitals_over_cells(hfs, *system.electrons)
+  return orbitals, data, methods[0], hfs
+
+
+# The Hartree-Fock reference over a set of geometries of each kind of boundary, by its type.
+_SURFACE_REFERENCES = {boundary_lib.Open: _molecular_surface,
+                       boundary_lib.Periodic: _periodic_surface}
 
 
 class Pretraining(NamedTuple):

@@ -162,7 +162,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     key, k_opt = jax.random.split(state.key)
     params, opt_state = update(state.params, state.opt_state, grads,
                                optim.Samples(x, k_opt, aux.centred, curvature,
-                                             *atoms_of(geometry)), clock)
+                                             **nuclei_of(geometry)), clock)
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, geometry))
     stats = StepStats(e, aux.variance, pmove, width, optim.applied_lr(opt_state),
@@ -223,7 +223,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     x = chains.x.reshape(g * w, -1)
     params, opt_state = update(state.params, state.opt_state, grads,
                                optim.Samples(x, key, aux.centred.reshape(g * w), curvature,
-                                             *atoms_of(walkers_at), groups=g), clock)
+                                             groups=g, **nuclei_of(walkers_at)), clock)
     return params, opt_state, e, aux, x, walkers_at, norms(grads, state.params, params)
 
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None, clock=None):
@@ -332,9 +332,14 @@ def each_walker(stack: systems.Geometry, per_geometry: int) -> systems.Geometry:
   return jax.tree.map(lambda a: jnp.repeat(a, per_geometry, axis=0), stack)
 
 
-# The trailing arguments of a network's function (or the optimizer's Samples) for a geometry:
-# (positions,), with a scaled cell (positions, scale), or () with None.
+# The trailing arguments of a network's function for a geometry: (positions,), with a scaled
+# cell (positions, scale), or () with None.
 atoms_of = systems.network_arguments
+
+
+def nuclei_of(geometry: Optional[systems.Geometry]) -> dict:
+  """The optimizer's Samples' `atoms` and `scale` for `geometry` (those it has)."""
+  return dict(zip(('atoms', 'scale'), atoms_of(geometry)))
 
 
 def init_state(parts: Parts, system: systems.System, batch_size: int, mcmc_cfg,
