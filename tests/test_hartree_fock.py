@@ -67,6 +67,26 @@ def test_every_run_gets_the_same_orbitals():
       np.testing.assert_array_equal(a, b)
 
 
+def test_orbital_signs_follow_the_geometry():
+  """Each SCF fixes its orbitals' signs at random; aligned over a scan of LiH's bond, each
+  orbital changes little from one geometry to the next, whatever signs the SCF chose, real
+  or complex (a crystal's twisted orbitals)."""
+  cfg = tiny_config('Li')
+  cfg.system.atom, cfg.system.spin = '', 0
+  hfs = []
+  for bond in (2.9, 3.0, 3.1):
+    cfg.system.molecule = f'Li 0 0 0; H 0 0 {bond}'
+    hfs.append(hartree_fock.hartree_fock(systems.make_system(cfg.system), 'cc-pvdz', True))
+  flips = np.random.default_rng(0).choice([-1.0, 1.0], size=(3, hfs[0].coeffs[0].shape[1]))
+  for kind in (np.float64, np.complex128):
+    coeffs = [[np.asarray(c, kind) * f for c in hf.coeffs] for hf, f in zip(hfs, flips)]
+    aligned = hartree_fock.aligned_signs(coeffs)
+    for before, after, given in zip(aligned, aligned[1:], coeffs[1:]):
+      for b, a, g in zip(before, after, given):
+        np.testing.assert_array_equal(np.abs(a), np.abs(g))  # Only signs change.
+        assert np.abs(a - b).max() < 0.5 * np.abs(a + b).max()
+
+
 def test_the_hessian_is_the_derivative_of_pyscf_forces():
   """Water's UHF/sto-3g Hessian, ordered nucleus by nucleus and x, y, z: symmetric, zero
   along a rigid translation, and each column of a hydrogen's and the oxygen's the central

@@ -176,17 +176,25 @@ class Orbitals(NamedTuple):
   coeffs: tuple  # ((n_ao, n_s) per spin with electrons) molecular-orbital coefficients.
 
 
+def aligned_signs(coeffs: list) -> list:
+  """Molecular-orbital coefficients of G geometries or cells, [(n_ao, n_s) per spin] each,
+  with each orbital's sign chosen to agree with the previous one's (a positive real part of
+  the overlap of their coefficients; they may be complex), so that a smooth function of the
+  geometry can fit them all."""
+  out = [list(coeffs[0])]
+  for c in coeffs[1:]:
+    out.append([c_s * np.where(np.real(np.sum(np.conj(before) * c_s, axis=0)) < 0, -1.0, 1.0)
+                for c_s, before in zip(c, out[-1])])
+  return out
+
+
 def orbitals_over_geometries(hfs: list, system: systems.System) -> tuple:
   """(orbitals(x (3N,), data) -> [(n_s, n_s) per spin with electrons], data: Orbitals stacked
   over the geometries (G, ...)): the HF of one molecule at G geometries (same elements and
   basis, so the same shells but for their centres) as one function of data, for jax.vmap
-  over the geometries. Each orbital's sign is chosen to agree with the previous geometry's
-  (a positive overlap of their coefficients), so that a smooth function of the geometry can
-  fit them all."""
-  coeffs = [list(hf.coeffs) for hf in hfs]  # (n_ao, n_up), (n_ao, n_down) each.
-  for g in range(1, len(coeffs)):
-    for spin, (c, before) in enumerate(zip(coeffs[g], coeffs[g - 1])):
-      coeffs[g][spin] = c * np.where(np.sum(c * before, axis=0) < 0, -1.0, 1.0)
+  over the geometries, each orbital's sign aligned with the previous geometry's
+  (`aligned_signs`)."""
+  coeffs = aligned_signs([hf.coeffs for hf in hfs])  # (n_ao, n_up), (n_ao, n_down) each.
   blocks = systems.spin_blocks(*system.electrons)
   spin = {'up': 0, 'down': 1}
   data = Orbitals(np.stack([[s.center for s in hf.shells] for hf in hfs]),

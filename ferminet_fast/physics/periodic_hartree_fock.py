@@ -226,18 +226,13 @@ def orbitals_over_cells(hfs: list, n_up: int, n_down: int) -> tuple:
   its cell (a scan of the cell: the same basis, its centres and lattice scaled) as one
   function of data, for jax.vmap over the cells. Each cell sums its shells over the same
   lattice translations in units of its own vectors (those of the smallest cell, which needs
-  the most; in larger cells the farthest are negligible), and each orbital's sign is chosen
-  to agree with the previous cell's (a positive overlap of their coefficients), as
-  hartree_fock.orbitals_over_geometries does for molecules."""
+  the most; in larger cells the farthest are negligible), and each orbital's sign is aligned
+  with the previous cell's (hartree_fock.aligned_signs, as for molecules)."""
   smallest = hfs[int(np.argmin([abs(np.linalg.det(hf.lattice)) for hf in hfs]))]
   steps = [np.round(t @ np.linalg.inv(smallest.lattice)) for t in smallest.images]
   cells = [cell_data(hf)._replace(images=tuple(n @ hf.lattice for n in steps)) for hf in hfs]
   blocks = [(lo, hi) for lo, hi in ((0, n_up), (n_up, n_up + n_down)) if hi > lo]
-  coeffs = [[hf.coeffs[spin] for spin, _ in enumerate(blocks)] for hf in hfs]
-  for g in range(1, len(coeffs)):
-    for spin, (c, before) in enumerate(zip(coeffs[g], coeffs[g - 1])):
-      overlap = np.real(np.sum(np.conj(before) * c, axis=0))
-      coeffs[g][spin] = c * np.where(overlap < 0, -1.0, 1.0)
+  coeffs = molecular.aligned_signs([hf.coeffs[:len(blocks)] for hf in hfs])
   data = (jax.tree.map(lambda *a: np.stack(a), *cells),
           tuple(np.stack([c[spin] for c in coeffs]) for spin in range(len(blocks))))
   first = hfs[0]

@@ -2,7 +2,7 @@
 electron counts and, for crystals and the electron gas, the lattice (physics/lattice.py)."""
 
 import dataclasses
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import numpy as np
 
@@ -62,6 +62,13 @@ def network_arguments(geometry: Optional[Geometry]) -> tuple:
   if geometry.scale is None:
     return (geometry.positions,)
   return (geometry.positions if geometry.positions.shape[-2] else None, geometry.scale)
+
+
+def wrap_in(boundary) -> Callable:
+  """wrap(x (B, 3N), geometry=None) -> x moved into the cell of `geometry` (a Geometry: its
+  cell scaled by its scale; None: the system's own) by `boundary`, for mcmc.make_sweep."""
+  return lambda x, geometry=None: boundary.wrap(x, None if geometry is None
+                                                else geometry.scale)
 
 
 @dataclasses.dataclass(frozen=True)

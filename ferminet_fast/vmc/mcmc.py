@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ferminet_fast.physics import boundary, systems
+from ferminet_fast.physics import systems
 
 MIN_WIDTH, MAX_WIDTH = 1e-3, 10.0  # bohr; keeps a pathological sweep from collapsing the walk.
 
@@ -69,22 +69,19 @@ def init_positions(key: jax.Array, system: systems.System, batch: int, init_widt
 
 
 def make_sweep(batch_log_psi: Callable, steps: int,
-               wrap: Callable = boundary.OPEN.wrap) -> Callable:
+               wrap: Callable = lambda x, geometry=None: x) -> Callable:
   """Builds sweep(params, walkers, key, geometry=None) -> (walkers, pmove) doing `steps` MH
-  moves of |psi|^2 with the nuclei of `geometry` (a systems.Geometry, shared by the
-  walkers; None: the system's own; in a scaled cell, wrapped into it).
+  moves of |psi|^2 with the nuclei of `geometry` (shared by the walkers; None: the system's
+  own).
 
   `batch_log_psi(params, x (B, 3N)[, geometry]) -> (B,)` (called without the geometry when
-  it is None). pmove is the fraction of accepted moves. `wrap`: x (B, 3N) -> x, applied to
-  each proposal (the system's boundary's: into a periodic cell).
+  it is None). pmove is the fraction of accepted moves. `wrap(x (B, 3N)[, geometry]) -> x`,
+  applied to each proposal: the identity by default; into a periodic cell, scaled by a
+  systems.Geometry's scale, with systems.wrap_in(the system's boundary).
   """
 
   def sweep(params, walkers: Walkers, key, geometry=None):
     at = () if geometry is None else (geometry,)
-    # A scaled cell's walkers are wrapped into it (`geometry` may be other data of
-    # batch_log_psi's, e.g. pretraining's, which has no scale).
-    scale = getattr(geometry, 'scale', None)
-    scale = () if scale is None else (scale,)
     width = walkers.width
     walkers = replace_nonfinite(walkers)
 
@@ -92,7 +89,7 @@ def make_sweep(batch_log_psi: Callable, steps: int,
       x, log_psi, accepted = carry
       k_move, k_accept = jax.random.split(jax.random.fold_in(key, i))
       x_new = x + width * jax.random.normal(k_move, x.shape, x.dtype)
-      x_new = wrap(x_new, *scale)
+      x_new = wrap(x_new, *at)
       log_psi_new = batch_log_psi(params, x_new, *at)
       # Accept with probability min(1, |psi'|^2 / |psi|^2), compared in log space.
       log_u = jnp.log(jax.random.uniform(k_accept, log_psi.shape, x.dtype))

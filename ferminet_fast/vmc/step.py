@@ -118,7 +118,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   chunk_size = pieces.chunk_size
   dtype = network.dtype
   batch_log_psi = loss.batch_network(network.log_psi)
-  sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, system.boundary.wrap)
+  sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, systems.wrap_in(system.boundary))
   local_energy = loss.make_local_energy(network, pieces.hamiltonian)
   penalty = None
   if optim_cfg.spin_penalty:
