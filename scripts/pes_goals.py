@@ -2,9 +2,9 @@
 separate runs at each geometry, to the same accuracy, and geometry optimisation; every goal
 judged met or missed from the measured numbers when the table is rendered.
 
-  python -m scripts.pes_goals --rows h2,lih,h2o,h2o_low [--keep DIR]
-  python -m scripts.pes_goals --rows n2 [--allowance SECONDS]   # each sitting, then commit
-                                                    # its state: git add -A benchmarks/pes_n2
+  python -m scripts.pes_goals --rows h2,lih,h2o,h2o_low [--keep DIR] [--allowance SECONDS]
+  python -m scripts.pes_goals --rows n2 [--allowance SECONDS]
+  git add -A benchmarks/pes_*                    # after each sitting: carried rows' state
   python -m scripts.render_docs                  # put the table into ACCURACY.md
 
 Rows h2 and lih. The surface config (configs/h2_pes.py, configs/lih_pes.py) and the
@@ -19,7 +19,10 @@ separate runs' time is the sum over the geometries. The goal is the ratio of the
 reference is pyscf's (ferminet_fast/physics/references.py), computed once per row: for H2
 CCSD (full CI for two electrons) extrapolated from cc-pVQZ and cc-pV5Z; for LiH CCSD(T)
 extrapolated from cc-pCVTZ and cc-pCVQZ, shifted by its offset from the exact -8.070548 Ha
-at 3.015 bohr (configs/lih.py's exact energy at its geometry), the offset recorded.
+at 3.015 bohr (configs/lih.py's exact energy at its geometry), the offset recorded. A
+training cut by the sitting's end: the surface's (its run directory carried) is charged the
+seconds it lived and trains to the same rung again at the next sitting; a separate run's
+ladder starts again from nothing.
 
 Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) trains for
 8 x N2_SECONDS of wall time, configs/n2.py at each of its geometries for N2_SECONDS (both
@@ -28,24 +31,27 @@ reach), and every geometry is evaluated alike (N2_SWEEPS after N2_BURN_IN, the
 single-geometry batch per geometry). The goal: the surface's mean error over the geometries
 at most N2_GOAL of the separate runs' (one standard error counted against the surface);
 the difference of the two ways' mean energies, which needs no reference, is shown beside.
-Its eight hours of training and about one of evaluation do not fit a sitting, so the row is
-carried over sittings in a state directory inside the repository (--state, N2_STATE by
-default; the same command continues it, using at most --allowance seconds; only asked for
-by name), committed at the end of each sitting so that it outlives the machine: its
-progress.json holds every number measured so far, and surface/ the surface's run directory
-cut to what resuming needs (config.json, the newest checkpoint and the last STATS_TAIL rows
-of stats.csv). A separate run is trained and evaluated within one sitting, in a scratch
-directory (--keep DIR keeps it), so only its energies are carried; the surface trains in
-pieces, each resuming the last (as after a preemption, its start-up paid again each time).
-Every sitting first times N2_PROBE_STEPS steps of configs/n2.py, and its budgets are
-scaled by that probe against the first sitting's, so that every part gets the same compute
-whatever machine a sitting lands on. A sitting that ends inside a piece of the surface
-charges that piece whole; a separate run cut short starts again. Once the row is appended
-to the artifact its state directory is removed. The reference is NEVPT2 on the
-full-valence CASSCF, all electrons correlated, extrapolated from cc-pCVTZ and cc-pCVQZ and
-shifted to the exact energy of configs/n2.py at 2.068 bohr (CCSD(T) fails past about 2.5
-bohr, where N2's bond is half broken), and checked against CCSD(T) alike at the bonds up to
-N2_CHECK_BOND; beyond those it is unchecked.
+Only asked for by name: its eight hours of training and about one of evaluation take
+sittings. A separate run is trained and evaluated within one sitting; the surface trains
+in pieces, each resuming the last (as after a preemption, its start-up paid again each
+time); a sitting that ends inside a piece of the surface charges that piece whole; a
+separate run cut short starts again. The reference is NEVPT2 on the full-valence CASSCF,
+all electrons correlated, extrapolated from cc-pCVTZ and cc-pCVQZ and shifted to the exact
+energy of configs/n2.py at 2.068 bohr (CCSD(T) fails past about 2.5 bohr, where N2's bond
+is half broken), and checked against CCSD(T) alike at the bonds up to N2_CHECK_BOND; beyond
+those it is unchecked.
+
+Rows h2, lih and n2 are carried over sittings, so that each outlives the machine it ran on:
+each sitting continues the row for at most --allowance seconds, and its state lives in a
+directory of the repository (--state DIR, benchmarks/pes_<row> by default), committed at
+the end of the sitting: progress.json holds every number measured so far, and surface/ the
+surface's run directory cut to what resuming needs (config.json, the newest checkpoint and
+the last STATS_TAIL rows of stats.csv). The separate runs train in a scratch directory
+(--keep DIR keeps it), so only their figures are carried. Every sitting first times
+PROBE_STEPS steps of the row's single-geometry config, and its times and budgets are scaled
+by that probe against the first sitting's (first-sitting seconds), so that every part gets
+the same compute whatever machine a sitting lands on. Once the row is appended to the
+artifact its state directory is removed.
 
 Rows h2o and h2o_low. A relaxation (system.relax, stages/relax.py) of water with the network
 of configs/ne.py, started 0.05 angstrom and 5 degrees away from the experimental equilibrium
@@ -136,29 +142,6 @@ def molecule_text(symbols, positions) -> str:
   return '; '.join(f'{s} ' + ' '.join(f'{c:.10f}' for c in p) for s, p in zip(symbols, positions))
 
 
-def ladder(config: str, run: str, reference: np.ndarray, tolerance: float, walkers: int,
-           *overrides: str) -> dict:
-  """Trains `config` in `run` rung by rung until every evaluated energy (one, or one per
-  geometry of a surface, each of `walkers`) lies within `tolerance` of `reference` (G,);
-  each rung's figures."""
-  rungs, train_s = [], 0.0
-  for iterations in RUNGS:
-    train_s += _run(_train(config, run, iterations, *overrides))
-    _run(_evaluate(run, walkers))
-    if os.path.exists(os.path.join(run, 'pes.json')):
-      rows = _json(run, 'pes.json')['geometries']
-      energies, errors = [r['energy'] for r in rows], [r['error'] for r in rows]
-    else:
-      e = _json(run, 'eval.json')
-      energies, errors = [e['energy']], [e['error']]
-    within = bool(np.all(np.abs(np.asarray(energies) - reference) <= tolerance))
-    rungs.append({'iterations': iterations, 'train_s': train_s, 'energies': energies,
-                  'errors': errors, 'within': within})
-    if within:
-      break
-  return {'rungs': rungs, 'reached': rungs[-1]['within'], 'train_s': train_s}
-
-
 def reference_energies(row: str, name: Optional[str] = None, only=None) -> dict:
   """The row's reference (or the method `name`) at each geometry (Ha; or those indexed by
   `only`), shifted by its offset from the exact energy of the row's single-geometry config
@@ -185,69 +168,251 @@ def reference_energies(row: str, name: Optional[str] = None, only=None) -> dict:
   return out
 
 
-def run_surface_row(row: str, work: str) -> dict:
-  """The h2 or lih row: the surface ladder and the separate ladders, in `work`."""
-  surface, single, tolerance, _, goal = SURFACES[row]
-  cfg = race.cli.load_config_file(os.path.join(REPO, surface))
-  symbols = race.systems.make_system(cfg.system).symbols
-  positions = geometries_of(surface)
-  reference = reference_energies(row)
-  ref = np.asarray(reference['energies'])
+# Rows carried over sittings (h2, lih, n2): their state in a directory of the repository,
+# committed after each sitting (--state DIR; benchmarks/pes_<row> by default).
+PROBE_STEPS = 100  # Steps of a row's single-geometry config (no pretraining) timed at each
+# sitting's start.
+MARGIN = 120.0  # s of a sitting's allowance kept for a training's checkpoint and exit.
+STATS_TAIL = 1000  # stats.csv rows the surface carries between pieces (its blow-up guard's
+# window, log.blowup_window, looks back 500).
+RESTARTS = 3  # Times a separate run may be started again before the row gives up.
+
+
+def probe(work: str, config: str) -> float:
+  """ms per training step of `config` on this machine now: the median step time of
+  PROBE_STEPS steps after the first fifth (stats.csv), without pretraining."""
+  run = os.path.join(work, 'probe')
+  if os.path.exists(run):
+    shutil.rmtree(run)
+  _run(probe_command(run, config))
+  times = [float(r['step_time_ms']) for r in race._rows(os.path.join(run, 'stats.csv'))]
+  shutil.rmtree(run)
+  ms = float(np.median(times[len(times) // 5:])) if len(times) >= PROBE_STEPS // 2 else 0.0
+  if not ms > 0:
+    raise RuntimeError(f'the probe logged {len(times)} steps of {PROBE_STEPS}: no time')
+  return ms
+
+
+def probe_command(run: str, config: str) -> list:
+  return _train(config, run, PROBE_STEPS, '--config.pretrain.iterations=0')
+
+
+def carried_state(state_dir: str, setup: dict, fresh: dict) -> dict:
+  """progress.json of a carried row in `state_dir`: new (`setup`, no probes, the entries of
+  `fresh`), or continued (SystemExit in words if it was begun under another setup)."""
+  path = os.path.join(state_dir, 'progress.json')
+  if not os.path.exists(path):
+    return {'setup': setup, 'probes': [], **fresh}
+  state = _json(state_dir, 'progress.json')
+  if state['setup'] != json.loads(json.dumps(setup)):
+    raise SystemExit(f'{path} was begun with other settings of its row ({state["setup"]}); '
+                     'continue it with the code that began it, or start a new --state DIR')
+  return state
+
+
+def carry(run: str) -> Optional[int]:
+  """Cuts the run directory `run` (its training ended) to what resuming it needs: its newest
+  checkpoint, and the last STATS_TAIL rows of stats.csv; returns the step of the newest
+  checkpoint (None without one)."""
+  from ferminet_fast.runtime import checkpoint
+  steps = []
+  if checkpoint.has_checkpoint(run):
+    found = os.listdir(checkpoint.directory(run))
+    steps = sorted(int(name) for name in found if name.isdigit())
+    for name in found:
+      if name != str(steps[-1]):
+        shutil.rmtree(os.path.join(checkpoint.directory(run), name), ignore_errors=True)
+  stats = os.path.join(run, 'stats.csv')
+  if os.path.exists(stats):
+    with open(stats) as f:
+      lines = f.readlines()
+    with open(stats + '.new', 'w') as f:
+      f.writelines(lines[:1] + lines[max(1, len(lines) - STATS_TAIL):])
+    os.replace(stats + '.new', stats)
+  return steps[-1] if steps else None
+
+
+def save_json(path: str, doc: dict) -> None:
+  """Writes `doc` to `path` whole or not at all (a new file renamed over the old)."""
+  with open(path + '.new', 'w') as f:
+    json.dump(doc, f, indent=1)
+  os.replace(path + '.new', path)
+
+
+LADDER_MIN_RUNG = 120.0  # First-sitting s left worth starting a rung of a ladder in.
+
+
+def ladder_setup(row: str) -> dict:
+  """What row h2's or lih's state must keep: a sitting under another refuses to go on."""
+  surface, single, tolerance, reference, goal = SURFACES[row]
+  return {'row': row, 'configs': [surface, single, reference], 'tolerance_ha': tolerance,
+          'goal_ratio': goal, 'rungs': list(RUNGS), 'eval_steps': EVAL_STEPS,
+          'probe_steps': PROBE_STEPS, 'positions_bohr': geometries_of(surface).tolist()}
+
+
+def ladder_parts(row: str, state_dir: str, scratch: str) -> list:
+  """Row h2's or lih's ladders in the order they climb: (name, run directory, config,
+  the geometries it is judged at (a slice of the reference), extra settings); the surface's
+  in `state_dir` (carried over sittings), the separate runs' in `scratch`."""
+  surface, single = SURFACES[row][:2]
+  symbols = race.systems.make_system(
+      race.cli.load_config_file(os.path.join(REPO, surface)).system).symbols
+  parts = [('surface', os.path.join(state_dir, 'surface'), surface, slice(None), [])]
+  for g, nuclei in enumerate(geometries_of(surface)):
+    parts.append((f'separate_{g}', os.path.join(scratch, f'geometry_{g}'), single,
+                  slice(g, g + 1), [f'--config.system.molecule={molecule_text(symbols, nuclei)}',
+                                    '--config.system.units=bohr']))
+  return parts
+
+
+def run_ladder_row(row: str, state_dir: str, scratch: str, allowance: float,
+                   keep: bool = False) -> Optional[dict]:
+  """Row h2 or lih, continued for at most `allowance` seconds of this sitting: the surface's
+  ladder, then each separate run's (in `scratch`, removed unless `keep`); the entry once
+  every ladder has climbed, else None. Times are first-sitting seconds (wall / scale, with
+  scale this sitting's probe against the first sitting's), as row n2's."""
+  t0 = time.perf_counter()
+  left = lambda: allowance - (time.perf_counter() - t0) - MARGIN  # noqa: E731
+  os.makedirs(state_dir, exist_ok=True)
+  os.makedirs(scratch, exist_ok=True)
+  path = os.path.join(state_dir, 'progress.json')
+  state = carried_state(state_dir, ladder_setup(row), {'ladders': {}, 'restarts': {}})
+  state['probes'].append({'ms_per_step': probe(scratch, SURFACES[row][1]), **artifacts.meta()})
+  scale = state['probes'][-1]['ms_per_step'] / state['probes'][0]['ms_per_step']
+  if 'reference' not in state:
+    state['reference'] = reference_energies(row)
+  save_json(path, state)
+  reference = np.asarray(state['reference']['energies'])
+  walkers = race.cli.load_config_file(os.path.join(REPO, SURFACES[row][1])).batch_size
+  for name, run, config, which, extra in ladder_parts(row, state_dir, scratch):
+    if state['ladders'].get(name, {}).get('done'):
+      continue
+    train = lambda n, config=config, run=run, extra=extra: _train(config, run, n, *extra)  # noqa
+    if not climb(state, path, name, run, train, reference[which], walkers, scale, left,
+                 carried=name == 'surface'):
+      return None  # The next sitting continues.
+    if name != 'surface' and not keep:
+      shutil.rmtree(run, ignore_errors=True)
+  return ladder_entry(state)
+
+
+def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndarray,
+          walkers: int, scale: float, left, carried: bool) -> bool:
+  """Ladder `name`, continued: each rung of RUNGS trains to that rung (`train(iterations)`,
+  the command), then evaluates it (`walkers` per geometry), until every evaluated energy
+  lies within the row's tolerance of `reference` or the rungs run out; True once it has
+  climbed. A rung's time is its training process's, in first-sitting seconds. A training
+  cut by the sitting's end: the carried ladder (the surface, its run directory in the
+  state) is charged the seconds it lived and trains to the same rung again, resuming; a
+  separate ladder (its run directory lost with the sitting) starts again from nothing at
+  the next sitting."""
+  sitting = len(state['probes']) - 1
+  ladder = state['ladders'].get(name)
+  if ladder and not carried and ladder['sitting'] != sitting:
+    restarts = state['restarts'][name] = state['restarts'].get(name, 0) + 1
+    if restarts > RESTARTS:
+      raise SystemExit(f'row {state["setup"]["row"]}: the {name} ladder was cut short '
+                       f'{restarts} times')
+    ladder = None
+  if ladder is None:
+    shutil.rmtree(run, ignore_errors=True)
+    ladder = state['ladders'][name] = {'rungs': [], 'train_s': 0.0}
+  ladder['sitting'] = sitting
+  tolerance = state['setup']['tolerance_ha']
+  climbed = {r['iterations'] for r in ladder['rungs']}
+  for iterations in RUNGS:
+    if ladder['rungs'] and ladder['rungs'][-1]['within']:
+      break
+    if iterations in climbed:
+      continue
+    pending = ladder.setdefault('pending', {'iterations': iterations, 'trained': False})
+    if not pending['trained']:
+      if left() < LADDER_MIN_RUNG * scale:
+        save_json(path, state)
+        return False
+      seconds = left()
+      save_json(path, state)
+      wall = _run(train(iterations), seconds)
+      ladder['train_s'] += wall / scale
+      if trained_to(run) < iterations:
+        save_json(path, state)
+        if wall >= seconds - 1:
+          return False  # The sitting's end stopped it.
+        raise RuntimeError(f'the {name} training to {iterations} iterations stopped after '
+                           f'{wall:.0f} s short of them: see {run}')
+      pending['trained'] = True
+      save_json(path, state)
+    found = None
+    for result in ('pes.json', 'eval.json'):
+      if os.path.exists(os.path.join(run, result)):
+        os.remove(os.path.join(run, result))  # An earlier rung's.
+    if left() > 0:
+      _run(_evaluate(run, walkers), left())
+      found = next((f for f in ('pes.json', 'eval.json') if os.path.exists(os.path.join(run, f))),
+                   None)
+    if found is None:
+      save_json(path, state)
+      if left() <= 1:
+        return False  # Evaluated at the next sitting.
+      raise RuntimeError(f'the evaluation of {name} at {iterations} iterations wrote no '
+                         f'energies: see {run}')
+    doc = _json(run, found)
+    rows = doc['geometries'] if found == 'pes.json' else [doc]
+    energies, errors = [r['energy'] for r in rows], [r['error'] for r in rows]
+    within = bool(np.all(np.abs(np.asarray(energies) - reference) <= tolerance))
+    ladder['rungs'].append({'iterations': iterations, 'train_s': ladder['train_s'],
+                            'energies': energies, 'errors': errors, 'within': within,
+                            'sitting': sitting})
+    del ladder['pending']
+    save_json(path, state)
+  if carried:
+    carry(run)
+  ladder.update(done=True, reached=ladder['rungs'][-1]['within'])
+  save_json(path, state)
+  return True
+
+
+def trained_to(run: str) -> int:
+  """The step of the newest checkpoint in `run` (0 without one)."""
+  from ferminet_fast.runtime import checkpoint
+  if not checkpoint.has_checkpoint(run):
+    return 0
+  return max([int(n) for n in os.listdir(checkpoint.directory(run)) if n.isdigit()] or [0])
+
+
+def ladder_entry(state: dict) -> dict:
+  """Row h2's or lih's artifact entry from its finished progress."""
+  setup = state['setup']
+  surface, single = setup['configs'][:2]
   walkers = race.cli.load_config_file(os.path.join(REPO, single)).batch_size
-  together = ladder(surface, os.path.join(work, 'surface'), ref, tolerance, walkers)
-  separate = []
-  for g, nuclei in enumerate(positions):
-    separate.append(ladder(single, os.path.join(work, f'geometry_{g}'), ref[g:g + 1],
-                           tolerance, walkers,
-                           f'--config.system.molecule={molecule_text(symbols, nuclei)}',
-                           '--config.system.units=bohr'))
-  commands = [' '.join(_train(surface, '<DIR>', RUNGS[0])),
+  side = lambda name: {k: state['ladders'][name][k]  # noqa: E731
+                       for k in ('rungs', 'reached', 'train_s')}
+  commands = [' '.join(probe_command('<DIR>', single)),
+              ' '.join(_train(surface, '<DIR>', RUNGS[0])),
               ' '.join(_evaluate('<DIR>', walkers)),
               ' '.join(_train(single, '<DIR_g>', RUNGS[0], '--config.system.molecule=<g>',
                               '--config.system.units=bohr'))]
-  return {'row': row, 'surface_config': surface, 'single_config': single, 'commands': commands,
-          'tolerance_ha': tolerance, 'goal_ratio': goal, 'rungs': list(RUNGS),
-          'eval_steps': EVAL_STEPS, 'eval_walkers': walkers,
-          'positions_bohr': positions.tolist(),
-          'reference': reference, 'surface': together, 'separate': separate}
+  return {'row': setup['row'], 'surface_config': surface, 'single_config': single,
+          'commands': commands, 'tolerance_ha': setup['tolerance_ha'],
+          'goal_ratio': setup['goal_ratio'], 'rungs': setup['rungs'],
+          'eval_steps': setup['eval_steps'], 'eval_walkers': walkers,
+          'positions_bohr': setup['positions_bohr'], 'reference': state['reference'],
+          'probes': state['probes'], 'restarts': state['restarts'],
+          'surface': side('surface'),
+          'separate': [side(f'separate_{g}') for g in range(len(setup['positions_bohr']))]}
 
 
 # Row n2: each of the G separate runs trains N2_SECONDS, the surface G times that, across
-# sittings; the state of the row between sittings is N2_STATE (--state DIR), committed.
-N2_STATE = os.path.join(REPO, 'benchmarks', 'pes_n2')
+# sittings.
 N2_SECONDS = 1800.0
 N2_SWEEPS, N2_BURN_IN = 500, 100  # Evaluation of every geometry, both ways alike.
-N2_PROBE_STEPS = 100  # Steps of configs/n2.py (no pretraining) timed at each sitting's start.
 N2_MIN_CHUNK = 300.0  # s: the shortest piece of the surface's training worth a start-up.
 N2_GOAL = 0.5  # The surface's mean error at most this fraction of the separate runs'.
-N2_MARGIN = 120.0  # s of a sitting's allowance kept for a training's checkpoint and exit.
 N2_EVAL_S = 300.0  # First-sitting s kept for a separate run's evaluation after its training.
-STATS_TAIL = 1000  # stats.csv rows the surface carries between pieces (its blow-up guard's
-# window, log.blowup_window, looks back 500).
-N2_RESTARTS = 3  # Times a separate run may be started again before the row gives up.
 # The reference checked where one determinant serves: CCSD(T), calibrated alike, at the bonds
 # up to N2_CHECK_BOND bohr (the equilibrium is 2.068).
 N2_CHECK, N2_CHECK_BOND = 'ccsd(t)/cc-pcv[tq]z', 2.3
 RUN_LIMIT = '10000000'  # Training steps: the wall time ends every training of the row.
-
-
-def probe(work: str) -> float:
-  """ms per training step of configs/n2.py on this machine now: the median step time of
-  N2_PROBE_STEPS steps after the first fifth (stats.csv), without pretraining."""
-  run = os.path.join(work, 'probe')
-  if os.path.exists(run):
-    shutil.rmtree(run)
-  _run(probe_command(run))
-  times = [float(r['step_time_ms']) for r in race._rows(os.path.join(run, 'stats.csv'))]
-  shutil.rmtree(run)
-  ms = float(np.median(times[len(times) // 5:])) if len(times) >= N2_PROBE_STEPS // 2 else 0.0
-  if not ms > 0:
-    raise RuntimeError(f'the probe logged {len(times)} steps of {N2_PROBE_STEPS}: no time')
-  return ms
-
-
-def probe_command(run: str) -> list:
-  return _train(REFERENCES['n2'][1], run, N2_PROBE_STEPS, '--config.pretrain.iterations=0')
 
 
 def n2_parts(state_dir: str, scratch: str) -> list:
@@ -265,22 +430,8 @@ def n2_parts(state_dir: str, scratch: str) -> list:
 def n2_setup() -> dict:
   """What a row carried over sittings must keep: a sitting under another refuses to go on."""
   return {'seconds_each': N2_SECONDS, 'sweeps': N2_SWEEPS, 'burn_in': N2_BURN_IN,
-          'probe_steps': N2_PROBE_STEPS, 'configs': REFERENCES['n2'],
+          'probe_steps': PROBE_STEPS, 'configs': REFERENCES['n2'],
           'positions_bohr': geometries_of(REFERENCES['n2'][0]).tolist()}
-
-
-def n2_state(state_dir: str) -> dict:
-  """progress.json of the row in `state_dir`, new or continued (SystemExit in words if it
-  was begun under other settings)."""
-  path = os.path.join(state_dir, 'progress.json')
-  if not os.path.exists(path):
-    return {'setup': n2_setup(), 'probes': [], 'trained': {}, 'restarts': {},
-            'evaluated': {}}
-  state = _json(state_dir, 'progress.json')
-  if state['setup'] != json.loads(json.dumps(n2_setup())):
-    raise SystemExit(f'{path} was begun with other settings of row n2 ({state["setup"]}); '
-                     'continue it with the code that began it, or start a new --state DIR')
-  return state
 
 
 def run_n2_row(state_dir: str, scratch: str, allowance: float,
@@ -293,15 +444,17 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
   their load differ between sittings): B seconds of the first sitting run B * probe_now /
   probe_first here."""
   t0 = time.perf_counter()
-  left = lambda: allowance - (time.perf_counter() - t0) - N2_MARGIN  # noqa: E731
+  left = lambda: allowance - (time.perf_counter() - t0) - MARGIN  # noqa: E731
   os.makedirs(state_dir, exist_ok=True)
   os.makedirs(scratch, exist_ok=True)
   path = os.path.join(state_dir, 'progress.json')
-  state = n2_state(state_dir)
-  state['probes'].append({'ms_per_step': probe(scratch), **artifacts.meta()})
+  state = carried_state(state_dir, n2_setup(),
+                        {'trained': {}, 'restarts': {}, 'evaluated': {}})
+  state['probes'].append({'ms_per_step': probe(scratch, REFERENCES['n2'][1]),
+                         **artifacts.meta()})
   scale = state['probes'][-1]['ms_per_step'] / state['probes'][0]['ms_per_step']
   parts = n2_parts(state_dir, scratch)
-  needs = max(N2_SECONDS + N2_EVAL_S, (len(parts) - 1) * N2_EVAL_S) * scale + N2_MARGIN
+  needs = max(N2_SECONDS + N2_EVAL_S, (len(parts) - 1) * N2_EVAL_S) * scale + MARGIN
   if needs > allowance:
     raise SystemExit(f'--allowance {allowance:.0f}: a separate run and its evaluation, or the '
                      f'evaluation of the surface, need {needs:.0f} s of this sitting')
@@ -343,7 +496,7 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, geometr
       pieces[-1]['interrupted'] = pieces[-1].pop('running', False)
     else:
       restarts = state['restarts'][name] = state['restarts'].get(name, 0) + 1
-      if restarts > N2_RESTARTS:
+      if restarts > RESTARTS:
         raise SystemExit(f'row n2: the {name} training was cut short {restarts} times')
       pieces.clear()
   if not surface and not pieces:
@@ -375,28 +528,6 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, geometr
   return True
 
 
-def carry(run: str) -> Optional[int]:
-  """Cuts the run directory `run` (its training ended) to what resuming it needs: its newest
-  checkpoint, and the last STATS_TAIL rows of stats.csv; returns the step of the newest
-  checkpoint (None without one)."""
-  from ferminet_fast.runtime import checkpoint
-  steps = []
-  if checkpoint.has_checkpoint(run):
-    found = os.listdir(checkpoint.directory(run))
-    steps = sorted(int(name) for name in found if name.isdigit())
-    for name in found:
-      if name != str(steps[-1]):
-        shutil.rmtree(os.path.join(checkpoint.directory(run), name), ignore_errors=True)
-  stats = os.path.join(run, 'stats.csv')
-  if os.path.exists(stats):
-    with open(stats) as f:
-      lines = f.readlines()
-    with open(stats + '.new', 'w') as f:
-      f.writelines(lines[:1] + lines[max(1, len(lines) - STATS_TAIL):])
-    os.replace(stats + '.new', stats)
-  return steps[-1] if steps else None
-
-
 def evaluate_part(state: dict, path: str, name: str, run: str) -> None:
   """Evaluates part `name` of row n2 (the surface at the separate runs' walkers per
   geometry) and records its energies."""
@@ -413,13 +544,6 @@ def n2_evaluate(run: str, walkers=None) -> list:
   return [*_evaluate(run, walkers, N2_SWEEPS), f'--burn_in={N2_BURN_IN}']
 
 
-def save_json(path: str, doc: dict) -> None:
-  """Writes `doc` to `path` whole or not at all (a new file renamed over the old)."""
-  with open(path + '.new', 'w') as f:
-    json.dump(doc, f, indent=1)
-  os.replace(path + '.new', path)
-
-
 def n2_entry(state: dict) -> dict:
   """Row n2's artifact entry from its finished progress."""
   separate = [v for k, v in sorted(state['evaluated'].items()) if k.startswith('separate_')]
@@ -430,7 +554,7 @@ def n2_entry(state: dict) -> dict:
           'restarts': state['restarts'], 'surface': state['evaluated']['surface'],
           'separate': {'energies': [e['energies'][0] for e in separate],
                        'errors': [e['errors'][0] for e in separate]},
-          'commands': [' '.join(probe_command('<DIR>')),
+          'commands': [' '.join(probe_command('<DIR>', single)),
                        ' '.join(_train(surface, '<DIR>', int(RUN_LIMIT))),
                        ' '.join(_train(single, '<DIR_g>', int(RUN_LIMIT),
                                        '--config.system.molecule=<g>',
@@ -603,36 +727,42 @@ def render_table(path: str = JSON) -> str:
   return body + '\n\n' + artifacts.provenance(path, runs)
 
 
+# Rows carried over sittings, by the function that continues each.
+CARRIED = {'h2': lambda *a, **k: run_ladder_row('h2', *a, **k),
+           'lih': lambda *a, **k: run_ladder_row('lih', *a, **k), 'n2': run_n2_row}
 TABLES = {'pes_goals': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
 
 
 def main():
   parser, args, rows = artifacts.row_arguments(__doc__, ROWS, JSON, extra=(
       ('--allowance', {'type': float, 'default': 5400.0, 'metavar': 'SECONDS',
-                       'help': "row n2: this sitting's seconds for it (default 5400)"}),
-      ('--state', {'default': N2_STATE, 'metavar': 'DIR',
-                   'help': 'row n2: where its state is carried between sittings (default '
-                           'benchmarks/pes_n2, committed after each sitting)'}),),
+                       'help': "rows h2, lih, n2: each one's seconds this sitting (default "
+                               '5400)'}),
+      ('--state', {'metavar': 'DIR',
+                   'help': 'rows h2, lih, n2: where the row is carried between sittings '
+                           '(default benchmarks/pes_<row>, committed after each sitting)'}),),
       default=[r for r in ROWS if r != 'n2'])  # Row n2 only when asked for: it takes sittings.
+  carried = [r for r in rows if r in CARRIED]
+  if args.state and len(carried) > 1:
+    parser.error(f'--state names one row\'s state; {", ".join(carried)} each have their own')
   signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # Its trainings stopped with it.
   for row in rows:
     run_meta = artifacts.meta()
-    if row == 'n2':
+    if row in CARRIED:
+      state = os.path.abspath(args.state or os.path.join(REPO, 'benchmarks', f'pes_{row}'))
       with tempfile.TemporaryDirectory() as tmp:
-        scratch = os.path.abspath(os.path.join(args.keep or tmp, 'n2'))
-        entry = run_n2_row(os.path.abspath(args.state), scratch, args.allowance,
-                           keep=bool(args.keep))
+        scratch = os.path.abspath(os.path.join(args.keep or tmp, row))
+        entry = CARRIED[row](state, scratch, args.allowance, keep=bool(args.keep))
       if entry is None:
-        print(f'row n2 continues at the next sitting (the same command); commit its state '
-              f'now: git add -A {os.path.relpath(args.state, REPO)}', flush=True)
+        print(f'row {row} continues at the next sitting (the same command); commit its '
+              f'state now: git add -A {os.path.relpath(state, REPO)}', flush=True)
         continue
       artifacts.append(args.json, entry, run_meta)
-      shutil.rmtree(os.path.abspath(args.state))  # Its state has served.
+      shutil.rmtree(state)  # Its state has served.
       print(row_line(entry), flush=True)
       continue
     with tempfile.TemporaryDirectory() as tmp:
-      work = os.path.join(args.keep or tmp, row)
-      entry = run_h2o_row(row, work) if row in H2O_STARTS else run_surface_row(row, work)
+      entry = run_h2o_row(row, os.path.join(args.keep or tmp, row))
     artifacts.append(args.json, entry, run_meta)
     print(row_line(entry), flush=True)
   print(render_table(args.json))

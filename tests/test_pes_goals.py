@@ -1,5 +1,6 @@
 """scripts/pes_goals.py: the water geometry read back from relax.json's distances, each
-goal judged from the recorded figures, and an empty artifact rendering as not measured."""
+goal judged from the recorded figures, an empty artifact rendering as not measured, and the
+rows carried over sittings on a stand-in machine."""
 
 import json
 import math
@@ -151,7 +152,7 @@ def n2_row(monkeypatch, machine, separate: int):
   """Row n2 on `machine` with `separate` separate runs, their reference given."""
   monkeypatch.setattr(pes_goals, 'time', machine)
   monkeypatch.setattr(pes_goals, '_run', machine.run)
-  monkeypatch.setattr(pes_goals, 'probe', lambda work: machine.probes.pop(0))
+  monkeypatch.setattr(pes_goals, 'probe', lambda work, config: machine.probes.pop(0))
   monkeypatch.setattr(pes_goals.artifacts, 'meta', lambda: {'date': 'today'})
   monkeypatch.setattr(pes_goals, 'reference_energies', lambda row, name=None, only=None: (
       {'name': 'nevpt2/cc-pcv[tq]z', 'energies': [-109.54, -109.53]} if only is None else
@@ -182,7 +183,7 @@ def test_row_n2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_pat
   assert machine.trained[1] == ('geometry_1', 3600.0)
   surface = pes_goals._json(state, 'progress.json')['trained']['surface']
   # What the sitting had left after the second run and its evaluation (10 s).
-  assert surface[0]['seconds'] == pytest.approx(5400 - 3600 - 10 - pes_goals.N2_MARGIN)
+  assert surface[0]['seconds'] == pytest.approx(5400 - 3600 - 10 - pes_goals.MARGIN)
   assert surface[0]['first_sitting_s'] == pytest.approx(surface[0]['seconds'] / 2)
   shutil.rmtree(scratch)
   # The surface's training ends with 315 s left, too few for its evaluation (2 x 300 s):
@@ -273,6 +274,109 @@ def test_row_n2_refuses_to_go_on_under_other_settings(tmp_path, monkeypatch):
   monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 500)
   with pytest.raises(SystemExit, match='need 6420 s of this sitting'):
     pes_goals.run_n2_row(*work, 5400.0)
+
+
+class LadderMachine:
+  """Stands in for the processes of row h2: a training to N iterations continues from its
+  run's newest checkpoint at `ms` per step after 20 s of start-up, and when stopped at its
+  seconds checkpoints the step it reached; an evaluation puts each geometry `error` * 1000 /
+  (the iterations trained) above its reference (the surface's error, or the separate
+  runs')."""
+
+  def __init__(self, reference, error):
+    self.now, self.ms, self.trainings = 0.0, None, []
+    self.reference, self.error = reference, error
+
+  def perf_counter(self):
+    return self.now
+
+  def probe(self, work, config):
+    assert config == 'configs/h2.py'
+    self.ms = self.probes.pop(0)
+    return self.ms
+
+  def run(self, cmd, seconds=None):
+    run = next(a.split('=', 1)[1] for a in cmd
+               if a.startswith(('--run=', '--config.log.save_path=')))
+    name = os.path.basename(run)
+    if 'ferminet_fast.train' in cmd:
+      target = int(next(a.split('=')[1] for a in cmd if 'optim.iterations=' in a))
+      start = pes_goals.trained_to(run)
+      need = 20.0 + (target - start) * self.ms / 1000
+      lived = min(need, seconds)
+      reached = target if lived == need else start + int((lived - 20) * 1000 / self.ms)
+      os.makedirs(os.path.join(run, 'checkpoints', str(reached)), exist_ok=True)
+      self.trainings.append((name, target, lived))
+      self.now += lived
+      return lived
+    iterations = pes_goals.trained_to(run)
+    error = self.error['surface' if name == 'surface' else 'separate'] * 1000 / iterations
+    if name == 'surface':
+      doc = ('pes.json', {'geometries': [{'energy': e + error, 'error': 1e-5}
+                                         for e in self.reference]})
+    else:
+      e = self.reference[int(name.split('_')[1])]
+      doc = ('eval.json', {'energy': e + error, 'error': 1e-5})
+    with open(os.path.join(run, doc[0]), 'w') as f:
+      json.dump(doc[1], f)
+    self.now += 10
+    return 10.0
+
+
+def test_row_h2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_path, monkeypatch):
+  """A ladder row over three sittings, each on a fresh machine (its scratch gone), the
+  second twice as slow: the surface's training cut by the first sitting's end is charged the
+  seconds it lived and resumes from its checkpoint; a separate ladder cut by the second's
+  starts again from nothing; every time counts in first-sitting seconds."""
+  reference = [-1.17, -1.10]
+  machine = LadderMachine(reference, {'surface': 0.9e-3, 'separate': 0.4e-3})
+  machine.probes = [130.0, 260.0, 130.0]
+  monkeypatch.setattr(pes_goals, 'time', machine)
+  monkeypatch.setattr(pes_goals, '_run', machine.run)
+  monkeypatch.setattr(pes_goals, 'probe', machine.probe)
+  monkeypatch.setattr(pes_goals.artifacts, 'meta', lambda: {'date': 'today'})
+  monkeypatch.setattr(pes_goals, 'geometries_of', lambda config: np.array(
+      [[[0, 0, 0], [0, 0, 1.4]], [[0, 0, 0], [0, 0, 2.0]]]))
+  monkeypatch.setattr(pes_goals, 'reference_energies', lambda row: {
+      'name': 'ccsd/cc-pv[q5]z', 'energies': reference, 'offset': 0.0})
+  state, scratch = str(tmp_path / 'state'), str(tmp_path / 'scratch')
+  margin = pes_goals.MARGIN
+  # Rungs 500 and 1000 (85 s each, 10 s evaluations), then 130 s left for rung 2000 (150 s).
+  assert pes_goals.run_ladder_row('h2', state, scratch, 190.0 + margin + 130.0) is None
+  assert machine.trainings[-1] == ('surface', 2000, 130.0)
+  shutil.rmtree(scratch)
+  # Twice as slow: rung 2000 from step 1846 (60.04 s), both rungs of separate 0, and rung
+  # 500 of separate 1, after which 140 s are left, too few to start a rung (240 s).
+  assert pes_goals.run_ladder_row('h2', state, scratch, 390.04 + margin + 300.0) is None
+  assert machine.trainings[3] == ('surface', 2000, pytest.approx(60.04))
+  assert [t[0] for t in machine.trainings[4:]] == ['geometry_0'] * 2 + ['geometry_1']
+  shutil.rmtree(scratch)
+  entry = pes_goals.run_ladder_row('h2', state, scratch, 1000.0)
+  assert [t[:2] for t in machine.trainings[7:]] == [('geometry_1', 500), ('geometry_1', 1000)]
+  assert os.listdir(os.path.join(state, 'surface', 'checkpoints')) == ['2000']
+  surface = entry['surface']
+  assert [r['iterations'] for r in surface['rungs']] == [500, 1000, 2000]
+  assert surface['reached'] and surface['train_s'] == pytest.approx(85 + 85 + 130 + 30.02)
+  assert [s['train_s'] for s in entry['separate']] == pytest.approx([150.0, 170.0])
+  assert entry['restarts'] == {'separate_1': 1} and len(entry['probes']) == 3
+  assert pes_goals.verdict(entry) == 'missed: time ratio 1.03 > 0.25'
+  assert 'ratio 1.03' in pes_goals.row_line(entry)
+
+
+def test_a_ladder_training_that_stops_short_is_an_error(tmp_path, monkeypatch):
+  """A training that ends before its rung without being stopped (it failed) is reported,
+  not taken for a rung climbed."""
+  machine = LadderMachine([-1.17], {'surface': 0.1e-3, 'separate': 0.1e-3})
+  machine.probes = [100.0]
+  monkeypatch.setattr(pes_goals, 'time', machine)
+  monkeypatch.setattr(pes_goals, '_run', lambda cmd, seconds=None: 5.0)
+  monkeypatch.setattr(pes_goals, 'probe', machine.probe)
+  monkeypatch.setattr(pes_goals.artifacts, 'meta', lambda: {'date': 'today'})
+  monkeypatch.setattr(pes_goals, 'geometries_of', lambda config: np.zeros((1, 2, 3)))
+  monkeypatch.setattr(pes_goals, 'reference_energies', lambda row: {
+      'name': 'ccsd/cc-pv[q5]z', 'energies': [-1.17], 'offset': 0.0})
+  with pytest.raises(RuntimeError, match='surface training to 500 iterations stopped after 5 s'):
+    pes_goals.run_ladder_row('h2', str(tmp_path / 'state'), str(tmp_path / 'scratch'), 1000.0)
 
 
 def test_a_reference_at_some_geometries_is_theirs():
