@@ -15,7 +15,8 @@ each requested observable (physics/observables.py). Each estimate is the reblock
 with its standard error and integrated autocorrelation time, written to <run>/eval.json.
 A set of geometries is evaluated at each one (its own chain and nuclei, the same
 parameters) into <run>/pes.json with the correlated differences of adjacent ones and
-`--reference`'s pyscf curve; <run>/plots/pes.png draws it (matplotlib).
+`--reference`'s pyscf curve, or for a scan of a cell its fitted equation of state
+(physics/equation_of_state.py); <run>/plots/pes.png draws it (matplotlib).
 `--twist_average` averages the evaluated runs of one periodic system at several twists
 (stages/twists.py) into one JSON file.
 """

@@ -134,9 +134,9 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
 
 def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = None) -> list:
   """Writes pes.png, the evaluated energy of each geometry (pes.json) against its scan
-  coordinate (or its index) with error bars, and its reference curve if it has one;
-  returns its path ([] when `quiet` and
-  matplotlib is missing)."""
+  coordinate (or its index) with error bars, its reference curve if it has one and a scan
+  of a cell's fitted equation of state; returns its path ([] when `quiet` and matplotlib
+  is missing)."""
   try:
     import matplotlib
   except ImportError:
@@ -161,6 +161,13 @@ def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = Non
               label='VMC (evaluated)')
   if pes.get('reference'):
     ax.plot(x, [r['reference'] for r in rows], 'k--', lw=1, label=pes['reference'])
+  eos = pes.get('equation_of_state')
+  if eos and eos.get('minimum'):  # A scan of a cell: its fitted equation of state.
+    s = np.linspace(min(r['scale'] for r in rows), max(r['scale'] for r in rows), 200)
+    per_scale = rows[0]['coordinate'] / rows[0]['scale']
+    ax.plot(s * per_scale, np.polynomial.polynomial.polyval(s ** -2.0, eos['coefficients']),
+            'C1-', lw=1, label=f'Birch-Murnaghan fit, minimum at {eos["coordinate"]:.3f} ± '
+                                f'{eos["coordinate_error"]:.3f}')
   ax.set(xlabel=pes['label'] if scan else 'geometry', ylabel='energy (Ha)',
          title=f'{os.path.basename(os.path.normpath(run_dir))}: energy surface')
   ax.legend(fontsize=8)

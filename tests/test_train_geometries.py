@@ -199,23 +199,28 @@ def test_every_network_optimizer_and_precision_trains_over_a_scan_of_a_cell(
 
 
 def test_a_scan_of_a_cell_resumes_and_evaluates_each_density(tmp_path):
-  """The electron gas over three densities: a resume that continues the steps, then
-  evaluation: pes.json lists each geometry's r_s, scale and volume and the correlated
-  differences; a pyscf reference, observables and DMC are refused in words."""
-  run = tmp_path / 'run'
-  train.train(gas_scan(run), quiet=True)
-  more = train.train(gas_scan(run, **{'optim.iterations': 5}), quiet=True)
+  """The electron gas over five densities: a resume that continues the steps, then
+  evaluation: pes.json lists each geometry's r_s, scale and volume, the correlated
+  differences and the fitted equation of state, drawn in pes.png; a pyscf reference,
+  observables and DMC are refused in words."""
+  run, rs = tmp_path / 'run', np.linspace(RS[0], RS[-1], 5)
+  five = {'system.scan.points': len(rs), 'batch_size': 40}
+  train.train(gas_scan(run, **five), quiet=True)
+  more = train.train(gas_scan(run, **five, **{'optim.iterations': 5}), quiet=True)
   assert len(more.history['energy_2']) == 5
   evaluate.evaluate(str(run), steps=4, burn_in=1, quiet=True)
   pes = json.loads((run / 'pes.json').read_text())
   assert pes['label'] == 'r_s / bohr'
   rows = pes['geometries']
-  np.testing.assert_allclose([r['coordinate'] for r in rows], RS, rtol=1e-12)
-  np.testing.assert_allclose([r['scale'] for r in rows], np.asarray(RS) / RS[0], rtol=1e-12)
-  np.testing.assert_allclose([r['volume_bohr3'] for r in rows],
-                             2 * 4 * np.pi / 3 * np.asarray(RS) ** 3, rtol=1e-9)
-  assert [(p['from'], p['to']) for p in pes['differences']] == [(0, 1), (1, 2)]
+  np.testing.assert_allclose([r['coordinate'] for r in rows], rs, rtol=1e-12)
+  np.testing.assert_allclose([r['scale'] for r in rows], rs / rs[0], rtol=1e-12)
+  np.testing.assert_allclose([r['volume_bohr3'] for r in rows], 2 * 4 * np.pi / 3 * rs ** 3,
+                             rtol=1e-9)
+  assert [(p['from'], p['to']) for p in pes['differences']] == [(g, g + 1) for g in range(4)]
   assert all(np.isfinite(p['correlated']) for p in pes['differences'])
+  fit = pes['equation_of_state']
+  assert fit['points'] == 5 and len(fit['coefficients']) == 4 and 'minimum' in fit
+  assert (run / 'plots' / 'pes.png').exists()
   with pytest.raises(InputError, match="pyscf's references are of molecules"):
     evaluate.evaluate(str(run), steps=2, burn_in=0, quiet=True, reference='hf/sto-3g')
   proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}'], cwd=REPO,

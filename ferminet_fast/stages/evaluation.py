@@ -14,7 +14,8 @@ from ferminet_fast import plan
 from ferminet_fast.environment import dispatch, distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import boundary as boundary_lib
-from ferminet_fast.physics import excited_states, hamiltonian, references, systems
+from ferminet_fast.physics import equation_of_state, excited_states, hamiltonian, references
+from ferminet_fast.physics import systems
 from ferminet_fast.physics import observables as observables_lib
 from ferminet_fast.runtime import rundir, watchdog
 from ferminet_fast.stages import differences
@@ -227,6 +228,8 @@ def report(series: Series, chosen: dict, system, run_dir: str, say: Callable) ->
   result = {}
   if energies.ndim == 2:
     result['geometries'] = surface_report(energies, system, say)
+    if system.surface.scales is not None:
+      result['equation_of_state'] = cell_scan_report(result['geometries'], system, say)
     if differences.DIFFERENCES in series.values[0]:
       result['differences'] = differences.report(
           np.stack([v[differences.DIFFERENCES] for v in series.values]).astype(np.float64),
@@ -318,6 +321,35 @@ def surface_report(energies: np.ndarray, system, say: Callable) -> list:
   return rows
 
 
+def cell_scan_report(rows: list, system, say: Callable) -> Optional[dict]:
+  """The equation of state (physics/equation_of_state.py) of a scan of a cell from its
+  geometries' rows (surface_report), with the scan's coordinate (r_s, or the factor of the
+  cell) at the minimum; printed. None with too few sizes to fit."""
+  scales = [r['scale'] for r in rows]
+  volume = system.lattice.volume if system.lattice.dims == 3 else None
+  eos = equation_of_state.equation_of_state(scales, [r['energy'] for r in rows],
+                                            [r['error'] for r in rows], volume)
+  if eos is None:
+    say(f'  Equation of state: not fitted ({len(rows)} sizes of the cell; it needs '
+        f'{equation_of_state.MIN_POINTS})')
+    return None
+  if not eos['minimum']:
+    say(f'  Equation of state: the fit has no minimum (chi^2/dof {eos["chi2_dof"]:.2f})')
+    return eos
+  per_scale = rows[0]['coordinate'] / rows[0]['scale']
+  eos.update(label=system.surface.label, coordinate=eos['scale'] * per_scale,
+             coordinate_error=eos['scale_error'] * per_scale)
+  line = (f'  Equation of state ({eos["form"]}; chi^2/dof {eos["chi2_dof"]:.2f}): minimum at '
+          f'{eos["label"]} = {eos["coordinate"]:.4f} +- {eos["coordinate_error"]:.4f}, '
+          f'E0 {eos["energy"]:.6f} +- {eos["energy_error"]:.6f} Ha')
+  if volume is not None:
+    line += (f', V0 {eos["volume_bohr3"]:.2f} +- {eos["volume_bohr3_error"]:.2f} bohr^3, B0 '
+             f'{eos["bulk_modulus_gpa"]:.2f} +- {eos["bulk_modulus_gpa_error"]:.2f} GPa, B0\' '
+             f'{eos["bulk_modulus_derivative"]:.2f} +- {eos["bulk_modulus_derivative_error"]:.2f}')
+  say(line + ('' if eos['inside'] else ' (outside the scanned sizes: extrapolated)'))
+  return eos
+
+
 PES = 'pes.json'  # Each geometry's evaluated energy, for a run over a set of geometries.
 
 
@@ -342,5 +374,6 @@ def write_surface(run_dir: str, system, result: dict, batch_size: int,
       'parameters': result['parameters'], 'steps': result['steps'],
       'burn_in': result['burn_in'],
       'walkers_per_geometry': batch_size // system.geometry_count,
-      'geometries': rows, 'differences': result.get('differences', [])})
+      'geometries': rows, 'differences': result.get('differences', []),
+      **{k: result[k] for k in ('equation_of_state',) if k in result}})
   return path
