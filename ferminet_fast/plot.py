@@ -166,8 +166,7 @@ def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = Non
     s = np.linspace(min(r['scale'] for r in rows), max(r['scale'] for r in rows), 200)
     per_scale = rows[0]['coordinate'] / rows[0]['scale']
     ax.plot(s * per_scale, np.polynomial.polynomial.polyval(s ** -2.0, eos['coefficients']),
-            'C1-', lw=1, label=f'Birch-Murnaghan fit, minimum at {eos["coordinate"]:.3f} ± '
-                                f'{eos["coordinate_error"]:.3f}')
+            'C1-', lw=1, label=f'Birch-Murnaghan fit, minimum at {eos["coordinate"]:.3f}')
   ax.set(xlabel=pes['label'] if scan else 'geometry', ylabel='energy (Ha)',
          title=f'{os.path.basename(os.path.normpath(run_dir))}: energy surface')
   ax.legend(fontsize=8)

@@ -303,20 +303,25 @@ def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndar
   lies within the row's tolerance of `reference` or the rungs run out; True once it has
   climbed. A rung's time is its training process's, in first-sitting seconds. A training
   cut by the sitting's end: the carried ladder (the surface, its run directory in the
-  state) is charged the seconds it lived and trains to the same rung again, resuming; a
-  separate ladder (its run directory lost with the sitting) starts again from nothing at
-  the next sitting."""
+  state, cut by `carry` after each training) is charged the seconds it lived (its planned
+  seconds whole if this script was stopped inside it) and trains to the same rung again,
+  resuming; a separate ladder (its run directory lost with the sitting) starts again from
+  nothing at the next sitting."""
   sitting = len(state['probes']) - 1
   ladder = state['ladders'].get(name)
-  if ladder and not carried and ladder['sitting'] != sitting:
+  if ladder and not carried and ladder['sitting'] != sitting and (
+      ladder['rungs'] or 'pending' in ladder):
     restarts = state['restarts'][name] = state['restarts'].get(name, 0) + 1
     if restarts > RESTARTS:
       raise SystemExit(f'row {state["setup"]["row"]}: the {name} ladder was cut short '
                        f'{restarts} times')
     ladder = None
-  if ladder is None:
+  if ladder is None or (not carried and ladder['sitting'] != sitting):
     shutil.rmtree(run, ignore_errors=True)
     ladder = state['ladders'][name] = {'rungs': [], 'train_s': 0.0}
+  if 'running' in ladder.get('pending', {}):  # This script was stopped inside a training:
+    ladder['train_s'] += ladder['pending'].pop('running')  # charged its seconds whole.
+    ladder['interrupted'] = ladder.get('interrupted', 0) + 1
   ladder['sitting'] = sitting
   tolerance = state['setup']['tolerance_ha']
   climbed = {r['iterations'] for r in ladder['rungs']}
@@ -331,9 +336,15 @@ def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndar
         save_json(path, state)
         return False
       seconds = left()
+      pending['running'] = seconds / scale
       save_json(path, state)
-      wall = _run(train(iterations), seconds)
+      try:
+        wall = _run(train(iterations), seconds)
+      finally:
+        if carried:  # Also when stopped inside it: what is committed stays small.
+          carry(run)
       ladder['train_s'] += wall / scale
+      del pending['running']
       if trained_to(run) < iterations:
         save_json(path, state)
         if wall >= seconds - 1:
@@ -365,8 +376,6 @@ def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndar
                             'sitting': sitting})
     del ladder['pending']
     save_json(path, state)
-  if carried:
-    carry(run)
   ladder.update(done=True, reached=ladder['rungs'][-1]['within'])
   save_json(path, state)
   return True

@@ -34,7 +34,7 @@ def test_an_exact_birch_murnaghan_curve_is_recovered():
 
 def test_the_electron_gas_minimum_is_approached_as_the_scan_narrows():
   """Hartree-Fock jellium, E = A / r_s^2 - B / r_s, is not of the fitted form: its minimum
-  (r_s = 2 A / B = 4.82 bohr) and bulk modulus (V E'' / (12 pi r_s) at the minimum,
+  (r_s = 2 A / B = 4.82 bohr) and bulk modulus (E'' / (12 pi r_s) at the minimum,
   Ha/bohr^3) are approached as the scan about it narrows, the minimum faster than the
   curvature (the form's first missing term, f^4, shifts it at higher order)."""
   r0 = 2 * A / B
@@ -68,7 +68,13 @@ def test_the_errors_cover_the_truth_as_often_as_they_claim():
 
 
 def test_a_curve_without_a_minimum_or_with_too_few_sizes():
+  """No minimum (kinetic energy alone), energies that cannot be fitted (a NaN, an error of
+  zero) and too few sizes are said, not fitted."""
   scales = np.linspace(1.0, 1.5, 5)
-  fit = eos.equation_of_state(scales, 1.0 / scales ** 2, np.full(5, 1e-3))  # Only kinetic.
-  assert fit['minimum'] is False and 'scale' not in fit
+  fit = eos.equation_of_state(scales, 1.0 / scales ** 2, np.full(5, 1e-3))
+  assert fit['minimum'] is False and 'scale' not in fit and 'no minimum' in fit['why']
+  for energies, errors in (([1.0, np.nan, 0.5, 0.4, 0.3], np.full(5, 1e-3)),
+                           (1.0 / scales ** 2, [1e-3, 0.0, 1e-3, 1e-3, 1e-3])):
+    fit = eos.equation_of_state(scales, energies, errors)
+    assert fit['minimum'] is False and 'not finite' in fit['why']
   assert eos.equation_of_state(scales[:4], 1.0 / scales[:4] ** 2, np.full(4, 1e-3)) is None

@@ -283,9 +283,9 @@ class LadderMachine:
   (the iterations trained) above its reference (the surface's error, or the separate
   runs')."""
 
-  def __init__(self, reference, error):
+  def __init__(self, reference, error, killed=()):
     self.now, self.ms, self.trainings = 0.0, None, []
-    self.reference, self.error = reference, error
+    self.reference, self.error, self.killed = reference, error, set(killed)
 
   def perf_counter(self):
     return self.now
@@ -302,6 +302,11 @@ class LadderMachine:
     if 'ferminet_fast.train' in cmd:
       target = int(next(a.split('=')[1] for a in cmd if 'optim.iterations=' in a))
       start = pes_goals.trained_to(run)
+      if name in self.killed:  # This script stopped inside the training, at its start.
+        self.killed.remove(name)
+        for step in (start, start + 1, start + 2):
+          os.makedirs(os.path.join(run, 'checkpoints', str(step)), exist_ok=True)
+        raise KeyboardInterrupt
       need = 20.0 + (target - start) * self.ms / 1000
       lived = min(need, seconds)
       reached = target if lived == need else start + int((lived - 20) * 1000 / self.ms)
@@ -323,6 +328,17 @@ class LadderMachine:
     return 10.0
 
 
+def ladder_row(monkeypatch, machine, positions, reference):
+  """Row h2 on `machine` at `positions` (G, 2, 3) bohr, its reference given."""
+  monkeypatch.setattr(pes_goals, 'time', machine)
+  monkeypatch.setattr(pes_goals, '_run', machine.run)
+  monkeypatch.setattr(pes_goals, 'probe', machine.probe)
+  monkeypatch.setattr(pes_goals.artifacts, 'meta', lambda: {'date': 'today'})
+  monkeypatch.setattr(pes_goals, 'geometries_of', lambda config: positions)
+  monkeypatch.setattr(pes_goals, 'reference_energies', lambda row: {
+      'name': 'ccsd/cc-pv[q5]z', 'energies': reference, 'offset': 0.0})
+
+
 def test_row_h2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_path, monkeypatch):
   """A ladder row over three sittings, each on a fresh machine (its scratch gone), the
   second twice as slow: the surface's training cut by the first sitting's end is charged the
@@ -331,14 +347,8 @@ def test_row_h2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_pat
   reference = [-1.17, -1.10]
   machine = LadderMachine(reference, {'surface': 0.9e-3, 'separate': 0.4e-3})
   machine.probes = [130.0, 260.0, 130.0]
-  monkeypatch.setattr(pes_goals, 'time', machine)
-  monkeypatch.setattr(pes_goals, '_run', machine.run)
-  monkeypatch.setattr(pes_goals, 'probe', machine.probe)
-  monkeypatch.setattr(pes_goals.artifacts, 'meta', lambda: {'date': 'today'})
-  monkeypatch.setattr(pes_goals, 'geometries_of', lambda config: np.array(
-      [[[0, 0, 0], [0, 0, 1.4]], [[0, 0, 0], [0, 0, 2.0]]]))
-  monkeypatch.setattr(pes_goals, 'reference_energies', lambda row: {
-      'name': 'ccsd/cc-pv[q5]z', 'energies': reference, 'offset': 0.0})
+  ladder_row(monkeypatch, machine, np.array([[[0, 0, 0], [0, 0, 1.4]],
+                                             [[0, 0, 0], [0, 0, 2.0]]]), reference)
   state, scratch = str(tmp_path / 'state'), str(tmp_path / 'scratch')
   margin = pes_goals.MARGIN
   # Rungs 500 and 1000 (85 s each, 10 s evaluations), then 130 s left for rung 2000 (150 s).
@@ -363,18 +373,30 @@ def test_row_h2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_pat
   assert 'ratio 1.03' in pes_goals.row_line(entry)
 
 
+def test_a_surface_stopped_inside_its_training_is_charged_it_whole(tmp_path, monkeypatch):
+  """This script stopped (SIGTERM) inside the surface's training: the training's planned
+  seconds are charged at the next sitting, which resumes from its newest checkpoint, the
+  only one the state keeps."""
+  machine = LadderMachine([-1.17], {'surface': 0.1e-3, 'separate': 0.1e-3}, killed=['surface'])
+  machine.probes = [100.0, 100.0]
+  ladder_row(monkeypatch, machine, np.zeros((1, 2, 3)), [-1.17])
+  work = str(tmp_path / 'state'), str(tmp_path / 'scratch')
+  with pytest.raises(KeyboardInterrupt):
+    pes_goals.run_ladder_row('h2', *work, 1000.0)
+  assert os.listdir(os.path.join(work[0], 'surface', 'checkpoints')) == ['2']
+  entry = pes_goals.run_ladder_row('h2', *work, 1000.0)
+  planned = 1000.0 - pes_goals.MARGIN  # The first training had the whole sitting.
+  assert machine.trainings[0] == ('surface', 500, pytest.approx(20 + 498 * 0.1))
+  assert entry['surface']['train_s'] == pytest.approx(planned + 20 + 498 * 0.1)
+
+
 def test_a_ladder_training_that_stops_short_is_an_error(tmp_path, monkeypatch):
   """A training that ends before its rung without being stopped (it failed) is reported,
   not taken for a rung climbed."""
   machine = LadderMachine([-1.17], {'surface': 0.1e-3, 'separate': 0.1e-3})
   machine.probes = [100.0]
-  monkeypatch.setattr(pes_goals, 'time', machine)
+  ladder_row(monkeypatch, machine, np.zeros((1, 2, 3)), [-1.17])
   monkeypatch.setattr(pes_goals, '_run', lambda cmd, seconds=None: 5.0)
-  monkeypatch.setattr(pes_goals, 'probe', machine.probe)
-  monkeypatch.setattr(pes_goals.artifacts, 'meta', lambda: {'date': 'today'})
-  monkeypatch.setattr(pes_goals, 'geometries_of', lambda config: np.zeros((1, 2, 3)))
-  monkeypatch.setattr(pes_goals, 'reference_energies', lambda row: {
-      'name': 'ccsd/cc-pv[q5]z', 'energies': [-1.17], 'offset': 0.0})
   with pytest.raises(RuntimeError, match='surface training to 500 iterations stopped after 5 s'):
     pes_goals.run_ladder_row('h2', str(tmp_path / 'state'), str(tmp_path / 'scratch'), 1000.0)
 

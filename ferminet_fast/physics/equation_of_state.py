@@ -13,7 +13,9 @@ slab's fit gives its minimum alone (their cells have no volume to compress).
 
 Errors are the spread of the same fit to the energies redrawn within their errors
 (parametric bootstrap, SAMPLES draws), which carries the nonlinear map from the coefficients
-to s0, E0 and B0; chi^2 per degree of freedom says whether the form fits within the errors.
+to s0, E0 and B0, over the draws whose fit has a minimum (a fraction found_in of them: well
+below 1, the minimum is barely resolved and the errors understate it); chi^2 per degree of
+freedom says whether the form fits within the errors.
 """
 
 from typing import Optional
@@ -59,22 +61,26 @@ def equation_of_state(scales, energies, errors, volume: Optional[float] = None,
   otherwise). None with fewer than MIN_POINTS sizes. Keys: scale (s0), energy (E0, Ha) and
   with `volume` volume_bohr3 (V0), bulk_modulus_gpa (B0) and bulk_modulus_derivative (B0'),
   each beside its `<key>_error`; coefficients (c0..c3, Ha, of the cubic in 1 / scale^2);
-  chi2_dof; inside (s0 within the scanned scales); minimum (False where the fit to the
-  energies themselves has none: the rest is then absent); found_in (the fraction of redrawn
-  sets whose fit has a minimum)."""
+  chi2_dof; inside (s0 within the scanned scales); minimum (False, with `why`, where the
+  fit to the energies themselves has none or they cannot be fitted: the rest is then
+  absent); found_in (the fraction of redrawn sets whose fit has a minimum: the errors are
+  the spread over those, None with fewer than two)."""
   if len(scales) < MIN_POINTS:
     return None
   energies, errors = np.asarray(energies, np.float64), np.asarray(errors, np.float64)
+  form = {'form': 'Birch-Murnaghan, third order in the Eulerian strain', 'points': len(scales)}
+  if not (np.all(np.isfinite(energies)) and np.all(np.isfinite(errors)) and np.all(errors > 0)):
+    return {**form, 'minimum': False, 'why': 'an energy or its error is not finite, or an '
+                                               'error is zero'}
   m, chi2 = fit_cubic(scales, energies, errors)
   coefficients = m @ energies
   drawn = energies + np.random.default_rng(seed).normal(size=(SAMPLES, len(scales))) * errors
   central, spread = _derived(coefficients, volume), _derived(drawn @ m.T, volume)
   found = np.isfinite(spread['scale'])
-  out = {'form': 'Birch-Murnaghan, third order in the Eulerian strain', 'points': len(scales),
-         'coefficients': coefficients.tolist(), 'chi2_dof': chi2,
+  out = {**form, 'coefficients': coefficients.tolist(), 'chi2_dof': chi2,
          'found_in': float(found.mean()), 'minimum': bool(np.isfinite(central['scale']))}
   if not out['minimum']:
-    return out
+    return {**out, 'why': 'the fitted curve has no minimum'}
   for key, value in central.items():
     out[key] = float(value)
     out[key + '_error'] = float(np.std(spread[key][found], ddof=1)) if found.sum() > 1 else None

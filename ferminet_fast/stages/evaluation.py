@@ -334,18 +334,23 @@ def cell_scan_report(rows: list, system, say: Callable) -> Optional[dict]:
         f'{equation_of_state.MIN_POINTS})')
     return None
   if not eos['minimum']:
-    say(f'  Equation of state: the fit has no minimum (chi^2/dof {eos["chi2_dof"]:.2f})')
+    say(f'  Equation of state: not fitted ({eos["why"]})')
     return eos
   per_scale = rows[0]['coordinate'] / rows[0]['scale']
+  error = eos['scale_error']
   eos.update(label=system.surface.label, coordinate=eos['scale'] * per_scale,
-             coordinate_error=eos['scale_error'] * per_scale)
+             coordinate_error=None if error is None else error * per_scale)
+  pm = lambda key, digits: (f'{eos[key]:.{digits}f} +- '  # noqa: E731
+                            + ('?' if eos[key + '_error'] is None
+                               else f'{eos[key + "_error"]:.{digits}f}'))
   line = (f'  Equation of state ({eos["form"]}; chi^2/dof {eos["chi2_dof"]:.2f}): minimum at '
-          f'{eos["label"]} = {eos["coordinate"]:.4f} +- {eos["coordinate_error"]:.4f}, '
-          f'E0 {eos["energy"]:.6f} +- {eos["energy_error"]:.6f} Ha')
+          f'{eos["label"]} = {pm("coordinate", 4)}, E0 {pm("energy", 6)} Ha')
   if volume is not None:
-    line += (f', V0 {eos["volume_bohr3"]:.2f} +- {eos["volume_bohr3_error"]:.2f} bohr^3, B0 '
-             f'{eos["bulk_modulus_gpa"]:.2f} +- {eos["bulk_modulus_gpa_error"]:.2f} GPa, B0\' '
-             f'{eos["bulk_modulus_derivative"]:.2f} +- {eos["bulk_modulus_derivative_error"]:.2f}')
+    line += (f', V0 {pm("volume_bohr3", 2)} bohr^3, B0 {pm("bulk_modulus_gpa", 2)} GPa, '
+             f'B0\' {pm("bulk_modulus_derivative", 2)}')
+  if eos['found_in'] < 0.95:
+    line += (f'; only {100 * eos["found_in"]:.0f}% of the energies redrawn within their errors '
+             'have a minimum: it is barely resolved, and its errors understate it')
   say(line + ('' if eos['inside'] else ' (outside the scanned sizes: extrapolated)'))
   return eos
 
