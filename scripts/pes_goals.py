@@ -215,11 +215,9 @@ def carry(run: str) -> Optional[int]:
   checkpoint, and the last STATS_TAIL rows of stats.csv; returns the step of the newest
   checkpoint (None without one)."""
   from ferminet_fast.runtime import checkpoint
-  steps = []
-  if checkpoint.has_checkpoint(run):
-    found = os.listdir(checkpoint.directory(run))
-    steps = sorted(int(name) for name in found if name.isdigit())
-    for name in found:
+  steps = checkpoint.saved_steps(run)
+  if steps:
+    for name in os.listdir(checkpoint.directory(run)):
       if name != str(steps[-1]):
         shutil.rmtree(os.path.join(checkpoint.directory(run), name), ignore_errors=True)
   stats = os.path.join(run, 'stats.csv')
@@ -306,7 +304,8 @@ def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndar
   state, cut by `carry` after each training) is charged the seconds it lived (its planned
   seconds whole if this script was stopped inside it) and trains to the same rung again,
   resuming; a separate ladder (its run directory lost with the sitting) starts again from
-  nothing at the next sitting."""
+  nothing at the next sitting. A training that ran all its steps but whose final state was
+  not finite (so not kept) has climbed its rung: its last good checkpoint is evaluated."""
   sitting = len(state['probes']) - 1
   ladder = state['ladders'].get(name)
   if ladder and not carried and ladder['sitting'] != sitting and (
@@ -345,7 +344,9 @@ def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndar
           carry(run)
       ladder['train_s'] += wall / scale
       del pending['running']
-      if trained_to(run) < iterations:
+      if trained_to(run) < iterations and ran_to(run) >= iterations:
+        pending['kept'] = trained_to(run)  # Its final state was bad: the last good one.
+      elif trained_to(run) < iterations:
         save_json(path, state)
         if wall >= seconds - 1:
           return False  # The sitting's end stopped it.
@@ -373,7 +374,8 @@ def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndar
     within = bool(np.all(np.abs(np.asarray(energies) - reference) <= tolerance))
     ladder['rungs'].append({'iterations': iterations, 'train_s': ladder['train_s'],
                             'energies': energies, 'errors': errors, 'within': within,
-                            'sitting': sitting})
+                            'sitting': sitting,
+                            **({'evaluated_step': pending['kept']} if 'kept' in pending else {})})
     del ladder['pending']
     save_json(path, state)
   ladder.update(done=True, reached=ladder['rungs'][-1]['within'])
@@ -384,9 +386,18 @@ def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndar
 def trained_to(run: str) -> int:
   """The step of the newest checkpoint in `run` (0 without one)."""
   from ferminet_fast.runtime import checkpoint
-  if not checkpoint.has_checkpoint(run):
+  return max(checkpoint.saved_steps(run), default=0)
+
+
+def ran_to(run: str) -> int:
+  """The step at which the last training in `run` ended whole (result.json; 0 without one):
+  beyond trained_to(run) where its final state was not finite and so was not kept (the
+  newest checkpoint then holds the last good one, which evaluation takes)."""
+  path = os.path.join(run, 'result.json')
+  if not os.path.exists(path):
     return 0
-  return max([int(n) for n in os.listdir(checkpoint.directory(run)) if n.isdigit()] or [0])
+  result = _json(run, 'result.json')
+  return result['iterations'] if result.get('complete') else 0
 
 
 def ladder_entry(state: dict) -> dict:

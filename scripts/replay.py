@@ -32,8 +32,8 @@ JSON = os.path.join(artifacts.BENCHMARKS, 'replay.json')
 
 
 def checkpoint_at_or_before(run_dir: str, step: int) -> int:
-  steps = sorted(int(d) for d in os.listdir(os.path.join(run_dir, 'checkpoints'))
-                 if d.isdigit() and int(d) <= step)
+  from ferminet_fast.runtime import checkpoint
+  steps = [s for s in checkpoint.saved_steps(run_dir) if s <= step]
   if not steps:
     raise SystemExit(f'{run_dir} has no checkpoint at or before step {step}')
   return steps[-1]

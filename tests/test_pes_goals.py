@@ -401,6 +401,35 @@ def test_a_ladder_training_that_stops_short_is_an_error(tmp_path, monkeypatch):
     pes_goals.run_ladder_row('h2', str(tmp_path / 'state'), str(tmp_path / 'scratch'), 1000.0)
 
 
+def test_a_ladder_training_whose_final_state_was_bad_climbs_from_its_last_good_one(
+    tmp_path, monkeypatch):
+  """A training that ran all its steps to its rung but whose final state was not finite (no
+  checkpoint of it; result.json says it ended whole): the rung counts as climbed and is
+  evaluated at the last good checkpoint, from which the next rung resumes."""
+  machine = LadderMachine([-1.17], {'surface': 0.45e-3, 'separate': 0.1e-3})
+  machine.probes = [100.0]
+  ladder_row(monkeypatch, machine, np.zeros((1, 2, 3)), [-1.17])
+  stand_in = machine.run
+
+  def final_state_bad_at_500(cmd, seconds=None):
+    lived = stand_in(cmd, seconds)
+    run = next((a.split('=', 1)[1] for a in cmd if a.startswith('--config.log.save_path=')), '')
+    if run.endswith('surface') and '--config.optim.iterations=500' in cmd:
+      os.rename(os.path.join(run, 'checkpoints', '500'), os.path.join(run, 'checkpoints', '497'))
+      with open(os.path.join(run, 'result.json'), 'w') as f:
+        json.dump({'iterations': 500, 'complete': True}, f)
+    return lived
+
+  monkeypatch.setattr(pes_goals, '_run', final_state_bad_at_500)
+  entry = pes_goals.run_ladder_row('h2', str(tmp_path / 'state'), str(tmp_path / 'scratch'),
+                                   1000.0)
+  rungs = entry['surface']['rungs']
+  assert [r['iterations'] for r in rungs] == [500, 1000] and rungs[-1]['within']
+  assert rungs[0]['evaluated_step'] == 497 and 'evaluated_step' not in rungs[1]
+  assert rungs[0]['energies'] == pytest.approx([-1.17 + 0.45 / 497])
+  assert machine.trainings[1] == ('surface', 1000, pytest.approx(20 + 503 * 0.1))
+
+
 def test_a_reference_at_some_geometries_is_theirs():
   """The reference at a subset of a row's geometries (the check of row n2's) equals the
   full curve's there."""

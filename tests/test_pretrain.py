@@ -120,7 +120,8 @@ def test_crystal_pretraining_refuses_what_it_cannot_do():
 
 def test_pretraining_a_periodic_network_reduces_orbital_mismatch():
   """The periodic FermiNet (plane-wave envelope) of an H2 crystal supercell fitted to the
-  unfolded k-point RHF orbitals: the mismatch falls by half within 60 steps."""
+  unfolded k-point RHF orbitals: the mismatch falls by half within 60 steps, and the walkers
+  stay in the supercell."""
   pytest.importorskip('pyscf')
   cfg = _crystal('H 0 0 0; H 0 0 1.4', ((4.5, 0, 0), (0, 4.5, 0), (0, 0, 3.5)), (1, 1, 2),
                  **{'pretrain.iterations': 60, 'pretrain.lr': 3e-3,
@@ -134,6 +135,9 @@ def test_pretraining_a_periodic_network_reduces_orbital_mismatch():
   assert losses.shape == (60,) and np.all(np.isfinite(losses))
   assert losses[-10:].mean() < 0.5 * losses[:5].mean(), (losses[:5], losses[-10:])
   assert new_x.shape == x.shape and bool(jnp.all(jnp.isfinite(new_x)))
+  # Every move was wrapped into the supercell, as in training: the walkers end inside it.
+  fractional = np.asarray(new_x).reshape(-1, 3) @ np.linalg.inv(system.lattice.vectors)
+  assert np.all((fractional > -1e-5) & (fractional < 1 + 1e-5)), fractional
 
 
 def test_pretraining_a_crystal_at_a_twist_fits_complex_bloch_orbitals():

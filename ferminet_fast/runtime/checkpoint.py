@@ -29,9 +29,14 @@ def directory(run_dir: str) -> str:
   return os.path.abspath(os.path.join(run_dir, SUBDIR))
 
 
-def has_checkpoint(run_dir: str) -> bool:
+def saved_steps(run_dir: str) -> list:
+  """The steps of the checkpoints in run_dir, ascending ([] without any)."""
   d = directory(run_dir)
-  return os.path.isdir(d) and any(name.isdigit() for name in os.listdir(d))
+  return sorted(int(name) for name in os.listdir(d) if name.isdigit()) if os.path.isdir(d) else []
+
+
+def has_checkpoint(run_dir: str) -> bool:
+  return bool(saved_steps(run_dir))
 
 
 class Checkpointer:

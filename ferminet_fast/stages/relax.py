@@ -147,9 +147,8 @@ def final_geometry(path: list, s: relaxation.Settings) -> dict:
 
 
 def newest_checkpoint_step(run_dir: str) -> Optional[int]:
-  d = checkpoint.directory(run_dir)
-  steps = [int(n) for n in os.listdir(d) if n.isdigit()] if os.path.isdir(d) else []
-  return max(steps) if steps else None
+  steps = checkpoint.saved_steps(run_dir)
+  return steps[-1] if steps else None
 
 
 def read_path(run_dir: str, at_step: Optional[int]) -> Optional[dict]:

@@ -64,7 +64,8 @@ class PretrainState(NamedTuple):
 
 
 def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orbitals: Callable,
-                       n: int, geometries: Optional[tuple] = None) -> tuple:
+                       n: int, geometries: Optional[tuple] = None,
+                       wrap: Callable = lambda x, geometry=None: x) -> tuple:
   """(init, step) from the `pretrain` and `mcmc` settings: init(params, x (B, 3N), key) ->
   PretrainState; step(PretrainState) -> (PretrainState, mismatch): `mcmc_steps` MCMC moves
   from the mixture (move width adapted after them, as in burn-in), then one Adam step on the
@@ -72,7 +73,8 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
   walkers. hf_orbitals(x (3N,)) -> [(n_s, n_s) per spin]. Over a set of G geometries,
   `geometries` = (nuclei (G, M, 3), HF data (G, ...)) and hf_orbitals(x, one's data): G
   groups of B / G walkers in a row, a chain of each one's mixture with its own width (G,),
-  the mismatch the mean over the geometries."""
+  the mismatch the mean over the geometries. `wrap` moves each proposal into the cell
+  (systems.wrap_in; the identity for open boundaries), as in training."""
   f = pretrain_cfg.hf_fraction
 
   def at(where):
@@ -96,7 +98,8 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
       terms.append(jnp.log1p(-f) + 2.0 * batch_log_psi(params, x))
     return 0.5 * jax.nn.logsumexp(jnp.stack(terms), axis=0)
 
-  sweep = mcmc.make_sweep(mixture_log_psi, pretrain_cfg.mcmc_steps)
+  sweep = mcmc.make_sweep(mixture_log_psi, pretrain_cfg.mcmc_steps,
+                          lambda x, where=None: wrap(x, *(() if where is None else where[:1])))
   optimizer = optax.adam(pretrain_cfg.lr)
 
   def mismatch(params, x, where=None):
@@ -243,7 +246,7 @@ def start(pretrain_cfg, mcmc_cfg, system: systems.System, network: networks.Netw
             f'{len(energies)} geometries')
   say(f'Pretrain {method}/{p.basis} {said}; fitting the orbitals for {p.iterations} steps')
   init, step = make_pretrain_step(p, mcmc_cfg, network, hf_orbitals, system.n_electrons,
-                                  geometries)
+                                  geometries, systems.wrap_in(system.boundary))
 
   def run(state, n):
     """n <= CHUNK steps (n is traced, so one compilation serves every chunk length) inside one
