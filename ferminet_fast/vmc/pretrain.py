@@ -73,8 +73,7 @@ def make_pretrain_step(pretrain_cfg, mcmc_cfg, network: networks.Network, hf_orb
   walkers. hf_orbitals(x (3N,)) -> [(n_s, n_s) per spin]. Over a set of G geometries,
   `geometries` = (nuclei (G, M, 3), HF data (G, ...)) and hf_orbitals(x, one's data): G
   groups of B / G walkers in a row, a chain of each one's mixture with its own width (G,),
-  the mismatch the mean over the geometries. `wrap` moves each proposal into the cell
-  (systems.wrap_in; the identity for open boundaries), as in training."""
+  the mismatch the mean over the geometries. `wrap`: systems.wrap_in, as in training."""
   f = pretrain_cfg.hf_fraction
 
   def at(where):
