@@ -344,9 +344,10 @@ def climb(state: dict, path: str, name: str, run: str, train, reference: np.ndar
           carry(run)
       ladder['train_s'] += wall / scale
       del pending['running']
-      if trained_to(run) < iterations and ran_to(run) >= iterations:
-        pending['kept'] = trained_to(run)  # Its final state was bad: the last good one.
-      elif trained_to(run) < iterations:
+      kept = trained_to(run)
+      if kept < iterations and ran_to(run) >= iterations:
+        pending['kept'] = kept  # Its final state was bad: the last good one.
+      elif kept < iterations:
         save_json(path, state)
         if wall >= seconds - 1:
           return False  # The sitting's end stopped it.

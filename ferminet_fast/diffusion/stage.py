@@ -25,7 +25,7 @@ from ferminet_fast.errors import InputError
 from ferminet_fast.physics import laplacians
 from ferminet_fast.runtime import checkpoint, rundir, watchdog
 from ferminet_fast.stages import trained
-from ferminet_fast.vmc import stats
+from ferminet_fast.vmc import mcmc, stats
 
 SUBDIR = 'dmc'  # <run>/dmc: the DMC checkpoints and their settings.
 COLUMNS = ('energy', 'growth', 'acceptance', 'tau_eff', 'nonfinite')  # Per step, StepStats.
@@ -87,7 +87,7 @@ def prepare(cfg, run_dir: str) -> Setup:
   x = state.walkers.x
   size = cfg.dmc.batch_size or cfg.batch_size
   if size != x.shape[0]:  # The run's walkers repeated (or cut) to the population's size.
-    x = x[jnp.arange(size) % x.shape[0]]
+    x = jnp.asarray(mcmc.cycled(jax.tree.map(np.asarray, state.walkers), 1, size).x)
   ham = built.parts.hamiltonian
   evaluate = walk.make_evaluate(built.network, ham, built.parts.chunk_size)
   return Setup(cfg, system, evaluate, state.params, x, run.trained_step, run.parameters,
