@@ -4,6 +4,7 @@ judged met or missed from the measured numbers when the table is rendered.
 
   python -m scripts.pes_goals --rows h2,lih,h2o,h2o_low [--keep DIR] [--allowance SECONDS]
   python -m scripts.pes_goals --rows n2 [--allowance SECONDS]
+  python -m scripts.pes_goals --rows lih_one_sitting    # after row lih is recorded
   git add -A benchmarks/pes_*                    # after each sitting: carried rows' state
   python -m scripts.render_docs                  # put the table into ACCURACY.md
 
@@ -23,6 +24,14 @@ at 3.015 bohr (configs/lih.py's exact energy at its geometry), the offset record
 training cut by the sitting's end: the surface's (its run directory carried) is charged the
 seconds it lived and trains to the same rung again at the next sitting; a separate run's
 ladder starts again from nothing.
+
+Rows h2_one_sitting and lih_one_sitting (asked for by name, once row h2 or lih is recorded):
+every training process of that row's newest recorded climb, each ladder up to the rung at
+which it climbed with the same commands, run again in one sitting without evaluations, the
+surface's rungs spread evenly among the separate ladders; the ratio of the two ways' wall
+times, which needs no probe to carry times between sittings, judged against the row's goal.
+A probe of PROBE_STEPS steps reads a machine's speed with a spread of its own; where the
+two ratios disagree, the one-sitting ratio is the measure to quote.
 
 Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) trains for
 8 x N2_SECONDS of wall time, configs/n2.py at each of its geometries for N2_SECONDS (both
@@ -102,7 +111,9 @@ H2O_R, H2O_THETA = 0.9572, 104.52  # angstrom, degrees: experiment (Hoy and Bunk
 H2O_STARTS = {'h2o': (H2O_R + 0.05, H2O_THETA + 5.0), 'h2o_low': (H2O_R - 0.05, H2O_THETA - 5.0)}
 H2O_SECONDS = 3600.0
 H2O_GOAL = (0.005, 0.5)  # angstrom, degrees.
-ROWS = (*SURFACES, 'n2', *H2O_STARTS)
+# Row -> the ladder row whose recorded climb it times again in one sitting (one_sitting_row).
+ONE_SITTING = {f'{row}_one_sitting': row for row in SURFACES}
+ROWS = (*SURFACES, *ONE_SITTING, 'n2', *H2O_STARTS)
 
 
 def _run(cmd: list, seconds=None) -> float:
@@ -423,6 +434,50 @@ def ladder_entry(state: dict) -> dict:
           'separate': [side(f'separate_{g}') for g in range(len(setup['positions_bohr']))]}
 
 
+
+def one_sitting_jobs(row: str, e: dict, work: str) -> list:
+  """The training processes of row h2's or lih's recorded entry `e`, each ladder up to the
+  rung at which it climbed, in the order one_sitting_row runs them: (name, command, rung),
+  the surface's rungs spread evenly among the separate ladders (each whole, its rungs
+  resuming one another) so that both ways meet the machine's drift alike."""
+  parts = ladder_parts(row, work, work)
+  chains = []
+  for (name, run, config, _, extra), side in zip(parts, [e['surface'], *e['separate']]):
+    top = side['rungs'][-1]['iterations']
+    chains.append([(name, _train(config, run, n, *extra), n) for n in RUNGS if n <= top])
+  surface, separate = chains[0], chains[1:]
+  jobs, s = [], 0
+  for g, chain in enumerate(separate):
+    while s < len(surface) and s * len(separate) <= g * len(surface):
+      jobs.append(surface[s])
+      s += 1
+    jobs.extend(chain)
+  return jobs + surface[s:]
+
+
+def one_sitting_row(row: str, source, work: str) -> dict:
+  """Row `row`_one_sitting: the training processes of row `row`'s recorded run `source`
+  (an artifacts.Run: its ladders measured over sittings, each sitting's times scaled by its
+  probe) run again in this one sitting, without evaluations (one_sitting_jobs): the ratio of
+  the two ways' wall times, which needs no scaling between sittings. The accuracy each
+  ladder reached is the source's."""
+  e = source.data
+  jobs, walls = one_sitting_jobs(row, e, work), []
+  for name, cmd, rung in jobs:
+    wall = _run(cmd)
+    run = next(a.split('=', 1)[1] for a in cmd if a.startswith('--config.log.save_path='))
+    if trained_to(run) < rung and ran_to(run) < rung:
+      raise RuntimeError(f'the {name} training to {rung} iterations stopped short: see {run}')
+    walls.append({'ladder': name, 'iterations': rung, 'wall_s': wall})
+  total = lambda name: sum(w['wall_s'] for w in walls if w['ladder'] == name)  # noqa: E731
+  return {'row': f'{row}_one_sitting', 'of': row, 'of_date': source.meta.get('date'),
+          'of_commit': source.meta.get('commit'),
+          'goal_ratio': e['goal_ratio'], 'processes': walls, 'surface_s': total('surface'),
+          'separate_s': [total(f'separate_{g}') for g in range(len(e['separate']))],
+          'climbed': {'surface': e['surface']['rungs'][-1]['iterations'],
+                      'separate': [s['rungs'][-1]['iterations'] for s in e['separate']]}}
+
+
 # Row n2: each of the G separate runs trains N2_SECONDS, the surface G times that, across
 # sittings.
 N2_SECONDS = 1800.0
@@ -700,6 +755,10 @@ def verdict(e: dict) -> str:
     return 'met' if not misses else 'missed: ' + '; '.join(misses)
   if e['row'] == 'n2':
     return n2_verdict(e)
+  if e['row'] in ONE_SITTING:
+    ratio = e['surface_s'] / sum(e['separate_s'])
+    return 'met' if ratio <= e['goal_ratio'] else (
+        f'missed: time ratio {ratio:.2f} > {e["goal_ratio"]:.2f} in one sitting')
   misses = []
   if not e['surface']['reached']:
     misses.append(f'the surface did not reach {1e3 * e["tolerance_ha"]:g} mHa at every '
@@ -726,6 +785,13 @@ def row_line(e: dict) -> str:
             f'{judged} |')
   if e['row'] == 'n2':
     return n2_line(e, judged)
+  if e['row'] in ONE_SITTING:
+    separate_s = sum(e['separate_s'])
+    return (f'| {e["row"]} | row {e["of"]}\'s climb ({(e["of_date"] or "")[:10]}) trained again '
+            f'in one sitting, no evaluations | surface {e["surface_s"]:.0f} s '
+            f'({e["climbed"]["surface"]} iterations) against separate {separate_s:.0f} s: '
+            f'ratio {e["surface_s"] / separate_s:.2f} | ratio ≤ {e["goal_ratio"]:.2f} | '
+            f'{judged} |')
   ref = np.asarray(e['reference']['energies'])
   last = e['surface']['rungs'][-1]
   worst = 1e3 * np.max(np.abs(np.asarray(last['energies']) - ref))
@@ -762,7 +828,8 @@ def main():
       ('--state', {'metavar': 'DIR',
                    'help': 'rows h2, lih, n2: where the row is carried between sittings '
                            '(default benchmarks/pes_<row>, committed after each sitting)'}),),
-      default=[r for r in ROWS if r != 'n2'])  # Row n2 only when asked for: it takes sittings.
+      # Rows n2 and the one-sitting rows only when asked for: each takes a sitting or more.
+      default=[r for r in ROWS if r != 'n2' and r not in ONE_SITTING])
   carried = [r for r in rows if r in CARRIED]
   if args.state and len(carried) > 1:
     parser.error(f'--state names one row\'s state; {", ".join(carried)} each have their own')
@@ -780,6 +847,17 @@ def main():
         continue
       artifacts.append(args.json, entry, run_meta)
       shutil.rmtree(state)  # Its state has served.
+      print(row_line(entry), flush=True)
+      continue
+    if row in ONE_SITTING:
+      source = artifacts.newest_runs(args.json, [ONE_SITTING[row]])
+      if not source:
+        parser.error(f'row {row} times row {ONE_SITTING[row]}\'s recorded climb; '
+                     f'{args.json} has none yet')
+      with tempfile.TemporaryDirectory() as tmp:
+        entry = one_sitting_row(ONE_SITTING[row], source[0],
+                                os.path.abspath(os.path.join(args.keep or tmp, row)))
+      artifacts.append(args.json, entry, run_meta)
       print(row_line(entry), flush=True)
       continue
     with tempfile.TemporaryDirectory() as tmp:

@@ -308,7 +308,7 @@ class LadderMachine:
           os.makedirs(os.path.join(run, 'checkpoints', str(step)), exist_ok=True)
         raise KeyboardInterrupt
       need = 20.0 + (target - start) * self.ms / 1000
-      lived = min(need, seconds)
+      lived = need if seconds is None else min(need, seconds)
       reached = target if lived == need else start + int((lived - 20) * 1000 / self.ms)
       os.makedirs(os.path.join(run, 'checkpoints', str(reached)), exist_ok=True)
       self.trainings.append((name, target, lived))
@@ -372,6 +372,40 @@ def test_row_h2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_pat
   assert pes_goals.verdict(entry) == 'missed: time ratio 1.03 > 0.25'
   assert 'ratio 1.03' in pes_goals.row_line(entry)
 
+
+
+@pytest.mark.parametrize('probe_reads', [100.0, 200.0])
+def test_one_sitting_timing_checks_the_probe_scaled_ratio(tmp_path, monkeypatch, probe_reads):
+  """Row h2 over two sittings on a machine that runs at 100 ms per step throughout, the
+  surface climbing in the first, the separate ladders in the second, whose probe reads
+  `probe_reads`. Trained again in one sitting, the same processes give the carried ratio
+  when the probe read the machine right, and the true ratio when it did not (a probe twice
+  too slow halves the separate runs' charged seconds)."""
+  reference = [-1.17, -1.10]
+  machine = LadderMachine(reference, {'surface': 0.9e-3, 'separate': 0.4e-3})
+  machine.ms, probes = 100.0, [100.0, probe_reads]
+  ladder_row(monkeypatch, machine, np.array([[[0, 0, 0], [0, 0, 1.4]],
+                                             [[0, 0, 0], [0, 0, 2.0]]]), reference)
+  monkeypatch.setattr(pes_goals, 'probe', lambda work, config: probes.pop(0))
+  state, scratch = str(tmp_path / 'state'), str(tmp_path / 'scratch')
+  # The surface's rungs 500, 1000, 2000 (70, 70, 120 s, each evaluated in 10 s), then too
+  # little left to start a separate rung.
+  assert pes_goals.run_ladder_row('h2', state, scratch, 290.0 + pes_goals.MARGIN + 100.0) is None
+  entry = pes_goals.run_ladder_row('h2', state, scratch, 10000.0)
+  carried = entry['surface']['train_s'] / sum(s['train_s'] for s in entry['separate'])
+  assert carried == pytest.approx(260.0 / (280.0 * 100.0 / probe_reads))
+  before = len(machine.trainings)
+  source = pes_goals.artifacts.Run({'date': '2026-01-02T00:00:00', 'commit': 'abc'}, entry)
+  again = pes_goals.one_sitting_row('h2', source, str(tmp_path / 'again'))
+  assert [t[:2] for t in machine.trainings[before:]] == [
+      ('surface', 500), ('geometry_0', 500), ('geometry_0', 1000), ('surface', 1000),
+      ('geometry_1', 500), ('geometry_1', 1000), ('surface', 2000)]
+  assert again['surface_s'] == pytest.approx(260.0)
+  assert again['separate_s'] == pytest.approx([140.0, 140.0])
+  assert again['climbed'] == {'surface': 2000, 'separate': [1000, 1000]}
+  assert pes_goals.verdict(again) == 'missed: time ratio 0.93 > 0.25 in one sitting'
+  line = pes_goals.row_line(again)
+  assert line.startswith("| h2_one_sitting | row h2's climb (2026-01-02)") and 'ratio 0.93' in line
 
 def test_a_surface_stopped_inside_its_training_is_charged_it_whole(tmp_path, monkeypatch):
   """This script stopped (SIGTERM) inside the surface's training: the training's planned
