@@ -208,7 +208,7 @@ def plot_scaling(path: str, png: str) -> None:
                   textcoords='offset points')
   ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
   ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-  ax.set_xticks([2, 3, 4, 6, 8, 10, 14, 20, 28])
+  ax.set_xticks([2, 3, 4, 6, 8, 10, 14, 20, 28, 42])
   ax.set_xlabel('electrons N')
   ax.set_ylabel('ms per training step')
   ax.set_title('Step time against size (batch 256, small network, 2-core CPU)', fontsize=9)
