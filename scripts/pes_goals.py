@@ -434,7 +434,6 @@ def ladder_entry(state: dict) -> dict:
           'separate': [side(f'separate_{g}') for g in range(len(setup['positions_bohr']))]}
 
 
-
 def one_sitting_jobs(row: str, e: dict, work: str) -> list:
   """The training processes of row h2's or lih's recorded entry `e`, each ladder up to the
   rung at which it climbed, in the order one_sitting_row runs them: (name, command, rung),

@@ -373,7 +373,6 @@ def test_row_h2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_pat
   assert 'ratio 1.03' in pes_goals.row_line(entry)
 
 
-
 @pytest.mark.parametrize('probe_reads', [100.0, 200.0])
 def test_one_sitting_timing_checks_the_probe_scaled_ratio(tmp_path, monkeypatch, probe_reads):
   """Row h2 over two sittings on a machine that runs at 100 ms per step throughout, the
@@ -406,6 +405,7 @@ def test_one_sitting_timing_checks_the_probe_scaled_ratio(tmp_path, monkeypatch,
   assert pes_goals.verdict(again) == 'missed: time ratio 0.93 > 0.25 in one sitting'
   line = pes_goals.row_line(again)
   assert line.startswith("| h2_one_sitting | row h2's climb (2026-01-02)") and 'ratio 0.93' in line
+
 
 def test_a_surface_stopped_inside_its_training_is_charged_it_whole(tmp_path, monkeypatch):
   """This script stopped (SIGTERM) inside the surface's training: the training's planned
