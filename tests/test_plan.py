@@ -64,13 +64,14 @@ def _system(name):
 @pytest.mark.skipif(not packages.installed('folx'), reason='needs the folx extra')
 def test_best_keeps_the_sparse_forward_laplacian_for_large_molecules_on_a_cpu():
   """'best' is the method measured fastest for the kind of run: folx with per-electron
-  sparsity for a molecule of 16 electrons or more on a CPU, the dense folx otherwise
+  sparsity for a molecule of 14 electrons or more on a CPU, the dense folx otherwise
   (smaller molecules, periodic systems, several states, GPUs)."""
-  assert laplacians.SPARSE_PAYS_FROM == 16
+  assert laplacians.SPARSE_PAYS_FROM == 14
   c4h4 = _system('c4h4.py')  # 28 e
   assert plan.best_laplacian(_system('c2h4.py'), 'cpu') is laplacians.FOLX_SPARSE  # 16 e
   assert plan.best_laplacian(c4h4, 'cpu') is laplacians.FOLX_SPARSE
-  assert plan.best_laplacian(_system('n2.py'), 'cpu') is laplacians.FOLX  # 14 e
+  assert plan.best_laplacian(_system('n2.py'), 'cpu') is laplacians.FOLX_SPARSE  # 14 e
+  assert plan.best_laplacian(_system('ne.py'), 'cpu') is laplacians.FOLX  # 10 e
   assert plan.best_laplacian(_system('lih_crystal.py'), 'cpu') is laplacians.FOLX  # periodic
   assert plan.best_laplacian(c4h4, 'gpu') is laplacians.FOLX
   assert plan.best_laplacian(dataclasses.replace(c4h4, states=2), 'cpu') is laplacians.FOLX

@@ -12,15 +12,17 @@ import jax
 import jax.numpy as jnp
 
 from ferminet_fast import choices
+from ferminet_fast.physics import folx_tracing
 
 LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| () or (K,) for K states
 
 # A sparse method ('best' takes it, plan.py) pays from this many electrons, for
-# molecules on a CPU: there each step was measured markedly cheaper (BENCHMARKS.md, "The
-# forward Laplacian with per-electron sparsity"); below it the saving is a few per cent, not
-# worth the seconds that tracing the sparsity adds to compilation in a short run. Periodic
-# systems, several states and GPUs keep the dense method, the setting measured there.
-SPARSE_PAYS_FROM = 16
+# molecules on a CPU: from N2 on each step was measured a tenth to a fifth cheaper and the
+# seconds that tracing the sparsity adds to the start-up are repaid within a few hundred
+# steps; at Ne they took several hundred (BENCHMARKS.md, "The sparse forward Laplacian's
+# start-up"). Periodic systems, several states and GPUs keep the dense method, the setting
+# measured there.
+SPARSE_PAYS_FROM = 14
 
 
 class Laplacian(Protocol):
@@ -76,6 +78,8 @@ def _folx(sparsity_threshold: int) -> Laplacian:
   def make(f: LogPsi) -> Callable[[jax.Array], tuple]:
     import folx  # Optional dependency: pip install 'ferminet_fast[folx]'.
     _register_folx_barrier(folx)
+    if sparsity_threshold:
+      folx_tracing.install()
     forward = folx.forward_laplacian(f, sparsity_threshold)
 
     def fn(x):
