@@ -523,6 +523,10 @@ WHOLE_TABLE = _bench('against_ferminet_he_li_be_ne_cpu2_2026-11-24.json',
                      'against_ferminet_ne_standard_network_cpu2_2026-11-24.json')
 AFTER_BLAS = _bench('against_ferminet_ne_kfac_cpu2_blas_threads.json',
                     'against_ferminet_n2_c2h4_cpu2_blas_threads.json')
+# N2 once `best` took the sparse forward Laplacian there (BENCHMARKS.md, "The sparse forward
+# Laplacian's start-up"); apart from AGAINST_JSON, whose sittings time every speed goal.
+N2_SPARSE = _bench('against_ferminet_n2_sparse_cpu2.json')
+SPARSE_STARTUP = _bench('laplacian_sparsity_startup_cpu2.json')
 TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'gpu-sitting': ('BENCHMARKS.md', render_sitting),
     'per-step-latest': ('BENCHMARKS.md', lambda: render_against(
@@ -534,6 +538,8 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'laplacian-sparsity-timers': ('BENCHMARKS.md', lambda: render_timers(
         _bench('laplacian_sparsity_timers_cpu2.json')[0])),
     'lapnet-step': ('BENCHMARKS.md', lambda: render_against([NETWORKS_JSON])),
+    'laplacian-sparsity-startup': ('BENCHMARKS.md', lambda: render_against(SPARSE_STARTUP)),
+    'per-step-n2-sparse': ('BENCHMARKS.md', lambda: render_against(N2_SPARSE)),
     'per-step-gpu': ('BENCHMARKS.md', lambda: render_against([AGAINST_GPU_JSON])),
     'stage-timers-gpu': ('BENCHMARKS.md', lambda: render_timers(
         _bench('stage_timers_gpu.json')[0])),

@@ -85,7 +85,7 @@ def _latest_step_rows(network: str = 'small', paths=None) -> dict:
   """{(system, optimizer, ours' further settings): (run, row, path)} of `network` over the
   against-FermiNet artifacts `paths` (the CPU ones by default): _newest by step time."""
   paths = paths or (benchmark_tables.WHOLE_TABLE + benchmark_tables.AFTER_BLAS
-                    + [benchmark_tables.AGAINST_JSON])
+                    + [benchmark_tables.AGAINST_JSON] + benchmark_tables.N2_SPARSE)
   return _newest(paths, lambda r: r['network'] == network and not r['pretrain'],
                  lambda r: (r['system'], r['optimizer'], tuple(sorted(r['set'].items()))),
                  lambda r: r['baseline'])
@@ -170,7 +170,7 @@ def _startup_elsewhere(paths: list, held_run, held) -> list:
 
 def startup_rows() -> list:
   rows = []
-  paths = [PRETRAIN_STARTUP, benchmark_tables.AGAINST_JSON]
+  paths = [PRETRAIN_STARTUP, benchmark_tables.AGAINST_JSON] + benchmark_tables.N2_SPARSE
   for system, (run, r, path) in _latest_startup_rows(paths).items():
     st = r['startup_s']
     ratio = st['ours'] / st['baseline']
