@@ -47,15 +47,16 @@ def _is_padded_unique(func, args: tuple, kwargs: dict) -> bool:
 
 
 def vectorize(func, *args, **kwargs):
-  """jnp.vectorize, except that folx's per-position unique of a NumPy array is computed by
-  NumPy (sorted_unique_rows); a traced array still goes through JAX."""
+  """jnp.vectorize, except that folx's per-position unique of a NumPy array of signed
+  integers (indices, -1 for none) is computed by NumPy (sorted_unique_rows); anything else
+  still goes through JAX."""
   vectorized = jnp.vectorize(func, *args, **kwargs)
   if not _is_padded_unique(func, args, kwargs):
     return vectorized
   size, fill_value = func.keywords['size'], func.keywords['fill_value']
 
   def unique_rows(a):
-    if isinstance(a, np.ndarray):
+    if isinstance(a, np.ndarray) and np.issubdtype(a.dtype, np.signedinteger):
       return sorted_unique_rows(a, int(size), fill_value)
     return vectorized(a)
 
@@ -83,11 +84,15 @@ def install(version: Optional[str] = None) -> bool:
   `version`) is one of VERSIONS and computes them as expected. Returns whether it is in
   place. Idempotent."""
   import folx.jvp as jvp_module
-  version = metadata.version('folx') if version is None else version
+  if version is None and isinstance(jvp_module.jnp, _Numpy):
+    return True
+  try:
+    version = metadata.version('folx') if version is None else version
+  except metadata.PackageNotFoundError:  # Importable without its metadata: version unknown.
+    return False
   if version not in VERSIONS or not _uses_padded_unique(jvp_module):
     return False
-  if not isinstance(jvp_module.jnp, _Numpy):
-    jvp_module.jnp = _Numpy()
+  jvp_module.jnp = _Numpy()
   return True
 
 
