@@ -29,8 +29,9 @@ Rows h2_one_sitting and lih_one_sitting (asked for by name, once row h2 or lih i
 every training process of that row's newest recorded climb, each ladder up to the rung at
 which it climbed with the same commands, run again in one sitting without evaluations, the
 surface's rungs spread evenly among the separate ladders; the ratio of the two ways' wall
-times, which needs no probe to carry times between sittings, judged against the row's goal.
-A probe of PROBE_STEPS steps reads a machine's speed with a spread of its own; where the
+times, which needs no probe to carry times between sittings, judged against the row's goal,
+with the accuracy that row's recorded climb reached (its surface and every separate ladder
+within the tolerance at the top rung) as the rest of the verdict. A probe of PROBE_STEPS steps reads a machine's speed with a spread of its own; where the
 two ratios disagree, the one-sitting ratio is the measure to quote.
 
 Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) trains for
@@ -740,8 +741,35 @@ def water_geometry(final: dict) -> dict:
           'theta': math.degrees(theta), 'theta_error': math.degrees(et)}
 
 
-def verdict(e: dict) -> str:
-  """'met' or 'missed: <figures>' for a row's recorded run."""
+def _accuracy_misses(e: dict) -> list:
+  """What a ladder row's recorded run missed in accuracy: the surface, or separate runs,
+  short of the tolerance at some geometry at the top rung."""
+  misses = []
+  if not e['surface']['reached']:
+    misses.append(f'the surface did not reach {1e3 * e["tolerance_ha"]:g} mHa at every '
+                  f'geometry in {RUNGS[-1]} iterations')
+  late = sum(not s['reached'] for s in e['separate'])
+  if late:
+    misses.append(f'{late} separate runs did not reach it in {RUNGS[-1]} iterations (their '
+                  'time is a lower bound)')
+  return misses
+
+
+def source_of(e: dict, path: str = JSON) -> Optional[dict]:
+  """For a one-sitting row's entry, the recorded run of the ladder row it timed again (its
+  data, matched by row, date and commit) in the artifact at `path`; None for another row
+  or where the artifact does not hold it."""
+  if e['row'] not in ONE_SITTING:
+    return None
+  return next((run.data for run in artifacts.read(path) if run.data.get('row') == e['of']
+               and run.meta.get('date') == e['of_date']
+               and run.meta.get('commit') == e['of_commit']), None)
+
+
+def verdict(e: dict, source: Optional[dict] = None) -> str:
+  """'met' or 'missed: <figures>' for a row's recorded run. A one-sitting row is judged on
+  its time ratio and on the accuracy its `source` (the recorded run of the row it timed
+  again, source_of) reached; without the source, its accuracy is a miss, not judged."""
   if e['row'] in H2O_STARTS:
     w, misses = water_geometry(e['relax']['final']), []
     if abs(w['r'] - H2O_R) > H2O_GOAL[0]:
@@ -756,24 +784,24 @@ def verdict(e: dict) -> str:
     return n2_verdict(e)
   if e['row'] in ONE_SITTING:
     ratio = e['surface_s'] / sum(e['separate_s'])
-    return 'met' if ratio <= e['goal_ratio'] else (
-        f'missed: time ratio {ratio:.2f} > {e["goal_ratio"]:.2f} in one sitting')
-  misses = []
-  if not e['surface']['reached']:
-    misses.append(f'the surface did not reach {1e3 * e["tolerance_ha"]:g} mHa at every '
-                  f'geometry in {RUNGS[-1]} iterations')
-  late = sum(not s['reached'] for s in e['separate'])
-  if late:
-    misses.append(f'{late} separate runs did not reach it in {RUNGS[-1]} iterations (their '
-                  'time is a lower bound)')
+    misses = ([] if ratio <= e['goal_ratio'] else
+              [f'time ratio {ratio:.2f} > {e["goal_ratio"]:.2f} in one sitting'])
+    if source is None:
+      misses.append(f'accuracy not judged: row {e["of"]}\'s run of '
+                    f'{(e["of_date"] or "?")[:10]} is not in the artifact')
+    else:
+      misses += [f'row {e["of"]}: {m}' for m in _accuracy_misses(source)]
+    return 'met' if not misses else 'missed: ' + '; '.join(misses)
+  misses = _accuracy_misses(e)
   ratio = e['surface']['train_s'] / sum(s['train_s'] for s in e['separate'])
   if ratio > e['goal_ratio']:
     misses.append(f'time ratio {ratio:.2f} > {e["goal_ratio"]:.2f}')
   return 'met' if not misses else 'missed: ' + '; '.join(misses)
 
 
-def row_line(e: dict) -> str:
-  judged = verdict(e).replace('|', r'\|')
+def row_line(e: dict, source: Optional[dict] = None) -> str:
+  """A row's table line; `source`: for a one-sitting row, what source_of gives (verdict)."""
+  judged = verdict(e, source).replace('|', r'\|')
   if e['row'] in H2O_STARTS:
     w = water_geometry(e['relax']['final'])
     dr, dt = e['start'][0] - H2O_R, e['start'][1] - H2O_THETA
@@ -809,7 +837,7 @@ def render_table(path: str = JSON) -> str:
     return ('Not measured yet: the table appears when `python -m scripts.pes_goals` has run '
             '(rows h2, lih, h2o, h2o_low, and n2 over sittings).')
   head = ('row', 'what', 'measured', 'goal', 'verdict')
-  body = artifacts.table(head, [row_line(r.data) for r in runs])
+  body = artifacts.table(head, [row_line(r.data, source_of(r.data, path)) for r in runs])
   return body + '\n\n' + artifacts.provenance(path, runs)
 
 
@@ -857,7 +885,7 @@ def main():
         entry = one_sitting_row(ONE_SITTING[row], source[0],
                                 os.path.abspath(os.path.join(args.keep or tmp, row)))
       artifacts.append(args.json, entry, run_meta)
-      print(row_line(entry), flush=True)
+      print(row_line(entry, source[0].data), flush=True)
       continue
     with tempfile.TemporaryDirectory() as tmp:
       entry = run_h2o_row(row, os.path.join(args.keep or tmp, row))

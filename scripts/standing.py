@@ -238,7 +238,8 @@ def surface_rows() -> list:
   each judged as its own table judges it."""
   rows = []
   for run in artifacts.newest_runs(pes_goals.JSON, pes_goals.ROWS):
-    row, what, measured, goal, judged = _columns(pes_goals.row_line(run.data))
+    row, what, measured, goal, judged = _columns(pes_goals.row_line(
+        run.data, pes_goals.source_of(run.data)))
     rows.append((f'surfaces {row}: {what}', goal, measured,
                  '**met**' if judged == 'met' else '**missed**',
                  f'`{_rel(pes_goals.JSON)}`, {_date(run)}'))

@@ -402,9 +402,22 @@ def test_one_sitting_timing_checks_the_probe_scaled_ratio(tmp_path, monkeypatch,
   assert again['surface_s'] == pytest.approx(260.0)
   assert again['separate_s'] == pytest.approx([140.0, 140.0])
   assert again['climbed'] == {'surface': 2000, 'separate': [1000, 1000]}
-  assert pes_goals.verdict(again) == 'missed: time ratio 0.93 > 0.25 in one sitting'
-  line = pes_goals.row_line(again)
+  assert pes_goals.verdict(again, entry) == 'missed: time ratio 0.93 > 0.25 in one sitting'
+  line = pes_goals.row_line(again, entry)
   assert line.startswith("| h2_one_sitting | row h2's climb (2026-01-02)") and 'ratio 0.93' in line
+  # Its accuracy is the source's: a source short of the tolerance is a miss here too, and
+  # a source the artifact does not hold leaves it unjudged, a miss.
+  short = {**entry, 'separate': [{**entry['separate'][0], 'reached': False},
+                                 *entry['separate'][1:]]}
+  assert 'row h2: 1 separate runs did not reach it' in pes_goals.verdict(again, short)
+  assert 'accuracy not judged' in pes_goals.verdict(again)
+  path = str(tmp_path / 'pes.json')
+  assert pes_goals.source_of(again, path) is None
+  pes_goals.artifacts.append(path, entry, {'date': '2026-01-02T00:00:00', 'commit': 'abc'})
+  pes_goals.artifacts.append(path, again, {'date': '2026-01-03T00:00:00', 'commit': 'def'})
+  assert pes_goals.source_of(again, path) == entry
+  assert pes_goals.source_of(entry, path) is None
+  assert 'accuracy not judged' not in pes_goals.render_table(path)
 
 
 def test_a_surface_stopped_inside_its_training_is_charged_it_whole(tmp_path, monkeypatch):
