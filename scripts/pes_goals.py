@@ -31,8 +31,9 @@ which it climbed with the same commands, run again in one sitting without evalua
 surface's rungs spread evenly among the separate ladders; the ratio of the two ways' wall
 times, which needs no probe to carry times between sittings, judged against the row's goal,
 with the accuracy that row's recorded climb reached (its surface and every separate ladder
-within the tolerance at the top rung) as the rest of the verdict. A probe of PROBE_STEPS steps reads a machine's speed with a spread of its own; where the
-two ratios disagree, the one-sitting ratio is the measure to quote.
+within the tolerance at the top rung) as the rest of the verdict. A probe of PROBE_STEPS
+steps reads a machine's speed with a spread of its own; where the two ratios disagree, the
+one-sitting ratio is the measure to quote.
 
 Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) trains for
 8 x N2_SECONDS of wall time, configs/n2.py at each of its geometries for N2_SECONDS (both

@@ -16,12 +16,11 @@ from ferminet_fast.physics import folx_tracing
 
 LogPsi = Callable[[jax.Array], jax.Array]  # x (3N,) -> log|psi| () or (K,) for K states
 
-# A sparse method ('best' takes it, plan.py) pays from this many electrons, for
-# molecules on a CPU: from N2 on, each step's saving repays the seconds that tracing the
-# sparsity adds to the start-up within a few hundred steps; at Ne, with KFAC, only after
-# about a thousand (BENCHMARKS.md, "The sparse forward Laplacian's
-# start-up"). Periodic systems, several states and GPUs keep the dense method, the setting
-# measured there.
+# A sparse method ('best' takes it, plan.py) pays from this many electrons, for molecules on
+# a CPU: from N2 on, each step's saving repays the seconds that tracing the sparsity adds to
+# the start-up within a few hundred steps; at Ne, with KFAC, only after about a thousand
+# (BENCHMARKS.md, "The sparse forward Laplacian's start-up"). Periodic systems, several
+# states and GPUs keep the dense method, the setting measured there.
 SPARSE_PAYS_FROM = 14
 
 
