@@ -35,22 +35,26 @@ within the tolerance at the top rung) as the rest of the verdict. A probe of PRO
 steps reads a machine's speed with a spread of its own; where the two ratios disagree, the
 one-sitting ratio is the measure to quote.
 
-Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) trains for
-8 x N2_SECONDS of wall time, configs/n2.py at each of its geometries for N2_SECONDS (both
-with their Hartree-Fock pretraining, both stopped by SIGTERM, with their step limits out of
-reach), and every geometry is evaluated alike (N2_SWEEPS after N2_BURN_IN, the
-single-geometry batch per geometry). The goal: the surface's mean error over the geometries
-at most N2_GOAL of the separate runs' (one standard error counted against the surface);
-the difference of the two ways' mean energies, which needs no reference, is shown beside.
-Only asked for by name: its eight hours of training and about one of evaluation take
-sittings. A separate run is trained and evaluated within one sitting; the surface trains
-in pieces, each resuming the last (as after a preemption, its start-up paid again each
-time); a sitting that ends inside a piece of the surface charges that piece whole; a
-separate run cut short starts again. The reference is NEVPT2 on the full-valence CASSCF,
-all electrons correlated, extrapolated from cc-pCVTZ and cc-pCVQZ and shifted to the exact
-energy of configs/n2.py at 2.068 bohr (CCSD(T) fails past about 2.5 bohr, where N2's bond
-is half broken), and checked against CCSD(T) alike at the bonds up to N2_CHECK_BOND; beyond
-those it is unchecked.
+Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) and
+configs/n2.py at each of its G geometries (both with their Hartree-Fock pretraining) each
+train a budget of steps: what G x N2_SECONDS give the surface, and N2_SECONDS a separate
+run, at each config's step time, fixed at the row's first sitting by probes of both
+alternated (n2_budget; the surface's step, over its geometries' nuclei, costs more than
+one geometry's). Budgets in steps are the same computation whatever machine, load or code
+version a later sitting has, which scaled seconds are not. Every geometry is evaluated alike
+(N2_SWEEPS after N2_BURN_IN, the single-geometry batch per geometry). The goal: the
+surface's mean error over the geometries at most N2_GOAL of the separate runs' (one
+standard error counted against the surface); the difference of the two ways' mean
+energies, which needs no reference, is shown beside, and so are both ways' training wall
+times (from sittings of different speeds: the steps are what is held equal). Only asked
+for by name: its eight hours of training and about one of evaluation take sittings. A
+separate run is trained and evaluated within one sitting, and one cut short starts again;
+the surface trains in pieces, each resuming the last from its checkpoint (as after a
+preemption, its start-up paid again each time). The reference is NEVPT2 on the
+full-valence CASSCF, all electrons correlated, extrapolated from cc-pCVTZ and cc-pCVQZ and
+shifted to the exact energy of configs/n2.py at 2.068 bohr (CCSD(T) fails past about 2.5
+bohr, where N2's bond is half broken), and checked against CCSD(T) alike at the bonds up to
+N2_CHECK_BOND; beyond those it is unchecked.
 
 Rows h2, lih and n2 are carried over sittings, so that each outlives the machine it ran on:
 each sitting continues the row for at most --allowance seconds, and its state lives in a
@@ -59,9 +63,10 @@ the end of the sitting: progress.json holds every number measured so far, and su
 surface's run directory cut to what resuming needs (config.json, the newest checkpoint and
 the last STATS_TAIL rows of stats.csv). The separate runs train in a scratch directory
 (--keep DIR keeps it), so only their figures are carried. Every sitting first times
-PROBE_STEPS steps of the row's single-geometry config, and its times and budgets are scaled
-by that probe against the first sitting's (first-sitting seconds), so that every part gets
-the same compute whatever machine a sitting lands on. Once the row is appended to the
+PROBE_STEPS steps of the row's single-geometry config; rows h2 and lih scale their times and
+budgets by that probe against the first sitting's (first-sitting seconds), so that every
+part gets the same compute whatever machine a sitting lands on, while row n2 counts steps
+and uses the probe only to plan what fits the sitting. Once the row is appended to the
 artifact its state directory is removed.
 
 Rows h2o and h2o_low. A relaxation (system.relax, stages/relax.py) of water with the network
@@ -191,23 +196,23 @@ STATS_TAIL = 1000  # stats.csv rows the surface carries between pieces (its blow
 RESTARTS = 3  # Times a separate run may be started again before the row gives up.
 
 
-def probe(work: str, config: str) -> float:
+def probe(work: str, config: str, steps: int = PROBE_STEPS) -> float:
   """ms per training step of `config` on this machine now: the median step time of
-  PROBE_STEPS steps after the first fifth (stats.csv), without pretraining."""
+  `steps` steps after the first fifth (stats.csv), without pretraining."""
   run = os.path.join(work, 'probe')
   if os.path.exists(run):
     shutil.rmtree(run)
-  _run(probe_command(run, config))
+  _run(probe_command(run, config, steps))
   times = [float(r['step_time_ms']) for r in race._rows(os.path.join(run, 'stats.csv'))]
   shutil.rmtree(run)
-  ms = float(np.median(times[len(times) // 5:])) if len(times) >= PROBE_STEPS // 2 else 0.0
+  ms = float(np.median(times[len(times) // 5:])) if len(times) >= steps // 2 else 0.0
   if not ms > 0:
-    raise RuntimeError(f'the probe logged {len(times)} steps of {PROBE_STEPS}: no time')
+    raise RuntimeError(f'the probe logged {len(times)} steps of {steps}: no time')
   return ms
 
 
-def probe_command(run: str, config: str) -> list:
-  return _train(config, run, PROBE_STEPS, '--config.pretrain.iterations=0')
+def probe_command(run: str, config: str, steps: int = PROBE_STEPS) -> list:
+  return _train(config, run, steps, '--config.pretrain.iterations=0')
 
 
 def carried_state(state_dir: str, setup: dict, fresh: dict) -> dict:
@@ -479,17 +484,20 @@ def one_sitting_row(row: str, source, work: str) -> dict:
                       'separate': [s['rungs'][-1]['iterations'] for s in e['separate']]}}
 
 
-# Row n2: each of the G separate runs trains N2_SECONDS, the surface G times that, across
-# sittings.
-N2_SECONDS = 1800.0
+# Row n2: each of the G separate runs trains the steps that N2_SECONDS gave at the row's first
+# sitting, the surface G times those steps, across sittings.
+N2_SECONDS = 1800.0  # s of the first sitting's step time that a separate run's steps stand for.
 N2_SWEEPS, N2_BURN_IN = 500, 100  # Evaluation of every geometry, both ways alike.
 N2_MIN_CHUNK = 300.0  # s: the shortest piece of the surface's training worth a start-up.
 N2_GOAL = 0.5  # The surface's mean error at most this fraction of the separate runs'.
-N2_EVAL_S = 300.0  # First-sitting s kept for a separate run's evaluation after its training.
+N2_EVAL_S = 300.0  # s kept for a separate run's evaluation after its training.
+N2_START_S = 120.0  # s kept for a training's start-up (SCF, pretraining, compilation) and exit.
+N2_SLACK = 1.2  # A separate run starts with this times its steps' probed time left, at least.
+N2_BUDGET_STEPS, N2_BUDGET_REPEATS = 300, 2  # The first sitting's probes of both configs,
+# alternated, that fix the budgets.
 # The reference checked where one determinant serves: CCSD(T), calibrated alike, at the bonds
 # up to N2_CHECK_BOND bohr (the equilibrium is 2.068).
 N2_CHECK, N2_CHECK_BOND = 'ccsd(t)/cc-pcv[tq]z', 2.3
-RUN_LIMIT = '10000000'  # Training steps: the wall time ends every training of the row.
 
 
 def n2_parts(state_dir: str, scratch: str) -> list:
@@ -506,8 +514,8 @@ def n2_parts(state_dir: str, scratch: str) -> list:
 
 def n2_setup() -> dict:
   """What a row carried over sittings must keep: a sitting under another refuses to go on."""
-  return {'seconds_each': N2_SECONDS, 'sweeps': N2_SWEEPS, 'burn_in': N2_BURN_IN,
-          'probe_steps': PROBE_STEPS, 'configs': REFERENCES['n2'],
+  return {'budget': 'steps', 'seconds_each': N2_SECONDS, 'sweeps': N2_SWEEPS,
+          'burn_in': N2_BURN_IN, 'probe_steps': PROBE_STEPS, 'configs': REFERENCES['n2'],
           'positions_bohr': geometries_of(REFERENCES['n2'][0]).tolist()}
 
 
@@ -517,21 +525,24 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
   each trained and evaluated whole in one sitting (in `scratch`, removed unless `keep`),
   then the surface, in pieces that each resume the last (as after a preemption) in
   `state_dir`, then its evaluation; the entry once every part is done, else None.
-  Budgets are scaled by this sitting's probe against the first sitting's (machines and
-  their load differ between sittings): B seconds of the first sitting run B * probe_now /
-  probe_first here."""
+  The budgets are steps, the same computation whatever machine or code a sitting has: the
+  first sitting's probe fixes a separate run's (N2_SECONDS of its step time), the surface's
+  is G times that; each sitting's probe only plans what fits it."""
   t0 = time.perf_counter()
   left = lambda: allowance - (time.perf_counter() - t0) - MARGIN  # noqa: E731
   os.makedirs(state_dir, exist_ok=True)
   os.makedirs(scratch, exist_ok=True)
   path = os.path.join(state_dir, 'progress.json')
   state = carried_state(state_dir, n2_setup(),
-                        {'trained': {}, 'restarts': {}, 'evaluated': {}})
-  state['probes'].append({'ms_per_step': probe(scratch, REFERENCES['n2'][1]),
-                         **artifacts.meta()})
-  scale = state['probes'][-1]['ms_per_step'] / state['probes'][0]['ms_per_step']
+                        {'budget': None, 'trained': {}, 'restarts': {}, 'evaluated': {}})
   parts = n2_parts(state_dir, scratch)
-  needs = max(N2_SECONDS + N2_EVAL_S, (len(parts) - 1) * N2_EVAL_S) * scale + MARGIN
+  geometries = len(parts) - 1
+  if state['budget'] is None:
+    state['budget'] = n2_budget(scratch, geometries)
+  ms = probe(scratch, REFERENCES['n2'][1])
+  state['probes'].append({'ms_per_step': ms, **artifacts.meta()})
+  needs = max(separate_seconds(state['budget']['separate'], ms) + N2_EVAL_S,
+              geometries * N2_EVAL_S) + MARGIN
   if needs > allowance:
     raise SystemExit(f'--allowance {allowance:.0f}: a separate run and its evaluation, or the '
                      f'evaluation of the surface, need {needs:.0f} s of this sitting')
@@ -547,9 +558,9 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
     pieces = state['trained'].get(name)
     if name != 'surface' and pieces and not os.path.isdir(run):
       pieces[-1]['lost'] = True  # Trained, but its sitting ended before its evaluation.
-    if not train_part(state, path, name, run, extra, len(parts) - 1, scale, left):
+    if not train_part(state, path, name, run, extra, ms, left):
       return None  # The next sitting continues.
-    if name == 'surface' and left() < (len(parts) - 1) * N2_EVAL_S * scale:
+    if name == 'surface' and left() < geometries * N2_EVAL_S:
       return None  # Its evaluation in the next sitting.
     evaluate_part(state, path, name, run)
     if name != 'surface' and not keep:
@@ -557,52 +568,94 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
   return n2_entry(state)  # The caller appends it, then removes `state_dir`.
 
 
-def train_part(state: dict, path: str, name: str, run: str, extra: list, geometries: int,
-               scale: float, left) -> bool:
-  """Trains part `name` of row n2 towards its budget (first-sitting seconds); True once it
-  has it all. A sitting that ended inside a piece, or a training that ended before its
-  time, leaves that piece marked: a separate run then starts again from nothing, while the
-  surface, which resumes from its checkpoints, is charged the piece whole (its seconds
-  planned, or lived if it ended early). A separate run starts only with its evaluation's
-  time left beside its training's."""
+def n2_budget(scratch: str, geometries: int) -> dict:
+  """Row n2's budgets in steps: what N2_SECONDS give a separate run, and `geometries` times
+  N2_SECONDS the surface, at the median step time of each config over N2_BUDGET_REPEATS
+  probes of N2_BUDGET_STEPS steps, the two configs alternated (the surface's step, over
+  its geometries' nuclei, costs more than one geometry's)."""
+  surface, single = REFERENCES['n2'][:2]
+  times = {'separate': [], 'surface': []}
+  for _ in range(N2_BUDGET_REPEATS):
+    for part, config in (('separate', single), ('surface', surface)):
+      times[part].append(probe(scratch, config, N2_BUDGET_STEPS))
+  ms = {part: float(np.median(t)) for part, t in times.items()}
+  return {'separate': int(round(N2_SECONDS * 1e3 / ms['separate'])),
+          'surface': int(round(geometries * N2_SECONDS * 1e3 / ms['surface'])),
+          'ms_per_step': times, 'probe_steps': N2_BUDGET_STEPS, **artifacts.meta()}
+
+
+def separate_seconds(steps: int, ms: float) -> float:
+  """s a separate run of `steps` steps is given room for at `ms` per step."""
+  return N2_START_S + N2_SLACK * steps * ms / 1e3
+
+
+def train_part(state: dict, path: str, name: str, run: str, extra: list, ms: float,
+               left) -> bool:
+  """Trains part `name` of row n2 to its budget of steps (n2_budget); True once it has
+  them all. A separate run trains whole within
+  one sitting: it starts only where separate_seconds at this sitting's `ms` and its
+  evaluation's time are left, and one cut short (by the sitting's end, a failure, or its
+  scratch lost before its evaluation) starts again from nothing at the next sitting. The
+  surface trains in pieces, each resuming the last from its checkpoint until the sitting's
+  time is spent; each piece records its wall time, the steps it reached and its median
+  step time."""
   surface = name == 'surface'
-  budget = N2_SECONDS * (geometries if surface else 1)
+  target = state['budget']['surface' if surface else 'separate']
   pieces = state['trained'].setdefault(name, [])
-  if pieces and any(mark in pieces[-1] for mark in ('running', 'failed', 'lost')):
-    if surface:
-      pieces[-1]['interrupted'] = pieces[-1].pop('running', False)
-    else:
-      restarts = state['restarts'][name] = state['restarts'].get(name, 0) + 1
-      if restarts > RESTARTS:
-        raise SystemExit(f'row n2: the {name} training was cut short {restarts} times')
-      pieces.clear()
+  if pieces and 'running' in pieces[-1]:  # This script was stopped inside that training.
+    pieces[-1]['interrupted'] = bool(pieces[-1].pop('running'))
+  if not surface and pieces and (pieces[-1].get('to_step', 0) < target or 'lost' in pieces[-1]):
+    restarts = state['restarts'][name] = state['restarts'].get(name, 0) + 1
+    if restarts > RESTARTS:
+      raise SystemExit(f'row n2: the {name} training was cut short {restarts} times')
+    pieces.clear()
   if not surface and not pieces:
     shutil.rmtree(run, ignore_errors=True)  # A separate run starts from nothing.
-  while (owed := budget - sum(p['first_sitting_s'] for p in pieces)) > 1:
-    seconds = owed * scale
-    if seconds + (0 if surface else N2_EVAL_S * scale) > left():
-      if not surface or left() < N2_MIN_CHUNK:
-        return False
-      seconds = left()
-    pieces.append({'seconds': seconds, 'first_sitting_s': seconds / scale,
-                   'sitting': len(state['probes']) - 1, 'running': True})
+  config = REFERENCES['n2'][0 if surface else 1]
+  while (reached := trained_steps(run) if surface else
+         (pieces[-1]['to_step'] if pieces else 0)) < target:
+    if surface and left() < N2_MIN_CHUNK:
+      return False
+    if not surface and separate_seconds(target, ms) + N2_EVAL_S > left():
+      return False
+    seconds = left() if surface else left() - N2_EVAL_S
+    pieces.append({'sitting': len(state['probes']) - 1, 'from_step': reached,
+                   'running': True})
     save_json(path, state)
-    config = REFERENCES['n2'][0 if surface else 1]
     try:
-      wall = _run(_train(config, run, int(RUN_LIMIT), *extra), seconds)
-    finally:
-      if surface:  # Also when the sitting ends inside the piece: what is committed stays small.
-        pieces[-1]['steps'] = carry(run)
-    piece = pieces[-1]
-    del piece['running']
-    piece['wall_s'] = wall
-    if wall < seconds - 1:  # Only the budget should end it.
-      piece.update(failed=True, first_sitting_s=wall / scale)
+      wall = _run(_train(config, run, target, *extra), seconds)
+    finally:  # Also when the sitting ends inside it.
+      piece = pieces[-1]
+      piece['ms_per_step'] = step_ms(run, reached)
+      if surface:  # What is committed stays small.
+        carry(run)
       save_json(path, state)
-      raise RuntimeError(f'the {name} training ended after {wall:.0f} s of its {seconds:.0f}: '
-                         f'see {run}')
+    del piece['running']
+    piece.update(wall_s=wall, to_step=trained_steps(run))
     save_json(path, state)
+    if piece['to_step'] < target and (not surface or piece['to_step'] <= reached):
+      if wall >= seconds - 1:
+        return False  # The sitting's time ended it: a separate run starts again.
+      raise RuntimeError(f'the {name} training stopped at step {piece["to_step"]} of '
+                         f'{target} after {wall:.0f} s: see {run}')
   return True
+
+
+def trained_steps(run: str) -> int:
+  """The steps the trainings in `run` have done: the newest checkpoint's, or where the last
+  training ended whole with a final state not kept (not finite), its last step."""
+  return max(trained_to(run), ran_to(run))
+
+
+def step_ms(run: str, after: int) -> Optional[float]:
+  """The median ms per step of the steps in `run`'s stats.csv after step `after`, leaving
+  out the first tenth of them (the start of a process); None without any."""
+  stats = os.path.join(run, 'stats.csv')
+  if not os.path.exists(stats):
+    return None
+  times = [float(r['step_time_ms']) for r in race._rows(stats) if int(r['step']) >= after]
+  times = times[len(times) // 10:]
+  return float(np.median(times)) if times else None
 
 
 def evaluate_part(state: dict, path: str, name: str, run: str) -> None:
@@ -625,19 +678,28 @@ def n2_entry(state: dict) -> dict:
   """Row n2's artifact entry from its finished progress."""
   separate = [v for k, v in sorted(state['evaluated'].items()) if k.startswith('separate_')]
   surface, single = REFERENCES['n2'][:2]
-  return {'row': 'n2', **state['setup'], 'goal_fraction': N2_GOAL,
+  budget = state['budget']
+  return {'row': 'n2', **state['setup'], 'steps': budget, 'goal_fraction': N2_GOAL,
           'reference': state['reference'], 'reference_check': state.get('reference_check'),
           'probes': state['probes'], 'trained': state['trained'],
           'restarts': state['restarts'], 'surface': state['evaluated']['surface'],
           'separate': {'energies': [e['energies'][0] for e in separate],
                        'errors': [e['errors'][0] for e in separate]},
           'commands': [' '.join(probe_command('<DIR>', single)),
-                       ' '.join(_train(surface, '<DIR>', int(RUN_LIMIT))),
-                       ' '.join(_train(single, '<DIR_g>', int(RUN_LIMIT),
+                       ' '.join(_train(surface, '<DIR>', budget['surface'])),
+                       ' '.join(_train(single, '<DIR_g>', budget['separate'],
                                        '--config.system.molecule=<g>',
                                        '--config.system.units=bohr')),
                        ' '.join(n2_evaluate('<DIR>', '<walkers>')),
                        ' '.join(n2_evaluate('<DIR_g>'))]}
+
+
+def training_seconds(e: dict, part: str) -> float:
+  """The wall seconds of row n2's entry `e` spent training `part` (or, `part` 'separate',
+  every separate run), over every piece and sitting."""
+  return sum(p.get('wall_s', 0.0) for name, pieces in e['trained'].items()
+             if name == part or (part == 'separate' and name.startswith('separate_'))
+             for p in pieces)
 
 
 def mean_error(side: dict, reference: list) -> tuple:
@@ -679,12 +741,15 @@ def n2_line(e: dict, judged: str) -> str:
     checked = (f'; against {check["name"]} at {", ".join(f"{b:.2f}" for b in bonds)} bohr: '
                f'within {1e3 * apart:.1f} mHa')
   ratio = f'{surface / separate:.2f}' if separate > 0 else '–'
+  steps = e['steps']
   return (f'| n2 | {g} geometries, {e["reference"]["name"]}, calibrated{checked} | surface '
-          f'{g} × {e["seconds_each"]:.0f} s: mean error {1e3 * surface:+.1f} ± '
-          f'{1e3 * s_err:.1f} mHa; separate {g} × {e["seconds_each"]:.0f} s: '
-          f'{1e3 * separate:+.1f} ± {1e3 * p_err:.1f} mHa; ratio {ratio}; surface − separate '
-          f'{1e3 * difference:+.1f} ± {1e3 * d_err:.1f} mHa | mean error ≤ '
-          f'{e["goal_fraction"]:g} of the separate runs\' | {judged} |')
+          f'{steps["surface"]} steps, separate {g} × {steps["separate"]} ({g} × '
+          f'{e["seconds_each"]:.0f} s each at the first sitting\'s step times): surface mean '
+          f'error {1e3 * surface:+.1f} ± {1e3 * s_err:.1f} mHa, separate {1e3 * separate:+.1f} '
+          f'± {1e3 * p_err:.1f} mHa; ratio {ratio}; surface − separate {1e3 * difference:+.1f} '
+          f'± {1e3 * d_err:.1f} mHa; trained in {training_seconds(e, "surface"):.0f} s against '
+          f'{training_seconds(e, "separate"):.0f} s | mean error ≤ {e["goal_fraction"]:g} of '
+          f'the separate runs\' | {judged} |')
 
 
 def water(r: float, theta: float) -> str:

@@ -107,35 +107,53 @@ def test_the_path_summary_skips_the_newest_move_not_yet_measured():
 
 
 class FakeMachine:
-  """Stands in for the processes of row n2: a clock that a training moves by the seconds it
-  is given (it runs until stopped), evaluations that write each run's energies, and
-  trainings told to be killed with their sitting (`killed`) or to end early (`short`)."""
+  """Stands in for the processes of row n2: a clock, and trainings that step at the rate the
+  sitting's probe read (`probes`, one per sitting; the surface's steps SURFACE_COST times
+  as long) after START_S of start-up, towards their
+  --config.optim.iterations, until those are done or their seconds run out, resuming from
+  the step their run directory holds; evaluations that write each run's energies; and
+  trainings told to be killed with their sitting (`killed`) or to fail half way (`short`)."""
+
+  START_S, SURFACE_COST = 20.0, 1.25
 
   def __init__(self, probes, killed=(), short=(), killed_evaluating=()):
-    self.now, self.probes, self.trained = 0.0, list(probes), []
+    self.now, self.probes, self.ms, self.trained = 0.0, list(probes), None, []
+    self.steps = {}  # Run directory -> the step its newest checkpoint holds.
     self.killed, self.short = set(killed), set(short)
     self.killed_evaluating = set(killed_evaluating)
 
   def perf_counter(self):
     return self.now
 
+  def probe(self, work, config, steps=pes_goals.PROBE_STEPS):
+    if steps == pes_goals.PROBE_STEPS:  # A sitting's probe.
+      self.ms = self.probes.pop(0)
+      return self.ms
+    return self.probes[0] * (self.SURFACE_COST if config.endswith('_pes.py') else 1)
+
   def run(self, cmd, seconds=None):
     run = next(a.split('=', 1)[1] for a in cmd
                if a.startswith(('--run=', '--config.log.save_path=')))
     name = os.path.basename(run)
     if 'ferminet_fast.train' in cmd:
+      if not os.path.isdir(run):
+        self.steps[run] = 0
       os.makedirs(run, exist_ok=True)
-      open(os.path.join(run, 'checkpoint'), 'w').close()
       if name in self.killed:
         self.killed.remove(name)
         raise KeyboardInterrupt
+      target = int(next(a.split('=', 1)[1] for a in cmd
+                        if a.startswith('--config.optim.iterations=')))
+      start, ms = self.steps[run], self.ms * (self.SURFACE_COST if name == 'surface' else 1)
+      reach = min(target, start + int((seconds - self.START_S) * 1e3 / ms))
       if name in self.short:
         self.short.remove(name)
-        self.now += seconds / 2
-        return seconds / 2
-      self.trained.append((name, seconds))
-      self.now += seconds
-      return seconds
+        reach = start + (reach - start) // 2
+      wall = self.START_S + (reach - start) * ms / 1e3
+      self.steps[run] = reach
+      self.trained.append((name, start, reach))
+      self.now += wall
+      return wall
     if name in self.killed_evaluating:
       self.killed_evaluating.remove(name)
       raise KeyboardInterrupt
@@ -152,7 +170,10 @@ def n2_row(monkeypatch, machine, separate: int):
   """Row n2 on `machine` with `separate` separate runs, their reference given."""
   monkeypatch.setattr(pes_goals, 'time', machine)
   monkeypatch.setattr(pes_goals, '_run', machine.run)
-  monkeypatch.setattr(pes_goals, 'probe', lambda work, config: machine.probes.pop(0))
+  monkeypatch.setattr(pes_goals, 'probe', machine.probe)
+  monkeypatch.setattr(pes_goals, 'trained_steps', lambda run: machine.steps.get(run, 0))
+  monkeypatch.setattr(pes_goals, 'step_ms', lambda run, after: machine.ms)
+  monkeypatch.setattr(pes_goals, 'carry', lambda run: None)
   monkeypatch.setattr(pes_goals.artifacts, 'meta', lambda: {'date': 'today'})
   monkeypatch.setattr(pes_goals, 'reference_energies', lambda row, name=None, only=None: (
       {'name': 'nevpt2/cc-pcv[tq]z', 'energies': [-109.54, -109.53]} if only is None else
@@ -162,48 +183,54 @@ def n2_row(monkeypatch, machine, separate: int):
       ('surface', os.path.join(state, 'surface'), [])])
 
 
-def test_row_n2_is_carried_across_sittings_in_the_first_sittings_seconds(tmp_path, monkeypatch):
-  """Two separate runs and a surface of twice their budget, over sittings on machines whose
+def test_row_n2_is_carried_across_sittings_in_steps(tmp_path, monkeypatch):
+  """Two separate runs and a surface over both geometries, over sittings on machines whose
   probe differs, each sitting on a fresh machine (its scratch gone; only the state
-  directory carried): the second sitting's machine is twice as slow, so each of its parts
-  runs twice the seconds and counts half; a separate run never starts where it cannot
-  finish with its evaluation, the surface is continued in pieces, and the entry appears only
-  when every part is trained and evaluated, each part's first-sitting seconds adding up to
-  its budget."""
+  directory carried): the first sitting's probes of both configs fix the budgets (1800 s
+  at 100 ms: 18000 steps; the surface twice 1800 s at 125 ms: 28800), which the second
+  sitting's machine, twice as slow, trains in twice the time; a
+  separate run never starts where it cannot finish with its evaluation, the surface is
+  continued in pieces, each resuming the step the last reached, and the entry appears only
+  when every part is trained and evaluated."""
   machine = FakeMachine([100.0, 200.0, 100.0, 100.0])
   n2_row(monkeypatch, machine, 2)
   state, scratch = str(tmp_path / 'state'), str(tmp_path / 'scratch')
-  # After the first run and its evaluation 1970 s are left: room for the second's training
-  # (1800 s) but not for its evaluation beside it, so it waits.
-  assert pes_goals.run_n2_row(state, scratch, 3900.0) is None
-  assert machine.trained == [('geometry_0', 1800.0)]
+  # A separate run needs 120 + 1.2 x 1800 s and 300 for its evaluation: after the first
+  # (1820 s) and its evaluation the sitting has 2050 s left, too few for the second.
+  assert pes_goals.run_n2_row(state, scratch, 4000.0) is None
+  assert machine.trained == [('geometry_0', 0, 18000)]
   assert os.listdir(scratch) == []  # Evaluated at once: nothing of it is carried.
+  progress = pes_goals._json(state, 'progress.json')
+  assert progress['budget'] == {'separate': 18000, 'surface': 28800, 'probe_steps': 300,
+                                'ms_per_step': {'separate': [100, 100], 'surface': [125, 125]},
+                                'date': 'today'}
+  assert progress['trained']['separate_0'] == [
+      {'sitting': 0, 'from_step': 0, 'ms_per_step': 100.0, 'wall_s': 1820.0, 'to_step': 18000}]
   shutil.rmtree(scratch)
-  assert pes_goals.run_n2_row(state, scratch, 5400.0) is None  # Twice as slow: 3600 s.
-  assert machine.trained[1] == ('geometry_1', 3600.0)
-  surface = pes_goals._json(state, 'progress.json')['trained']['surface']
-  # What the sitting had left after the second run and its evaluation (10 s).
-  assert surface[0]['seconds'] == pytest.approx(5400 - 3600 - 10 - pes_goals.MARGIN)
-  assert surface[0]['first_sitting_s'] == pytest.approx(surface[0]['seconds'] / 2)
+  # Twice as slow: the same 18000 steps in 3620 s; then the surface's first piece in the
+  # 2250 s left, 8920 steps at 250 ms after its start-up.
+  assert pes_goals.run_n2_row(state, scratch, 6000.0) is None
+  assert machine.trained[1:] == [('geometry_1', 0, 18000), ('surface', 0, 8920)]
   shutil.rmtree(scratch)
-  # The surface's training ends with 315 s left, too few for its evaluation (2 x 300 s):
-  # that waits for the next sitting, which trains nothing more.
-  assert pes_goals.run_n2_row(state, scratch, 3200.0) is None
+  # The surface's second piece resumes at 8920 and reaches 28800 with 375 s left, too few
+  # for its evaluation (2 x 300 s): that waits for the next sitting, which trains nothing.
+  assert pes_goals.run_n2_row(state, scratch, 3000.0) is None
+  assert machine.trained[3] == ('surface', 8920, 28800)
   assert 'surface' not in pes_goals._json(state, 'progress.json')['evaluated']
-  trained_before = list(machine.trained)
   shutil.rmtree(scratch)
   entry = pes_goals.run_n2_row(state, scratch, 5400.0)
-  assert machine.trained == trained_before
-  trained = entry['trained']
-  for name, budget in (('separate_0', 1800), ('separate_1', 1800), ('surface', 3600)):
-    assert sum(p['first_sitting_s'] for p in trained[name]) == pytest.approx(budget)
-  assert len(trained['surface']) == 2 and len(entry['probes']) == 4 and not machine.probes
+  assert len(machine.trained) == 4 and len(entry['probes']) == 4 and not machine.probes
+  assert [p['to_step'] for p in entry['trained']['surface']] == [8920, 28800]
+  assert entry['steps']['surface'] == 28800 and entry['budget'] == 'steps'
   assert entry['separate']['energies'] == [-109.45, -109.45]
+  assert entry['commands'][1].endswith('--config.optim.iterations=28800')
   # Surface +40 at both (+40 +- 1.4 mHa) against separate +90 and +80 (+85): met at a half.
   assert pes_goals.verdict(entry) == 'met'
   line = pes_goals.row_line(entry)
   assert 'against ccsd(t)/cc-pcv[tq]z at 1.60 bohr: within 1.2 mHa' in line
-  assert 'surface − separate -45.0 ± 2.5 mHa' in line
+  assert ("surface 28800 steps, separate 2 × 18000 (2 × 1800 s each at the first sitting's "
+          'step times)') in line
+  assert 'surface − separate -45.0 ± 2.5 mHa; trained in 4755 s against 5440 s' in line
   entry['goal_fraction'] = 0.4
   assert pes_goals.verdict(entry).startswith("missed: the surface's mean error +40.0 ± 1.4")
   entry['reference']['energies'] = [-109.44, -109.43]  # A reference above the separate runs.
@@ -225,6 +252,19 @@ def test_the_surface_carries_what_resuming_needs(tmp_path):
   assert rundir.prepare(str(run), 'N2_pes') == (str(run), True)  # What a resume accepts.
 
 
+def test_a_pieces_step_time_is_read_from_its_own_steps(tmp_path):
+  """A piece's median step time counts only the steps it trained (those from the step it
+  resumed at), less the first tenth of them, whose start-up steps are slow."""
+  run = tmp_path / 'surface'
+  run.mkdir()
+  assert pes_goals.step_ms(str(run), 0) is None
+  times = [500.0] * 100 + [1000.0] * 5 + [70.0, 80.0, 90.0] * 15  # An earlier piece's steps.
+  rows = ''.join(f'{i},{t}\n' for i, t in enumerate(times))
+  (run / 'stats.csv').write_text('step,step_time_ms\n' + rows)
+  assert pes_goals.step_ms(str(run), 100) == 80.0
+  assert pes_goals.step_ms(str(run), 0) == 500.0
+
+
 def test_a_separate_run_whose_evaluation_was_lost_is_trained_again(tmp_path, monkeypatch):
   """A separate run trained in a sitting that ended during its evaluation, on a machine
   whose scratch did not survive, is trained again from nothing (a restart counted)."""
@@ -235,30 +275,32 @@ def test_a_separate_run_whose_evaluation_was_lost_is_trained_again(tmp_path, mon
     pes_goals.run_n2_row(state, scratch, 5400.0)
   shutil.rmtree(scratch)
   entry = pes_goals.run_n2_row(state, scratch, 5400.0)
-  assert machine.trained[:2] == [('geometry_0', 1800.0), ('geometry_0', 1800.0)]
+  assert machine.trained[:2] == [('geometry_0', 0, 18000), ('geometry_0', 0, 18000)]
   assert entry['restarts'] == {'separate_0': 1}
   assert entry['separate']['energies'] == [-109.45]
 
 
 def test_row_n2_after_a_sitting_ended_inside_a_training(tmp_path, monkeypatch):
-  """A separate run cut short by the end of its sitting, or ending before its time, starts
-  again from nothing at the next sitting (its directory removed); a piece of the surface
-  cut short is charged whole, as the surface resumes from the checkpoints it wrote."""
+  """A separate run cut short by the end of its sitting, or failing before its steps, starts
+  again from nothing at the next sitting (its directory removed); the surface, stopped
+  inside a piece, resumes from the step its checkpoint holds, the piece marked."""
   machine = FakeMachine([100.0] * 4, killed=['geometry_0', 'surface'], short=['geometry_0'])
   n2_row(monkeypatch, machine, 1)
   work = str(tmp_path / 'state'), str(tmp_path / 'scratch')
   with pytest.raises(KeyboardInterrupt):
     pes_goals.run_n2_row(*work, 5400.0)
-  with pytest.raises(RuntimeError, match='separate_0 training ended after 900 s of its 1800'):
+  with pytest.raises(RuntimeError, match='separate_0 training stopped at step 9000 of 18000'):
     pes_goals.run_n2_row(*work, 5400.0)
   with pytest.raises(KeyboardInterrupt):  # The separate run trained; the surface is killed.
     pes_goals.run_n2_row(*work, 5400.0)
   entry = pes_goals.run_n2_row(*work, 5400.0)
-  assert machine.trained == [('geometry_0', 1800.0)]
+  assert machine.trained == [('geometry_0', 0, 9000), ('geometry_0', 0, 18000),
+                             ('surface', 0, 14400)]
   assert entry['restarts'] == {'separate_0': 2}
-  assert [p['first_sitting_s'] for p in entry['trained']['separate_0']] == [1800.0]
-  assert entry['trained']['surface'] == [
-      {'seconds': 1800.0, 'first_sitting_s': 1800.0, 'sitting': 2, 'interrupted': True}]
+  assert [p['to_step'] for p in entry['trained']['separate_0']] == [18000]
+  first, second = entry['trained']['surface']
+  assert first == {'sitting': 2, 'from_step': 0, 'ms_per_step': 100.0, 'interrupted': True}
+  assert second['from_step'] == 0 and second['to_step'] == 14400
 
 
 def test_row_n2_refuses_to_go_on_under_other_settings(tmp_path, monkeypatch):
@@ -272,7 +314,8 @@ def test_row_n2_refuses_to_go_on_under_other_settings(tmp_path, monkeypatch):
   with pytest.raises(SystemExit, match='begun with other settings'):
     pes_goals.run_n2_row(*work, 5400.0)
   monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 500)
-  with pytest.raises(SystemExit, match='need 6420 s of this sitting'):
+  # 18000 steps at 300 ms: 120 + 1.2 x 5400 s, 300 for the evaluation, 120 of margin.
+  with pytest.raises(SystemExit, match='need 7020 s of this sitting'):
     pes_goals.run_n2_row(*work, 5400.0)
 
 
