@@ -154,9 +154,9 @@ def h2_at(bond: float, **overrides):
   return cfg, systems.make_system(cfg.system)
 
 
-def parts_of(cfg, system):
+def parts_of(cfg, system, chunk_size=0):
   network = plan.network_of(cfg.network, system, jnp.float64)
-  return plan.make_parts(cfg, system, network, laplacians.JACFWD, chunk_size=0)
+  return plan.make_parts(cfg, system, network, laplacians.JACFWD, chunk_size=chunk_size)
 
 
 BONDS = (1.0, 1.4, 2.2)  # bohr
@@ -286,3 +286,26 @@ def test_a_step_over_drawn_geometries_trains_on_those_alone():
       new, stats = train_step(new)
       seen |= set(np.flatnonzero(~np.isnan(stats.energies)))
     assert seen == set(range(len(BONDS)))
+
+
+@pytest.mark.parametrize('drawn', [0, 2])
+def test_a_surface_step_in_chunks_is_the_step_at_once(drawn):
+  """Over three H2 geometries (8 walkers each), a run's chunk of 6 walkers is shared among
+  the geometries whose local energies are computed together (2 walkers of each of the
+  three; 3 of each of two drawn, which leaves a remainder): the step is the one without
+  chunks, to rounding, and so are the energies that evaluation takes from Parts.energy."""
+  assert loss.chunk_per_geometry(6, 3) == 2 and loss.chunk_per_geometry(0, 3) == 0
+  assert loss.chunk_per_geometry(16, 1) == 16 and loss.chunk_per_geometry(2, 3) == 1
+  with jax.enable_x64(True):
+    cfg, system, _ = h2_surface('kfac', batch_size=24, **{'optim.geometries_per_step': drawn})
+    whole, chunked = parts_of(cfg, system), parts_of(cfg, system, chunk_size=6)
+    state = step.init_state(whole, system, cfg.batch_size, cfg.mcmc, jax.random.PRNGKey(0))
+    want = jax.jit(whole.train_step)(state)
+    got = jax.jit(chunked.train_step)(state)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12),
+                 got, want)
+    xs = state.walkers.x.reshape(len(BONDS), -1, 6)
+    stack = whole.geometries
+    each = [jax.jit(jax.vmap(p.energy, in_axes=(None, 0, 0)))(state.params, xs, stack)
+            for p in (whole, chunked)]
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12), *each)

@@ -94,6 +94,14 @@ def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callabl
   return batched
 
 
+def chunk_per_geometry(chunk_size: int, geometries: int) -> int:
+  """Walkers per chunk of each geometry's local energies where those of `geometries`
+  geometries are computed together (batch_local_energies vmapped over them, so that each
+  of its chunks holds that many geometries' at once): the run's chunk of `chunk_size`
+  walkers divided among them, at least one; 0 (all at once) stays 0."""
+  return max(1, chunk_size // geometries) if chunk_size else 0
+
+
 # Bytes of one chunk's largest forward-Laplacian intermediate that run fastest on CPU: small
 # enough to stay in a core's caches. The sweeps over chunk sizes that chose it are in
 # BENCHMARKS.md ("Local energies in cache-sized chunks").

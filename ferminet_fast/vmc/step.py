@@ -126,9 +126,15 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     weight = optim_cfg.spin_penalty
     penalty = lambda params, x, geometry=None: weight * spin_squared(  # noqa: E731
         params, x, *atoms_of(geometry))[0]
-  energy = loss.make_energy(network.log_psi, local_energy, pieces.clip,
-                            optim_cfg.clip_local_energy, chunk_size, penalty,
-                            network.log_psi_phase)
+
+  def energy_in_chunks(chunk: int) -> Callable:
+    return loss.make_energy(network.log_psi, local_energy, pieces.clip,
+                            optim_cfg.clip_local_energy, chunk, penalty, network.log_psi_phase)
+
+  # Over a set of geometries the energy is vmapped over them (every geometry's in each of
+  # its chunks), so each geometry's chunk holds its share of the run's.
+  count = system.geometry_count
+  energy = energy_in_chunks(loss.chunk_per_geometry(chunk_size, count))
   optimizer = optim.make_optimizer(pieces.optimizer, optim_cfg, network)
   fused = optim.fused_gradient(pieces.optimizer, network)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
@@ -175,8 +181,11 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
     scales = system.surface.scales
     geometries = systems.Geometry(jnp.asarray(system.surface.positions, dtype),
                                   None if scales is None else jnp.asarray(scales, dtype))
-    steps = _surface_steps(geometries, sweep, energy, fused, update, batch_log_psi, mcmc_cfg,
-                           optim_cfg.geometries_per_step)
+    drawn = optim_cfg.geometries_per_step
+    swept = drawn if 0 < drawn < count else count
+    steps = _surface_steps(geometries, sweep, energy if swept == count else
+                           energy_in_chunks(loss.chunk_per_geometry(chunk_size, swept)),
+                           fused, update, batch_log_psi, mcmc_cfg, drawn)
   return Parts(network, batch_log_psi, sweep, steps[0], energy, energy_grad, update, optimizer,
                steps[1], dtype, pieces.hamiltonian, chunk_size, geometries,
                optim.anneals_by_clock(optim_cfg))
