@@ -540,6 +540,7 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'lapnet-step': ('BENCHMARKS.md', lambda: render_against([NETWORKS_JSON])),
     'laplacian-sparsity-startup': ('BENCHMARKS.md', lambda: render_against(SPARSE_STARTUP)),
     'per-step-n2-sparse': ('BENCHMARKS.md', lambda: render_against(N2_SPARSE)),
+    'surface-step': ('BENCHMARKS.md', lambda: render_against(_bench('surface_step_cpu2.json'))),
     'per-step-gpu': ('BENCHMARKS.md', lambda: render_against([AGAINST_GPU_JSON])),
     'stage-timers-gpu': ('BENCHMARKS.md', lambda: render_timers(
         _bench('stage_timers_gpu.json')[0])),
