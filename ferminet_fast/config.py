@@ -337,8 +337,9 @@ SETTINGS = {
                                  "halved until the compiled step fits the device's free "
                                  'memory), 0 (all at '
                                  'once) or a number of walkers (also bounds the memory of '
-                                 'the Laplacian); over a set of geometries, those of all '
-                                 'geometries together. Exact either way.', auto_or_int(0),
+                                 'the Laplacian); over a set of geometries, each '
+                                 "geometry's chunk is its share (at least one walker). "
+                                 'Exact either way.', auto_or_int(0),
                                  kind=object),
     'optim.clip_local_energy': S(5.0, 'Local energies used in the gradient are clipped to '
                                  'centre +- k * scale; this is k. 0 disables clipping. The '

@@ -37,11 +37,12 @@ one-sitting ratio is the measure to quote.
 
 Row n2. The surface config (configs/n2_pes.py: 8 bond lengths, 1.6 to 4.0 bohr) and
 configs/n2.py at each of its G geometries (both with their Hartree-Fock pretraining) each
-train a budget of steps: what G x N2_SECONDS give the surface, and N2_SECONDS a separate
-run, at each config's step time, fixed at the row's first sitting by probes of both
-alternated (n2_budget; the surface's step, over its geometries' nuclei, costs more than
-one geometry's). Budgets in steps are the same computation whatever machine, load or code
-version a later sitting has, which scaled seconds are not. Every geometry is evaluated alike
+train a budget of steps: a separate run what N2_SECONDS give configs/n2.py at its step
+time, fixed at the row's first sitting (n2_budget); the surface G times those steps scaled
+by the ratio of the two configs' step times, fixed when the surface begins (surface_budget:
+probes of both alternated), so that it trains the separate runs' time at the step of the
+code it trains with. Budgets in steps are the same computation whatever machine, load or
+code version a later sitting has, which scaled seconds are not. Every geometry is evaluated alike
 (N2_SWEEPS after N2_BURN_IN, the single-geometry batch per geometry). The goal: the
 surface's mean error over the geometries at most N2_GOAL of the separate runs' (one
 standard error counted against the surface); the difference of the two ways' mean
@@ -286,7 +287,7 @@ def run_ladder_row(row: str, state_dir: str, scratch: str, allowance: float,
   """Row h2 or lih, continued for at most `allowance` seconds of this sitting: the surface's
   ladder, then each separate run's (in `scratch`, removed unless `keep`); the entry once
   every ladder has climbed, else None. Times are first-sitting seconds (wall / scale, with
-  scale this sitting's probe against the first sitting's), as row n2's."""
+  scale this sitting's probe against the first sitting's)."""
   t0 = time.perf_counter()
   left = lambda: allowance - (time.perf_counter() - t0) - MARGIN  # noqa: E731
   os.makedirs(state_dir, exist_ok=True)
@@ -485,7 +486,7 @@ def one_sitting_row(row: str, source, work: str) -> dict:
 
 
 # Row n2: each of the G separate runs trains the steps that N2_SECONDS gave at the row's first
-# sitting, the surface G times those steps, across sittings.
+# sitting, the surface for G times as long at its own step time, across sittings.
 N2_SECONDS = 1800.0  # s of the first sitting's step time that a separate run's steps stand for.
 N2_SWEEPS, N2_BURN_IN = 500, 100  # Evaluation of every geometry, both ways alike.
 N2_MIN_CHUNK = 300.0  # s: the shortest piece of the surface's training worth a start-up.
@@ -526,8 +527,8 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
   then the surface, in pieces that each resume the last (as after a preemption) in
   `state_dir`, then its evaluation; the entry once every part is done, else None.
   The budgets are steps, the same computation whatever machine or code a sitting has: the
-  first sitting's probe fixes a separate run's (N2_SECONDS of its step time), the surface's
-  is G times that; each sitting's probe only plans what fits it."""
+  first sitting fixes a separate run's (n2_budget), the surface's beginning the surface's
+  (surface_budget); each sitting's probe only plans what fits it."""
   t0 = time.perf_counter()
   left = lambda: allowance - (time.perf_counter() - t0) - MARGIN  # noqa: E731
   os.makedirs(state_dir, exist_ok=True)
@@ -538,11 +539,13 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
   parts = n2_parts(state_dir, scratch)
   geometries = len(parts) - 1
   if state['budget'] is None:
-    state['budget'] = n2_budget(scratch, geometries)
+    state['budget'] = n2_budget(scratch)
   ms = probe(scratch, REFERENCES['n2'][1])
   state['probes'].append({'ms_per_step': ms, **artifacts.meta()})
-  needs = max(separate_seconds(state['budget']['separate'], ms) + N2_EVAL_S,
-              geometries * N2_EVAL_S) + MARGIN
+  separate_left = any(name != 'surface' and name not in state['evaluated']
+                      for name, _, _ in parts)
+  needs = max(separate_seconds(state['budget']['separate'], ms) + N2_EVAL_S
+              if separate_left else 0.0, geometries * N2_EVAL_S) + MARGIN
   if needs > allowance:
     raise SystemExit(f'--allowance {allowance:.0f}: a separate run and its evaluation, or the '
                      f'evaluation of the surface, need {needs:.0f} s of this sitting')
@@ -558,6 +561,10 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
     pieces = state['trained'].get(name)
     if name != 'surface' and pieces and not os.path.isdir(run):
       pieces[-1]['lost'] = True  # Trained, but its sitting ended before its evaluation.
+    if name == 'surface' and state['budget']['surface'] is None:
+      fixed = surface_budget(scratch, state['budget']['separate'], geometries)
+      state['budget'].update(surface=fixed.pop('steps'), surface_probes=fixed)
+      save_json(path, state)
     if not train_part(state, path, name, run, extra, ms, left):
       return None  # The next sitting continues.
     if name == 'surface' and left() < geometries * N2_EVAL_S:
@@ -568,19 +575,37 @@ def run_n2_row(state_dir: str, scratch: str, allowance: float,
   return n2_entry(state)  # The caller appends it, then removes `state_dir`.
 
 
-def n2_budget(scratch: str, geometries: int) -> dict:
-  """Row n2's budgets in steps: what N2_SECONDS give a separate run, and `geometries` times
-  N2_SECONDS the surface, at the median step time of each config over N2_BUDGET_REPEATS
-  probes of N2_BUDGET_STEPS steps, the two configs alternated (the surface's step, over
-  its geometries' nuclei, costs more than one geometry's)."""
-  surface, single = REFERENCES['n2'][:2]
-  times = {'separate': [], 'surface': []}
+def n2_probes(scratch: str, parts: tuple) -> dict:
+  """{part: [ms per step, ...]}: N2_BUDGET_REPEATS probes of N2_BUDGET_STEPS steps of the
+  config of each of `parts` ('separate': configs/n2.py, 'surface': configs/n2_pes.py), the
+  configs alternated."""
+  configs = {'separate': REFERENCES['n2'][1], 'surface': REFERENCES['n2'][0]}
+  times = {part: [] for part in parts}
   for _ in range(N2_BUDGET_REPEATS):
-    for part, config in (('separate', single), ('surface', surface)):
-      times[part].append(probe(scratch, config, N2_BUDGET_STEPS))
+    for part in parts:
+      times[part].append(probe(scratch, configs[part], N2_BUDGET_STEPS))
+  return times
+
+
+def n2_budget(scratch: str) -> dict:
+  """Row n2's budget of a separate run, fixed at its first sitting: the steps N2_SECONDS
+  give configs/n2.py at its median step time (n2_probes). The surface's is set when the
+  surface begins (surface_budget)."""
+  times = n2_probes(scratch, ('separate',))
+  return {'separate': int(round(N2_SECONDS * 1e3 / float(np.median(times['separate'])))),
+          'surface': None, 'ms_per_step': times, 'probe_steps': N2_BUDGET_STEPS,
+          **artifacts.meta()}
+
+
+def surface_budget(scratch: str, separate: int, geometries: int) -> dict:
+  """The surface's budget, set when it begins: `geometries` times a separate run's
+  `separate` steps, scaled by the ratio of the two configs' median step times then
+  (n2_probes, alternated), so that it trains for the time the separate runs had at the
+  step of the code it trains with (a step over the geometries' nuclei may cost more than
+  one geometry's): {'steps', 'ms_per_step', 'probe_steps', and when and where}."""
+  times = n2_probes(scratch, ('separate', 'surface'))
   ms = {part: float(np.median(t)) for part, t in times.items()}
-  return {'separate': int(round(N2_SECONDS * 1e3 / ms['separate'])),
-          'surface': int(round(geometries * N2_SECONDS * 1e3 / ms['surface'])),
+  return {'steps': int(round(geometries * separate * ms['separate'] / ms['surface'])),
           'ms_per_step': times, 'probe_steps': N2_BUDGET_STEPS, **artifacts.meta()}
 
 
@@ -741,10 +766,10 @@ def n2_line(e: dict, judged: str) -> str:
     checked = (f'; against {check["name"]} at {", ".join(f"{b:.2f}" for b in bonds)} bohr: '
                f'within {1e3 * apart:.1f} mHa')
   ratio = f'{surface / separate:.2f}' if separate > 0 else '–'
-  steps = e['steps']
+  steps, each = e['steps'], e['seconds_each']
   return (f'| n2 | {g} geometries, {e["reference"]["name"]}, calibrated{checked} | surface '
-          f'{steps["surface"]} steps, separate {g} × {steps["separate"]} ({g} × '
-          f'{e["seconds_each"]:.0f} s each at the first sitting\'s step times): surface mean '
+          f'{steps["surface"]} steps, separate {g} × {steps["separate"]} ({each:.0f} s each at '
+          f'the first sitting\'s step time, the surface as long at its own): surface mean '
           f'error {1e3 * surface:+.1f} ± {1e3 * s_err:.1f} mHa, separate {1e3 * separate:+.1f} '
           f'± {1e3 * p_err:.1f} mHa; ratio {ratio}; surface − separate {1e3 * difference:+.1f} '
           f'± {1e3 * d_err:.1f} mHa; trained in {training_seconds(e, "surface"):.0f} s against '

@@ -129,7 +129,8 @@ class FakeMachine:
     if steps == pes_goals.PROBE_STEPS:  # A sitting's probe.
       self.ms = self.probes.pop(0)
       return self.ms
-    return self.probes[0] * (self.SURFACE_COST if config.endswith('_pes.py') else 1)
+    ms = self.probes[0] if self.ms is None else self.ms  # Before or after the sitting's.
+    return ms * (self.SURFACE_COST if config.endswith('_pes.py') else 1)
 
   def run(self, cmd, seconds=None):
     run = next(a.split('=', 1)[1] for a in cmd
@@ -186,9 +187,10 @@ def n2_row(monkeypatch, machine, separate: int):
 def test_row_n2_is_carried_across_sittings_in_steps(tmp_path, monkeypatch):
   """Two separate runs and a surface over both geometries, over sittings on machines whose
   probe differs, each sitting on a fresh machine (its scratch gone; only the state
-  directory carried): the first sitting's probes of both configs fix the budgets (1800 s
-  at 100 ms: 18000 steps; the surface twice 1800 s at 125 ms: 28800), which the second
-  sitting's machine, twice as slow, trains in twice the time; a
+  directory carried): the first sitting's probes fix a separate run's budget (1800 s at 100
+  ms: 18000 steps), which the second sitting's machine, twice as slow, trains in twice the
+  time, and where the surface begins, probes of both configs its own (twice 18000 steps at
+  the ratio of their step times, 200 to 250 ms: 28800); a
   separate run never starts where it cannot finish with its evaluation, the surface is
   continued in pieces, each resuming the step the last reached, and the entry appears only
   when every part is trained and evaluated."""
@@ -201,9 +203,8 @@ def test_row_n2_is_carried_across_sittings_in_steps(tmp_path, monkeypatch):
   assert machine.trained == [('geometry_0', 0, 18000)]
   assert os.listdir(scratch) == []  # Evaluated at once: nothing of it is carried.
   progress = pes_goals._json(state, 'progress.json')
-  assert progress['budget'] == {'separate': 18000, 'surface': 28800, 'probe_steps': 300,
-                                'ms_per_step': {'separate': [100, 100], 'surface': [125, 125]},
-                                'date': 'today'}
+  assert progress['budget'] == {'separate': 18000, 'surface': None, 'probe_steps': 300,
+                                'ms_per_step': {'separate': [100, 100]}, 'date': 'today'}
   assert progress['trained']['separate_0'] == [
       {'sitting': 0, 'from_step': 0, 'ms_per_step': 100.0, 'wall_s': 1820.0, 'to_step': 18000}]
   shutil.rmtree(scratch)
@@ -211,6 +212,10 @@ def test_row_n2_is_carried_across_sittings_in_steps(tmp_path, monkeypatch):
   # 2250 s left, 8920 steps at 250 ms after its start-up.
   assert pes_goals.run_n2_row(state, scratch, 6000.0) is None
   assert machine.trained[1:] == [('geometry_1', 0, 18000), ('surface', 0, 8920)]
+  budget = pes_goals._json(state, 'progress.json')['budget']
+  assert budget['surface'] == 28800
+  assert budget['surface_probes']['ms_per_step'] == {'separate': [200, 200],
+                                                     'surface': [250, 250]}
   shutil.rmtree(scratch)
   # The surface's second piece resumes at 8920 and reaches 28800 with 375 s left, too few
   # for its evaluation (2 x 300 s): that waits for the next sitting, which trains nothing.
@@ -228,8 +233,8 @@ def test_row_n2_is_carried_across_sittings_in_steps(tmp_path, monkeypatch):
   assert pes_goals.verdict(entry) == 'met'
   line = pes_goals.row_line(entry)
   assert 'against ccsd(t)/cc-pcv[tq]z at 1.60 bohr: within 1.2 mHa' in line
-  assert ("surface 28800 steps, separate 2 × 18000 (2 × 1800 s each at the first sitting's "
-          'step times)') in line
+  assert ("surface 28800 steps, separate 2 × 18000 (1800 s each at the first sitting's step "
+          'time, the surface as long at its own)') in line
   assert 'surface − separate -45.0 ± 2.5 mHa; trained in 4755 s against 5440 s' in line
   entry['goal_fraction'] = 0.4
   assert pes_goals.verdict(entry).startswith("missed: the surface's mean error +40.0 ± 1.4")
@@ -307,16 +312,31 @@ def test_row_n2_refuses_to_go_on_under_other_settings(tmp_path, monkeypatch):
   """A progress file begun under other settings, or a sitting too short for a separate run,
   is refused in words."""
   machine = FakeMachine([100.0, 300.0])
-  n2_row(monkeypatch, machine, 1)
+  n2_row(monkeypatch, machine, 2)
   work = str(tmp_path / 'state'), str(tmp_path / 'scratch')
-  assert pes_goals.run_n2_row(*work, 3000.0) is None
+  assert pes_goals.run_n2_row(*work, 3000.0) is None  # One of the two separate runs.
   monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 1000)
   with pytest.raises(SystemExit, match='begun with other settings'):
     pes_goals.run_n2_row(*work, 5400.0)
   monkeypatch.setattr(pes_goals, 'N2_SWEEPS', 500)
-  # 18000 steps at 300 ms: 120 + 1.2 x 5400 s, 300 for the evaluation, 120 of margin.
+  # The second run's 18000 steps at 300 ms: 120 + 1.2 x 5400 s, 300 for its evaluation,
+  # 120 of margin.
   with pytest.raises(SystemExit, match='need 7020 s of this sitting'):
     pes_goals.run_n2_row(*work, 5400.0)
+
+
+def test_row_n2_asks_room_for_a_separate_run_only_while_one_is_left(tmp_path, monkeypatch):
+  """Once every separate run is evaluated, a sitting too slow for one (300 ms: 7020 s) still
+  continues the surface, which began in the sitting before (its budget 18000 steps at 100
+  against 125 ms: 14400) and now reaches it."""
+  machine = FakeMachine([100.0, 300.0])
+  n2_row(monkeypatch, machine, 1)
+  work = str(tmp_path / 'state'), str(tmp_path / 'scratch')
+  assert pes_goals.run_n2_row(*work, 3000.0) is None
+  assert 'separate_0' in pes_goals._json(work[0], 'progress.json')['evaluated']
+  entry = pes_goals.run_n2_row(*work, 5400.0)
+  assert machine.trained[1:] == [('surface', 0, 8240), ('surface', 8240, 14400)]
+  assert entry['steps']['surface'] == 14400
 
 
 class LadderMachine:
