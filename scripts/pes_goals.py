@@ -5,8 +5,8 @@ judged met or missed from the measured numbers when the table is rendered.
   python -m scripts.pes_goals --rows h2,lih,h2o,h2o_low [--keep DIR] [--allowance SECONDS]
   python -m scripts.pes_goals --rows n2 [--allowance SECONDS]
   python -m scripts.pes_goals --rows lih_one_sitting    # after row lih is recorded
-  git add -A benchmarks/pes_*                    # after each sitting: carried rows' state
   python -m scripts.render_docs                  # put the table into ACCURACY.md
+  git add -A benchmarks/pes_* ACCURACY.md        # after each sitting: carried rows' state
 
 Rows h2 and lih. The surface config (configs/h2_pes.py, configs/lih_pes.py) and the
 single-geometry config (configs/h2.py, configs/lih.py) placed at each geometry of the set
@@ -47,7 +47,8 @@ code version a later sitting has, which scaled seconds are not. Every geometry i
 surface's mean error over the geometries at most N2_GOAL of the separate runs' (one
 standard error counted against the surface); the difference of the two ways' mean
 energies, which needs no reference, is shown beside, and so are both ways' training wall
-times (from sittings of different speeds: the steps are what is held equal). Only asked
+times (from sittings of different speeds: the steps are what is held equal; every attempt
+counted, kept or begun again, a piece stopped from outside until it stopped). Only asked
 for by name: its eight hours of training and about one of evaluation take sittings. A
 separate run is trained and evaluated within one sitting, and one cut short starts again;
 the surface trains in pieces, each resuming the last from its checkpoint (as after a
@@ -628,11 +629,14 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, ms: flo
   target = state['budget']['surface' if surface else 'separate']
   pieces = state['trained'].setdefault(name, [])
   if pieces and 'running' in pieces[-1]:  # This script was stopped inside that training.
-    pieces[-1]['interrupted'] = bool(pieces[-1].pop('running'))
+    piece = pieces[-1]
+    piece['interrupted'] = bool(piece.pop('running'))
+    piece['to_step'] = trained_steps(run)
   if not surface and pieces and (pieces[-1].get('to_step', 0) < target or 'lost' in pieces[-1]):
     restarts = state['restarts'][name] = state['restarts'].get(name, 0) + 1
     if restarts > RESTARTS:
       raise SystemExit(f'row n2: the {name} training was cut short {restarts} times')
+    state.setdefault('abandoned', {}).setdefault(name, []).extend(pieces)
     pieces.clear()
   if not surface and not pieces:
     shutil.rmtree(run, ignore_errors=True)  # A separate run starts from nothing.
@@ -645,12 +649,13 @@ def train_part(state: dict, path: str, name: str, run: str, extra: list, ms: flo
       return False
     seconds = left() if surface else left() - N2_EVAL_S
     pieces.append({'sitting': len(state['probes']) - 1, 'from_step': reached,
-                   'running': True})
+                   'started': time.time(), 'running': True})
     save_json(path, state)
     try:
       wall = _run(_train(config, run, target, *extra), seconds)
-    finally:  # Also when the sitting ends inside it.
+    finally:  # Also when the sitting ends inside it (SIGTERM or an interrupt).
       piece = pieces[-1]
+      piece['wall_s'] = time.time() - piece['started']  # `wall` replaces it if it returns.
       piece['ms_per_step'] = step_ms(run, reached)
       if surface:  # What is committed stays small.
         carry(run)
@@ -674,11 +679,16 @@ def trained_steps(run: str) -> int:
 
 def step_ms(run: str, after: int) -> Optional[float]:
   """The median ms per step of the steps in `run`'s stats.csv after step `after`, leaving
-  out the first tenth of them (the start of a process); None without any."""
-  stats = os.path.join(run, 'stats.csv')
-  if not os.path.exists(stats):
-    return None
-  times = [float(r['step_time_ms']) for r in race._rows(stats) if int(r['step']) >= after]
+  out the first tenth of them (the start of a process) and rows that do not parse (a last
+  row cut short by a training killed while writing it); None without any."""
+  times = []
+  for r in race._rows(os.path.join(run, 'stats.csv')):
+    try:
+      at, ms = int(r['step']), float(r['step_time_ms'])
+    except (TypeError, ValueError):
+      continue
+    if at >= after:
+      times.append(ms)
   times = times[len(times) // 10:]
   return float(np.median(times)) if times else None
 
@@ -707,7 +717,8 @@ def n2_entry(state: dict) -> dict:
   return {'row': 'n2', **state['setup'], 'steps': budget, 'goal_fraction': N2_GOAL,
           'reference': state['reference'], 'reference_check': state.get('reference_check'),
           'probes': state['probes'], 'trained': state['trained'],
-          'restarts': state['restarts'], 'surface': state['evaluated']['surface'],
+          'restarts': state['restarts'], 'abandoned': state.get('abandoned', {}),
+          'surface': state['evaluated']['surface'],
           'separate': {'energies': [e['energies'][0] for e in separate],
                        'errors': [e['errors'][0] for e in separate]},
           'commands': [' '.join(probe_command('<DIR>', single)),
@@ -721,8 +732,12 @@ def n2_entry(state: dict) -> dict:
 
 def training_seconds(e: dict, part: str) -> float:
   """The wall seconds of row n2's entry `e` spent training `part` (or, `part` 'separate',
-  every separate run), over every piece and sitting."""
-  return sum(p.get('wall_s', 0.0) for name, pieces in e['trained'].items()
+  every separate run), over every piece and sitting, with the pieces stopped from outside
+  (timed until this script was stopped with them; 0 for one whose process was killed
+  before it could record that) and a separate run's attempts cut short and begun again."""
+  return sum(p.get('wall_s', 0.0)
+             for kept in (e['trained'], e.get('abandoned', {}))
+             for name, pieces in kept.items()
              if name == part or (part == 'separate' and name.startswith('separate_'))
              for p in pieces)
 
@@ -922,14 +937,67 @@ def row_line(e: dict, source: Optional[dict] = None) -> str:
 
 
 def render_table(path: str = JSON) -> str:
-  """ACCURACY.md's surface table: the newest run of each row, judged now."""
-  runs = artifacts.newest_runs(path, ROWS)
-  if not runs:
+  """ACCURACY.md's surface table: the newest run of each row, judged now, and the rows
+  still carried over sittings, as far as they have come."""
+  runs, carried = artifacts.newest_runs(path, ROWS), in_progress(os.path.dirname(path))
+  if not runs and not carried:
     return ('Not measured yet: the table appears when `python -m scripts.pes_goals` has run '
             '(rows h2, lih, h2o, h2o_low, and n2 over sittings).')
   head = ('row', 'what', 'measured', 'goal', 'verdict')
-  body = artifacts.table(head, [row_line(r.data, source_of(r.data, path)) for r in runs])
-  return body + '\n\n' + artifacts.provenance(path, runs)
+  body = artifacts.table(head, [row_line(r.data, source_of(r.data, path)) for r in runs]
+                         + [progress_line(p) for p in carried.values()])
+  notes = [artifacts.provenance(path, runs)] if runs else []
+  notes += [progress_provenance(p) for p in carried.values()]
+  return body + '\n\n' + '\n\n'.join(notes)
+
+
+def state_of(row: str, base: str = os.path.dirname(JSON)) -> str:
+  """Where row `row` is carried between sittings by default (committed after each): beside
+  the artifact, in `base`."""
+  return os.path.join(base, f'pes_{row}')
+
+
+def in_progress(base: str = os.path.dirname(JSON), rows=('n2',)) -> dict:
+  """{row: its progress.json} of each of `rows` carried over sittings in its default state
+  directory in `base` (state_of; a row carried elsewhere with --state is not seen) and not
+  finished (its state directory is removed once the row's entry is in the artifact)."""
+  found = {}
+  for row in rows:
+    path = os.path.join(state_of(row, base), 'progress.json')
+    if os.path.exists(path):
+      found[row] = {'row': row, 'path': path, **_json(state_of(row, base), 'progress.json')}
+  return found
+
+
+def progress_line(p: dict) -> str:
+  """Row n2's table line while it is carried over sittings (`p`, its progress.json): each
+  separate run evaluated so far against the reference, and how far the surface has
+  trained; judged only once every part is done."""
+  separate = sorted((int(k.split('_')[1]), v) for k, v in p['evaluated'].items()
+                    if k.startswith('separate_'))
+  reference = p['reference']['energies']
+  errors = ', '.join(f'{1e3 * (v["energies"][0] - reference[g]):+.1f} ± '
+                     f'{1e3 * v["errors"][0]:.1f}' for g, v in separate)
+  g, budget = len(p['setup']['positions_bohr']), p['budget']
+  pieces = p['trained'].get('surface', [])
+  surface = ('the surface not begun' if not pieces else
+             f'the surface trained {max(q.get("to_step", 0) for q in pieces)} of '
+             f'{budget["surface"]} steps')
+  evaluated = f' (errors {errors} mHa)' if separate else ''
+  return (f'| n2 | {g} geometries, {p["reference"]["name"]} | in progress after '
+          f'{len(p["probes"])} sitting{"s" if len(p["probes"]) != 1 else ""}: '
+          f'{len(separate)} of {g} separate runs of '
+          f'{budget["separate"]} steps trained and evaluated{evaluated}; {surface} | mean '
+          f'error ≤ {N2_GOAL:g} of the separate runs\' | not yet judged |')
+
+
+def progress_provenance(p: dict) -> str:
+  """The note under the table for a row in progress: its state file and last sitting."""
+  last, n = p['probes'][-1], len(p['probes'])
+  commit = (last.get('commit') or '')[:7] or 'not recorded'
+  return (f'*Row {p["row"]} in progress: from `{os.path.relpath(p["path"], REPO)}`, '
+          f'{n} sitting{"s" if n != 1 else ""}, the last {last.get("date", "")[:10]}, '
+          f'{artifacts.machine_text(last.get("machine"))}, commit {commit}.*')
 
 
 # Rows carried over sittings, by the function that continues each.
@@ -955,13 +1023,14 @@ def main():
   for row in rows:
     run_meta = artifacts.meta()
     if row in CARRIED:
-      state = os.path.abspath(args.state or os.path.join(REPO, 'benchmarks', f'pes_{row}'))
+      state = os.path.abspath(args.state or state_of(row))
       with tempfile.TemporaryDirectory() as tmp:
         scratch = os.path.abspath(os.path.join(args.keep or tmp, row))
         entry = CARRIED[row](state, scratch, args.allowance, keep=bool(args.keep))
       if entry is None:
         print(f'row {row} continues at the next sitting (the same command); commit its '
-              f'state now: git add -A {os.path.relpath(state, REPO)}', flush=True)
+              f'state now: python -m scripts.render_docs && git add -A '
+              f'{os.path.relpath(state, REPO)} ACCURACY.md', flush=True)
         continue
       artifacts.append(args.json, entry, run_meta)
       shutil.rmtree(state)  # Its state has served.

@@ -243,6 +243,10 @@ def surface_rows() -> list:
     rows.append((f'surfaces {row}: {what}', goal, measured,
                  '**met**' if judged == 'met' else '**missed**',
                  f'`{_rel(pes_goals.JSON)}`, {_date(run)}'))
+  for p in pes_goals.in_progress().values():
+    row, what, measured, goal, _ = _columns(pes_goals.progress_line(p))
+    rows.append((f'surfaces {row}: {what}', goal, measured, '**in progress**',
+                 f'`{_rel(p["path"])}`, {p["probes"][-1]["date"][:10]}'))
   for run in artifacts.newest_runs(pes_race.JSON, pes_race.ROWS):
     row, geometries, seconds, ours, peer, goal, judged = _columns(pes_race.row_line(run.data))
     rows.append((f'surfaces {row} ({geometries} geometries) against DeepQMC 1.3.0, {seconds} s '

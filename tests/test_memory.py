@@ -78,3 +78,30 @@ def test_training_that_cannot_fit_stops_before_writing(tmp_path, monkeypatch):
   with pytest.raises(InputError, match='MiB free'):
     train.train(cfg, quiet=True)
   assert not os.listdir(tmp_path / 'run')
+
+
+@pytest.mark.parametrize('drawn,tried', [(0, [12, 6, 3]), (1, [12, 2, 1])])
+def test_auto_chunks_of_a_surface_halve_only_what_changes_the_step(tmp_path, drawn, tried):
+  """Over three geometries of 4 walkers each chunk holds its share of every swept geometry's
+  walkers: halving starts from the walkers the step computes (all 12, or the 4 of the one
+  geometry it draws) and stops at one walker of each (smaller chunks, or larger ones, would
+  compile the same step again)."""
+  from test_train_geometries import h2_scan  # noqa: PLC0415
+  cfg = h2_scan(tmp_path / 'run', batch_size=12, **{'optim.geometries_per_step': drawn})
+  system = systems.make_system(cfg.system)
+  network = plan.network_of(cfg.network, system)
+  laplacian, _ = plan.laplacian_of(cfg, network, system, jax.random.PRNGKey(0), time_auto=False)
+  chunks = []
+
+  def make_parts(chunk):
+    chunks.append(chunk)
+    return plan.make_parts(cfg, system, network, laplacian, chunk)
+
+  state = step.init_state(make_parts(0), system, cfg.batch_size, cfg.mcmc,
+                          jax.random.PRNGKey(0))
+  chunks.clear()
+  last = f'chunks of {tried[-1]} walkers' + (r' \(1 of each of 3 geometries\)' if not drawn
+                                             else '')
+  with pytest.raises(InputError, match=last):
+    memory.compile_to_fit(make_parts, 12, True, state, free=lambda devices: 0)
+  assert chunks == tried

@@ -114,7 +114,7 @@ class FakeMachine:
   the step their run directory holds; evaluations that write each run's energies; and
   trainings told to be killed with their sitting (`killed`) or to fail half way (`short`)."""
 
-  START_S, SURFACE_COST = 20.0, 1.25
+  START_S, SURFACE_COST, KILLED_AFTER_S = 20.0, 1.25, 100.0
 
   def __init__(self, probes, killed=(), short=(), killed_evaluating=()):
     self.now, self.probes, self.ms, self.trained = 0.0, list(probes), None, []
@@ -124,6 +124,8 @@ class FakeMachine:
 
   def perf_counter(self):
     return self.now
+
+  time = perf_counter  # The same clock for the epoch times of the pieces' starts.
 
   def probe(self, work, config, steps=pes_goals.PROBE_STEPS):
     if steps == pes_goals.PROBE_STEPS:  # A sitting's probe.
@@ -140,8 +142,9 @@ class FakeMachine:
       if not os.path.isdir(run):
         self.steps[run] = 0
       os.makedirs(run, exist_ok=True)
-      if name in self.killed:
+      if name in self.killed:  # Killed KILLED_AFTER_S after its start.
         self.killed.remove(name)
+        self.now += self.KILLED_AFTER_S
         raise KeyboardInterrupt
       target = int(next(a.split('=', 1)[1] for a in cmd
                         if a.startswith('--config.optim.iterations=')))
@@ -206,7 +209,8 @@ def test_row_n2_is_carried_across_sittings_in_steps(tmp_path, monkeypatch):
   assert progress['budget'] == {'separate': 18000, 'surface': None, 'probe_steps': 300,
                                 'ms_per_step': {'separate': [100, 100]}, 'date': 'today'}
   assert progress['trained']['separate_0'] == [
-      {'sitting': 0, 'from_step': 0, 'ms_per_step': 100.0, 'wall_s': 1820.0, 'to_step': 18000}]
+      {'sitting': 0, 'from_step': 0, 'started': 0.0, 'ms_per_step': 100.0, 'wall_s': 1820.0,
+       'to_step': 18000}]
   shutil.rmtree(scratch)
   # Twice as slow: the same 18000 steps in 3620 s; then the surface's first piece in the
   # 2250 s left, 8920 steps at 250 ms after its start-up.
@@ -268,6 +272,9 @@ def test_a_pieces_step_time_is_read_from_its_own_steps(tmp_path):
   (run / 'stats.csv').write_text('step,step_time_ms\n' + rows)
   assert pes_goals.step_ms(str(run), 100) == 80.0
   assert pes_goals.step_ms(str(run), 0) == 500.0
+  with open(run / 'stats.csv', 'a') as f:
+    f.write('150,')  # A last row cut short by a training killed while writing it.
+  assert pes_goals.step_ms(str(run), 100) == 80.0
 
 
 def test_a_separate_run_whose_evaluation_was_lost_is_trained_again(tmp_path, monkeypatch):
@@ -288,7 +295,8 @@ def test_a_separate_run_whose_evaluation_was_lost_is_trained_again(tmp_path, mon
 def test_row_n2_after_a_sitting_ended_inside_a_training(tmp_path, monkeypatch):
   """A separate run cut short by the end of its sitting, or failing before its steps, starts
   again from nothing at the next sitting (its directory removed); the surface, stopped
-  inside a piece, resumes from the step its checkpoint holds, the piece marked."""
+  inside a piece, resumes from the step its checkpoint holds, the piece marked with the
+  time it ran; the attempts given up are kept, and counted in each way's wall time."""
   machine = FakeMachine([100.0] * 4, killed=['geometry_0', 'surface'], short=['geometry_0'])
   n2_row(monkeypatch, machine, 1)
   work = str(tmp_path / 'state'), str(tmp_path / 'scratch')
@@ -303,9 +311,15 @@ def test_row_n2_after_a_sitting_ended_inside_a_training(tmp_path, monkeypatch):
                              ('surface', 0, 14400)]
   assert entry['restarts'] == {'separate_0': 2}
   assert [p['to_step'] for p in entry['trained']['separate_0']] == [18000]
+  killed, short = entry['abandoned']['separate_0']
+  assert killed['interrupted'] and killed['wall_s'] == 100.0 and killed['to_step'] == 0
+  assert short['to_step'] == 9000 and short['wall_s'] == 920.0
   first, second = entry['trained']['surface']
-  assert first == {'sitting': 2, 'from_step': 0, 'ms_per_step': 100.0, 'interrupted': True}
+  assert first == {'sitting': 2, 'from_step': 0, 'started': first['started'],
+                   'ms_per_step': 100.0, 'interrupted': True, 'wall_s': 100.0, 'to_step': 0}
   assert second['from_step'] == 0 and second['to_step'] == 14400
+  assert pes_goals.training_seconds(entry, 'separate') == 100.0 + 920.0 + 1820.0
+  assert pes_goals.training_seconds(entry, 'surface') == 100.0 + second['wall_s']
 
 
 def test_row_n2_refuses_to_go_on_under_other_settings(tmp_path, monkeypatch):
@@ -549,3 +563,28 @@ def test_a_reference_at_some_geometries_is_theirs():
   assert some['geometries'] == [0, 5]
   assert some['energies'] == pytest.approx([whole['energies'][0], whole['energies'][5]],
                                            abs=1e-9)
+
+
+def test_row_n2_in_progress_is_shown_as_far_as_it_has_come(tmp_path):
+  """A row carried over sittings appears in the table before it is done: the separate runs
+  evaluated so far, each against its geometry's reference, the surface's steps, unjudged."""
+  assert pes_goals.in_progress(str(tmp_path)) == {}
+  assert pes_goals.render_table(str(tmp_path / 'pes_goals.json')).startswith('Not measured')
+  progress = {
+      'setup': {'positions_bohr': [[[0, 0, 0], [0, 0, r]] for r in (2.0, 2.5, 3.0)]},
+      'probes': [{'date': '2026-12-06T09:00:00', 'commit': 'abcdef123'}] * 2,
+      'budget': {'separate': 1000, 'surface': 2700},
+      'trained': {'separate_0': [], 'separate_2': [], 'surface': [{'to_step': 900}]},
+      'evaluated': {'separate_2': {'energies': [-109.40], 'errors': [0.005]},
+                    'separate_0': {'energies': [-109.50], 'errors': [0.004]}},
+      'reference': {'name': 'nevpt2', 'energies': [-109.52, -109.50, -109.45]}}
+  os.makedirs(tmp_path / 'pes_n2')
+  with open(tmp_path / 'pes_n2' / 'progress.json', 'w') as f:
+    json.dump(progress, f)
+  line = pes_goals.progress_line(pes_goals.in_progress(str(tmp_path))['n2'])
+  assert ('in progress after 2 sittings: 2 of 3 separate runs of 1000 steps trained and '
+          'evaluated (errors +20.0 ± 4.0, +50.0 ± 5.0 mHa); the surface trained 900 of 2700 '
+          'steps') in line
+  assert line.endswith('| not yet judged |')
+  table = pes_goals.render_table(str(tmp_path / 'pes_goals.json'))
+  assert line in table and '*Row n2 in progress: from `' in table and 'commit abcdef1' in table

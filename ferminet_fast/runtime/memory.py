@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import jax
 
 from ferminet_fast.errors import InputError
-from ferminet_fast.vmc import step
+from ferminet_fast.vmc import loss, step
 
 MIB = 2 ** 20
 
@@ -77,10 +77,12 @@ def compile_to_fit(make_parts: Callable[[int], step.Parts], chunk_size: int, adj
 
   When it does not fit and `adjustable` (chunk size 'auto'), the local energies are split
   into chunks of half as many walkers (the whole batch first), recompiling, down to one
-  walker per device; otherwise InputError with the numbers. `free(devices)`: bytes free on
-  this process's devices (default free_bytes); `agree(bytes)`: the value every process
-  decides by (distributed.Context.smallest: the same decision on every host). `geometry`:
-  the nuclei as an argument of the step (step.compile_step), for nuclei that move."""
+  walker per device (over a set of geometries, to one walker of each geometry the step
+  computes together: parts.swept); otherwise InputError with the numbers. `free(devices)`:
+  bytes free on this process's devices (default free_bytes); `agree(bytes)`: the value
+  every process decides by (distributed.Context.smallest: the same decision on every host).
+  `geometry`: the nuclei as an argument of the step (step.compile_step), for nuclei that
+  move."""
   free, agree = free or free_bytes, agree or (lambda v: v)
   devices = state.walkers.x.sharding.device_set
   local = sorted((d for d in devices if d.process_index == jax.process_index()),
@@ -92,9 +94,16 @@ def compile_to_fit(make_parts: Callable[[int], step.Parts], chunk_size: int, adj
     plan, have = planned_bytes(compiled.train_step), agree(free(local))
     if plan is None or have is None or plan['new'] <= have:
       return parts, compiled, None if have is None else have / MIB
-    smaller = (chunk_size or batch) // 2
-    if not adjustable or smaller < len(devices):
+    # Over a set of G geometries the step computes the chains of parts.swept of them: a
+    # chunk of more walkers than those is all of them at once.
+    computed = batch if parts.geometries is None else (
+        batch // parts.geometries.positions.shape[0] * parts.swept)
+    smaller = min(chunk_size or batch, computed) // 2
+    if not adjustable or smaller < max(len(devices), parts.swept):
       chunks = f'chunks of {chunk_size} walkers' if chunk_size else 'all walkers at once'
+      if chunk_size and parts.swept > 1:
+        chunks += (f' ({loss.chunk_per_geometry(chunk_size, parts.swept)} of each of '
+                   f'{parts.swept} geometries)')
       hint = ('lower batch_size or use more devices' if adjustable else
               "set optim.energy_chunk_size to fewer walkers or 'auto', lower batch_size, or "
               'use more devices')

@@ -17,9 +17,12 @@ from ferminet_fast.vmc.step import Compiled, Parts, TrainState
 
 
 def _stage_functions(parts: Parts) -> dict:
-  """The stages of the step after sampling (the step's own functions, parts.energy_grad and
-  parts.update), and one forward pass as the unit of cost, each as a function of the
-  training state. Sampling is timed with the compiled MCMC sweep."""
+  """The stages of the step after sampling (the step's own functions, parts.energy_grad, or
+  over a set of geometries parts.surface_energy_grad, and parts.update), and one forward
+  pass as the unit of cost, each as a function of the training state. Sampling is timed
+  with the compiled MCMC sweep."""
+  if parts.geometries is not None:
+    return _surface_stage_functions(parts)
 
   def forward(s):
     return parts.batch_log_psi(s.params, s.walkers.x)
@@ -30,6 +33,32 @@ def _stage_functions(parts: Parts) -> dict:
   def update(s, grads, centred, curvature):
     return parts.update(s.params, s.opt_state, grads,
                         optim.Samples(s.walkers.x, s.key, centred, curvature))
+
+  return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': update}
+
+
+def _surface_stage_functions(parts: Parts) -> dict:
+  """The stages of a surface's step (vmc/step.py) as it computes them: the local energies
+  and gradient of the chains of parts.swept geometries (the first ones where the step draws
+  some at random: the same shapes), each at its own nuclei, then the update from them; the
+  forward pass of every walker at its geometry. Sampling (the compiled mcmc_step, also the
+  burn-in) sweeps every chain, where a step that draws some sweeps only those."""
+  count = parts.geometries.positions.shape[0]
+  stack = jax.tree.map(lambda a: a[:parts.swept], parts.geometries)
+
+  def chains(s):  # (G', W, 3N)
+    x = s.walkers.x
+    return x.reshape(count, -1, x.shape[-1])[:parts.swept]
+
+  def forward(s):
+    return parts.walkers_log_psi(s.params, s.walkers.x)
+
+  def energy_grad(s):
+    return parts.surface_energy_grad(s.params, chains(s), stack)
+
+  def update(s, grads, centred, curvature):
+    return parts.update(s.params, s.opt_state, grads,
+                        step.chain_samples(chains(s), s.key, centred, curvature, stack))
 
   return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': update}
 

@@ -86,6 +86,15 @@ class Parts:
   # The compiled step takes a clock, the () fraction of the time budget spent, as its last
   # argument (optim.anneals_by_clock): its learning rate anneals towards that end too.
   clocked: bool = False
+  # Over a set of geometries, the G' of them whose chains each train step sweeps and whose
+  # local energies it computes together (all G, or optim.geometries_per_step), each in
+  # chunks of its share of chunk_size (loss.chunk_per_geometry): a chunk_size below G'
+  # changes nothing. 1 for one geometry.
+  swept: int = 1
+  # Over a set of geometries, the train step's (params, xs (G', W, 3N), stack of G') ->
+  # ((E (G',), EnergyAux of (G', W)), grads, curvature): each chain's local energies at its
+  # own nuclei. None for one geometry.
+  surface_energy_grad: Optional[Callable] = None
 
   @property
   def laplacian(self) -> laplacians.Method:
@@ -176,22 +185,24 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
                       *norms(grads, state.params, params), aux.clipped / x.shape[0])
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
-  geometries, steps = None, (mcmc_step, train_step)
+  geometries, steps, swept, surface_energy_grad = None, (mcmc_step, train_step), 1, None
   if system.surface is not None:
     scales = system.surface.scales
     geometries = systems.Geometry(jnp.asarray(system.surface.positions, dtype),
                                   None if scales is None else jnp.asarray(scales, dtype))
     drawn = optim_cfg.geometries_per_step
     swept = drawn if 0 < drawn < count else count
-    steps = _surface_steps(geometries, sweep, energy if swept == count else
-                           energy_in_chunks(loss.chunk_per_geometry(chunk_size, swept)),
-                           fused, update, batch_log_psi, mcmc_cfg, drawn)
+    surface_energy_grad = _surface_energy_grad(
+        energy if swept == count else
+        energy_in_chunks(loss.chunk_per_geometry(chunk_size, swept)), fused)
+    steps = _surface_steps(geometries, sweep, surface_energy_grad, update, batch_log_psi,
+                           mcmc_cfg, drawn)
   return Parts(network, batch_log_psi, sweep, steps[0], energy, energy_grad, update, optimizer,
                steps[1], dtype, pieces.hamiltonian, chunk_size, geometries,
-               optim.anneals_by_clock(optim_cfg))
+               optim.anneals_by_clock(optim_cfg), swept, surface_energy_grad)
 
 
-def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, batch_log_psi,
+def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, batch_log_psi,
                    mcmc_cfg, per_step: int = 0) -> tuple:
   """(mcmc_step, train_step) over a set of G geometries (physics/geometries.py): one network,
   its parameters shared, sees the nuclei of each geometry as inputs. The walkers are G groups
@@ -206,7 +217,6 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
   walkers; the other chains wait, their log|psi| recomputed for the parameters of the step
   that next draws them (so does mcmc_step, for all of them). StepStats.energies holds NaN
   for the geometries not drawn."""
-  energy_grad = _surface_energy_grad(energy, fused)
   count = geometries.positions.shape[0]
   subset = 0 < per_step < count
   refreshed, swept = _chain_functions(sweep, batch_log_psi, mcmc_cfg)
@@ -227,13 +237,10 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy, fused, update, b
     """The update from `chains` (G', W) swept at `stack`: (params, opt_state, E (G',),
     EnergyAux, the walkers in a row with their nuclei (G' W, M, 3), `norms`)."""
     (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
-    g, w = chains.log_psi.shape
-    walkers_at = each_walker(stack, w)
-    x = chains.x.reshape(g * w, -1)
-    params, opt_state = update(state.params, state.opt_state, grads,
-                               optim.Samples(x, key, aux.centred.reshape(g * w), curvature,
-                                             groups=g, **nuclei_of(walkers_at)), clock)
-    return params, opt_state, e, aux, x, walkers_at, norms(grads, state.params, params)
+    samples = chain_samples(chains.x, key, aux.centred, curvature, stack)
+    params, opt_state = update(state.params, state.opt_state, grads, samples, clock)
+    return (params, opt_state, e, aux, samples.x, each_walker(stack, chains.x.shape[1]),
+            norms(grads, state.params, params))
 
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None, clock=None):
     stack = stack_of(geometry)
@@ -286,6 +293,15 @@ def _surface_energy_grad(energy, fused) -> Callable:
     return (e, aux), grads, curvature
 
   return energy_grad
+
+
+def chain_samples(xs: jax.Array, key, centred: jax.Array, curvature,
+                  stack: systems.Geometry) -> optim.Samples:
+  """The optimizer's Samples of chains xs (G', W, 3N) at the nuclei of `stack` (G'), their
+  centred local energies (G', W): G' groups of W walkers in a row, each at its own nuclei."""
+  g, w = xs.shape[:2]
+  return optim.Samples(xs.reshape(g * w, -1), key, centred.reshape(g * w), curvature,
+                       groups=g, **nuclei_of(each_walker(stack, w)))
 
 
 def _chain_functions(sweep, batch_log_psi, mcmc_cfg) -> tuple:
