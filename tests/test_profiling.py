@@ -48,6 +48,29 @@ def test_a_surface_stage_is_each_swept_geometry_energy_at_its_nuclei(tmp_path, d
   np.testing.assert_allclose(log_psi, state.walkers.log_psi, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize('drawn', [0, 2])
+def test_a_surface_sampling_stage_sweeps_each_swept_chain_at_its_nuclei(tmp_path, drawn):
+  """The sampling stage of a surface sweeps the chains of the geometries the step sweeps,
+  no more: each moved chain's carried log|psi| is the network's at that geometry's nuclei,
+  and it differs from the same walkers' at the system's own."""
+  cfg = h2_scan(tmp_path / 'run', **{'optim.geometries_per_step': drawn})
+  parts, state = surface_setup(cfg)
+  chains, pmove = jax.jit(profiling._stage_functions(parts)['mcmc_ms'])(state)
+  swept = drawn or len(BONDS)
+  per = state.walkers.x.shape[0] // len(BONDS)
+  assert chains.x.shape == (swept, per, state.walkers.x.shape[-1]) and pmove.shape == (swept,)
+  assert np.all(pmove > 0)
+  start = state.walkers.x.reshape(len(BONDS), per, -1)[:swept]
+  assert not np.allclose(chains.x, start)
+  for g in range(swept):
+    geometry = jax.tree.map(lambda a, g=g: a[g], parts.geometries)
+    at_g = jax.jit(parts.batch_log_psi)(state.params, chains.x[g], step.each_walker(
+        jax.tree.map(lambda a: a[None], geometry), per))
+    np.testing.assert_allclose(chains.log_psi[g], at_g, rtol=1e-5, atol=1e-5)
+  at_own = jax.jit(parts.batch_log_psi)(state.params, chains.x[swept - 1])
+  assert np.max(np.abs(at_own - chains.log_psi[-1])) > 1e-3
+
+
 @pytest.mark.jax_range
 def test_a_surface_trains_with_the_stage_timers_on(tmp_path):
   cfg = h2_scan(tmp_path / 'run', **{'log.timers': True, 'log.timers_every': 2,
@@ -62,7 +85,7 @@ def test_one_geometry_stages_unchanged(tmp_path):
   """One geometry's energy stage is Parts.energy_grad on all walkers."""
   cfg = tiny_config('He', batch_size=16)
   parts, state = surface_setup(cfg)
-  assert parts.swept == 1 and parts.surface_energy_grad is None
+  assert parts.swept == 1 and parts.surface_energy_grad is None and parts.surface_sample is None
   (e, _), _, _ = jax.jit(profiling._stage_functions(parts)['energy_grad_ms'])(state)
   np.testing.assert_allclose(e, jax.jit(parts.energy)(state.params, state.walkers.x)[0],
                              rtol=1e-6)

@@ -20,7 +20,8 @@ def _stage_functions(parts: Parts) -> dict:
   """The stages of the step after sampling (the step's own functions, parts.energy_grad, or
   over a set of geometries parts.surface_energy_grad, and parts.update), and one forward
   pass as the unit of cost, each as a function of the training state. Sampling is timed
-  with the compiled MCMC sweep."""
+  with the compiled MCMC sweep (the burn-in's), over a set of geometries with the step's own
+  sampling of the chains it sweeps."""
   if parts.geometries is not None:
     return _surface_stage_functions(parts)
 
@@ -38,29 +39,31 @@ def _stage_functions(parts: Parts) -> dict:
 
 
 def _surface_stage_functions(parts: Parts) -> dict:
-  """The stages of a surface's step (vmc/step.py) as it computes them: the local energies
-  and gradient of the chains of parts.swept geometries (the first ones where the step draws
-  some at random: the same shapes), each at its own nuclei, then the update from them; the
-  forward pass of every walker at its geometry. Sampling (the compiled mcmc_step, also the
-  burn-in) sweeps every chain, where a step that draws some sweeps only those."""
-  count = parts.geometries.positions.shape[0]
+  """The stages of a surface's step (vmc/step.py) as it computes them, on the chains of the
+  parts.swept geometries it sweeps (the first ones where the step draws some at random: the
+  same shapes): their sampling, each at its own nuclei (parts.surface_sample), their local
+  energies and gradient, then the update from them; and the forward pass of every walker at
+  its geometry."""
   stack = jax.tree.map(lambda a: a[:parts.swept], parts.geometries)
 
-  def chains(s):  # (G', W, 3N)
-    x = s.walkers.x
-    return x.reshape(count, -1, x.shape[-1])[:parts.swept]
+  def chains(s):  # Walkers (G', W)
+    return jax.tree.map(lambda a: a[:parts.swept], step.by_geometry(s.walkers, parts.geometries))
+
+  def sample(s):
+    return parts.surface_sample(s.params, chains(s), stack, s.key)
 
   def forward(s):
     return parts.walkers_log_psi(s.params, s.walkers.x)
 
   def energy_grad(s):
-    return parts.surface_energy_grad(s.params, chains(s), stack)
+    return parts.surface_energy_grad(s.params, chains(s).x, stack)
 
   def update(s, grads, centred, curvature):
     return parts.update(s.params, s.opt_state, grads,
-                        step.chain_samples(chains(s), s.key, centred, curvature, stack))
+                        step.chain_samples(chains(s).x, s.key, centred, curvature, stack))
 
-  return {'forward_ms': forward, 'energy_grad_ms': energy_grad, 'optimizer_ms': update}
+  return {'mcmc_ms': sample, 'forward_ms': forward, 'energy_grad_ms': energy_grad,
+          'optimizer_ms': update}
 
 
 def shapes_of(tree):

@@ -95,6 +95,11 @@ class Parts:
   # ((E (G',), EnergyAux of (G', W)), grads, curvature): each chain's local energies at its
   # own nuclei. None for one geometry.
   surface_energy_grad: Optional[Callable] = None
+  # Over a set of geometries, the train step's sampling (params, chains: Walkers (G', W),
+  # stack of G', key) -> (chains, pmove (G',)): each chain swept at its own nuclei, its
+  # width adapted (with geometries drawn, its log|psi| first recomputed for `params`). None
+  # for one geometry.
+  surface_sample: Optional[Callable] = None
 
   @property
   def laplacian(self) -> laplacians.Method:
@@ -185,7 +190,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
                       *norms(grads, state.params, params), aux.clipped / x.shape[0])
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
-  geometries, steps, swept, surface_energy_grad = None, (mcmc_step, train_step), 1, None
+  geometries, steps, swept, surface_energy_grad = None, (mcmc_step, train_step, None), 1, None
   if system.surface is not None:
     scales = system.surface.scales
     geometries = systems.Geometry(jnp.asarray(system.surface.positions, dtype),
@@ -199,12 +204,12 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
                            mcmc_cfg, drawn)
   return Parts(network, batch_log_psi, sweep, steps[0], energy, energy_grad, update, optimizer,
                steps[1], dtype, pieces.hamiltonian, chunk_size, geometries,
-               optim.anneals_by_clock(optim_cfg), swept, surface_energy_grad)
+               optim.anneals_by_clock(optim_cfg), swept, surface_energy_grad, steps[2])
 
 
 def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, batch_log_psi,
                    mcmc_cfg, per_step: int = 0) -> tuple:
-  """(mcmc_step, train_step) over a set of G geometries (physics/geometries.py): one network,
+  """(mcmc_step, train_step, sampled) over a set of G geometries (physics/geometries.py): one network,
   its parameters shared, sees the nuclei of each geometry as inputs. The walkers are G groups
   of W = B / G in a row, one chain per geometry with its own move width (G,); each step
   sweeps every chain with its own nuclei, and the update lowers the mean of the G energies,
@@ -216,7 +221,8 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
   and trains on their chains only, an unbiased estimate of the mean's gradient from S W
   walkers; the other chains wait, their log|psi| recomputed for the parameters of the step
   that next draws them (so does mcmc_step, for all of them). StepStats.energies holds NaN
-  for the geometries not drawn."""
+  for the geometries not drawn. sampled(params, chains, stack, key): the sweep of chains
+  (Parts.surface_sample)."""
   count = geometries.positions.shape[0]
   subset = 0 < per_step < count
   refreshed, swept = _chain_functions(sweep, batch_log_psi, mcmc_cfg)
@@ -224,13 +230,15 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
   def stack_of(geometry):
     return geometries if geometry is None else geometry
 
+  def sampled(params, chains: mcmc.Walkers, stack: systems.Geometry, key):
+    if subset:  # Chains that waited carry log|psi| of earlier parameters.
+      chains = refreshed(params, chains, stack)
+    return swept(params, chains, stack, key)
+
   def mcmc_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
     stack = stack_of(geometry)
     key, k_mcmc = jax.random.split(state.key)
-    chains = by_geometry(state.walkers, stack)
-    if subset:  # Chains that waited carry log|psi| of earlier parameters.
-      chains = refreshed(state.params, chains, stack)
-    chains, pmove = swept(state.params, chains, stack, k_mcmc)
+    chains, pmove = sampled(state.params, by_geometry(state.walkers, stack), stack, k_mcmc)
     return state._replace(walkers=in_a_row(chains), key=key), pmove
 
   def trained(state: TrainState, chains: mcmc.Walkers, stack: systems.Geometry, key, clock):
@@ -261,15 +269,14 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
     picked = jax.random.choice(k_pick, count, (per_step,), replace=False)
     chains = by_geometry(state.walkers, stack)
     drawn = jax.tree.map(lambda a: a[picked], stack)
-    sub = refreshed(state.params, jax.tree.map(lambda a: a[picked], chains), drawn)
-    sub, pmove = swept(state.params, sub, drawn, k_mcmc)
+    sub, pmove = sampled(state.params, jax.tree.map(lambda a: a[picked], chains), drawn, k_mcmc)
     params, opt_state, e, aux, _, _, change = trained(state, sub, drawn, k_opt, clock)
     chains = jax.tree.map(lambda a, b: a.at[picked].set(b), chains, sub)
     stats = _surface_stats(e, aux, pmove, state.walkers.width[picked], opt_state,
                            jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e), change)
     return TrainState(params, opt_state, in_a_row(chains), key, state.step + 1), stats
 
-  return mcmc_step, train_step
+  return mcmc_step, train_step, sampled
 
 
 def _surface_energy_grad(energy, fused) -> Callable:
