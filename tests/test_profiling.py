@@ -55,13 +55,18 @@ def test_a_surface_sampling_stage_sweeps_each_swept_chain_at_its_nuclei(tmp_path
   and it differs from the same walkers' at the system's own."""
   cfg = h2_scan(tmp_path / 'run', **{'optim.geometries_per_step': drawn})
   parts, state = surface_setup(cfg)
+  if drawn:  # Chains that waited carry log|psi| of older parameters: the stage recomputes it.
+    state = state._replace(walkers=state.walkers._replace(log_psi=state.walkers.log_psi + 1e3))
   chains, pmove = jax.jit(profiling._stage_functions(parts)['mcmc_ms'])(state)
   swept = drawn or len(BONDS)
   per = state.walkers.x.shape[0] // len(BONDS)
   assert chains.x.shape == (swept, per, state.walkers.x.shape[-1]) and pmove.shape == (swept,)
-  assert np.all(pmove > 0)
-  start = state.walkers.x.reshape(len(BONDS), per, -1)[:swept]
-  assert not np.allclose(chains.x, start)
+  assert chains.width.shape == (swept,) and np.all(pmove > 0)
+  start = state.walkers.x.reshape(len(BONDS), per, -1)
+  assert not np.allclose(chains.x, start[:swept])
+  if drawn:  # The first chains were swept, not others.
+    moved = np.mean(np.abs(chains.x - start[:swept]))
+    assert moved < 0.5 * np.mean(np.abs(chains.x - start[-swept:]))
   for g in range(swept):
     geometry = jax.tree.map(lambda a, g=g: a[g], parts.geometries)
     at_g = jax.jit(parts.batch_log_psi)(state.params, chains.x[g], step.each_walker(

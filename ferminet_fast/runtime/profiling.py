@@ -17,11 +17,11 @@ from ferminet_fast.vmc.step import Compiled, Parts, TrainState
 
 
 def _stage_functions(parts: Parts) -> dict:
-  """The stages of the step after sampling (the step's own functions, parts.energy_grad, or
-  over a set of geometries parts.surface_energy_grad, and parts.update), and one forward
-  pass as the unit of cost, each as a function of the training state. Sampling is timed
-  with the compiled MCMC sweep (the burn-in's), over a set of geometries with the step's own
-  sampling of the chains it sweeps."""
+  """The stages of the step (its own functions: parts.energy_grad, or over a set of
+  geometries parts.surface_energy_grad, and parts.update), and one forward pass as the unit
+  of cost, each as a function of the training state. For one geometry sampling is timed
+  with the compiled MCMC sweep (the burn-in's, compiled with the step); over a set of
+  geometries it is a stage here too, the step's own sampling of the chains it sweeps."""
   if parts.geometries is not None:
     return _surface_stage_functions(parts)
 
@@ -72,12 +72,12 @@ def shapes_of(tree):
 
 
 def compile_stages(parts: Parts, state) -> dict:
-  """Compiles the stages other than MCMC separately, for the stage timers.
+  """Compiles the stages of _stage_functions separately, for the stage timers.
 
   Given `shapes_of(state)`, it is safe to run in a background thread while training
   proceeds: it only traces and compiles, and never touches the state's buffers.
   """
-  fns = _stage_functions(parts)  # MCMC was compiled with the step: it is also the burn-in.
+  fns = _stage_functions(parts)
   (_, aux), grads, curvature = jax.eval_shape(fns['energy_grad_ms'], state)
   stages = {}
   for name, fn in fns.items():

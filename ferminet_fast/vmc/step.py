@@ -209,12 +209,13 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
 
 def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, batch_log_psi,
                    mcmc_cfg, per_step: int = 0) -> tuple:
-  """(mcmc_step, train_step, sampled) over a set of G geometries (physics/geometries.py): one network,
-  its parameters shared, sees the nuclei of each geometry as inputs. The walkers are G groups
-  of W = B / G in a row, one chain per geometry with its own move width (G,); each step
-  sweeps every chain with its own nuclei, and the update lowers the mean of the G energies,
-  each walker's local energy centred on its own geometry's mean. Both take an optional
-  stack of geometries (positions (G, M, 3)); None: the surface's own, as constants.
+  """(mcmc_step, train_step, sampled) over a set of G geometries (physics/geometries.py):
+  one network, its parameters shared, sees the nuclei of each geometry as inputs. The
+  walkers are G groups of W = B / G in a row, one chain per geometry with its own move width
+  (G,); each step sweeps every chain with its own nuclei, and the update lowers the mean of
+  the G energies, each walker's local energy centred on its own geometry's mean. mcmc_step
+  and train_step take an optional stack of geometries (positions (G, M, 3)); None: the
+  surface's own, as constants.
 
   `per_step` = S (0 or G: all): each train step draws S of the G geometries at random,
   without replacement (S is static, so the step stays one compiled function), and sweeps
