@@ -11,6 +11,7 @@ silently ignored setting. After validation a run hands each module its own block
 frozen (`freeze`).
 """
 
+import math
 from typing import Any, Callable, NamedTuple, Optional
 
 from ml_collections import config_dict
@@ -74,7 +75,9 @@ def _count(v):
 
 
 def _non_negative(v):
-  return None if v is None or v >= 0 else 'must be >= 0'
+  if v is None or (v >= 0 and math.isfinite(v)):
+    return None
+  return 'must be >= 0' if not v >= 0 else 'must be a finite number'
 
 
 def auto_or_int(minimum: int) -> Callable:
@@ -86,7 +89,9 @@ def auto_or_int(minimum: int) -> Callable:
 
 
 def _positive(v):
-  return None if v is None or v > 0 else 'must be > 0'
+  if v is None or (v > 0 and math.isfinite(v)):
+    return None
+  return 'must be > 0' if not v > 0 else 'must be a finite number'
 
 
 def in_range(low: float, high: float, closed: str) -> Callable:
@@ -106,9 +111,9 @@ def _ecp_setting(v):
 
 
 def _numbers(v, shape: tuple) -> bool:
-  """Whether v is nested tuples/lists of numbers (not bools) of exactly `shape`."""
+  """Whether v is nested tuples/lists of finite numbers (not bools) of exactly `shape`."""
   if not shape:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
   return (isinstance(v, (tuple, list)) and len(v) == shape[0] and
           all(_numbers(e, shape[1:]) for e in v))
 
@@ -144,6 +149,9 @@ def _layer_widths(dims):
           'integer pairs')
 
 
+# debug.seed, evaluate's and dmc's --seed: JAX's key takes 32 bits of it (larger seeds
+# would repeat smaller ones' streams).
+MAX_SEED = 2**32 - 1
 MAX_STATES = 16  # system.states: each step costs about K times the ground state's.
 
 S = Setting
@@ -623,7 +631,8 @@ SETTINGS = {
                                  'whole, and the exit status is 75 as for a clean stop.',
                                  _positive, kind=float),
 
-    'debug.seed': S(0, 'Seed of every random number in the run.'),
+    'debug.seed': S(0, f'Seed of every random number in the run, 0 to {MAX_SEED}.',
+                    in_range(0, MAX_SEED, '[]')),
     'debug.deterministic': S(False, 'Deterministic (bit-reproducible, slower) GPU kernels: '
                              'adds --xla_gpu_deterministic_ops to XLA_FLAGS before JAX starts '
                              '(an error if it has already started in this process). The seed '
@@ -688,6 +697,7 @@ def nullable(dotted: str) -> bool:
 def validate(cfg: config_dict.ConfigDict) -> None:
   """Checks every value against its declaration, then the combinations (optional packages
   a choice needs). Types are checked by the locked ConfigDict. Raises InputError."""
+  _check_keys(cfg)
   for key, setting in SETTINGS.items():
     value = _get(cfg, key)
     if value is None and not nullable(key):
@@ -719,6 +729,30 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   if method is not None and not method.installed():
     raise InputError(f'config.optim.laplacian = {method.name!r} needs the optional package '
                      f"{method.package}: pip install 'ferminet_fast[{method.package}]'")
+
+
+def _check_keys(cfg) -> None:
+  """InputError unless `cfg` holds every declared key and no other (a config file that
+  built its own ConfigDict rather than starting from `default()`)."""
+  for key in SETTINGS:
+    try:
+      _get(cfg, key)
+    except (KeyError, TypeError):
+      raise InputError(f'config.{key} is missing: a config file starts from '
+                       'ferminet_fast.config.default() and changes what it needs') from None
+
+  def walk(node, prefix):
+    for key in node.keys():
+      dotted = prefix + key
+      if dotted in SETTINGS:
+        continue
+      if not isinstance(node[key], config_dict.ConfigDict) or not any(
+          k.startswith(dotted + '.') for k in SETTINGS):
+        raise InputError(f'unknown config key {dotted!r}: a config file starts from '
+                         'ferminet_fast.config.default(), whose keys are the declared ones')
+      walk(node[key], dotted + '.')
+
+  walk(cfg, '')
 
 
 def _validate_periodic(cfg) -> None:
@@ -786,6 +820,9 @@ def from_json(d: dict) -> config_dict.ConfigDict:
   cfg = default()
 
   def assign(node, values, prefix):
+    if not isinstance(values, dict):
+      raise InputError(f'config.json: {prefix[:-1] or "the file"} holds {values!r}, not a '
+                       'block of settings')
     for key, value in values.items():
       dotted = prefix + key
       if dotted in RETIRED:
@@ -794,15 +831,20 @@ def from_json(d: dict) -> config_dict.ConfigDict:
         raise InputError(f'config.json: unknown config key {dotted!r}')
       if isinstance(node[key], config_dict.ConfigDict):
         assign(node[key], value, dotted + '.')
-      else:
-        node[key] = _tuples(value)
+        continue
+      try:
+        node[key] = as_tuples(value)
+      except (TypeError, ValueError) as e:
+        raise InputError(f'config.json: {dotted} = {value!r} is not a value it takes '
+                         f'({e})') from None
 
   assign(cfg, d, '')
   return cfg
 
 
-def _tuples(v):
-  return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+def as_tuples(v):
+  """Nested lists (as JSON stores a tuple) as nested tuples."""
+  return tuple(as_tuples(x) for x in v) if isinstance(v, list) else v
 
 
 def structural_differences(saved: dict, current: dict) -> list:
@@ -818,6 +860,6 @@ def structural_differences(saved: dict, current: dict) -> list:
     except KeyError:
       old = setting.default
     new = _get(current, key)
-    if _tuples(old) != _tuples(new):
+    if as_tuples(old) != as_tuples(new):
       diffs.append(f'{key}: {old!r} -> {new!r}')
   return diffs

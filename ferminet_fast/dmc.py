@@ -21,6 +21,7 @@ import os
 import sys
 from typing import Optional
 
+from ferminet_fast import config
 from ferminet_fast.diffusion import stage
 from ferminet_fast.environment import packages, signals
 from ferminet_fast.errors import InputError
@@ -138,8 +139,9 @@ def run() -> None:
                       '(default: dmc.moves).')
   flags.DEFINE_string('ecp_moves', None, "'tmoves' or 'locality': an ECP's non-local part "
                       '(default: dmc.ecp_moves).')
-  flags.DEFINE_integer('seed', 1, 'Seed of the DMC walk.')
-  app.run(main)
+  flags.DEFINE_integer('seed', 1, 'Seed of the DMC walk.', lower_bound=0,
+                       upper_bound=config.MAX_SEED)
+  app.run(main, flags_parser=cli.parse_stage_flags)
 
 
 if __name__ == '__main__':

@@ -126,7 +126,8 @@ def run() -> None:
                        "(default: the run's config.evaluation.steps).")
   flags.DEFINE_integer('burn_in', None, 'Sweeps discarded before recording '
                        "(default: the run's config.evaluation.burn_in).")
-  flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.')
+  flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.', lower_bound=0,
+                       upper_bound=config.MAX_SEED)
   flags.DEFINE_integer('walkers', None, "Walkers of the evaluation (per geometry of a set), "
                        "cycled from training's last ones (default: training's batch).")
   flags.DEFINE_string('parameters', 'average', "'average': the parameters averaged over the "
@@ -141,7 +142,7 @@ def run() -> None:
                       'zero-bias), forces_warp (by space-warp finite differences: a check).')
   flags.DEFINE_float('node_cutoff', None, "bohr: the forces' node regularisation, 0 for none "
                      "(default: the run's config.forces.node_cutoff).")
-  app.run(main)
+  app.run(main, flags_parser=cli.parse_stage_flags)
 
 
 if __name__ == '__main__':

@@ -96,6 +96,46 @@ def test_a_saved_config_reads_back_and_unknown_keys_are_refused():
     config.from_json(saved)
 
 
+@pytest.mark.parametrize('saved,words', [
+    ({'system': 5}, 'system holds 5, not a block of settings'),
+    ({'batch_size': 'abc'}, "batch_size = 'abc' is not a value it takes"),
+    ([], 'the file holds'),
+])
+def test_a_malformed_saved_config_is_named(saved, words):
+  with pytest.raises(InputError, match=words):
+    config.from_json(saved)
+
+
+def _config_file(tmp_path, body):
+  path = tmp_path / 'cfg.py'
+  path.write_text('import numpy as np\nfrom ml_collections import config_dict\n'
+                  'from ferminet_fast import config\n\ndef get_config():\n' + body)
+  return str(path)
+
+
+def test_a_config_file_that_does_not_start_from_the_defaults_is_refused(tmp_path):
+  built = _config_file(tmp_path, '  cfg = config_dict.ConfigDict()\n  cfg.batch_size = 8\n'
+                       '  return cfg\n')
+  with pytest.raises(InputError, match='config.precision is missing'):
+    cli.resolve(['train', f'--config={built}'])
+  extra = _config_file(tmp_path, '  cfg = config.default()\n  with cfg.unlocked():\n'
+                       '    cfg.extra = 1\n  return cfg\n')
+  with pytest.raises(InputError, match="unknown config key 'extra'"):
+    cli.resolve(['train', f'--config={extra}'])
+
+
+def test_numpy_values_of_a_config_file_are_taken_as_plain_ones(tmp_path):
+  """A FermiNet-style config file's numpy lattice is the settings' tuples, as config.json
+  stores them: a cell of volume 64 bohr^3."""
+  path = _config_file(tmp_path, "  cfg = config.default()\n  cfg.system.atom = ''\n"
+                      "  cfg.system.molecule = 'Li 0 0 0; H 2 2 2'\n"
+                      '  cfg.system.lattice = np.eye(3) * 4.0\n'
+                      "  cfg.network.envelope = 'auto'\n  return cfg\n")
+  cfg = cli.resolve(['train', f'--config={path}'])
+  assert cfg.system.lattice == ((4.0, 0.0, 0.0), (0.0, 4.0, 0.0), (0.0, 0.0, 4.0))
+  assert systems.make_system(cfg.system).boundary.lattice.volume == pytest.approx(64.0)
+
+
 def test_every_key_is_declared_with_its_meaning():
   described = config.describe()
   for key, setting in config.SETTINGS.items():
@@ -169,14 +209,15 @@ def test_a_key_that_lists_none_takes_it_and_keeps_its_strings(monkeypatch):
 
 
 def test_the_entry_point_resolves_listed_values_like_resolve():
-  """One real `python -m ferminet_fast.train --dry-run` with a non-default listed value of
-  every such key: the printed config holds them, as `cli.resolve` gives them."""
+  """One real `python -m ferminet_fast.train --dry-run=true` (the documented flag with a
+  value) with a non-default listed value of every such key: the printed config holds them,
+  as `cli.resolve` gives them."""
   chosen = {}
   for key, value in ALLOWED:
     if key not in chosen and value != config.SETTINGS[key].default and not refusal(key, value):
       chosen[key] = value
   args = [f'--config.{key}={cli.NONE if v is None else v}' for key, v in chosen.items()]
-  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', *args, '--dry-run'],
+  proc = subprocess.run([sys.executable, '-m', 'ferminet_fast.train', *args, '--dry-run=true'],
                         cwd=REPO, capture_output=True, text=True, timeout=120)
   assert proc.returncode == 0, proc.stderr
   printed = yaml.full_load(proc.stdout)

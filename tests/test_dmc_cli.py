@@ -143,10 +143,11 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, he_run):
   proc = command(f'--run={tmp_path / "none"}')
   assert proc.returncode == 2 and 'not a directory' in proc.stderr, proc.stderr
   for flag, words in (('--tau=-0.01', 'config.dmc.tau'), ('--tau=x', '--tau'),
-                      ('--moves=both', 'config.dmc.moves')):
+                      ('--moves=both', 'config.dmc.moves'), ('--seed=-1', '--seed=-1'),
+                      ('--no_such_flag', "flag 'no_such_flag'")):
     proc = command(f'--run={he_run}', flag)
     assert proc.returncode == 2 and words in proc.stderr, (flag, proc.stderr)
-    assert 'Traceback' not in proc.stderr
+    assert 'Traceback' not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
   for setting, words in (({'parameters': 'best'}, 'config.dmc.parameters'),
                          ({'moves': 'one'}, 'config.dmc.moves'),
                          ({'ecp_moves': 'none'}, 'config.dmc.ecp_moves'),
@@ -369,6 +370,10 @@ def test_a_twist_average_of_bad_runs_is_one_clear_error(heg_runs, tmp_path):
       dmc.twist_average(runs, out, quiet=True)
   with pytest.raises(InputError, match='inside one of the runs'):
     dmc.twist_average([gamma, twist], os.path.join(gamma, 'average.json'), quiet=True)
+  for where, words in ((str(tmp_path), 'is a directory'),
+                       (str(tmp_path / 'no' / 'average.json'), 'no folder')):
+    with pytest.raises(InputError, match=words):
+      dmc.twist_average([gamma, twist], where, quiet=True)
   assert not any(os.path.exists(os.path.join(r, 'dmc')) for r in (gamma, twist))
   proc = command(f'--run={gamma}', f'--twist_average={gamma},{twist}')
   assert proc.returncode == 2 and 'either --run' in proc.stderr, proc.stderr[-3000:]

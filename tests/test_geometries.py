@@ -213,6 +213,13 @@ def test_bad_xyz_files_of_geometries_name_the_problem(tmp_path, text, message):
     build(molecule_config(**{'system.geometries': str(path)}))
 
 
+def test_an_xyz_file_that_is_not_text_is_named(tmp_path):
+  path = tmp_path / 'scan.xyz'
+  path.write_bytes(b'\xff\xfe\x00binary')
+  with pytest.raises(InputError, match='is not a text file'):
+    build(molecule_config(**{'system.geometries': str(path)}))
+
+
 LIH_CRYSTAL = {'system.atom': '', 'system.molecule': 'Li 0 0 0; H 3.8 0 0',
                'system.lattice': ((0, 3.8, 3.8), (3.8, 0, 3.8), (3.8, 3.8, 0)),
                'network.envelope': 'auto', 'pretrain.iterations': 0}

@@ -3,10 +3,13 @@ too short to reblock) is null, never the NaN token that strict readers refuse.""
 
 import json
 import math
+import os
+import shutil
 
 import numpy as np
 import pytest
 
+from ferminet_fast import InputError
 from ferminet_fast.runtime import rundir
 
 
@@ -34,3 +37,28 @@ def test_a_value_json_cannot_hold_is_refused_and_leaves_the_earlier_file(tmp_pat
     rundir.write_json(path, {'energy': object()})
   assert rundir.read_json(path) == {'energy': -2.9}
   assert [p.name for p in tmp_path.iterdir()] == ['eval.json']
+
+
+def test_a_file_that_cannot_take_the_place_of_the_path_leaves_no_temporary(tmp_path):
+  (tmp_path / 'out.json').mkdir()
+  with pytest.raises(OSError):
+    rundir.write_json(str(tmp_path / 'out.json'), {'energy': -2.9})
+  assert [p.name for p in tmp_path.iterdir()] == ['out.json']
+
+
+def test_a_saved_config_that_is_not_settings_is_refused(tmp_path):
+  (tmp_path / rundir.CONFIG).write_text('[]')
+  with pytest.raises(InputError, match='holds list, not settings'):
+    rundir.saved_config(str(tmp_path))
+
+
+def test_checkpoints_without_their_config_are_not_overwritten(tmp_path):
+  """A directory holding checkpoints but no config.json (an earlier run's, partly removed)
+  is refused as a new run's path: the new run's checkpoints would retire the old ones."""
+  run = tmp_path / 'run'
+  shutil.copytree(os.path.join(os.path.dirname(__file__), 'data', 'run_jax0.8.3_kfac'), run)
+  (run / rundir.CONFIG).unlink()
+  before = sorted(str(p) for p in run.rglob('*'))
+  with pytest.raises(InputError, match='holds checkpoints but no config.json'):
+    rundir.prepare(str(run), 'He', {})
+  assert sorted(str(p) for p in run.rglob('*')) == before

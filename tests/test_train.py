@@ -83,6 +83,9 @@ BAD_INPUTS = [
     (['--config.batch_size=many'], 'batch_size'),
     (['--config.batch_size=None'], 'config.batch_size cannot be None'),
     (['--no_such_flag'], 'unknown flag --no_such_flag (options are --config FILE'),
+    (['--config.debug.seed=4294967296'], 'debug.seed must lie in [0, 4294967295]'),
+    (['--config.mcmc.move_width=inf'], 'mcmc.move_width must be a finite number'),
+    (['--config.optim.seconds=inf'], 'optim.seconds must be a finite number'),
     (['--config.pretrain.iterations=5', '--config.pretrain.basis=no-such-basis'],
      "pretrain.basis = 'no-such-basis'"),
 ]

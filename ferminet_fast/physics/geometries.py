@@ -85,6 +85,8 @@ def read_frames(path: str, where: str, first_only: bool = False) -> List[tuple]:
       lines = f.read().splitlines()
   except OSError as e:
     raise InputError(f'{where} cannot be read: {e.strerror}') from None
+  except UnicodeDecodeError:
+    raise InputError(f'{where} is not a text file (an .xyz file of atoms)') from None
   frames, i = [], 0
   while True:
     while i < len(lines) and not lines[i].strip():

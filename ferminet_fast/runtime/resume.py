@@ -19,7 +19,7 @@ class Source(NamedTuple):
 
 def check_compatible(source_dir: str, cfg) -> None:
   """Raises InputError unless the run in source_dir has the state shapes cfg would build."""
-  saved = rundir.saved_config(source_dir)
+  saved = config.from_json(rundir.saved_config(source_dir)).to_dict()  # Checked as read.
   diffs = config.structural_differences(saved, cfg.to_dict())
   if diffs:
     raise InputError(f'the checkpoint in {source_dir!r} was made with a different '

@@ -37,8 +37,9 @@ def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
   A directory holding a run with a checkpoint is resumed (resume=True). A run of the same
   `config` stopped before its first checkpoint (so with nothing worth keeping: no
   checkpoint, no result) starts again there. One holding another run's files but no
-  checkpoint, or one that cannot be written, is refused (InputError) before anything is
-  written, so an earlier run is never overwritten.
+  checkpoint, checkpoints without their config.json, or one that cannot be written, is
+  refused (InputError) before anything is written, so an earlier run is never
+  overwritten.
   """
   from ferminet_fast.runtime import checkpoint  # Avoids importing orbax for a bad path.
   if not save_path:
@@ -51,10 +52,15 @@ def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
     raise InputError(f'config.log.save_path {save_path!r} exists and is not a directory')
   if os.path.isdir(save_path):
     found = [f for f in RUN_FILES if os.path.exists(os.path.join(save_path, f))]
-    if checkpoint.has_checkpoint(save_path) and CONFIG in found:
+    checkpointed = checkpoint.has_checkpoint(save_path)
+    if checkpointed and CONFIG in found:
       if not os.access(save_path, os.W_OK):
         raise InputError(f'config.log.save_path {save_path!r} is not writable')
       return save_path, True
+    if checkpointed:  # A new run's checkpoints would retire the old ones.
+      raise InputError(f'config.log.save_path {save_path!r} holds checkpoints but no {CONFIG} '
+                       '(another run\'s, which cannot be resumed without it); choose a new '
+                       'path')
     if found and _interrupted_start(save_path, found, config):
       return save_path, False
     if found:
@@ -83,7 +89,11 @@ def _interrupted_start(path: str, found: list, config: Optional[dict]) -> bool:
 
 def saved_config(run_dir: str) -> dict:
   """The settings a run saved (its config.json) as written: the one reader of that file."""
-  return read_json(os.path.join(run_dir, CONFIG))
+  path = os.path.join(run_dir, CONFIG)
+  saved = read_json(path)
+  if not isinstance(saved, dict):
+    raise InputError(f'{path} holds {type(saved).__name__}, not settings')
+  return saved
 
 
 def read_config(run_dir: str, what: str = '--run'):
@@ -131,11 +141,11 @@ def write_json(path: str, obj) -> None:
       json.dump(_strict(obj), f, indent=2, allow_nan=False,
                 default=lambda o: _finite_or_none(float(o)))
       f.write('\n')
+    os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):
       os.remove(tmp)
     raise
-  os.replace(tmp, path)
 
 
 class StatsWriter:

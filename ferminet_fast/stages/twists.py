@@ -59,7 +59,13 @@ def _read(run_dir: str, result: str) -> dict:
     done = 'evaluated' if result == 'eval.json' else f'run through {RESULTS[result]}'
     raise InputError(f'--twist_average: {run_dir!r} has not been {done} (no {result}); '
                      f'run {RESULTS[result]} {run_dir} first')
-  return rundir.read_json(path)
+  read = rundir.read_json(path)
+  missing = [k for k in ('energy', 'error', 'checkpoint_step')
+             if not isinstance(read, dict) or k not in read]
+  if missing:
+    raise InputError(f'--twist_average: {path} holds no {", ".join(missing)} (not a result '
+                     f'of {RESULTS[result]}); run it again')
+  return read
 
 
 def average(run_dirs: Sequence[str], result: str = 'eval.json') -> dict:
@@ -83,9 +89,15 @@ def average(run_dirs: Sequence[str], result: str = 'eval.json') -> dict:
 
 
 def check_out(run_dirs: Sequence[str], out: str) -> None:
-  """InputError if the average's file `out` would lie inside one of the runs."""
-  if os.path.abspath(os.path.dirname(out) or '.') in {os.path.abspath(d) for d in run_dirs}:
+  """InputError if the average's file `out` would lie inside one of the runs, or cannot be
+  written there (a directory, or in a folder that does not exist)."""
+  folder = os.path.dirname(out) or '.'
+  if os.path.abspath(folder) in {os.path.abspath(d) for d in run_dirs}:
     raise InputError(f'--out {out!r} is inside one of the runs; name a file outside them')
+  if os.path.isdir(out):
+    raise InputError(f'--out {out!r} is a directory; name a file')
+  if not os.path.isdir(folder):
+    raise InputError(f'--out {out!r}: no folder {folder!r} to write it in')
 
 
 def write(run_dirs: Sequence[str], out: str, quiet: bool = False,
