@@ -147,3 +147,16 @@ def test_batch_not_divisible_by_devices_is_a_clear_error(tmp_path):
   assert r.returncode == 2
   assert 'batch_size = 63 does not divide evenly over the 2 devices' in r.stdout
   assert not (tmp_path / 'run').exists()
+
+
+@pytest.mark.parametrize('processes,index', [(2, 2), (0, 0), (2, -1)])
+def test_a_process_index_out_of_its_count_is_a_clear_error(processes, index):
+  """With a coordinator given, the process count and this process's index are checked
+  before jax.distributed.initialize, which would otherwise wait for processes that never
+  come."""
+  from ferminet_fast.environment import distributed
+  from ferminet_fast.errors import InputError
+  cfg = tiny_config('He').distributed
+  cfg.coordinator, cfg.num_processes, cfg.process_id = 'localhost:1', processes, index
+  with pytest.raises(InputError, match=f'they are {processes} and {index}'):
+    distributed.initialize(cfg)

@@ -47,9 +47,10 @@ def initialize(dcfg) -> None:
     return
   kwargs = {}
   if dcfg.coordinator:
-    if dcfg.num_processes < 1 or dcfg.process_id < 0:
+    if dcfg.num_processes < 1 or not 0 <= dcfg.process_id < dcfg.num_processes:
       raise InputError('config.distributed.coordinator is set, so config.distributed.'
-                       'num_processes (>= 1) and process_id (>= 0) must be set too')
+                       'num_processes (>= 1) and process_id (0 to num_processes - 1) must '
+                       f'be set too (they are {dcfg.num_processes} and {dcfg.process_id})')
     kwargs = dict(coordinator_address=dcfg.coordinator, num_processes=dcfg.num_processes,
                   process_id=dcfg.process_id)
   try:
