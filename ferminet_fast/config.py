@@ -136,8 +136,8 @@ def _twist(v):
 
 def _taus(v):
   ok = v == 'auto' or (isinstance(v, (tuple, list)) and v and all(
-      isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in v))
-  return None if ok else "must be 'auto' or a non-empty tuple of time steps > 0 (Ha^-1)"
+      isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf for t in v))
+  return None if ok else "must be 'auto' or a non-empty tuple of finite time steps > 0 (Ha^-1)"
 
 
 def _layer_widths(dims):
@@ -717,6 +717,14 @@ def validate(cfg: config_dict.ConfigDict) -> None:
       if on:
         raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
                          'available with several states (use states = 1)')
+  if cfg.system.scan.points > cfg.batch_size:  # Before the scan's geometries are made.
+    raise InputError(f'config.system.scan.points = {cfg.system.scan.points}: each geometry '
+                     f'needs a chain of walkers, more than config.batch_size = '
+                     f'{cfg.batch_size} gives')
+  if cfg.log.restore_path and cfg.log.fine_tune_from:
+    raise InputError('config.log.restore_path and config.log.fine_tune_from are both given: '
+                     'restore_path continues a run, fine_tune_from starts one from another '
+                     "run's parameters; give one")
   geometries.check(cfg.system, systems.is_periodic(cfg.system))
   relaxation.check(cfg.system, systems.is_periodic(cfg.system))
   hessian = relaxation.HESSIANS[cfg.relax.hessian]

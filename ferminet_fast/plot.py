@@ -40,9 +40,32 @@ def exact_energy(run_dir: str) -> Optional[float]:
   from ferminet_fast.physics import systems
   result = os.path.join(run_dir, 'result.json')
   if os.path.exists(result):
-    return rundir.read_json(result).get('exact_energy')
+    exact = _read(result).get('exact_energy')
+    if exact is not None and not isinstance(exact, (int, float)):
+      raise InputError(f'{result} holds exact_energy = {exact!r}, not a number')
+    return exact
   cfg = rundir.read_config(run_dir)
   return systems.make_system(cfg.system).exact_energy
+
+
+def _read(path: str, fields: tuple = ()) -> dict:
+  """A JSON file of the run; InputError unless it is an object holding `fields` (a file
+  edited or cut short by hand)."""
+  d = rundir.read_json(path)
+  missing = [f for f in fields if not isinstance(d, dict) or f not in d]
+  if not isinstance(d, dict) or missing:
+    raise InputError(f'{path} is not as ferminet_fast writes it'
+                     + (f' (no {", ".join(missing)})' if missing else ''))
+  return d
+
+
+def _made(out_dir: str) -> str:
+  """The folder the plots are written to, made where it is not there yet."""
+  try:
+    os.makedirs(out_dir, exist_ok=True)
+  except OSError as e:
+    raise InputError(f'the plots folder {out_dir!r} cannot be made: {e.strerror}') from None
+  return out_dir
 
 
 def running_mean(x: np.ndarray, window: int) -> np.ndarray:
@@ -62,11 +85,11 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   import matplotlib.pyplot as plt
 
   if not os.path.isdir(run_dir):
-    raise InputError(f'run directory {run_dir!r} does not exist')
+    raise InputError(f'run directory {run_dir!r} '
+                     + ('is not a directory' if os.path.exists(run_dir) else 'does not exist'))
   s = read_stats(run_dir)
   exact = exact_energy(run_dir)
-  out_dir = out_dir or os.path.join(run_dir, 'plots')
-  os.makedirs(out_dir, exist_ok=True)
+  out_dir = _made(out_dir or os.path.join(run_dir, 'plots'))
   steps, name = s['step'] + 1, os.path.basename(os.path.normpath(run_dir))
   window = max(1, len(steps) // 50)
   paths = []
@@ -75,8 +98,8 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   _variance(plt, save, steps, s['variance'], window, name)
   _mcmc(plt, save, steps, s['pmove'], s['move_width'], name)
   timings_path = os.path.join(run_dir, 'timings.json')
-  timings = rundir.read_json(timings_path) if os.path.exists(timings_path) else {}
-  if 'train_step_ms' in timings:
+  timings = _read(timings_path) if os.path.exists(timings_path) else {}
+  if isinstance(timings.get('train_step_ms'), (int, float)):
     _timers(plt, save, timings, name)
   density_path = os.path.join(run_dir, 'density.csv')  # From evaluate --observables density.
   if os.path.exists(density_path):
@@ -97,11 +120,13 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
   path = os.path.join(run_dir, 'dmc.json')
   if not os.path.exists(path):
     raise InputError(f'{run_dir!r} holds no dmc.json (run python -m ferminet_fast.dmc first)')
-  result = rundir.read_json(path)
-  with open(os.path.join(run_dir, 'dmc_stats.csv'), newline='') as f:
+  result = _read(path, ('per_tau', 'extrapolated', 'exact_energy'))
+  stats = os.path.join(run_dir, 'dmc_stats.csv')
+  if not os.path.exists(stats):
+    raise InputError(f'{run_dir!r} holds dmc.json but no dmc_stats.csv')
+  with open(stats, newline='') as f:
     rows = list(csv.DictReader(f))
-  out_dir = out_dir or os.path.join(run_dir, 'plots')
-  os.makedirs(out_dir, exist_ok=True)
+  out_dir = _made(out_dir or os.path.join(run_dir, 'plots'))
   name, exact, paths = os.path.basename(os.path.normpath(run_dir)), result['exact_energy'], []
   save = _saver(plt, out_dir, paths)
   fig, ax = plt.subplots(figsize=(7, 4))
@@ -118,7 +143,7 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
   if fit:
     taus = np.array([r['tau'] for r in result['per_tau']])
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.errorbar(taus, [r['energy'] for r in result['per_tau']],
+    ax.errorbar(taus, np.array([r['energy'] for r in result['per_tau']], dtype=float),
                 np.array([r['error'] for r in result['per_tau']], dtype=float), fmt='o',
                 label='DMC')
     grid = np.linspace(0, taus.max(), 50)
@@ -149,12 +174,11 @@ def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = Non
   if not os.path.exists(path):
     raise InputError(f'{run_dir!r} holds no pes.json (evaluate a run over a set of geometries '
                      'first)')
-  pes = rundir.read_json(path)
+  pes = _read(path, ('geometries',))
   rows = pes['geometries']
   scan = all('coordinate' in r for r in rows)
   x = [r['coordinate'] if scan else r['index'] for r in rows]
-  out_dir = out_dir or os.path.join(run_dir, 'plots')
-  os.makedirs(out_dir, exist_ok=True)
+  out_dir = _made(out_dir or os.path.join(run_dir, 'plots'))
   paths = []
   fig, ax = plt.subplots(figsize=(6, 4))
   ax.errorbar(x, [r['energy'] for r in rows], [r['error'] for r in rows], fmt='o-', ms=3,
@@ -226,8 +250,9 @@ def _mcmc(plt, save, steps, pmove, width, name) -> None:
 
 def _timers(plt, save, timings, name) -> None:
   fig, ax = plt.subplots(figsize=(7, 3))
-  values = [timings[k] for k in STAGES if k in timings]
-  labels = [k.replace('_ms', '') for k in STAGES if k in timings]
+  timed = [k for k in STAGES if isinstance(timings.get(k), (int, float))]
+  values = [timings[k] for k in timed]
+  labels = [k.replace('_ms', '') for k in timed]
   ax.barh(labels, values, color=[f'C{i}' for i in range(len(values))])
   ax.axvline(timings['train_step_ms'], color='k', ls='--', lw=1,
              label=f'whole step {timings["train_step_ms"]:.2f} ms')
@@ -238,7 +263,10 @@ def _timers(plt, save, timings, name) -> None:
 
 
 def _density(plt, save, path, name) -> None:
-  lo, hi, rho, err = np.loadtxt(path, delimiter=',', skiprows=1, unpack=True)
+  try:
+    lo, hi, rho, err = np.loadtxt(path, delimiter=',', skiprows=1, unpack=True, ndmin=2)
+  except ValueError as e:
+    raise InputError(f'{path} is not a density.csv written by ferminet_fast ({e})') from None
   r = 0.5 * (lo + hi)
   fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
   shell = 4 * np.pi * r**2

@@ -45,10 +45,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   distributed.initialize(cfg.distributed)
   ctx = distributed.context(cfg.batch_size)
   system = plan.system_of(cfg)
-  if cfg.pretrain.iterations and pretrain.available():  # Before the run directory is made.
-    hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
-  trained.check_fine_tune(cfg, system)  # Before the run directory is made.
-  relax.check(cfg, system)  # Before the run directory is made.
+  _check(cfg, system)  # Before the run directory is made.
   source = resume.decide(ctx, user_cfg, system.name)
   run = context.Run(source.run_dir, ctx, quiet)
   run.say(f'System  {systems.describe(system)}')
@@ -61,6 +58,25 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   # Start-up and steps are watched from here: a stall ends the run (runtime/watchdog.py, exit 4).
   with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
     return _start_and_train(cfg, user_cfg, run, source, system, stop, watch)
+
+
+def _check(cfg, system: systems.System) -> None:
+  """What a run of `cfg` refuses for its built `system` from the settings and the files they
+  name, before anything is written: the Hartree-Fock basis, the run fine-tuned from, a
+  relaxation."""
+  if cfg.pretrain.iterations and pretrain.available():
+    hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
+  trained.check_fine_tune(cfg, system)
+  relax.check(cfg, system)
+
+
+def dry_run(user_cfg) -> str:
+  """What --dry-run prints (plan.dry_run), once the settings passed every check a run makes
+  before it writes anything (the system built, the files they name read); writes nothing."""
+  text = plan.dry_run(user_cfg)
+  _check(user_cfg, plan.system_of(user_cfg))
+  resume.check_restore(user_cfg)
+  return text
 
 
 def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, system, stop,
@@ -142,7 +158,7 @@ def _prepare(cfg, run: context.Run, source: resume.Source, parts: step.Parts,
 
 def run() -> None:
   """Console entry point (ferminet-fast-train, python -m ferminet_fast.train)."""
-  cli.run_training(train, plan.dry_run)
+  cli.run_training(train, dry_run)
 
 
 if __name__ == '__main__':

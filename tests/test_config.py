@@ -63,10 +63,22 @@ def test_config_is_locked():
     ('system.ecp', 3, 'system.ecp'),
     ('batch_size', None, 'batch_size cannot be None'),
     ('optim.kfac.damping', None, 'kfac.damping cannot be None'),
+    ('dmc.tau', (0.01, float('inf')), 'finite time steps'),
 ])
 def test_bad_values_are_named(key, value, message):
   with pytest.raises(InputError, match=message):
     config.validate(tiny_config('He', **{key: value}))
+
+
+def test_combinations_refused_before_anything_is_built():
+  """A run continued and fine-tuned at once; a scan of more geometries than walkers (each
+  needs a chain), refused before its geometries are made."""
+  with pytest.raises(InputError, match='restore_path and config.log.fine_tune_from'):
+    config.validate(tiny_config('He', **{'log.restore_path': 'a', 'log.fine_tune_from': 'b'}))
+  scan = {'system.atom': '', 'system.molecule': 'H 0 0 0; H 0 0 1.4', 'system.scan.atoms': (0, 1),
+          'system.scan.start': 1.0, 'system.scan.stop': 2.0, 'system.scan.points': 10**9}
+  with pytest.raises(InputError, match='scan.points = 1000000000: each geometry needs'):
+    config.validate(tiny_config('He', **scan))
 
 
 def test_override_checker_names_the_missing_key():

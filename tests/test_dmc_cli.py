@@ -151,7 +151,8 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, he_run):
   for setting, words in (({'parameters': 'best'}, 'config.dmc.parameters'),
                          ({'moves': 'one'}, 'config.dmc.moves'),
                          ({'ecp_moves': 'none'}, 'config.dmc.ecp_moves'),
-                         ({'steps': 0}, 'config.dmc.steps')):
+                         ({'steps': 0}, 'config.dmc.steps'),
+                         ({'steps': 10**11}, 'their record needs .* GiB')):
     with pytest.raises(InputError, match=words):
       dmc.dmc(str(he_run), quiet=True, **setting)
   states = tmp_path / 'states'  # The stage reads the run's config first.

@@ -45,6 +45,31 @@ def test_plot_cli_bad_run_dir_is_one_line_error(tmp_path):
     plot.plot_run(str(tmp_path))
 
 
+@pytest.mark.parametrize('name,text,words', [
+    ('result.json', '[1, 2]', 'result.json is not as ferminet_fast writes it'),
+    ('result.json', '{"exact_energy": "abc"}', "exact_energy = 'abc', not a number"),
+    ('pes.json', '{}', 'pes.json is not as ferminet_fast writes it .no geometries.'),
+    ('density.csv', 'lo,hi,rho,err\n0,x,1,2\n', 'density.csv is not a density.csv'),
+])
+def test_a_run_file_edited_by_hand_is_named(run_dir, tmp_path, name, text, words):
+  """A file of the run that is not as training or evaluation writes it: one InputError
+  naming it, the run's other files untouched."""
+  import shutil
+  copy = tmp_path / 'run'
+  shutil.copytree(run_dir, copy)
+  (copy / name).write_text(text)
+  with pytest.raises(InputError, match=words):
+    plot.plot_run(str(copy), str(tmp_path / 'plots'))
+
+
+def test_a_plots_folder_that_cannot_be_made_is_named(run_dir, tmp_path):
+  (tmp_path / 'file').write_text('')
+  for out, words in ((tmp_path / 'file', 'File exists'), (tmp_path / 'file' / 'sub',
+                                                          'Not a directory')):
+    with pytest.raises(InputError, match=f'plots folder .* cannot be made: {words}'):
+      plot.plot_run(str(run_dir), str(out))
+
+
 def read_tensorboard_scalars(directory):
   """tag -> [(step, value)] from TFRecord event files (length, crc, Event proto, crc)."""
   from tensorboardX.proto import event_pb2

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import (combinations, each_optimizer_and_precision,
                       network_optimizer_precision, tiny_config)
-from ferminet_fast import InputError, plan, train
+from ferminet_fast import InputError, train
 from ferminet_fast.environment import packages
 from ferminet_fast.runtime import cli, rundir
 
@@ -166,8 +166,25 @@ def test_cli_dry_run_prints_the_resolved_config():
 def dry_run(*args) -> str:
   """What `python -m ferminet_fast.train ARGS --dry-run` prints, by the same steps in this
   process: the command line resolved as run_training resolves it (cli.resolve), then
-  plan.dry_run. (The entry point's own --dry-run: the test above.)"""
-  return plan.dry_run(cli.resolve(['train', *args, '--dry-run']))
+  train.dry_run. (The entry point's own --dry-run: the test above.)"""
+  return train.dry_run(cli.resolve(['train', *args, '--dry-run']))
+
+
+def test_a_dry_run_refuses_what_the_run_refuses(tmp_path):
+  """--dry-run makes the checks a run makes before it writes anything: the system built
+  (geometries drawn, walkers split over them), a relaxation, the run restored from."""
+  three = "--config.system.geometries=('H 0 0 0; H 0 0 1.4','H 0 0 0; H 0 0 1.6')"
+  (tmp_path / 'empty').mkdir()
+  for args, words in (([three, '--config.optim.geometries_per_step=3', '--config.batch_size=8'],
+                       'geometries_per_step = 3 exceeds the 2 geometries'),
+                      ([three, '--config.batch_size=7'], 'does not split evenly'),
+                      (['--config.system.molecule=H 0 0 0', '--config.system.spin=1',
+                        '--config.system.relax=True'], 'one nucleus has no geometry'),
+                      ([f'--config.log.restore_path={tmp_path / "empty"}'],
+                       'holds no checkpoint')):
+    with pytest.raises(InputError, match=words):
+      dry_run(*args)
+  assert [p.name for p in tmp_path.iterdir()] == ['empty']
 
 
 def test_cli_keys_whose_default_is_none_take_none_again(tmp_path):

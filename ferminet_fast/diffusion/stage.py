@@ -23,7 +23,7 @@ from ferminet_fast.diffusion import walk
 from ferminet_fast.environment import distributed
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import laplacians
-from ferminet_fast.runtime import checkpoint, rundir, watchdog
+from ferminet_fast.runtime import checkpoint, memory, rundir, watchdog
 from ferminet_fast.stages import trained
 from ferminet_fast.vmc import mcmc, stats
 
@@ -73,7 +73,20 @@ def settings(run_dir: str, overrides: dict):
   if cfg.dmc.tau == 'auto':  # Resolved once here; dmc.json and settings.json record it.
     config.validate(cfg)
     cfg.dmc.tau = plan.dmc_time_steps(cfg.system)
-  return plan.settings(cfg, later_stage=True)
+  cfg = plan.settings(cfg, later_stage=True)
+  d = cfg.dmc
+  record = len(d.tau) * (d.equilibration + d.steps) * len(COLUMNS) * 8  # Bytes, at most.
+  free = memory.free_bytes(jax.devices()[:1])
+  if free is not None and record > free:
+    raise InputError(f'DMC of {len(d.tau)} time steps of {d.equilibration} + {d.steps} steps: '
+                     f'their record needs {record / 2**30:.1f} GiB, more than the '
+                     f'{free / 2**30:.1f} GiB free; take fewer steps')
+  n, size = len(jax.devices()), d.batch_size or cfg.batch_size
+  if size % n:
+    given = '--batch_size' if d.batch_size else "the run's batch (no --batch_size given)"
+    raise InputError(f'DMC of {size} walkers ({given}): they do not split evenly over the {n} '
+                     f'devices of this run; give --batch_size a multiple of {n}')
+  return cfg
 
 
 def prepare(cfg, run_dir: str) -> Setup:

@@ -27,14 +27,19 @@ def check_compatible(source_dir: str, cfg) -> None:
                      'use a new log.save_path or the original settings')
 
 
-def decide(ctx: distributed.Context, cfg, name: str) -> Source:
-  """Checks `log.restore_path`, prepares the run directory (process 0 decides, the others
-  follow) and checks that what is resumed fits `cfg`. Raises InputError before anything
-  is written when it does not."""
+def check_restore(cfg) -> None:
+  """InputError unless `log.restore_path` (if given) holds a checkpoint that fits `cfg`."""
   if cfg.log.restore_path:
     if not checkpoint.has_checkpoint(cfg.log.restore_path):
       raise InputError(f'config.log.restore_path {cfg.log.restore_path!r} holds no checkpoint')
     check_compatible(cfg.log.restore_path, cfg)
+
+
+def decide(ctx: distributed.Context, cfg, name: str) -> Source:
+  """Checks `log.restore_path`, prepares the run directory (process 0 decides, the others
+  follow) and checks that what is resumed fits `cfg`. Raises InputError before anything
+  is written when it does not."""
+  check_restore(cfg)
   decided = None
   if ctx.is_main:
     try:
