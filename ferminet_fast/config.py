@@ -12,8 +12,10 @@ frozen (`freeze`).
 """
 
 import math
+import reprlib
 from typing import Any, Callable, NamedTuple, Optional
 
+import numpy as np
 from ml_collections import config_dict
 
 from ferminet_fast.environment import packages
@@ -74,10 +76,17 @@ def _count(v):
   return None if ok else 'must be an integer >= 0'
 
 
+def _finite(v) -> bool:
+  """Not an infinite or NaN float (an integer of any size is finite)."""
+  return not isinstance(v, float) or math.isfinite(v)
+
+
 def _non_negative(v):
-  if v is None or (v >= 0 and math.isfinite(v)):
+  if v is None:
     return None
-  return 'must be >= 0' if not v >= 0 else 'must be a finite number'
+  if not _finite(v):
+    return 'must be a finite number'
+  return None if v >= 0 else 'must be >= 0'
 
 
 def auto_or_int(minimum: int) -> Callable:
@@ -89,9 +98,11 @@ def auto_or_int(minimum: int) -> Callable:
 
 
 def _positive(v):
-  if v is None or (v > 0 and math.isfinite(v)):
+  if v is None:
     return None
-  return 'must be > 0' if not v > 0 else 'must be a finite number'
+  if not _finite(v):
+    return 'must be a finite number'
+  return None if v > 0 else 'must be > 0'
 
 
 def in_range(low: float, high: float, closed: str) -> Callable:
@@ -113,7 +124,7 @@ def _ecp_setting(v):
 def _numbers(v, shape: tuple) -> bool:
   """Whether v is nested tuples/lists of finite numbers (not bools) of exactly `shape`."""
   if not shape:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v)
   return (isinstance(v, (tuple, list)) and len(v) == shape[0] and
           all(_numbers(e, shape[1:]) for e in v))
 
@@ -136,7 +147,8 @@ def _twist(v):
 
 def _taus(v):
   ok = v == 'auto' or (isinstance(v, (tuple, list)) and v and all(
-      isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < math.inf for t in v))
+      isinstance(t, (int, float)) and not isinstance(t, bool) and _finite(t) and t > 0
+      for t in v))
   return None if ok else "must be 'auto' or a non-empty tuple of finite time steps > 0 (Ha^-1)"
 
 
@@ -149,9 +161,8 @@ def _layer_widths(dims):
           'integer pairs')
 
 
-# debug.seed, evaluate's and dmc's --seed: JAX's key takes 32 bits of it (larger seeds
-# would repeat smaller ones' streams).
-MAX_SEED = 2**32 - 1
+# debug.seed, evaluate's and dmc's --seed: what JAX's random key takes, a 64-bit integer.
+SEEDS = (-2**63, 2**63 - 1)
 MAX_STATES = 16  # system.states: each step costs about K times the ground state's.
 
 S = Setting
@@ -631,8 +642,8 @@ SETTINGS = {
                                  'whole, and the exit status is 75 as for a clean stop.',
                                  _positive, kind=float),
 
-    'debug.seed': S(0, f'Seed of every random number in the run, 0 to {MAX_SEED}.',
-                    in_range(0, MAX_SEED, '[]')),
+    'debug.seed': S(0, 'Seed of every random number in the run, a 64-bit integer.',
+                    in_range(*SEEDS, '[]')),
     'debug.deterministic': S(False, 'Deterministic (bit-reproducible, slower) GPU kernels: '
                              'adds --xla_gpu_deterministic_ops to XLA_FLAGS before JAX starts '
                              '(an error if it has already started in this process). The seed '
@@ -695,9 +706,13 @@ def nullable(dotted: str) -> bool:
 
 
 def validate(cfg: config_dict.ConfigDict) -> None:
-  """Checks every value against its declaration, then the combinations (optional packages
-  a choice needs). Types are checked by the locked ConfigDict. Raises InputError."""
+  """Checks that `cfg` holds the declared keys and no other, every value against its
+  declaration, then the combinations (optional packages a choice needs, the processes of a
+  multi-host run, a scan's size). Types are checked by the locked ConfigDict. A numpy array
+  a config file set (a FermiNet-style `np.eye(3) * a` lattice) is made nested tuples in
+  place first, as the settings declare it and config.json stores it. Raises InputError."""
   _check_keys(cfg)
+  _plain_values(cfg)
   for key, setting in SETTINGS.items():
     value = _get(cfg, key)
     if value is None and not nullable(key):
@@ -718,13 +733,16 @@ def validate(cfg: config_dict.ConfigDict) -> None:
         raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
                          'available with several states (use states = 1)')
   if cfg.system.scan.points > cfg.batch_size:  # Before the scan's geometries are made.
-    raise InputError(f'config.system.scan.points = {cfg.system.scan.points}: each geometry '
-                     f'needs a chain of walkers, more than config.batch_size = '
-                     f'{cfg.batch_size} gives')
-  if cfg.log.restore_path and cfg.log.fine_tune_from:
-    raise InputError('config.log.restore_path and config.log.fine_tune_from are both given: '
-                     'restore_path continues a run, fine_tune_from starts one from another '
-                     "run's parameters; give one")
+    raise InputError(f'config.system.scan.points = {cfg.system.scan.points} exceeds '
+                     f'config.batch_size = {cfg.batch_size}: each geometry needs a walker at '
+                     'least')
+  dist = cfg.distributed
+  if dist.coordinator and (dist.num_processes < 1 or dist.process_id < 0):
+    raise InputError('config.distributed.coordinator is set, so config.distributed.'
+                     'num_processes (>= 1) and process_id (>= 0) must be set too')
+  if dist.coordinator and dist.process_id >= dist.num_processes:
+    raise InputError(f'config.distributed.process_id = {dist.process_id} is not one of the '
+                     f'{dist.num_processes} processes (0 to {dist.num_processes - 1})')
   geometries.check(cfg.system, systems.is_periodic(cfg.system))
   relaxation.check(cfg.system, systems.is_periodic(cfg.system))
   hessian = relaxation.HESSIANS[cfg.relax.hessian]
@@ -737,6 +755,18 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   if method is not None and not method.installed():
     raise InputError(f'config.optim.laplacian = {method.name!r} needs the optional package '
                      f"{method.package}: pip install 'ferminet_fast[{method.package}]'")
+
+
+def _plain_values(cfg) -> None:
+  """Numpy arrays among `cfg`'s values (those of keys declared of any kind: the lattice,
+  the supercell) made nested tuples."""
+  for key in SETTINGS:
+    *blocks, last = key.split('.')
+    node = cfg
+    for block in blocks:
+      node = node[block]
+    if isinstance(node[last], np.ndarray):
+      node[last] = as_tuples(node[last].tolist())
 
 
 def _check_keys(cfg) -> None:
@@ -819,32 +849,34 @@ def freeze(cfg: config_dict.ConfigDict) -> config_dict.FrozenConfigDict:
 
 # Keys of older config.json files that no longer exist, dropped when read: 'dmc.ecp' held
 # the only treatment of an ECP in DMC then ('locality'), now a choice of 'dmc.ecp_moves'.
-RETIRED = ('dmc.ecp',)
+# 'relax.patience', 'relax.threshold' and 'relax.window' stopped a relaxation on its forces
+# and averaged its last positions; it now stops on its averaged geometry (relax.tolerance).
+RETIRED = ('dmc.ecp', 'relax.patience', 'relax.threshold', 'relax.window')
 
 
-def from_json(d: dict) -> config_dict.ConfigDict:
+def from_json(d: dict, source: str = 'the saved settings') -> config_dict.ConfigDict:
   """The defaults updated with a run's saved config.json (lists back to tuples; RETIRED
-  keys dropped)."""
+  keys dropped); InputError naming `source` (the file) where it is not such settings."""
   cfg = default()
 
   def assign(node, values, prefix):
     if not isinstance(values, dict):
-      raise InputError(f'config.json: {prefix[:-1] or "the file"} holds {values!r}, not a '
-                       'block of settings')
+      raise InputError(f'{source}: {prefix[:-1] or "the file"} holds {reprlib.repr(values)}, '
+                       'not a block of settings')
     for key, value in values.items():
       dotted = prefix + key
       if dotted in RETIRED:
         continue
       if key not in node:
-        raise InputError(f'config.json: unknown config key {dotted!r}')
+        raise InputError(f'{source}: unknown config key {dotted!r}')
       if isinstance(node[key], config_dict.ConfigDict):
         assign(node[key], value, dotted + '.')
         continue
       try:
         node[key] = as_tuples(value)
-      except (TypeError, ValueError) as e:
-        raise InputError(f'config.json: {dotted} = {value!r} is not a value it takes '
-                         f'({e})') from None
+      except (TypeError, ValueError):
+        raise InputError(f'{source}: {dotted} = {reprlib.repr(value)} is not a value of its '
+                         f'type ({type(node[key]).__name__})') from None
 
   assign(cfg, d, '')
   return cfg

@@ -89,6 +89,8 @@ def twist_average(run_dirs, out: str, quiet: bool = False, stop=None, **settings
   twist's DMC (run the command again to resume)."""
   twists.check(run_dirs)
   twists.check_out(run_dirs, out)
+  for run_dir in run_dirs:  # Each run's settings checked before any DMC runs.
+    stage.settings(run_dir, {k: settings.get(k) for k in stage.KEYS})
   for i, run_dir in enumerate(run_dirs):
     if not quiet:
       print(f'Twist {i + 1} of {len(run_dirs)}: {run_dir}', flush=True)
@@ -139,8 +141,8 @@ def run() -> None:
                       '(default: dmc.moves).')
   flags.DEFINE_string('ecp_moves', None, "'tmoves' or 'locality': an ECP's non-local part "
                       '(default: dmc.ecp_moves).')
-  flags.DEFINE_integer('seed', 1, 'Seed of the DMC walk.', lower_bound=0,
-                       upper_bound=config.MAX_SEED)
+  flags.DEFINE_integer('seed', 1, 'Seed of the DMC walk.', lower_bound=config.SEEDS[0],
+                       upper_bound=config.SEEDS[1])
   app.run(main, flags_parser=cli.parse_stage_flags)
 
 

@@ -126,8 +126,8 @@ def run() -> None:
                        "(default: the run's config.evaluation.steps).")
   flags.DEFINE_integer('burn_in', None, 'Sweeps discarded before recording '
                        "(default: the run's config.evaluation.burn_in).")
-  flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.', lower_bound=0,
-                       upper_bound=config.MAX_SEED)
+  flags.DEFINE_integer('seed', 1, 'Seed of the evaluation chain.', lower_bound=config.SEEDS[0],
+                       upper_bound=config.SEEDS[1])
   flags.DEFINE_integer('walkers', None, "Walkers of the evaluation (per geometry of a set), "
                        "cycled from training's last ones (default: training's batch).")
   flags.DEFINE_string('parameters', 'average', "'average': the parameters averaged over the "

@@ -40,23 +40,12 @@ def exact_energy(run_dir: str) -> Optional[float]:
   from ferminet_fast.physics import systems
   result = os.path.join(run_dir, 'result.json')
   if os.path.exists(result):
-    exact = _read(result).get('exact_energy')
+    exact = rundir.read_object(result).get('exact_energy')
     if exact is not None and not isinstance(exact, (int, float)):
       raise InputError(f'{result} holds exact_energy = {exact!r}, not a number')
     return exact
   cfg = rundir.read_config(run_dir)
   return systems.make_system(cfg.system).exact_energy
-
-
-def _read(path: str, fields: tuple = ()) -> dict:
-  """A JSON file of the run; InputError unless it is an object holding `fields` (a file
-  edited or cut short by hand)."""
-  d = rundir.read_json(path)
-  missing = [f for f in fields if not isinstance(d, dict) or f not in d]
-  if not isinstance(d, dict) or missing:
-    raise InputError(f'{path} is not as ferminet_fast writes it'
-                     + (f' (no {", ".join(missing)})' if missing else ''))
-  return d
 
 
 def _made(out_dir: str) -> str:
@@ -87,8 +76,16 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   if not os.path.isdir(run_dir):
     raise InputError(f'run directory {run_dir!r} '
                      + ('is not a directory' if os.path.exists(run_dir) else 'does not exist'))
+  # Every file read and checked before any picture is written over an earlier one.
   s = read_stats(run_dir)
   exact = exact_energy(run_dir)
+  timings_path = os.path.join(run_dir, 'timings.json')
+  timings = rundir.read_object(timings_path) if os.path.exists(timings_path) else {}
+  density_path = os.path.join(run_dir, 'density.csv')  # From evaluate --observables density.
+  density = _density_table(density_path) if os.path.exists(density_path) else None
+  surface = os.path.exists(os.path.join(run_dir, 'pes.json'))  # A set of geometries evaluated.
+  if surface:
+    _surface_rows(run_dir)
   out_dir = _made(out_dir or os.path.join(run_dir, 'plots'))
   steps, name = s['step'] + 1, os.path.basename(os.path.normpath(run_dir))
   window = max(1, len(steps) // 50)
@@ -97,14 +94,11 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   _energy(plt, save, steps, s['energy'], window, exact, name)
   _variance(plt, save, steps, s['variance'], window, name)
   _mcmc(plt, save, steps, s['pmove'], s['move_width'], name)
-  timings_path = os.path.join(run_dir, 'timings.json')
-  timings = _read(timings_path) if os.path.exists(timings_path) else {}
   if isinstance(timings.get('train_step_ms'), (int, float)):
     _timers(plt, save, timings, name)
-  density_path = os.path.join(run_dir, 'density.csv')  # From evaluate --observables density.
-  if os.path.exists(density_path):
-    _density(plt, save, density_path, name)
-  if os.path.exists(os.path.join(run_dir, 'pes.json')):  # From evaluating a set of geometries.
+  if density is not None:
+    _density(plt, save, density, name)
+  if surface:
     paths += plot_surface(run_dir, out_dir=out_dir)
   return paths
 
@@ -120,7 +114,7 @@ def plot_dmc(run_dir: str, out_dir: Optional[str] = None) -> list:
   path = os.path.join(run_dir, 'dmc.json')
   if not os.path.exists(path):
     raise InputError(f'{run_dir!r} holds no dmc.json (run python -m ferminet_fast.dmc first)')
-  result = _read(path, ('per_tau', 'extrapolated', 'exact_energy'))
+  result = rundir.read_object(path, ('per_tau', 'extrapolated', 'exact_energy'))
   stats = os.path.join(run_dir, 'dmc_stats.csv')
   if not os.path.exists(stats):
     raise InputError(f'{run_dir!r} holds dmc.json but no dmc_stats.csv')
@@ -170,12 +164,7 @@ def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = Non
     raise InputError("plotting needs matplotlib: pip install 'ferminet_fast[plot]'") from None
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
-  path = os.path.join(run_dir, 'pes.json')
-  if not os.path.exists(path):
-    raise InputError(f'{run_dir!r} holds no pes.json (evaluate a run over a set of geometries '
-                     'first)')
-  pes = _read(path, ('geometries',))
-  rows = pes['geometries']
+  pes, rows = _surface_rows(run_dir)
   scan = all('coordinate' in r for r in rows)
   x = [r['coordinate'] if scan else r['index'] for r in rows]
   out_dir = _made(out_dir or os.path.join(run_dir, 'plots'))
@@ -196,6 +185,31 @@ def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = Non
   ax.legend(fontsize=8)
   _saver(plt, out_dir, paths)(fig, 'pes.png')
   return paths
+
+
+def _surface_rows(run_dir: str) -> tuple:
+  """(pes.json, its geometries' rows), InputError where it is missing or not as written."""
+  path = os.path.join(run_dir, 'pes.json')
+  if not os.path.exists(path):
+    raise InputError(f'{run_dir!r} holds no pes.json (evaluate a run over a set of geometries '
+                     'first)')
+  pes = rundir.read_object(path, ('geometries', 'label'))
+  rows = pes['geometries']
+  fields = ('index', 'energy', 'error')
+  if not isinstance(rows, list) or not all(isinstance(r, dict) and all(f in r for f in fields)
+                                           for r in rows):
+    raise InputError(f'{path} is not as ferminet_fast writes it (each geometry needs '
+                     f'{", ".join(fields)})')
+  return pes, rows
+
+
+def _density_table(path: str) -> tuple:
+  """(lo, hi, rho, err) of each shell of a density.csv; InputError where it is not one."""
+  try:
+    lo, hi, rho, err = np.loadtxt(path, delimiter=',', skiprows=1, unpack=True, ndmin=2)
+  except ValueError as e:
+    raise InputError(f'{path} is not a density.csv written by ferminet_fast ({e})') from None
+  return lo, hi, rho, err
 
 
 def _saver(plt, out_dir: str, paths: list) -> Callable:
@@ -262,11 +276,8 @@ def _timers(plt, save, timings, name) -> None:
   save(fig, 'timers.png')
 
 
-def _density(plt, save, path, name) -> None:
-  try:
-    lo, hi, rho, err = np.loadtxt(path, delimiter=',', skiprows=1, unpack=True, ndmin=2)
-  except ValueError as e:
-    raise InputError(f'{path} is not a density.csv written by ferminet_fast ({e})') from None
+def _density(plt, save, table, name) -> None:
+  lo, hi, rho, err = table
   r = 0.5 * (lo + hi)
   fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
   shell = 4 * np.pi * r**2

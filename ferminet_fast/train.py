@@ -16,10 +16,10 @@ import jax  # noqa: E402
 from ferminet_fast import plan  # noqa: E402
 from ferminet_fast.environment import (blas_threads, cpu_devices, distributed,  # noqa: E402
                                        machine, signals)
-from ferminet_fast.physics import hartree_fock, systems  # noqa: E402
+from ferminet_fast.physics import systems  # noqa: E402
 from ferminet_fast.runtime import (checkpoint, cli, context, profiling, resume,  # noqa: E402
                                    rundir, watchdog)
-from ferminet_fast.stages import relax, report, trained, training  # noqa: E402
+from ferminet_fast.stages import preflight, relax, report, trained, training  # noqa: E402
 from ferminet_fast.stages.report import Result, final_line  # noqa: E402,F401  (the public API)
 from ferminet_fast.vmc import mcmc, pretrain, step  # noqa: E402
 
@@ -45,7 +45,7 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   distributed.initialize(cfg.distributed)
   ctx = distributed.context(cfg.batch_size)
   system = plan.system_of(cfg)
-  _check(cfg, system)  # Before the run directory is made.
+  preflight.check(cfg, system)  # Before the run directory is made.
   source = resume.decide(ctx, user_cfg, system.name)
   run = context.Run(source.run_dir, ctx, quiet)
   run.say(f'System  {systems.describe(system)}')
@@ -58,25 +58,6 @@ def _train(user_cfg, quiet: bool, stop: signals.StopSignals) -> Result:
   # Start-up and steps are watched from here: a stall ends the run (runtime/watchdog.py, exit 4).
   with watchdog.for_stage('training', cfg.watchdog, cli.EXIT_STALLED, run.dir) as watch:
     return _start_and_train(cfg, user_cfg, run, source, system, stop, watch)
-
-
-def _check(cfg, system: systems.System) -> None:
-  """What a run of `cfg` refuses for its built `system` from the settings and the files they
-  name, before anything is written: the Hartree-Fock basis, the run fine-tuned from, a
-  relaxation."""
-  if cfg.pretrain.iterations and pretrain.available():
-    hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
-  trained.check_fine_tune(cfg, system)
-  relax.check(cfg, system)
-
-
-def dry_run(user_cfg) -> str:
-  """What --dry-run prints (plan.dry_run), once the settings passed every check a run makes
-  before it writes anything (the system built, the files they name read); writes nothing."""
-  text = plan.dry_run(user_cfg)
-  _check(user_cfg, plan.system_of(user_cfg))
-  resume.check_restore(user_cfg)
-  return text
 
 
 def _start_and_train(cfg, user_cfg, run: context.Run, source: resume.Source, system, stop,
@@ -158,7 +139,7 @@ def _prepare(cfg, run: context.Run, source: resume.Source, parts: step.Parts,
 
 def run() -> None:
   """Console entry point (ferminet-fast-train, python -m ferminet_fast.train)."""
-  cli.run_training(train, dry_run)
+  cli.run_training(train, preflight.dry_run)
 
 
 if __name__ == '__main__':

@@ -70,14 +70,10 @@ def test_bad_values_are_named(key, value, message):
     config.validate(tiny_config('He', **{key: value}))
 
 
-def test_combinations_refused_before_anything_is_built():
-  """A run continued and fine-tuned at once; a scan of more geometries than walkers (each
-  needs a chain), refused before its geometries are made."""
-  with pytest.raises(InputError, match='restore_path and config.log.fine_tune_from'):
-    config.validate(tiny_config('He', **{'log.restore_path': 'a', 'log.fine_tune_from': 'b'}))
+def test_a_scan_of_more_geometries_than_walkers_is_refused_before_it_is_made():
   scan = {'system.atom': '', 'system.molecule': 'H 0 0 0; H 0 0 1.4', 'system.scan.atoms': (0, 1),
           'system.scan.start': 1.0, 'system.scan.stop': 2.0, 'system.scan.points': 10**9}
-  with pytest.raises(InputError, match='scan.points = 1000000000: each geometry needs'):
+  with pytest.raises(InputError, match='scan.points = 1000000000 exceeds config.batch_size'):
     config.validate(tiny_config('He', **scan))
 
 
@@ -109,13 +105,19 @@ def test_a_saved_config_reads_back_and_unknown_keys_are_refused():
 
 
 @pytest.mark.parametrize('saved,words', [
-    ({'system': 5}, 'system holds 5, not a block of settings'),
-    ({'batch_size': 'abc'}, "batch_size = 'abc' is not a value it takes"),
+    ({'system': 5}, 'run/config.json: system holds 5, not a block of settings'),
+    ({'batch_size': 'abc'}, "batch_size = 'abc' is not a value of its type .int."),
+    ({'relax': {'patience': 3}}, None),
     ([], 'the file holds'),
 ])
 def test_a_malformed_saved_config_is_named(saved, words):
+  """A config.json that is not settings is named; one of an older version (its retired
+  keys) reads back."""
+  if words is None:
+    assert config.from_json(saved).relax == config.default().relax
+    return
   with pytest.raises(InputError, match=words):
-    config.from_json(saved)
+    config.from_json(saved, 'run/config.json')
 
 
 def _config_file(tmp_path, body):
@@ -128,7 +130,7 @@ def _config_file(tmp_path, body):
 def test_a_config_file_that_does_not_start_from_the_defaults_is_refused(tmp_path):
   built = _config_file(tmp_path, '  cfg = config_dict.ConfigDict()\n  cfg.batch_size = 8\n'
                        '  return cfg\n')
-  with pytest.raises(InputError, match='config.precision is missing'):
+  with pytest.raises(InputError, match='is missing: a config file starts from'):
     cli.resolve(['train', f'--config={built}'])
   extra = _config_file(tmp_path, '  cfg = config.default()\n  with cfg.unlocked():\n'
                        '    cfg.extra = 1\n  return cfg\n')

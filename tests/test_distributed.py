@@ -149,14 +149,18 @@ def test_batch_not_divisible_by_devices_is_a_clear_error(tmp_path):
   assert not (tmp_path / 'run').exists()
 
 
-@pytest.mark.parametrize('processes,index', [(2, 2), (0, 0), (2, -1)])
-def test_a_process_index_out_of_its_count_is_a_clear_error(processes, index):
-  """With a coordinator given, the process count and this process's index are checked
-  before jax.distributed.initialize, which would otherwise wait for processes that never
-  come."""
-  from ferminet_fast.environment import distributed
+@pytest.mark.parametrize('processes,index,words', [
+    (2, 2, 'process_id = 2 is not one of the 2 processes'),
+    (0, 0, 'num_processes .>= 1. and process_id .>= 0. must be set too'),
+    (2, -1, 'num_processes .>= 1. and process_id .>= 0. must be set too')])
+def test_a_process_index_out_of_its_count_is_a_clear_error(processes, index, words):
+  """With a coordinator given, the process count and this process's index are checked with
+  the settings, before jax.distributed.initialize, which would otherwise wait for processes
+  that never come."""
+  from ferminet_fast import config
   from ferminet_fast.errors import InputError
-  cfg = tiny_config('He').distributed
-  cfg.coordinator, cfg.num_processes, cfg.process_id = 'localhost:1', processes, index
-  with pytest.raises(InputError, match=f'they are {processes} and {index}'):
-    distributed.initialize(cfg)
+  cfg = tiny_config('He', **{'distributed.coordinator': 'localhost:1',
+                             'distributed.num_processes': processes,
+                             'distributed.process_id': index})
+  with pytest.raises(InputError, match=words):
+    config.validate(cfg)

@@ -12,6 +12,7 @@ import pytest
 from conftest import (combinations, each_optimizer_and_precision,
                       network_optimizer_precision, tiny_config)
 from ferminet_fast import InputError, train
+from ferminet_fast.stages import preflight
 from ferminet_fast.environment import packages
 from ferminet_fast.runtime import cli, rundir
 
@@ -83,7 +84,7 @@ BAD_INPUTS = [
     (['--config.batch_size=many'], 'batch_size'),
     (['--config.batch_size=None'], 'config.batch_size cannot be None'),
     (['--no_such_flag'], 'unknown flag --no_such_flag (options are --config FILE'),
-    (['--config.debug.seed=4294967296'], 'debug.seed must lie in [0, 4294967295]'),
+    (['--config.debug.seed=18446744073709551616'], 'debug.seed must lie in [-9223372036854775808'),
     (['--config.mcmc.move_width=inf'], 'mcmc.move_width must be a finite number'),
     (['--config.optim.seconds=inf'], 'optim.seconds must be a finite number'),
     (['--config.pretrain.iterations=5', '--config.pretrain.basis=no-such-basis'],
@@ -166,25 +167,8 @@ def test_cli_dry_run_prints_the_resolved_config():
 def dry_run(*args) -> str:
   """What `python -m ferminet_fast.train ARGS --dry-run` prints, by the same steps in this
   process: the command line resolved as run_training resolves it (cli.resolve), then
-  train.dry_run. (The entry point's own --dry-run: the test above.)"""
-  return train.dry_run(cli.resolve(['train', *args, '--dry-run']))
-
-
-def test_a_dry_run_refuses_what_the_run_refuses(tmp_path):
-  """--dry-run makes the checks a run makes before it writes anything: the system built
-  (geometries drawn, walkers split over them), a relaxation, the run restored from."""
-  three = "--config.system.geometries=('H 0 0 0; H 0 0 1.4','H 0 0 0; H 0 0 1.6')"
-  (tmp_path / 'empty').mkdir()
-  for args, words in (([three, '--config.optim.geometries_per_step=3', '--config.batch_size=8'],
-                       'geometries_per_step = 3 exceeds the 2 geometries'),
-                      ([three, '--config.batch_size=7'], 'does not split evenly'),
-                      (['--config.system.molecule=H 0 0 0', '--config.system.spin=1',
-                        '--config.system.relax=True'], 'one nucleus has no geometry'),
-                      ([f'--config.log.restore_path={tmp_path / "empty"}'],
-                       'holds no checkpoint')):
-    with pytest.raises(InputError, match=words):
-      dry_run(*args)
-  assert [p.name for p in tmp_path.iterdir()] == ['empty']
+  preflight.dry_run. (The entry point's own --dry-run: the test above.)"""
+  return preflight.dry_run(cli.resolve(['train', *args, '--dry-run']))
 
 
 def test_cli_keys_whose_default_is_none_take_none_again(tmp_path):

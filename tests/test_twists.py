@@ -9,11 +9,12 @@ from ferminet_fast.stages import twists
 
 def test_a_result_without_its_energy_is_named(tmp_path):
   rundir.write_json(str(tmp_path / 'eval.json'), {'error': 0.001})
-  with pytest.raises(InputError, match='holds no energy, checkpoint_step'):
-    twists._read(str(tmp_path), 'eval.json')
+  with pytest.raises(InputError, match='not as ferminet_fast writes it .no energy, '
+                     'checkpoint_step.; run python -m ferminet_fast.evaluate --run'):
+    twists.result_of(str(tmp_path), 'eval.json')
   result = {'energy': -1.0, 'error': 0.001, 'checkpoint_step': 10}
   rundir.write_json(str(tmp_path / 'eval.json'), result)
-  assert twists._read(str(tmp_path), 'eval.json') == result
+  assert twists.result_of(str(tmp_path), 'eval.json') == result
 
 
 @pytest.mark.parametrize('out,words', [('.', 'is a directory'),

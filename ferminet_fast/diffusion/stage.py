@@ -75,17 +75,19 @@ def settings(run_dir: str, overrides: dict):
     cfg.dmc.tau = plan.dmc_time_steps(cfg.system)
   cfg = plan.settings(cfg, later_stage=True)
   d = cfg.dmc
-  record = len(d.tau) * (d.equilibration + d.steps) * len(COLUMNS) * 8  # Bytes, at most.
+  # Bytes of the per-step record (at most float64), on the device and copied to the host.
+  record = 2 * len(d.tau) * (d.equilibration + d.steps) * len(COLUMNS) * 8
   free = memory.free_bytes(jax.devices()[:1])
   if free is not None and record > free:
-    raise InputError(f'DMC of {len(d.tau)} time steps of {d.equilibration} + {d.steps} steps: '
-                     f'their record needs {record / 2**30:.1f} GiB, more than the '
-                     f'{free / 2**30:.1f} GiB free; take fewer steps')
-  n, size = len(jax.devices()), d.batch_size or cfg.batch_size
-  if size % n:
-    given = '--batch_size' if d.batch_size else "the run's batch (no --batch_size given)"
-    raise InputError(f'DMC of {size} walkers ({given}): they do not split evenly over the {n} '
-                     f'devices of this run; give --batch_size a multiple of {n}')
+    raise InputError(f'DMC of {run_dir!r}: {len(d.tau)} time steps of {d.equilibration} + '
+                     f'{d.steps} steps need {record / 2**30:.1f} GiB for their record, more '
+                     f'than the {free / 2**30:.1f} GiB free; give fewer --steps, '
+                     '--equilibration or --tau')
+  size = d.batch_size or cfg.batch_size
+  given = ('--batch_size' if overrides.get('batch_size') else
+           'its dmc.batch_size' if d.batch_size else "its training's batch")
+  distributed.check_split(size, f'DMC of {run_dir!r}: a population of {size} walkers ({given})',
+                          '--batch_size')
   return cfg
 
 

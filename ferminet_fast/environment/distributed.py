@@ -47,10 +47,6 @@ def initialize(dcfg) -> None:
     return
   kwargs = {}
   if dcfg.coordinator:
-    if dcfg.num_processes < 1 or not 0 <= dcfg.process_id < dcfg.num_processes:
-      raise InputError('config.distributed.coordinator is set, so config.distributed.'
-                       'num_processes (>= 1) and process_id (0 to num_processes - 1) must '
-                       f'be set too (they are {dcfg.num_processes} and {dcfg.process_id})')
     kwargs = dict(coordinator_address=dcfg.coordinator, num_processes=dcfg.num_processes,
                   process_id=dcfg.process_id)
   try:
@@ -114,12 +110,19 @@ class Context(NamedTuple):
     return bool(flags[:, 0].any()), bool(flags[0, 1])
 
 
+def check_split(batch_size: int, what: str = '', setting: str = 'config.batch_size') -> None:
+  """InputError unless `batch_size` walkers (`what` says whose; `setting` is the key or flag
+  that sets them) split evenly over this process's view of all devices."""
+  n = len(jax.devices())
+  if batch_size % n:
+    raise InputError(f'{what or f"config.batch_size = {batch_size}"} does not divide evenly '
+                     f'over the {n} devices of this run; give {setting} a multiple of {n}')
+
+
 def context(batch_size: int) -> Context:
   """The mesh over all devices; `batch_size` must split evenly over them."""
+  check_split(batch_size)
   devices = jax.devices()
-  if batch_size % len(devices):
-    raise InputError(f'config.batch_size = {batch_size} does not divide evenly over the '
-                     f'{len(devices)} devices of this run; use a multiple of {len(devices)}')
   mesh = Mesh(np.asarray(devices), (AXIS,))
   return Context(mesh, jax.process_index(), jax.process_count())
 

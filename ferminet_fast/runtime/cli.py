@@ -15,7 +15,6 @@ import re
 import sys
 from typing import Callable, Optional, Sequence
 
-import numpy as np
 from ml_collections import config_dict
 
 from ferminet_fast import config
@@ -151,17 +150,6 @@ def after_parsing(argv: Sequence[str]) -> tuple:
   return kept, values
 
 
-def plain_values(cfg: config_dict.ConfigDict) -> None:
-  """Numpy arrays a config file set (a FermiNet-style `np.array` lattice) made nested
-  tuples, as the settings declare them and config.json stores them."""
-  for key in list(cfg.keys()):
-    value = cfg[key]
-    if isinstance(value, config_dict.ConfigDict):
-      plain_values(value)
-    elif isinstance(value, np.ndarray):
-      cfg[key] = config.as_tuples(value.tolist())
-
-
 def set_values(cfg: config_dict.ConfigDict, values: dict) -> None:
   for key, value in values.items():
     *blocks, last = key.split('.')
@@ -229,11 +217,11 @@ def parse_stage_flags(argv: Sequence[str]) -> list:
   does not know or a value it refuses being bad input: one line, EXIT_INPUT, as for
   training (absl's own parser prints two and exits 1)."""
   from absl import flags
-  try:
-    return flags.FLAGS(list(argv))
-  except flags.Error as e:
-    print(f'error: {str(e).splitlines()[0]}', file=sys.stderr)
-    sys.exit(EXIT_INPUT)
+  with exit_on_error():
+    try:
+      return flags.FLAGS(list(argv))
+    except flags.Error as e:
+      raise InputError(str(e).splitlines()[0]) from None
 
 
 def define_flags(flag_values, argv: Optional[Sequence[str]] = None,
@@ -258,7 +246,6 @@ def resolve(argv: Sequence[str]) -> config_dict.ConfigDict:
   check(argv, DEFAULT_CONFIG)
   argv, values = after_parsing(argv)
   cfg = parse(argv, DEFAULT_CONFIG)
-  plain_values(cfg)
   set_values(cfg, values)
   config.validate(cfg)
   return cfg
@@ -274,7 +261,6 @@ def _main(argv, train: Callable, dry_run: Callable, values=None) -> None:
           file=sys.stderr)
     sys.exit(EXIT_INPUT)
   cfg = flags.FLAGS.config
-  plain_values(cfg)
   set_values(cfg, values or {})
   with exit_on_error():
     if flags.FLAGS.dry_run:

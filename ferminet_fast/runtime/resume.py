@@ -17,9 +17,10 @@ class Source(NamedTuple):
   restore_from: str  # Directory whose newest checkpoint is restored ('' for a fresh start).
 
 
-def check_compatible(source_dir: str, cfg) -> None:
-  """Raises InputError unless the run in source_dir has the state shapes cfg would build."""
-  saved = config.from_json(rundir.saved_config(source_dir)).to_dict()  # Checked as read.
+def check_compatible(source_dir: str, cfg, what: str = 'config.log.save_path') -> None:
+  """Raises InputError unless the run in source_dir (`what` names it) has the state shapes
+  cfg would build."""
+  saved = rundir.read_config(source_dir, what).to_dict()
   diffs = config.structural_differences(saved, cfg.to_dict())
   if diffs:
     raise InputError(f'the checkpoint in {source_dir!r} was made with a different '
@@ -32,7 +33,7 @@ def check_restore(cfg) -> None:
   if cfg.log.restore_path:
     if not checkpoint.has_checkpoint(cfg.log.restore_path):
       raise InputError(f'config.log.restore_path {cfg.log.restore_path!r} holds no checkpoint')
-    check_compatible(cfg.log.restore_path, cfg)
+    check_compatible(cfg.log.restore_path, cfg, 'config.log.restore_path')
 
 
 def decide(ctx: distributed.Context, cfg, name: str) -> Source:

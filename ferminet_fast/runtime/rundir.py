@@ -89,11 +89,7 @@ def _interrupted_start(path: str, found: list, config: Optional[dict]) -> bool:
 
 def saved_config(run_dir: str) -> dict:
   """The settings a run saved (its config.json) as written: the one reader of that file."""
-  path = os.path.join(run_dir, CONFIG)
-  saved = read_json(path)
-  if not isinstance(saved, dict):
-    raise InputError(f'{path} holds {type(saved).__name__}, not settings')
-  return saved
+  return read_object(os.path.join(run_dir, CONFIG))
 
 
 def read_config(run_dir: str, what: str = '--run'):
@@ -104,7 +100,7 @@ def read_config(run_dir: str, what: str = '--run'):
     raise InputError(f'{what} {run_dir!r} is not a directory')
   if not os.path.exists(os.path.join(run_dir, CONFIG)):
     raise InputError(f'{what} {run_dir!r} holds no {CONFIG} (not a run directory)')
-  return config_lib.from_json(saved_config(run_dir))
+  return config_lib.from_json(saved_config(run_dir), os.path.join(run_dir, CONFIG))
 
 
 def read_json(path: str) -> dict:
@@ -113,6 +109,17 @@ def read_json(path: str) -> dict:
       return json.load(f)
   except (OSError, ValueError) as e:
     raise InputError(f'{path} cannot be read: {e}') from None
+
+
+def read_object(path: str, fields: tuple = (), hint: str = '') -> dict:
+  """A JSON file this package wrote, an object holding `fields`; InputError naming it where
+  it is not (edited or cut short by hand), with `hint` (what to do) appended."""
+  d = read_json(path)
+  missing = [f for f in fields if not isinstance(d, dict) or f not in d]
+  if not isinstance(d, dict) or missing:
+    raise InputError(f'{path} is not as ferminet_fast writes it'
+                     + (f' (no {", ".join(missing)})' if missing else '') + hint)
+  return d
 
 
 def _finite_or_none(x: float) -> Optional[float]:

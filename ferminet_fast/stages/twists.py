@@ -52,20 +52,15 @@ def check(run_dirs: Sequence[str]) -> tuple:
   return system, twists
 
 
-def _read(run_dir: str, result: str) -> dict:
+def result_of(run_dir: str, result: str) -> dict:
   """The run's `result` file (eval.json, dmc.json), or InputError naming what is missing."""
   path = os.path.join(run_dir, result)
   if not os.path.exists(path):
     done = 'evaluated' if result == 'eval.json' else f'run through {RESULTS[result]}'
     raise InputError(f'--twist_average: {run_dir!r} has not been {done} (no {result}); '
                      f'run {RESULTS[result]} {run_dir} first')
-  read = rundir.read_json(path)
-  missing = [k for k in ('energy', 'error', 'checkpoint_step')
-             if not isinstance(read, dict) or k not in read]
-  if missing:
-    raise InputError(f'--twist_average: {path} holds no {", ".join(missing)} (not a result '
-                     f'of {RESULTS[result]}); run it again')
-  return read
+  return rundir.read_object(path, ('energy', 'error', 'checkpoint_step'),
+                            f'; run {RESULTS[result]} {run_dir} again')
 
 
 def average(run_dirs: Sequence[str], result: str = 'eval.json') -> dict:
@@ -74,7 +69,7 @@ def average(run_dirs: Sequence[str], result: str = 'eval.json') -> dict:
   cell and per electron, with its standard error (the runs are independent: sqrt(sum
   error^2) / n), and each twist's energy: what the average's JSON file holds."""
   system, twists = check(run_dirs)
-  read = [_read(d, result) for d in run_dirs]
+  read = [result_of(d, result) for d in run_dirs]
   energies = np.array([e['energy'] for e in read], dtype=float)
   errors = np.array([e['error'] for e in read], dtype=float)  # null (no error bar): NaN.
   n_electrons = system.n_electrons  # Per simulation cell.
