@@ -53,13 +53,14 @@ def test_plot_cli_bad_run_dir_is_one_line_error(tmp_path):
 ])
 def test_a_run_file_edited_by_hand_is_named(run_dir, tmp_path, name, text, words):
   """A file of the run that is not as training or evaluation writes it: one InputError
-  naming it, the run's other files untouched."""
+  naming it, before any picture is drawn."""
   import shutil
   copy = tmp_path / 'run'
   shutil.copytree(run_dir, copy)
   (copy / name).write_text(text)
   with pytest.raises(InputError, match=words):
     plot.plot_run(str(copy), str(tmp_path / 'plots'))
+  assert not (tmp_path / 'plots').exists()
 
 
 def test_a_plots_folder_that_cannot_be_made_is_named(run_dir, tmp_path):
