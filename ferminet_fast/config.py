@@ -585,13 +585,17 @@ SETTINGS = {
     'log.save_every': S(0, 'Steps between checkpoints (0: not by steps).', _non_negative),
     'log.keep_checkpoints': S(3, 'Newest checkpoints kept; older ones are deleted.',
                               _positive_int),
-    'log.restore_path': S('', 'Start from the newest checkpoint of this other run directory.'),
+    'log.restore_path': S('', 'Start from the newest checkpoint of this other run directory '
+                          '(its state: parameters, walkers, optimizer and step). Once this '
+                          "run has a checkpoint of its own in save_path, a restart resumes "
+                          'that one, so a resubmitted job keeps the same command line.'),
     'log.fine_tune_from': S('', "A trained run's directory whose parameters (their average, "
                             'as evaluation takes them) this run starts from, at its own '
                             'geometry or set of geometries: the same elements in the same '
                             'order, electrons, network and precision (checked); the walkers, '
                             'optimizer state and step count start afresh and pretraining is '
-                            "skipped. '' starts from initialised (or pretrained) parameters."),
+                            "skipped; a restart resumes this run's own checkpoint. '' starts "
+                            'from initialised (or pretrained) parameters.'),
     'log.progress': S(True, 'A progress bar (energy, variance, pmove, it/s, ETA) when the '
                       "output is a terminal; batch jobs' logs get the `print_every` lines "
                       'instead.'),

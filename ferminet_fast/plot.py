@@ -290,9 +290,15 @@ def _density(plt, save, table, name) -> None:
   save(fig, 'density.png')
 
 
+USAGE = 'usage: python -m ferminet_fast.plot RUN_DIR [OUT_DIR]'
+
+
 def main(argv) -> None:
+  if cli.asks_for_help(argv):
+    print(f'{USAGE}\n\n{__doc__.strip()}')
+    sys.exit(0)
   if len(argv) not in (2, 3) or argv[1].startswith('-'):
-    print('usage: python -m ferminet_fast.plot RUN_DIR [OUT_DIR]', file=sys.stderr)
+    print(USAGE, file=sys.stderr)
     sys.exit(cli.EXIT_INPUT)
   try:
     import matplotlib  # noqa: F401

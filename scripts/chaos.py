@@ -15,9 +15,10 @@ helium config in a temporary directory and checks the outcome from the outside:
 - nan:     NaN injected into the parameters or walkers mid-run (tests/faults.py, the same
            command line with the fault put into its step); the run must finish, with
            finite parameters in its final checkpoint.
-- input:   malformed configs, geometries, checkpoints and paths; each must give a
-           non-zero exit, no traceback, a message naming the problem, and leave every
-           earlier run's files byte-for-byte unchanged.
+- input:   malformed configs, geometries, checkpoints, run files, paths and flags, given
+           to each entry point (train, evaluate, dmc, plot); each must give exit status
+           2, no traceback, a message naming the problem, and leave every earlier run's
+           files byte-for-byte unchanged.
 
 Writes the per-trial records to an artifact (--json, scripts/artifacts.py) and renders the
 tables of RELIABILITY.md from it (render(); `python -m scripts.render_docs`).
@@ -210,8 +211,9 @@ def tree_hash(path):
 
 
 def malformed_inputs(work):
-  """(name, argv or callable args, expected message) for 30+ bad inputs. Needs two earlier
-  runs: `ref` (He, complete) and `li` (Li, complete)."""
+  """(name, entry point, its arguments, expected words of the message) for 50-odd bad
+  inputs; the training command's get TINY and a new save_path unless they name one. Needs
+  two earlier runs: `ref` (He, complete) and `li` (Li, complete)."""
   ref, li = os.path.join(work, 'ref'), os.path.join(work, 'li')
   cfgs = os.path.join(work, 'configs')
   os.makedirs(cfgs, exist_ok=True)
@@ -246,6 +248,69 @@ def malformed_inputs(work):
   with open(a_file, 'w') as f:
     f.write('not a directory\n')
   new = os.path.join(work, 'new')
+  listed = os.path.join(work, 'listed')  # config.json holds JSON, but not settings.
+  shutil.copytree(ref, listed)
+  with open(os.path.join(listed, 'config.json'), 'w') as f:
+    f.write('[1, 2]')
+  unnamed = os.path.join(work, 'unnamed')  # Checkpoints without their config.json.
+  shutil.copytree(ref, unnamed)
+  os.remove(os.path.join(unnamed, 'config.json'))
+  edited = os.path.join(work, 'edited')  # A result.json edited by hand.
+  shutil.copytree(ref, edited)
+  with open(os.path.join(edited, 'result.json'), 'w') as f:
+    f.write('{"exact_energy": "abc"}')
+  latin1 = os.path.join(work, 'latin1.xyz')
+  with open(latin1, 'wb') as f:
+    f.write('2\nH\xe9lium\nH 0 0 0\nH 0 0 0.74\n'.encode('latin-1'))
+  h2 = "--config.system.geometries=('H 0 0 0; H 0 0 1.4', 'He 0 0 0; H 0 0 1.6')"
+  scan = ['--config.system.atom=', '--config.system.molecule=H 0 0 0; H 0 0 1.4',
+          '--config.system.scan.atoms=(0,1)', '--config.system.scan.start=1.0',
+          '--config.system.scan.stop=3.0', '--config.system.scan.points=65']
+  train = [(name, 'train', args, words) for name, args, words in _training_inputs(
+      ref, li, cfgs, truncated, bad_json, foreign, a_file, new)] + [
+      ('infinite number', 'train', ['--config.mcmc.move_width=inf'],
+       'must be a finite number'),
+      ('seed beyond 64 bits', 'train', ['--config.debug.seed=18446744073709551616'],
+       'debug.seed must lie in'),
+      ('--dry-run with a value', 'train', ['--dry-run=maybe'], 'dry'),
+      ('resume a config.json that is not settings', 'train',
+       [f'--config.log.save_path={listed}'], 'config.json'),
+      ('checkpoints without config.json', 'train', [f'--config.log.save_path={unnamed}'],
+       'holds checkpoints but no config.json'),
+      ('process index beyond the count', 'train',
+       ['--config.distributed.coordinator=localhost:1', '--config.distributed.num_processes=2',
+        '--config.distributed.process_id=2'], 'process_id'),
+      ('both restored and fine-tuned', 'train', [f'--config.log.restore_path={ref}',
+                                                 f'--config.log.fine_tune_from={ref}'],
+       'both given'),
+      ('geometries of different elements', 'train', ['--config.system.atom=', h2], 'element'),
+      ('.xyz file not UTF-8', 'train', ['--config.system.atom=',
+                                       f'--config.system.geometries={latin1}'], 'UTF-8'),
+      ('scan of more geometries than walkers', 'train', scan, 'scan.points = 65 exceeds'),
+      ('an ECP named twice for one element', 'train',
+       ['--config.system.atom=S', '--config.system.ecp=S:ccecp,S:crenbl'], 'more than once'),
+  ]
+  return train + [
+      ('no checkpoint', 'evaluate', [f'--run={foreign}'], 'no checkpoint'),
+      ('unknown flag', 'evaluate', [f'--run={ref}', '--walkerz=5'], 'walkerz'),
+      ('stray argument', 'evaluate', [f'--run={ref}', 'stray'], 'stray'),
+      ('seed beyond 64 bits', 'evaluate', [f'--run={ref}',
+                                                     '--seed=18446744073709551616'], '--seed'),
+      ('config.json not settings', 'evaluate', [f'--run={listed}'], 'config.json'),
+      ('zero walkers', 'evaluate', [f'--run={ref}', '--walkers=0'], 'walkers'),
+      ('run missing', 'dmc', [f'--run={os.path.join(work, "none")}'], 'not a directory'),
+      ('negative time step', 'dmc', [f'--run={ref}', '--tau=-0.01'], 'config.dmc.tau'),
+      ('infinite time step', 'dmc', [f'--run={ref}', '--tau=inf'], 'config.dmc.tau'),
+      ('unknown moves', 'dmc', [f'--run={ref}', '--moves=both'], 'config.dmc.moves'),
+      ('unknown flag', 'dmc', [f'--run={ref}', '--no_such_flag'], 'no_such_flag'),
+      ('run missing', 'plot', [os.path.join(work, 'none')], 'does not exist'),
+      ('result.json edited by hand', 'plot', [edited, os.path.join(work, 'plots')],
+       'exact_energy'),
+  ]
+
+
+def _training_inputs(ref, li, cfgs, truncated, bad_json, foreign, a_file, new):
+  """The training command's bad inputs as (name, arguments, expected words)."""
   return [
       ('unknown key', ['--config.optim.foo=1', f'--config.log.save_path={new}'], 'optim.foo'),
       ('misspelt section', ['--config.sytem.atom=Li'], 'sytem'),
@@ -307,21 +372,26 @@ def chaos_input(work):
                    capture_output=True, env=ENV, cwd=REPO)
   cases = malformed_inputs(work)
   records = []
-  for name, args, expected in cases:
+  for name, command, args, expected in cases:
     before = {d: tree_hash(os.path.join(work, d)) for d in sorted(os.listdir(work))
               if os.path.isdir(os.path.join(work, d))}
-    argv = [sys.executable, '-m', 'ferminet_fast.train', *TINY, *args]
-    if not any(a.startswith('--config.log.save_path') for a in args):
-      argv.append(f'--config.log.save_path={os.path.join(work, "new")}')
+    argv = [sys.executable, '-m', f'ferminet_fast.{command}', *args]
+    if command == 'train':
+      argv[3:3] = TINY
+      if not any(a.startswith('--config.log.save_path') for a in args):
+        argv.append(f'--config.log.save_path={os.path.join(work, "new")}')
     r = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=REPO, timeout=300)
     after = {d: tree_hash(os.path.join(work, d)) for d in before}
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     message = next((ln for ln in lines if ln.startswith(('error:', 'FATAL'))), '')
-    records.append({'input': name, 'exit_code': r.returncode, 'message': message,
+    records.append({'input': name, 'command': command, 'exit_code': r.returncode,
+                    'message': message,
                     'names_problem': expected in message, 'traceback': 'Traceback' in r.stderr,
                     'files_unchanged': before == after,
-                    'new_dir_created': os.path.exists(os.path.join(work, 'new'))})
-    shutil.rmtree(os.path.join(work, 'new'), ignore_errors=True)
+                    'new_dir_created': any(os.path.exists(os.path.join(work, d))
+                                           for d in ('new', 'plots'))})
+    for d in ('new', 'plots'):
+      shutil.rmtree(os.path.join(work, d), ignore_errors=True)
   return records, {}
 
 
@@ -385,11 +455,12 @@ def render_inputs(path: str = JSON) -> str:
   if 'input' not in by_kind:
     return f'*No malformed-input run in `{os.path.relpath(path, REPO)}` yet.*'
   run, res = by_kind['input']
-  out = ['| malformed input | exit | message |', '|---|---|---|']
+  out = ['| command | malformed input | exit | message |', '|---|---|---|---|']
   work = re.compile(r'/tmp/ferminet_fast_chaos_[^/]+/')
   for r in res['trials']:
     msg = work.sub('…/', r['message']).replace('|', '\\|')
-    out.append(f'| {r["input"]} | {r["exit_code"]} | `{msg[:160]}` |')
+    out.append(f'| {r.get("command", "train")} | {r["input"]} | {r["exit_code"]} | '
+               f'`{msg[:160]}` |')
   return '\n'.join(out + ['', artifacts.provenance(path, [run])])
 
 

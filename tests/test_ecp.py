@@ -78,6 +78,8 @@ def test_valence_electrons_and_effective_charges():
     ('Xx:ccecp', "unknown element symbol 'Xx'"),
     ({'O': 'ccecp'}, 'names O, which is not in the system'),
     ('S:ccecp:x', "'SYMBOL:NAME,SYMBOL:NAME'"),
+    ('S:', "'SYMBOL:NAME,SYMBOL:NAME'"),
+    ('S:ccecp,S:crenbl', 'names S more than once'),
 ])
 @pytest.mark.jax_range
 def test_bad_ecp_settings_are_one_clear_error(setting, message):

@@ -107,6 +107,17 @@ def test_cli_bad_input_is_one_clear_error(tmp_path, args, message):
   assert not (tmp_path / 'run').exists()
 
 
+@pytest.mark.parametrize('command,words', [('train', '--config.KEY=VALUE'),
+                                           ('evaluate', '--walkers'), ('dmc', '--tau'),
+                                           ('plot', 'RUN_DIR')])
+def test_every_entry_point_answers_help_with_its_usage(tmp_path, command, words):
+  """--help and -h print the command's options on stdout and exit 0, writing nothing."""
+  for flag in ('--help', '-h'):
+    proc = run_cli(flag, command=command, cwd=tmp_path)
+    assert proc.returncode == 0 and words in proc.stdout, (flag, proc.stdout, proc.stderr)
+    assert 'Traceback' not in proc.stderr and not os.listdir(tmp_path), flag
+
+
 def test_every_bad_input_is_refused_with_its_message(tmp_path):
   """Each of BAD_INPUTS by the command line's own steps in this process (cli.resolve, as
   run_training parses it, then train()): one InputError of one line naming the problem, and

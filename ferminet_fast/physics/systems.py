@@ -342,11 +342,14 @@ def ecp_names(setting, symbols: tuple) -> tuple:
   one name for every atom heavier than helium, or {symbol: name} (also written
   'Fe:ccecp,S:ccecp')."""
   if isinstance(setting, str) and ':' in setting:
-    try:
-      setting = dict(entry.split(':') for entry in setting.replace(' ', '').split(',') if entry)
-    except ValueError:
+    pairs = [entry.split(':') for entry in setting.replace(' ', '').split(',') if entry]
+    if any(len(p) != 2 or not all(p) for p in pairs):
       raise InputError(
-          f"config.system.ecp = {setting!r}: write 'SYMBOL:NAME,SYMBOL:NAME'") from None
+          f"config.system.ecp = {setting!r}: write 'SYMBOL:NAME,SYMBOL:NAME'")
+    twice = sorted({s for s, _ in pairs if [q for q, _ in pairs].count(s) > 1})
+    if twice:
+      raise InputError(f'config.system.ecp = {setting!r} names {", ".join(twice)} more than once')
+    setting = dict(pairs)
   if isinstance(setting, str):
     return tuple(setting if setting and atomic_number(s, 'config.system') > 2 else ''
                  for s in symbols)

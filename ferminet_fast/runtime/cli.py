@@ -159,9 +159,39 @@ def set_values(cfg: config_dict.ConfigDict, values: dict) -> None:
     node[last] = value
 
 
-# Flags of the training command besides --config and its overrides (absl's help included).
-FLAGS = ('--dry-run', '--dry_run', '--help-config', '--help', '--helpfull', '--helpshort')
-OPTIONS = '--config FILE, --config.KEY=VALUE, --dry-run, --help-config'
+HELP = ('-h', '--help', '--helpshort', '--helpfull')  # Each entry point's request for help.
+# Flags of the training command besides --config and its overrides.
+FLAGS = ('--dry-run', '--dry_run', '--help-config') + HELP
+OPTIONS = '--config FILE, --config.KEY=VALUE, --dry-run, --help-config, --help'
+
+
+def training_usage() -> str:
+  """What `python -m ferminet_fast.train --help` prints."""
+  return '\n'.join([
+      'usage: python -m ferminet_fast.train [--config FILE] [--config.KEY=VALUE ...] '
+      '[--dry-run]',
+      '',
+      'Trains a wavefunction and writes its run directory (config.log.save_path); the same',
+      'command run again resumes it from its newest checkpoint.',
+      '',
+      '  --config FILE       a settings file defining get_config() (default: the helium atom',
+      '                      of ferminet_fast/config.py; configs/ holds the shipped systems)',
+      '  --config.KEY=VALUE  one setting, e.g. --config.optim.iterations=5000',
+      '                      (--config.KEY=None for keys that take None)',
+      '  --dry-run           make the checks a run makes, print the resolved settings and exit',
+      '                      without writing anything',
+      '  --help-config       every setting: its meaning, unit, allowed values and default',
+      '',
+      f'Exit status: 0 done; {EXIT_INPUT} bad input (nothing written); {EXIT_FAILED} training '
+      'could not go on',
+      f'(its last good state checkpointed); {EXIT_STALLED} a step stopped completing; '
+      f'{EXIT_PREEMPTED} stopped by a',
+      'signal after a checkpoint (run the command again to resume).'])
+
+
+def asks_for_help(argv: Sequence[str]) -> Optional[str]:
+  """The help flag in argv (program name first), if any."""
+  return next((a for a in argv[1:] if a in HELP), None)
 
 
 def check_flags(argv: Sequence[str]) -> None:
@@ -216,7 +246,9 @@ def parse_stage_flags(argv: Sequence[str]) -> list:
   """absl's parsing of a stage's flags (evaluate, dmc: app.run's flags_parser), a flag it
   does not know or a value it refuses being bad input: one line, EXIT_INPUT, as for
   training (absl's own parser prints two and exits 1)."""
-  from absl import flags
+  from absl import app, flags
+  if wanted := asks_for_help(argv):  # absl prints its help and exits 1; help is no error.
+    app.usage(shorthelp=wanted != '--helpfull', writeto_stdout=True, exitcode=0)
   with exit_on_error():
     try:
       return flags.FLAGS(list(argv))
@@ -280,6 +312,9 @@ def run_training(train: Callable, dry_run: Callable) -> None:
   from absl import app, flags
   if '--help-config' in sys.argv[1:]:
     print(config.describe())
+    sys.exit(0)
+  if asks_for_help(sys.argv):
+    print(training_usage())
     sys.exit(0)
   sys.argv = absl_spelling(sys.argv)
   precheck(sys.argv, DEFAULT_CONFIG)

@@ -29,8 +29,10 @@ def check_compatible(source_dir: str, cfg, what: str = 'config.log.save_path') -
 
 
 def check_restore(cfg) -> None:
-  """InputError unless `log.restore_path` (if given) holds a checkpoint that fits `cfg`."""
-  if cfg.log.restore_path:
+  """InputError unless `log.restore_path` (if given) holds a checkpoint that fits `cfg`;
+  not asked where `log.save_path` holds this run's own checkpoint, which a restart resumes
+  instead (a resubmitted job whose restore_path has since been cleared still resumes)."""
+  if cfg.log.restore_path and not rundir.resumes(cfg.log.save_path):
     if not checkpoint.has_checkpoint(cfg.log.restore_path):
       raise InputError(f'config.log.restore_path {cfg.log.restore_path!r} holds no checkpoint')
     check_compatible(cfg.log.restore_path, cfg, 'config.log.restore_path')

@@ -31,6 +31,15 @@ def stats_columns(geometries: int = 1) -> tuple:
                           else ())
 
 
+def resumes(save_path: str) -> bool:
+  """Whether `save_path` holds a run that `prepare` resumes: checkpoints with their
+  config.json. Such a run continues its own checkpoint, whatever it was restored or
+  fine-tuned from when it began."""
+  from ferminet_fast.runtime import checkpoint  # Avoids importing orbax for a bad path.
+  return (bool(save_path) and os.path.isdir(save_path) and
+          os.path.exists(os.path.join(save_path, CONFIG)) and checkpoint.has_checkpoint(save_path))
+
+
 def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
   """Creates the run directory; returns (path, resume).
 
@@ -52,12 +61,11 @@ def prepare(save_path: str, name: str, config: Optional[dict] = None) -> tuple:
     raise InputError(f'config.log.save_path {save_path!r} exists and is not a directory')
   if os.path.isdir(save_path):
     found = [f for f in RUN_FILES if os.path.exists(os.path.join(save_path, f))]
-    checkpointed = checkpoint.has_checkpoint(save_path)
-    if checkpointed and CONFIG in found:
+    if resumes(save_path):
       if not os.access(save_path, os.W_OK):
         raise InputError(f'config.log.save_path {save_path!r} is not writable')
       return save_path, True
-    if checkpointed:  # A new run's checkpoints would retire the old ones.
+    if checkpoint.has_checkpoint(save_path):  # A new run's checkpoints would retire the old ones.
       raise InputError(f'config.log.save_path {save_path!r} holds checkpoints but no {CONFIG} '
                        '(another run\'s, which cannot be resumed without it); choose a new '
                        'path')

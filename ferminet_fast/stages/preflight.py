@@ -5,7 +5,7 @@ and --dry-run, which makes those checks and prints the resolved settings."""
 from ferminet_fast import plan
 from ferminet_fast.errors import InputError
 from ferminet_fast.physics import hartree_fock, systems
-from ferminet_fast.runtime import resume
+from ferminet_fast.runtime import resume, rundir
 from ferminet_fast.stages import relax, trained
 from ferminet_fast.vmc import pretrain
 
@@ -21,7 +21,8 @@ def check(cfg, system: systems.System) -> None:
                      "run's parameters; give one")
   if cfg.pretrain.iterations and pretrain.available():
     hartree_fock.check_basis(cfg.pretrain.basis, system, cfg.pretrain.ecp_basis)
-  trained.check_fine_tune(cfg, system)
+  if not rundir.resumes(cfg.log.save_path):  # A restart resumes its own checkpoint instead.
+    trained.check_fine_tune(cfg, system)
   relax.check(cfg, system)
 
 
