@@ -83,9 +83,8 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   timings = rundir.read_object(timings_path) if os.path.exists(timings_path) else {}
   density_path = os.path.join(run_dir, 'density.csv')  # From evaluate --observables density.
   density = _density_table(density_path) if os.path.exists(density_path) else None
-  surface = os.path.exists(os.path.join(run_dir, 'pes.json'))  # A set of geometries evaluated.
-  if surface:
-    _surface_rows(run_dir)
+  surface = (_surface_rows(run_dir)  # A set of geometries evaluated.
+             if os.path.exists(os.path.join(run_dir, 'pes.json')) else None)
   out_dir = _made(out_dir or os.path.join(run_dir, 'plots'))
   steps, name = s['step'] + 1, os.path.basename(os.path.normpath(run_dir))
   window = max(1, len(steps) // 50)
@@ -99,7 +98,7 @@ def plot_run(run_dir: str, out_dir: Optional[str] = None) -> list:
   if density is not None:
     _density(plt, save, density, name)
   if surface:
-    paths += plot_surface(run_dir, out_dir=out_dir)
+    _surface(plt, save, *surface, name)
   return paths
 
 
@@ -165,10 +164,16 @@ def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = Non
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
   pes, rows = _surface_rows(run_dir)
+  paths = []
+  _surface(plt, _saver(plt, _made(out_dir or os.path.join(run_dir, 'plots')), paths), pes,
+           rows, os.path.basename(os.path.normpath(run_dir)))
+  return paths
+
+
+def _surface(plt, save: Callable, pes: dict, rows: list, name: str) -> None:
+  """pes.png from pes.json (`pes`, its checked `rows`)."""
   scan = all('coordinate' in r for r in rows)
   x = [r['coordinate'] if scan else r['index'] for r in rows]
-  out_dir = _made(out_dir or os.path.join(run_dir, 'plots'))
-  paths = []
   fig, ax = plt.subplots(figsize=(6, 4))
   ax.errorbar(x, [r['energy'] for r in rows], [r['error'] for r in rows], fmt='o-', ms=3,
               label='VMC (evaluated)')
@@ -181,10 +186,9 @@ def plot_surface(run_dir: str, quiet: bool = False, out_dir: Optional[str] = Non
     ax.plot(s * per_scale, np.polynomial.polynomial.polyval(s ** -2.0, eos['coefficients']),
             'C1-', lw=1, label=f'Birch-Murnaghan fit, minimum at {eos["coordinate"]:.3f}')
   ax.set(xlabel=pes['label'] if scan else 'geometry', ylabel='energy (Ha)',
-         title=f'{os.path.basename(os.path.normpath(run_dir))}: energy surface')
+         title=f'{name}: energy surface')
   ax.legend(fontsize=8)
-  _saver(plt, out_dir, paths)(fig, 'pes.png')
-  return paths
+  save(fig, 'pes.png')
 
 
 def _surface_rows(run_dir: str) -> tuple:

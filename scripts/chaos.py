@@ -285,7 +285,8 @@ def malformed_inputs(work):
        'both given'),
       ('geometries of different elements', 'train', ['--config.system.atom=', h2], 'element'),
       ('.xyz file not UTF-8', 'train', ['--config.system.atom=',
-                                       f'--config.system.geometries={latin1}'], 'UTF-8'),
+                                       f'--config.system.geometries={latin1}'],
+       'is not a text file'),
       ('scan of more geometries than walkers', 'train', scan, 'scan.points = 65 exceeds'),
       ('an ECP named twice for one element', 'train',
        ['--config.system.atom=S', '--config.system.ecp=S:ccecp,S:crenbl'], 'more than once'),
@@ -385,7 +386,7 @@ def chaos_input(work):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     message = next((ln for ln in lines if ln.startswith(('error:', 'FATAL'))), '')
     records.append({'input': name, 'command': command, 'exit_code': r.returncode,
-                    'message': message,
+                    'message': message, 'stderr_tail': r.stderr[-1500:] if not message else '',
                     'names_problem': expected in message, 'traceback': 'Traceback' in r.stderr,
                     'files_unchanged': before == after,
                     'new_dir_created': any(os.path.exists(os.path.join(work, d))

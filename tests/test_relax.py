@@ -248,6 +248,21 @@ def test_a_resumed_relaxation_continues_from_the_saved_geometry_and_evaluation_t
   cfg = plan.settings(tiny_relax(run, **{'optim.iterations': 14}), later_stage=True)
   loaded = trained.TrainedRun.load(str(run), cfg)
   np.testing.assert_allclose(loaded.built.system.positions, expected, atol=1e-12)
+  # Trained on at the final geometry, the residual forces measured there are kept.
+  train.train(tiny_relax(run, **{'optim.iterations': 16, 'relax.max_moves': 4,
+                                 'relax.average': 0.4}), quiet=True)
+  again = json.loads((run / 'relax.json').read_text())
+  assert again['path'] == saved['path'] and again['steps'] == 16
+  # Where the newest checkpoints do not restore, the nuclei are those of the one that does.
+  for step in (14, 16):
+    for f in (run / 'checkpoints' / str(step)).rglob('*'):
+      if f.is_file() and f.stat().st_size > 0 and 'METADATA' not in f.name:
+        with open(f, 'r+b') as fh:
+          fh.truncate(f.stat().st_size // 3)
+  with pytest.warns(UserWarning, match='cannot be restored'):
+    loaded = trained.TrainedRun.load(str(run), cfg)
+  assert loaded.trained_step == 6
+  np.testing.assert_allclose(loaded.built.system.positions, first['path'][3]['positions_bohr'])
 
 
 REFUSED = [

@@ -87,11 +87,13 @@ class Checkpointer:
         shutil.rmtree(os.path.join(self._trash, name), ignore_errors=True)
 
 
-def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None) -> tuple:
+def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None,
+                   newest: Optional[int] = None) -> tuple:
   """(step, state) from the newest checkpoint of run_dir that restores, shaped and laid
   out over devices like `like` (a state of the same config, on this run's devices; the
   saved device count does not matter). With `fields` (names of the state's fields, e.g.
-  ('params', 'walkers')) only those are read and the rest is kept from `like`.
+  ('params', 'walkers')) only those are read and the rest is kept from `like`. With
+  `newest`, checkpoints of later steps are not tried.
 
   A checkpoint that fails to restore is skipped with a warning in favour of the one before
   it (damaged). One whose saved tree of arrays is not `like`'s (written by an earlier,
@@ -121,7 +123,8 @@ def restore_latest(run_dir: str, like, fields: Optional[Sequence[str]] = None) -
 
   manager = ocp.CheckpointManager(directory(run_dir))
   try:
-    for step in sorted(manager.all_steps(), reverse=True):
+    for step in sorted((t for t in manager.all_steps() if newest is None or t <= newest),
+                       reverse=True):
       try:
         state = restore(step)
       except Exception as e:

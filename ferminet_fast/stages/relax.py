@@ -173,10 +173,12 @@ def positions_at(run_dir: str, at_step: Optional[int] = None) -> Optional[np.nda
   return None if saved is None else np.asarray(saved['path'][-1]['positions_bohr'], np.float64)
 
 
-def at_relaxed_geometry(run_dir: str, system: systems.System, say=print) -> systems.System:
-  """`system` with the nuclei where the relaxed run in `run_dir` had them at its newest
-  checkpoint (what its parameters were trained at); `system` itself without relax.json."""
-  positions = positions_at(run_dir)
+def at_relaxed_geometry(run_dir: str, system: systems.System, say=print,
+                        at_step: Optional[int] = None) -> systems.System:
+  """`system` with the nuclei where the relaxed run in `run_dir` had them after `at_step`
+  steps (None: at its newest checkpoint), what its parameters of that step were trained
+  at; `system` itself without relax.json."""
+  positions = positions_at(run_dir, at_step)
   if positions is None:
     return system
   if positions.shape != np.shape(system.positions):
@@ -232,8 +234,9 @@ class Relaxation:
     self.hessian = None if saved is None else saved.get('hessian')
     if self.hessian is None or self.settings.hessian is relaxation.NO_HESSIAN:
       self.hessian = self.settings.hessian(at_start, basis)
-    for key in ('forces_ha_per_bohr', 'force_errors_ha_per_bohr', 'force_samples'):
-      self.path[-1].pop(key, None)  # Its forces are measured again from here.
+    if not self._settled_by(start):  # Measured again from here; once settled, kept.
+      for key in ('forces_ha_per_bohr', 'force_errors_ha_per_bohr', 'force_samples'):
+        self.path[-1].pop(key, None)
     self.print_moves = print_moves
     self._pending, self._samples, self._mark = [], [], start
     self._warp, self.parts, self._settled_step = None, None, None
@@ -328,9 +331,11 @@ class Relaxation:
       self._pending.clear()
       self._mark = t
       return state
-    if not self.settled and self._settled_by(t):
-      self.settled = True
+    if not self.settled and self._settled_by(t):  # The final geometry's residual forces,
+      self.settled = True  # measured and written now, so that a restart keeps them.
       self._collect()
+      self._measure()
+      self.write(t)
     if t - self._mark < self.settings.every:
       return state
     self._mark = t

@@ -3,7 +3,7 @@ the scripts that study a run): its settings from config.json, the network and st
 with what training resolved (resolved.json, plan.py), and its newest checkpoint
 restored with the parameters asked for (the average of the last updates, or the last)."""
 
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import jax
 import numpy as np
@@ -45,28 +45,42 @@ class TrainedRun(NamedTuple):
     if not checkpoint.has_checkpoint(run_dir):
       raise InputError(f'--run {run_dir!r} holds no checkpoint')
     system = plan.system_of(cfg)
-    if cfg.system.relax:  # Where the nuclei were at the checkpoint.
-      system = relax.at_relaxed_geometry(run_dir, system, say)
-    built = plan.build(cfg, jax.random.PRNGKey(0), ctx, recorded=plan.recorded_of(run_dir),
-                        system=system, time_auto=False)
-    saved_batch = rundir.read_config(run_dir).batch_size
-    if saved_batch == cfg.batch_size:
-      found, state = checkpoint.restore_latest(run_dir, built.state, FIELDS)
-    else:  # Another number of walkers than training's (evaluate --walkers).
-      found, state = restored_with_walkers_cycled(run_dir, built, saved_batch)
+    newest = checkpoint.saved_steps(run_dir)[-1]
+    built, found, state = _restored(run_dir, cfg, system, ctx, newest, say)
+    if cfg.system.relax and found != newest:
+      # The newest checkpoint did not restore: the nuclei where the one that did had them.
+      built, found, state = _restored(run_dir, cfg, system, ctx, found, say)
     state, which = with_parameters(built.parts, state, parameters)
     return cls(run_dir, cfg, built, state, found, which)
 
 
-def restored_with_walkers_cycled(run_dir: str, built: plan.Built, saved_batch: int) -> tuple:
-  """(step, state): the newest checkpoint of `run_dir`, whose `saved_batch` walkers are
-  cycled per geometry (mcmc.cycled) to `built`'s batch and laid out as its walkers are."""
+def _restored(run_dir: str, cfg, system, ctx, newest: int, say: Callable) -> tuple:
+  """(built, step, state): the parts built for `system` (a relaxed run's nuclei where they
+  were after `newest` steps) and the newest checkpoint of `run_dir` up to that step that
+  restores."""
+  if cfg.system.relax:
+    system = relax.at_relaxed_geometry(run_dir, system, say, newest)
+  built = plan.build(cfg, jax.random.PRNGKey(0), ctx, recorded=plan.recorded_of(run_dir),
+                     system=system, time_auto=False)
+  saved_batch = rundir.read_config(run_dir).batch_size
+  if saved_batch == cfg.batch_size:
+    found, state = checkpoint.restore_latest(run_dir, built.state, FIELDS, newest)
+  else:  # Another number of walkers than training's (evaluate --walkers).
+    found, state = restored_with_walkers_cycled(run_dir, built, saved_batch, newest)
+  return built, found, state
+
+
+def restored_with_walkers_cycled(run_dir: str, built: plan.Built, saved_batch: int,
+                                 newest: Optional[int] = None) -> tuple:
+  """(step, state): the newest checkpoint of `run_dir` (up to step `newest`), whose
+  `saved_batch` walkers are cycled per geometry (mcmc.cycled) to `built`'s batch and laid
+  out as its walkers are."""
   like = built.state.walkers
   on_host = mcmc.Walkers(np.zeros((saved_batch, *like.x.shape[1:]), like.x.dtype),
                          np.zeros((saved_batch,), like.log_psi.dtype),
                          np.zeros(like.width.shape, like.width.dtype))
   found, state = checkpoint.restore_latest(run_dir, built.state._replace(walkers=on_host),
-                                           FIELDS)
+                                           FIELDS, newest)
   g = built.system.geometry_count
   cycled = mcmc.cycled(jax.tree.map(np.asarray, state.walkers), g, like.x.shape[0] // g)
   placed = jax.tree.map(lambda a, b: jax.make_array_from_callback(b.shape, b.sharding,
@@ -78,14 +92,17 @@ def restored_with_walkers_cycled(run_dir: str, built: plan.Built, saved_batch: i
 def with_parameters(parts: step.Parts, state: step.TrainState,
                     which: str) -> tuple:
   """(state, 'average' or 'last'): the state with the parameters to evaluate, the walkers'
-  log|psi| recomputed for them (in one compiled program, not operation by operation);
-  'average' is 'last' while the optimizer state holds no average of the parameters yet."""
-  if which != 'average' or not int(optim.averaged_updates(state.opt_state)) > 0:
-    return state, 'last'
-  params = optim.averaged_params(state.opt_state, state.params)
+  log|psi| recomputed for them (in one compiled program, not operation by operation; also
+  for the last parameters, as a step over a subset of geometries leaves the other
+  geometries' walkers with those of earlier parameters); 'average' is 'last' while the
+  optimizer state holds no average of the parameters yet."""
+  if which == 'average' and int(optim.averaged_updates(state.opt_state)) > 0:
+    params = optim.averaged_params(state.opt_state, state.params)
+  else:
+    params, which = state.params, 'last'
   walkers = state.walkers._replace(log_psi=jax.jit(parts.walkers_log_psi)(params,
                                                                           state.walkers.x))
-  return state._replace(params=params, walkers=walkers), 'average'
+  return state._replace(params=params, walkers=walkers), which
 
 
 def check_fine_tune(cfg, system) -> None:
