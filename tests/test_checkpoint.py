@@ -81,37 +81,25 @@ def test_changing_the_network_on_resume_is_refused(tmp_path):
 
 
 def test_restore_path_starts_from_another_run(tmp_path, straight):
-  """A run restored from another starts at its step; the same command run again (a job
-  resubmitted) resumes the new run's own checkpoint, also once the run it was restored
-  from is gone."""
   result = train.train(cfg_for(tmp_path / 'new', 30, **{'log.restore_path': straight.run_dir}),
                        quiet=True)
   assert int(result.state.step) == 30 and len(result.history['energy']) == 0
-  source = tmp_path / 'source'
-  shutil.copytree(straight.run_dir, source)
-  again = {'log.restore_path': str(source)}
-  train.train(cfg_for(tmp_path / 'again', 40, **again), quiet=True)
-  shutil.rmtree(source)
-  result = train.train(cfg_for(tmp_path / 'again', 50, **again), quiet=True)
-  assert int(result.state.step) == 50
-  steps = np.loadtxt(tmp_path / 'again' / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
-  np.testing.assert_array_equal(steps, np.arange(30, 50))
   with pytest.raises(InputError, match='holds no checkpoint'):
     train.train(cfg_for(tmp_path / 'x', 5, **{'log.restore_path': str(tmp_path)}), quiet=True)
 
 
-def test_a_fine_tuned_run_resumes_once_its_source_is_gone(tmp_path, straight):
-  """A resubmitted fine-tuning job continues its own checkpoint, without the run it was
-  fine-tuned from."""
-  source = tmp_path / 'source'
+@pytest.mark.parametrize('key,begins_at', [('log.restore_path', 30), ('log.fine_tune_from', 0)])
+def test_a_resubmitted_job_resumes_once_its_source_is_gone(tmp_path, straight, key, begins_at):
+  """A job restored or fine-tuned from another run and stopped, then resubmitted with the
+  same command, continues its own checkpoint, also once the other run is gone."""
+  source, run = tmp_path / 'source', tmp_path / 'run'
   shutil.copytree(straight.run_dir, source)
-  tuned = {'log.fine_tune_from': str(source)}
-  train.train(cfg_for(tmp_path / 'tuned', 10, **tuned), quiet=True)
+  train.train(cfg_for(run, begins_at + 10, **{key: str(source)}), quiet=True)
   shutil.rmtree(source)
-  result = train.train(cfg_for(tmp_path / 'tuned', 20, **tuned), quiet=True)
-  steps = np.loadtxt(tmp_path / 'tuned' / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
-  assert int(result.state.step) == 20
-  np.testing.assert_array_equal(steps, np.arange(20))
+  result = train.train(cfg_for(run, begins_at + 20, **{key: str(source)}), quiet=True)
+  steps = np.loadtxt(run / 'stats.csv', delimiter=',', skiprows=1, usecols=0)
+  assert int(result.state.step) == begins_at + 20
+  np.testing.assert_array_equal(steps, np.arange(begins_at, begins_at + 20))
 
 
 def test_sigterm_checkpoints_then_exits_for_requeue(tmp_path):
