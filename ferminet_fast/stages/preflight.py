@@ -29,7 +29,8 @@ def check(cfg, system: systems.System) -> None:
 def dry_run(user_cfg) -> str:
   """What --dry-run prints (plan.dry_run), once the settings passed `check`, with the system
   built (its geometries and walkers), and the run to restore from was read; the run
-  directory is not looked at, and nothing is written."""
+  directory is only looked at for a checkpoint of its own (which a restart would resume),
+  and nothing is written."""
   text = plan.dry_run(user_cfg)
   check(user_cfg, plan.system_of(user_cfg))
   resume.check_restore(user_cfg)
