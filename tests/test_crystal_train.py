@@ -15,6 +15,9 @@ import sys
 import numpy as np
 import pytest
 
+from ferminet_fast.errors import InputError
+from ferminet_fast.stages import twists
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ('--config.batch_size=8', '--config.optim.iterations=3', '--config.pretrain.iterations=3',
         '--config.mcmc.burn_in=2', '--config.mcmc.steps=2', '--config.network.determinants=1',
@@ -90,8 +93,8 @@ def test_hydrogen_chain_twist_average_through_the_command_line(tmp_path):
   E(k) = E(-k)); each trains a few finite steps and evaluates through the command line, and
   `python -m ferminet_fast.evaluate --twist_average` writes the mean of their evaluated
   energies, the combined error and the energy per electron (10 per cell). A run not yet
-  evaluated, the same twist twice and neither --run nor --twist_average are each one clear
-  error (status 2) that writes nothing."""
+  evaluated and neither --run nor --twist_average are each one clear error (status 2), and
+  the same twist twice is refused; none writes anything."""
   pytest.importorskip('pyscf')
   runs, pretrained = [tmp_path / 'plus', tmp_path / 'minus'], []
   for run, twist, (network, optimizer) in zip(runs, ('0.25', '-0.25'),
@@ -112,11 +115,11 @@ def test_hydrogen_chain_twist_average_through_the_command_line(tmp_path):
   proc = average(f'--twist_average={runs[0]},{runs[1]}')
   assert proc.returncode == 2 and 'has not been evaluated' in proc.stderr, proc.stderr[-3000:]
   _evaluates(runs[1])
-  for args, words in (([f'--twist_average={runs[0]},{runs[0]}'], 'appears twice'),
-                      ([], 'either --run')):
-    proc = average(*args)
-    assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr[-3000:])
-    assert 'Traceback' not in proc.stderr
+  with pytest.raises(InputError, match='appears twice'):  # What the command refuses, in process.
+    twists.write([str(runs[0]), str(runs[0])], str(target), quiet=True)
+  proc = average()
+  assert proc.returncode == 2 and 'either --run' in proc.stderr, proc.stderr[-3000:]
+  assert 'Traceback' not in proc.stderr
   assert not target.exists()
   proc = average(f'--twist_average={runs[0]},{runs[1]}')
   assert proc.returncode == 0, proc.stderr[-3000:]

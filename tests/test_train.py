@@ -84,6 +84,7 @@ BAD_INPUTS = [
     (['--config.batch_size=many'], 'batch_size'),
     (['--config.batch_size=None'], 'config.batch_size cannot be None'),
     (['--no_such_flag'], 'unknown flag --no_such_flag (options are --config FILE'),
+    (['--dry-run=maybe'], "--dry-run takes no value, or true or false, not 'maybe'"),
     (['--config.debug.seed=18446744073709551616'], 'debug.seed must lie in [-9223372036854775808'),
     (['--config.mcmc.move_width=inf'], 'mcmc.move_width must be a finite number'),
     (['--config.optim.seconds=inf'], 'optim.seconds must be a finite number'),

@@ -3,8 +3,7 @@ written against public JAX and flax only.
 
 Curvature: the Fisher matrix of a normal likelihood of variance 1/2 on log|psi| of each
 walker, F = (2 / B) sum_i J_i^T J_i with J_i = d log|psi(x_i)| / d params (what FermiNet
-registers with kfac-jax, so that its learning rates, damping and norm constraint carry
-over), approximated block-diagonally:
+registers with kfac-jax, so that its damping carries over), approximated block-diagonally:
 
 - every dense layer of the network (networks.Dense and SymmetricDense, each applied to R
   rows per walker: electrons, electron pairs) is a Kronecker-factored block (A kron G) / R,
@@ -31,7 +30,10 @@ averaged over steps (a normalised exponential moving average, `cov_ema_decay`) a
 inverted with factored Tikhonov damping (pi-adjusted, as in kfac-jax) every
 `invert_every` steps. The transformation gives the direction F^-1 g; the
 learning rate and FermiNet's trust region (lr^2 <F^-1 g, g> <= norm_constraint) are
-applied around it (optim.scaled_by_schedule).
+applied around it (optim.scaled_by_schedule). The gradient g is the energy's own,
+(2 / B) sum_i (E_L,i - <E_L>) J_i, twice the one FermiNet hands kfac-jax (it leaves out the
+2): where the trust region binds, the step is FermiNet's whatever the learning rate; where
+it does not, twice FermiNet's at the same rate.
 """
 
 from typing import NamedTuple

@@ -163,6 +163,7 @@ HELP = ('-h', '--help', '--helpshort', '--helpfull')  # Each entry point's reque
 # Flags of the training command besides --config and its overrides.
 FLAGS = ('--dry-run', '--dry_run', '--help-config') + HELP
 OPTIONS = '--config FILE, --config.KEY=VALUE, --dry-run, --help-config, --help'
+BOOLEANS = ('true', 't', '1', 'false', 'f', '0')  # absl's spellings of a bool flag's value.
 
 
 def training_usage() -> str:
@@ -202,6 +203,9 @@ def check_flags(argv: Sequence[str]) -> None:
     if (arg.startswith('-') and not re.match(r'^-?[0-9.]', arg[1:])
         and not re.match(r'^--?(no)?config(\.|$)', name) and name not in FLAGS):
       raise InputError(f'unknown flag {name} (options are {OPTIONS})')
+    value = arg.partition('=')[2]
+    if name in ('--dry-run', '--dry_run') and '=' in arg and value.lower() not in BOOLEANS:
+      raise InputError(f'--dry-run takes no value, or true or false, not {value!r}')
 
 
 def check(argv: Sequence[str], default_config: str) -> None:
