@@ -254,7 +254,7 @@ def test_a_scan_of_a_crystals_cell_pretrains_trains_and_evaluates(tmp_path):
 
 def full_ci(bond: float) -> float:
   """The full CI energy of H2 at `bond` (bohr) in cc-pVQZ, Ha, by pyscf's CCSD, which is full
-  CI for two electrons (and ten times faster than pyscf's FCI solver here): within 1 mHa of
+  CI for two electrons and cheaper than pyscf's FCI solver: within 1 mHa of
   the exact Born-Oppenheimer energy from 1 to 2 bohr (Kolos & Wolniewicz, J. Chem. Phys. 43,
   2429 (1965))."""
   from pyscf import cc, gto, scf

@@ -149,8 +149,8 @@ def project(forces: np.ndarray, positions: np.ndarray,
   component, the generalised least-squares estimate under those constraints, F - S B (B^T S
   B)^-1 B^T F (S the variances on the diagonal, B the rigid motions): the net force and
   torque taken mostly from the noisiest nuclei, which then carry the others' better
-  estimates (water's oxygen, whose zero-variance force is about ten times noisier than its
-  hydrogens', is then mostly minus their sum)."""
+  estimates (water's oxygen, whose zero-variance force is far noisier than its hydrogens',
+  is then mostly minus their sum)."""
   basis = rigid_basis(positions)
   flat = forces.reshape(*forces.shape[:-2], -1)
   if variances is None:
