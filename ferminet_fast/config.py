@@ -365,6 +365,12 @@ SETTINGS = {
                                  'reported energy is always the unclipped mean.', _non_negative),
     'optim.clip_method': S(loss.MEDIAN_ABSDEV.name, 'How centre and scale are taken: '
                            f'{listed(CLIPPING)}.', one_of(*CLIPPING)),
+    'optim.node_cutoff': S(0.0, 'bohr: each walker\'s weight in the gradient is multiplied by '
+                           'Pathak and Wagner\'s factor within this estimated distance of a '
+                           'node (1 / |grad log|psi||), where its score d log|psi| / d params '
+                           'diverges and the clipping does not reach it: finite moments of '
+                           'every term at a bias of order node_cutoff^3 (vmc/loss.py). 0: '
+                           'not regularised. One state only.', in_range(0, 1, '[]')),
     'optim.spin_penalty': S(0.0, 'lambda (Ha): lambda <S^2> is added to the energy in the '
                             'gradient (not in the reported energy), which keeps a run in the '
                             'lowest spin state of its (n_up, n_down) sector. Costs n_up * '
@@ -732,7 +738,8 @@ def validate(cfg: config_dict.ConfigDict) -> None:
   if cfg.system.states > 1:
     for key, on in (('pretrain.iterations', cfg.pretrain.iterations > 0),
                     ('system.ecp', bool(cfg.system.ecp)),
-                    ('optim.spin_penalty', bool(cfg.optim.spin_penalty))):
+                    ('optim.spin_penalty', bool(cfg.optim.spin_penalty)),
+                    ('optim.node_cutoff', cfg.optim.node_cutoff > 0)):
       if on:
         raise InputError(f'config.system.states = {cfg.system.states}: config.{key} is not '
                          'available with several states (use states = 1)')

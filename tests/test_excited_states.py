@@ -238,6 +238,7 @@ def test_states_train_resume_and_evaluate(tmp_path):
     ({'system.states': 0}, 'system.states must lie in [1, 16]'),
     ({'pretrain.iterations': 5}, 'pretrain.iterations is not available with several states'),
     ({'optim.spin_penalty': 0.5}, 'spin_penalty is not available with several states'),
+    ({'optim.node_cutoff': 0.01}, 'node_cutoff is not available with several states'),
 ])
 def test_bad_states_settings(tmp_path, overrides, message):
   with pytest.raises(InputError, match=message.replace('[', r'\[').replace(']', r'\]')):

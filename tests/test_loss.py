@@ -208,3 +208,70 @@ def test_auto_chunks_keep_a_chunks_tangents_near_the_cache_budget():
   cfg.optim.energy_chunk_size = 'auto'
   assert plan.chunk_size_of(cfg, network) == (cpu if jax.devices()[0].platform == 'cpu'
                                                else 0) * len(jax.devices())
+
+
+
+def _near_node(network, params, x_other, deltas):
+  """Configurations of a network at about each of `deltas` (bohr, in the 3N metric) from one
+  point of a node: the sign change along the line between two configurations of opposite
+  sign, bisected, then stepped along grad log|psi|."""
+  sign = jax.jit(lambda x: network.apply(params, x)[0])
+  b = x_other[0]
+  a = next(xi for xi in x_other if sign(xi) != sign(b))
+  lo, hi = 0.0, 1.0
+  for _ in range(60):
+    mid = 0.5 * (lo + hi)
+    lo, hi = (mid, hi) if sign(a + mid * (b - a)) == sign(a) else (lo, mid)
+  x0 = a + lo * (b - a)
+  g = jax.grad(network.log_psi, argnums=1)(params, x0)
+  return [x0 + delta * g / jnp.linalg.norm(g) for delta in deltas]
+
+
+def test_a_walker_at_a_node_bounded_by_the_median_window_and_the_node_factor():
+  """One walker at distance s of a node of an inexact psi (Li), beside 31 others: its
+  local energy and its score d log|psi| / d params both grow as 1/s. A window whose scale is
+  a mean deviation (the default, median_absdev) widens with the outlier itself (to about k
+  |E_L| / B), so its weight still grows as 1/s and its term of the gradient as 1/s^2; the
+  median window (median_mad) bounds the weight, leaving the term growing as 1/s. The node
+  factor at a cutoff of 0.05 bohr bounds the walker's own term under either window; with
+  the median window the gradient then stays within twice the other walkers' alone, while
+  under the default one the others' weights, centred at a mean the outlier moves by about k
+  |E_L| / B^2, still grow as 1/s. Walkers all farther than the cutoff give the same gradient
+  to the last digits."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64)
+    x = 1.5 * jax.random.normal(jax.random.PRNGKey(3), (31, 9), jnp.float64)
+    ham = hamiltonian.of(system, laplacians.JACFWD)
+    norm = lambda tree: np.sqrt(sum(float(jnp.sum(g**2)) for g in jax.tree.leaves(tree)))  # noqa
+
+    def gradient(method, cutoff):
+      local_energy = loss.make_local_energy(network, ham, with_gradient=bool(cutoff))
+      energy = loss.make_energy(network.log_psi, local_energy, loss.CLIPPING[method], 5.0,
+                                node_cutoff=cutoff)
+      return jax.jit(jax.grad(lambda p, xs: energy(p, xs)[0]))
+
+    deltas = (1e-3, 1e-6)
+    near = _near_node(network, params, x, deltas)
+    for xn, delta in zip(near, deltas):
+      s = 1 / jnp.linalg.norm(jax.grad(network.log_psi, argnums=1)(params, xn))
+      assert 0.5 * delta < float(s) < 2 * delta  # The walker is that close to the node.
+    batches = [jnp.concatenate([x, xn[None]]) for xn in near]
+    rest = norm(gradient('median_mad', 0.0)(params, x))
+    growth = {}
+    for method in ('median_absdev', 'median_mad'):
+      for cutoff in (0.0, 0.05):
+        f = gradient(method, cutoff)
+        far, close = (norm(f(params, b)) for b in batches)
+        growth[method, cutoff] = close / far
+        if method == 'median_mad' and cutoff:
+          assert close < 2 * rest, (close, rest)
+    print(growth)
+    assert growth['median_absdev', 0.0] > 1e5  # 1/s^2 over a factor 1000 in s.
+    assert 1e2 < growth['median_mad', 0.0] < 1e4  # 1/s.
+    assert growth['median_absdev', 0.05] < 1e3 and growth['median_mad', 0.05] < 2, growth
+    s_all = 1 / jnp.linalg.norm(jax.vmap(jax.grad(network.log_psi, argnums=1), (None, 0))(
+        params, x), axis=-1)
+    cutoff = 0.5 * float(jnp.min(s_all))  # Below every walker's distance: f = 1 for all.
+    for a, b in zip(jax.tree.leaves(gradient('median_absdev', 0.0)(params, x)),
+                    jax.tree.leaves(gradient('median_absdev', cutoff)(params, x))):
+      np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)

@@ -238,17 +238,34 @@ def test_every_network_optimizer_and_precision_trains(tmp_path, network, optimiz
 
 def test_auto_laplacian_and_the_other_pieces_run_through_train(tmp_path):
   """laplacian='auto' times the candidates before the step is built and trains with the
-  fastest; the non-default envelope, Jastrow, clipping and spin penalty run through the
-  same path."""
+  fastest; the non-default envelope, Jastrow, clipping, spin penalty and node cutoff run
+  through the same path."""
   cfg = tiny_config('Li', **{
       'optim.laplacian': 'auto', 'network.envelope': 'full', 'network.jastrow': 'none',
-      'optim.clip_method': 'mean_absdev', 'optim.spin_penalty': 0.5,
+      'optim.clip_method': 'mean_absdev', 'optim.spin_penalty': 0.5, 'optim.node_cutoff': 0.05,
       'batch_size': 16, 'optim.iterations': 3,
       'mcmc.burn_in': 2, 'network.ferminet.hidden_dims': ((8, 4),),
       'log.save_path': str(tmp_path / 'run')})
   result = train.train(cfg, quiet=True)
   times = result.timings['laplacian_auto_ms']
   assert result.timings['laplacian'] == min(times, key=times.get)
+  assert np.all(np.isfinite(result.history['energy']))
+
+
+@pytest.mark.parametrize('optimizer', OPTIMIZERS + ('heg',))
+def test_the_node_cutoff_trains_with_each_optimizer(tmp_path, optimizer):
+  """optim.node_cutoff (the gradient's weights regularised near the nodes) with the median
+  window through train() with each optimizer, and for the electron gas at a twist (the
+  complex wavefunction, whose phase weights it regularises too): finite energies."""
+  settings = {'optim.node_cutoff': 0.05, 'optim.clip_method': 'median_mad'}
+  if optimizer == 'heg':
+    cfg = _heg_config(tmp_path, **settings, **{'system.twist': TWIST})
+  else:
+    cfg = tiny_config('Li', **settings, **{
+        'optim.optimizer': optimizer, 'batch_size': 16, 'optim.iterations': 3,
+        'mcmc.burn_in': 2, 'network.ferminet.hidden_dims': ((8, 4),),
+        'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
   assert np.all(np.isfinite(result.history['energy']))
 
 

@@ -62,7 +62,8 @@ class Hamiltonian:
             ecp.make_nonlocal_elements(apply, self.positions, self.ecp))
 
   def local_energy(self, log_psi: Callable, apply: Optional[Callable] = None,
-                   log_psi_phase: Optional[Callable] = None) -> Callable:
+                   log_psi_phase: Optional[Callable] = None,
+                   with_gradient: bool = False) -> Callable:
     """(params, x (3N,), geometry=None) -> E_L (), Ha, the nuclei where `geometry` (a
     systems.Geometry) puts them, or with None at the system's own positions. `log_psi(params,
     x, atoms)`, as a Network's (atoms: the positions (M, 3)), is called as log_psi(params, x)
@@ -70,19 +71,22 @@ class Hamiltonian:
     `apply` and `log_psi_phase`. For log_psi of K states, (K,) each state's. With ECPs their
     energy is added, which needs the signed wavefunction `apply(params, x, atoms=None) ->
     (sign, log|psi|)`. With `log_psi_phase(params, x, atoms=None) -> (log|psi|, theta)` (a
-    complex wavefunction) E_L is complex, differentiated through it."""
+    complex wavefunction) E_L is complex, differentiated through it. with_gradient: (E_L,
+    grad_x log|psi| (3N,)), the gradient that the Laplacian method computes anyway."""
+    complex_output = log_psi_phase is not None
     local_energy = self._kinetic_and_potential(
-        log_psi if log_psi_phase is None else log_psi_phase, False, log_psi_phase is not None)
+        log_psi_phase if complex_output else log_psi, with_gradient, complex_output)
     if self.ecp is not None and apply is None:
       raise ValueError('a system with effective core potentials needs `apply`')
     ecp_energy = None if apply is None else self.ecp_energy(apply)
 
     def total(params, x, geometry=None):
-      e_l = local_energy(params, x, self.nuclei(geometry, x.dtype),
+      out = local_energy(params, x, self.nuclei(geometry, x.dtype),
                          systems.network_arguments(geometry), scale_of(geometry))
       if ecp_energy is None:
-        return e_l
-      return e_l + ecp_energy(params, x, None if geometry is None else geometry.positions)
+        return out
+      e_ecp = ecp_energy(params, x, None if geometry is None else geometry.positions)
+      return (out[0] + e_ecp, out[1]) if with_gradient else out + e_ecp
 
     return total
 

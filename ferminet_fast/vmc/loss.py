@@ -8,6 +8,14 @@ are clipped (outliers near nodes and nuclei otherwise dominate it); the reported
 energy is the unclipped mean. Non-finite local energies (a walker on a node or a
 nucleus) are left out of both, and counted.
 
+Near a node of an inexact psi the score d log|psi| / d params grows as 1/s, s the distance
+to the node, as does E_L there: clipping bounds the weight E_L - <E_L> of such a walker,
+not its score, so one walker close to a node can set the direction of a whole step. With a
+node cutoff eps the weights are multiplied by Pathak and Wagner's factor f(s / eps)
+(observables.node_regularisation; AIP Adv. 10, 085213 (2020)), s estimated as
+1 / |grad_x log|psi||: each term of the gradient then has finite moments, at a bias of
+order eps^3.
+
 An optional penalty P_L (a local estimator of another observable, already weighted, such
 as lambda S^2_L) is added to E_L in the gradient only: the update then lowers
 <E_L> + <P_L>, while the reported energy stays <E_L>.
@@ -21,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ferminet_fast import batching, choices
-from ferminet_fast.physics import excited_states, hamiltonian, systems
+from ferminet_fast.physics import excited_states, hamiltonian, observables, systems
 
 
 class EnergyAux(NamedTuple):
@@ -68,7 +76,8 @@ CLIPPING = choices.table(MEDIAN_ABSDEV, MEAN_ABSDEV, MEDIAN_MAD)
 
 
 def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callable:
-  """(params, x (B, 3N), geometry=None) -> (B,): vmapped, or in chunks of `chunk_size`
+  """(params, x (B, 3N), geometry=None) -> (B,) (each output of local_energy with a leading
+  axis of B): vmapped, or in chunks of `chunk_size`
   walkers (a loop of vmaps) when 0 < chunk_size < B. `geometry` (a systems.Geometry),
   shared by the walkers, is passed on as local_energy(params, x, geometry); without it,
   local_energy(params, x) is called.
@@ -88,8 +97,8 @@ def batch_local_energies(local_energy: Callable, chunk_size: int = 0) -> Callabl
     if b % n:  # Uneven: contiguous chunks and a remainder (lax.map's own batching).
       return jax.lax.map(lambda xi: one(params, xi), x, batch_size=chunk_size)
     strided = jnp.swapaxes(x.reshape(b // n, n, *x.shape[1:]), 0, 1)  # (n, B / n, 3N)
-    out = jax.lax.map(lambda xs: vmapped(params, xs), strided)  # (n, B / n)
-    return jnp.swapaxes(out, 0, 1).reshape(b)
+    out = jax.lax.map(lambda xs: vmapped(params, xs), strided)  # (n, B / n, ...)
+    return jax.tree.map(lambda o: jnp.swapaxes(o, 0, 1).reshape(b, *o.shape[2:]), out)
 
   return batched
 
@@ -151,7 +160,8 @@ def gradient_weights(aux: EnergyAux, imaginary: bool = False) -> jax.Array:
 def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
                 clip_k: float, chunk_size: int = 0,
                 penalty: Optional[Callable] = None,
-                log_psi_phase: Optional[Callable] = None) -> Callable:
+                log_psi_phase: Optional[Callable] = None,
+                node_cutoff: float = 0.0) -> Callable:
   """energy(params, x (B, 3N), geometry=None) -> (E (), EnergyAux), differentiable in params
   (not in the geometry, whose tangent is dropped). `geometry` (a systems.Geometry) places
   the nuclei of every walker; None: the system's own, as local_energy and log_psi have them.
@@ -162,7 +172,9 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
   local_energy and penalty take it third, log_psi its positions (atoms (M, 3)). With
   `log_psi_phase` (params, x) -> (log|psi|, theta) (2,), the wavefunction is complex and so is local_energy: E is the mean of its
   real parts, and the gradient 2 <(Re E_L - E) d log|psi|> + 2 <Im E_L d theta>, both
-  weights clipped and centred alike.
+  weights clipped and centred alike. With `node_cutoff` (eps, bohr; 0: none) local_energy
+  returns (E_L, grad_x log|psi|) and every weight is multiplied by the node factor f(s / eps)
+  (module docstring) of its walker.
   """
   complex_output = log_psi_phase is not None
   batch_log_psi = batch_network(log_psi if log_psi_phase is None else log_psi_phase)
@@ -181,6 +193,10 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
   @jax.custom_jvp
   def energy(params, x, geometry=None):
     e_l = batch_local_energy(params, x, geometry)
+    node = None
+    if node_cutoff:
+      e_l, g = e_l
+      node = jax.vmap(lambda gi: observables.node_regularisation(gi, node_cutoff))(g)
     imag = None
     if complex_output:
       e_l, imag = jnp.real(e_l), jnp.imag(e_l)
@@ -197,6 +213,9 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
                                          jnp.maximum(jnp.sum(finite), 1))
     if imag is not None:
       imag, _ = centred_clipped(imag, finite, jnp.sum(jnp.where(finite, imag, 0.0)) / n)
+    if node is not None:  # (Non-finite walkers' weights are 0 already; so stay NaN factors.)
+      centred = jnp.where(finite, centred * node, 0.0)
+      imag = None if imag is None else jnp.where(finite, imag * node, 0.0)
     e_l = jnp.where(finite, e_l, jnp.nan) if imag is not None else e_l
     return mean, EnergyAux(e_l, variance, jnp.sum(~finite).astype(e_l.dtype), centred, clipped,
                            imag)
@@ -231,12 +250,17 @@ def batch_network(f: Callable) -> Callable:
       params, x, *systems.network_arguments(geometry))
 
 
-def make_local_energy(network, ham: hamiltonian.Hamiltonian) -> Callable:
+def make_local_energy(network, ham: hamiltonian.Hamiltonian,
+                      with_gradient: bool = False) -> Callable:
   """(params, x, geometry=None) -> E_L (), Ha, of a networks.Network under the Hamiltonian
   `ham`: one state's local energy (complex for a complex wavefunction), or for several
   states that of the total wavefunction (the trace of the energy matrix); the nuclei of
-  `geometry` (a systems.Geometry), or with None the system's own."""
+  `geometry` (a systems.Geometry), or with None the system's own. with_gradient (one state):
+  (E_L, grad_x log|psi| (3N,))."""
   if network.states == 1:
-    return ham.local_energy(network.log_psi, network.apply, network.log_psi_phase)
+    return ham.local_energy(network.log_psi, network.apply, network.log_psi_phase,
+                            with_gradient)
+  if with_gradient:
+    raise ValueError('the gradient of log|psi| is given for one state')
   matrix = excited_states.make_energy_matrix(network.apply_states, ham, network.states)
   return lambda params, x, geometry=None: jnp.trace(matrix(params, x, geometry))
