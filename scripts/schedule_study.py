@@ -44,6 +44,9 @@ ARMS = {
                        {'optim.lr.anneal': '0.3', 'optim.lr.anneal_to': '0.1',
                         'optim.average_fraction': '0.1'}),
     'batch512': ('512 walkers, half the steps', {'batch_size': '512'}),
+    'robust': ('the median window (median_mad) and the node factor at 0.01 bohr on the '
+               "gradient's weights", {'optim.clip_method': 'median_mad',
+                                      'optim.node_cutoff': '0.01'}),
     'norm3': ("KFAC's norm bound 3e-3, three times the default: steps 1.7 times longer where "
               'it binds', {'optim.kfac.norm_constraint': '3e-3'}),
 }
