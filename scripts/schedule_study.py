@@ -90,14 +90,17 @@ def render_table(path: str = JSON) -> str:
   each arm's mean over its seeds beside the default arm's on the same seeds. An arm is
   named by what it changed when it ran (its recorded text): what an arm's name means may
   change between versions (the annealing acted on the schedule's rate before the norm
-  bound until it acted on the step after it)."""
+  bound until it acted on the step after it). Each arm's seed is compared with the default
+  arm's run of that seed on the same processor where there is one."""
   runs = artifacts.read(path)
   if not runs:
     return 'The study has not run yet.'
   lines = ['| system | budget (steps at batch 256) | arm | what it changes | seed | steps | '
            'evaluated, averaged parameters (mHa) | evaluated, last parameters (mHa) | '
            'date |', '|' + '---|' * 9]
-  by_arm: dict = {}  # (system, budget, arm, text) -> {seed: (averaged, last) mHa}.
+  by_arm: dict = {}  # (system, budget, arm, text) -> {seed: (averaged, last) mHa, processor}.
+  # (system, budget, seed, processor) -> the default arm's (averaged, last) there, the newest.
+  defaults: dict = {}
   for run in runs:
     r = run.data
     lines.append(f'| {r["system"]} | {r["budget_steps"]} | {r["arm"]} | {r["arm_text"]} | '
@@ -105,16 +108,22 @@ def render_table(path: str = JSON) -> str:
                  f'{_pm(r["evaluated_last"])} | {(run.meta.get("date") or "")[:10]} |')
     if r['evaluated_averaged'] and r['evaluated_last']:
       key = (r['system'], r['budget_steps'], r['arm'], r['arm_text'])
-      by_arm.setdefault(key, {})[r['seed']] = (r['evaluated_averaged']['error_mha'],
-                                               r['evaluated_last']['error_mha'])
+      cpu = (run.meta.get('machine') or {}).get('cpu')
+      errs = (r['evaluated_averaged']['error_mha'], r['evaluated_last']['error_mha'], cpu)
+      by_arm.setdefault(key, {})[r['seed']] = errs
+      if r['arm'] == 'default':
+        defaults[r['system'], r['budget_steps'], r['seed'], cpu] = errs
   lines += ['', '| system | budget (steps) | arm | what it changes | seeds | averaged '
             'parameters, mean (mHa) | the default arm\'s, same seeds | difference, each seed '
             '| last parameters, mean (mHa) | the default arm\'s, same seeds | difference, each '
             'seed |', '|' + '---|' * 11]
   for (system, budget, arm, text), errs in by_arm.items():
-    default = by_arm.get((system, budget, 'default', ARMS['default'][0]), {})
+    newest = by_arm.get((system, budget, 'default', ARMS['default'][0]), {})
     seeds = sorted(errs)
-    both = [s for s in seeds if s in default]
+    both = [s for s in seeds if s in newest]
+    # Each seed against the default arm on the same processor where it ran there (the same
+    # seed's trajectory differs between processors), else against its newest.
+    default = {s: defaults.get((system, budget, s, errs[s][2]), newest[s]) for s in both}
     cells = []
     for k in (0, 1):  # Averaged, then last parameters.
       mean = sum(errs[s][k] for s in seeds) / len(seeds)
