@@ -9,9 +9,10 @@ energy is the unclipped mean. Non-finite local energies (a walker on a node or a
 nucleus) are left out of both, and counted.
 
 Near a node of an inexact psi the score d log|psi| / d params grows as 1/s, s the distance
-to the node, as does E_L there: clipping bounds the weight E_L - <E_L> of such a walker,
-not its score, so one walker close to a node can set the direction of a whole step. With a
-node cutoff eps the weights are multiplied by Pathak and Wagner's factor f(s / eps)
+to the node, as does E_L there. A window whose scale is a mean deviation widens with such a
+walker and cuts its weight only to about k |E_L| / B; the median window bounds the weight,
+but no window bounds the score, so one walker close to a node can set the direction of a
+whole step. With a node cutoff eps the weights are multiplied by Pathak and Wagner's factor f(s / eps)
 (observables.node_regularisation; AIP Adv. 10, 085213 (2020)), s estimated as
 1 / |grad_x log|psi||: each term of the gradient then has finite moments, at a bias of
 order eps^3.
@@ -213,7 +214,7 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
                                          jnp.maximum(jnp.sum(finite), 1))
     if imag is not None:
       imag, _ = centred_clipped(imag, finite, jnp.sum(jnp.where(finite, imag, 0.0)) / n)
-    if node is not None:  # (Non-finite walkers' weights are 0 already; so stay NaN factors.)
+    if node is not None:  # Non-finite walkers keep their weight 0 (their factor may be NaN).
       centred = jnp.where(finite, centred * node, 0.0)
       imag = None if imag is None else jnp.where(finite, imag * node, 0.0)
     e_l = jnp.where(finite, e_l, jnp.nan) if imag is not None else e_l
