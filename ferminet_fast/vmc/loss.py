@@ -12,8 +12,8 @@ Near a node of an inexact psi the score d log|psi| / d params grows as 1/s, s th
 to the node, as does E_L there. A window whose scale is a mean deviation widens with such a
 walker and cuts its weight only to about k |E_L| / B; the median window bounds the weight,
 but no window bounds the score, so one walker close to a node can set the direction of a
-whole step. With a node cutoff eps the weights are multiplied by Pathak and Wagner's factor f(s / eps)
-(observables.node_regularisation; AIP Adv. 10, 085213 (2020)), s estimated as
+whole step. With a node cutoff eps the weights are multiplied by Pathak and Wagner's factor
+f(s / eps) (observables.node_regularisation; AIP Adv. 10, 085213 (2020)), s estimated as
 1 / |grad_x log|psi||: each term of the gradient then has finite moments, at a bias of
 order eps^3.
 
@@ -159,10 +159,8 @@ def gradient_weights(aux: EnergyAux, imaginary: bool = False) -> jax.Array:
 
 
 def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
-                clip_k: float, chunk_size: int = 0,
-                penalty: Optional[Callable] = None,
-                log_psi_phase: Optional[Callable] = None,
-                node_cutoff: float = 0.0) -> Callable:
+                clip_k: float, chunk_size: int = 0, penalty: Optional[Callable] = None,
+                log_psi_phase: Optional[Callable] = None, node_cutoff: float = 0.0) -> Callable:
   """energy(params, x (B, 3N), geometry=None) -> (E (), EnergyAux), differentiable in params
   (not in the geometry, whose tangent is dropped). `geometry` (a systems.Geometry) places
   the nuclei of every walker; None: the system's own, as local_energy and log_psi have them.
@@ -174,9 +172,8 @@ def make_energy(log_psi: Callable, local_energy: Callable, clip: choices.Choice,
   `log_psi_phase` (params, x) -> (log|psi|, theta) (2,), the wavefunction is complex and so is local_energy: E is the mean of its
   real parts, and the gradient 2 <(Re E_L - E) d log|psi|> + 2 <Im E_L d theta>, both
   weights clipped and centred alike. With `node_cutoff` (eps, bohr; 0: none) local_energy
-  returns (E_L, grad_x log|psi|) and every weight is multiplied by the node factor f(s / eps)
-  (module docstring) of its walker.
-  """
+  returns (E_L, grad_x log|psi|) and every weight is multiplied by its walker's node factor
+  f(s / eps) (module docstring)."""
   complex_output = log_psi_phase is not None
   batch_log_psi = batch_network(log_psi if log_psi_phase is None else log_psi_phase)
   batch_local_energy = batch_local_energies(local_energy, chunk_size)

@@ -133,8 +133,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   dtype = network.dtype
   batch_log_psi = loss.batch_network(network.log_psi)
   sweep = mcmc.make_sweep(batch_log_psi, mcmc_cfg.steps, systems.wrap_in(system.boundary))
-  local_energy = loss.make_local_energy(network, pieces.hamiltonian,
-                                       with_gradient=bool(optim_cfg.node_cutoff))
+  local_energy = loss.make_local_energy(network, pieces.hamiltonian, bool(optim_cfg.node_cutoff))
   penalty = None
   if optim_cfg.spin_penalty:
     spin_squared = observables.spin_squared(network.apply, system)
@@ -143,9 +142,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
         params, x, *atoms_of(geometry))[0]
 
   def energy_in_chunks(chunk: int) -> Callable:
-    return loss.make_energy(network.log_psi, local_energy, pieces.clip,
-                            optim_cfg.clip_local_energy, chunk, penalty, network.log_psi_phase,
-                            optim_cfg.node_cutoff)
+    return loss.make_energy(network.log_psi, local_energy, pieces.clip, optim_cfg.clip_local_energy,
+                            chunk, penalty, network.log_psi_phase, optim_cfg.node_cutoff)
 
   # Over a set of geometries the energy is vmapped over them (every geometry's in each of
   # its chunks), so each geometry's chunk holds its share of the run's.
