@@ -83,7 +83,8 @@ def evaluate(run_dir: str, steps: Optional[int] = None, burn_in: Optional[int] =
   estimate, estimates = evaluation.report(series, chosen, system, run_dir, say)
   exact = system.exact_reported_energy
   result = {'energy': estimate.mean, 'error': estimate.error, 'tau': estimate.tau,
-            'block_size': estimate.block_size, 'steps': steps, 'burn_in': burn_in,
+            'block_size': estimate.block_size, 'error_plateau': estimate.plateau,
+            'steps': steps, 'burn_in': burn_in,
             'batch_size': cfg.batch_size, 'mcmc_steps_per_sweep': cfg.mcmc.steps,
             'checkpoint_step': trained_step, 'parameters': which,
             'average_updates': horizon,

@@ -117,3 +117,15 @@ def test_more_walkers_than_training_agree_with_smaller_errors(trained):
   assert many.error < 0.75 * few.error, (few, many)
   with pytest.raises(InputError, match='--walkers must be at least 1'):
     evaluate.evaluate(str(path), steps=10, quiet=True, walkers=0)
+
+
+def test_the_summary_warns_where_the_error_bar_did_not_level_off():
+  """An evaluation whose reblocking found no plateau (stats.Estimate.plateau) ends with a
+  warning that its error bar is likely too small; one that found it does not."""
+  from ferminet_fast.stages import evaluation
+  result = {'checkpoint_step': 300, 'parameters': 'last', 'steps': 20, 'batch_size': 256,
+            'energy': -2.9, 'error': 1e-3, 'tau': 4.0, 'exact_energy': None,
+            'error_plateau': True}
+  assert 'level off' not in evaluation.summary(result, 1)
+  assert 'did not level off in 20 sweeps' in evaluation.summary(
+      {**result, 'error_plateau': False}, 1)

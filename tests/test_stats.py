@@ -30,3 +30,14 @@ def test_uncorrelated_series_keeps_the_naive_error():
   est = stats.reblock(x)
   np.testing.assert_allclose(est.error, x.std(ddof=1) / np.sqrt(x.size), rtol=0.2)
   assert est.mean == x.mean()
+
+
+def test_a_series_too_short_for_its_correlation_is_flagged():
+  """A long AR(1) series reaches the plateau (the criterion is met); a ramp, correlated over
+  its whole length, never does: its blocked error grows as the square root of the block
+  length, so B^3 > 2 n B^2 would need blocks longer than twice the series. Its error is
+  then that of the longest blocks, flagged plateau=False, as is a single sample's."""
+  assert stats.reblock(ar1(0.8, 2**14, 3)).plateau
+  ramp = stats.reblock(np.arange(256.0))
+  assert not ramp.plateau and ramp.block_size == 128 and np.isfinite(ramp.error)
+  assert not stats.reblock([1.0]).plateau

@@ -180,7 +180,7 @@ class Series(NamedTuple):
   energies: list  # Mean local energy of each sweep, Ha (G,) over a set of geometries.
   pmoves: list  # Acceptance of each sweep ((G,) likewise).
   # Per sweep: name -> estimate, for the estimators kept per sweep; over a set of geometries
-  # differences.DIFFERENCES -> its pairs' (2, G - 1).
+  # differences.DIFFERENCES -> its pairs' (3, G - 1).
   values: list
   sums: dict  # name -> estimate summed over sweeps, for those that `accumulate`.
 
@@ -271,6 +271,10 @@ def summary(result: dict, states: int) -> str:
   if r['exact_energy'] is not None:
     line += (f' | exact {r["exact_energy"]:.6f} Ha | error {r["error_mha"]:+.2f} +- '
              f'{1e3 * r["error"]:.2f} mHa')
+  if not r.get('error_plateau', True):
+    line += (f'\nWarning: the error bar did not level off in {r["steps"]} sweeps (the series '
+             'is short for its correlation time), so it is likely too small: evaluate with '
+             'more sweeps (--steps)')
   return line
 
 
@@ -308,7 +312,8 @@ def surface_report(energies: np.ndarray, system, say: Callable) -> list:
   for g, positions in enumerate(np.asarray(surface.positions)):
     e = stats.reblock(energies[:, g])
     row = {'index': g, 'positions_bohr': positions.tolist(), 'energy': e.mean,
-           'error': e.error, 'tau': e.tau, 'sweeps': int(energies.shape[0])}
+           'error': e.error, 'tau': e.tau, 'error_plateau': e.plateau,
+           'sweeps': int(energies.shape[0])}
     where = f'geometry {g}'
     if surface.coordinate is not None:
       row['coordinate'] = float(surface.coordinate[g])
@@ -316,7 +321,8 @@ def surface_report(energies: np.ndarray, system, say: Callable) -> list:
     if surface.scales is not None:
       row['scale'] = float(surface.scales[g])
       row['volume_bohr3'] = float(system.lattice.volume * surface.scales[g] ** 3)
-    say(f'    {where}: {e.mean:.6f} +- {e.error:.6f} Ha (tau={e.tau:.1f})')
+    say(f'    {where}: {e.mean:.6f} +- {e.error:.6f} Ha (tau={e.tau:.1f}'
+        + ('' if e.plateau else '; the error bar did not level off: likely too small') + ')')
     rows.append(row)
   return rows
 
