@@ -63,15 +63,62 @@ def test_weights_equal_the_determinant_of_the_whole_warp():
 
 def test_weighted_mean_normalises_in_log_space_and_leaves_out_non_finite_walkers():
   """Huge log-weights do not overflow; a walker with a NaN weight or local energy is left
-  out; the effective sample size fraction is (sum w)^2 / (n sum w^2), 1 for equal weights."""
+  out and counted; the effective sample size fraction is (sum w)^2 / (n sum w^2), 1 for
+  equal weights."""
   log_w = np.array([1000.0, 1000.5, 999.0, np.nan, 1001.0])
   e_l = np.array([-1.0, -1.2, -0.9, -1.1, np.inf])
-  mean, ess = differences.weighted_mean(jnp.asarray(log_w), jnp.asarray(e_l))
+  mean, ess, left_out = differences.weighted_mean(jnp.asarray(log_w), jnp.asarray(e_l))
   w = np.exp(log_w[:3] - 1000.0)
   assert float(mean) == pytest.approx(np.sum(w * e_l[:3]) / np.sum(w), rel=1e-6)
   assert float(ess) == pytest.approx(np.sum(w) ** 2 / (5 * np.sum(w ** 2)), rel=1e-6)
-  mean, ess = differences.weighted_mean(jnp.zeros(4), jnp.asarray([1.0, 2.0, 3.0, 4.0]))
+  assert float(left_out) == pytest.approx(2 / 5)
+  mean, ess, left_out = differences.weighted_mean(jnp.zeros(4),
+                                                  jnp.asarray([1.0, 2.0, 3.0, 4.0]))
   assert float(mean) == pytest.approx(2.5) and float(ess) == pytest.approx(1.0)
+  assert float(left_out) == 0.0
+
+
+@pytest.mark.parametrize('change', [-0.2, 0.5, -0.5])
+def test_the_warp_folds_where_a_bond_shortens_by_more_than_a_quarter(change):
+  """Two nuclei D = 1.4 bohr apart, the second moved along the bond by `change`: at their
+  midpoint the warp's derivative along the bond is 1 + 4 change / D (from omega_2 =
+  u^4 / (u^4 + (1 - u)^4), u = z / D, whose slope at u = 1/2 is 4) and 1 across it, so an
+  electron there has log det = log(1 + 4 change / D); beyond a shortening of D / 4 that is
+  not positive, the warp folds, and its log-Jacobian is NaN."""
+  with jax.enable_x64(True):
+    atoms = jnp.array([[0.0, 0.0, 0.0], [0.0, 0.0, 1.4]])
+    moved = atoms.at[1, 2].add(change)
+    x = jnp.array([0.0, 0.0, 0.7, 1e-3, 0.0, 0.0])  # One at the midpoint, one at a nucleus.
+    _, log_det = observables.space_warp(x, atoms, moved)
+    slope = 1 + 4 * change / 1.4
+    if slope > 0:
+      assert float(log_det) == pytest.approx(np.log(slope), abs=1e-6)
+    else:
+      assert np.isnan(float(log_det))
+
+
+def test_walkers_where_the_warp_folds_are_counted_and_warned_of():
+  """make_pairs over H2 at D = 1.4, 0.9 and 1.4 bohr: the first pair shortens the bond by
+  more than D / 4, so walkers near the bond's midpoint have no weight and are counted as
+  left out; the second pair stretches it (no fold, none left out); the report warns of the
+  first pair only."""
+  with jax.enable_x64(True):
+    parts, params, atoms = parts_of('H 0 0 0; H 0 0 1.4')
+    short = atoms.copy()
+    short[1, 2] = 0.9
+    stack = systems.Geometry(jnp.asarray(np.stack([atoms, short, atoms])))
+    xs = (0.3 * jax.random.normal(jax.random.PRNGKey(2), (3, 16, 6), jnp.float64)
+          + jnp.asarray([0.0, 0.0, 0.7, 0.0, 0.0, 0.7]))  # Both electrons near a midpoint.
+    energies, _ = jax.jit(jax.vmap(parts.energy, in_axes=(None, 0, 0)))(params, xs, stack)
+    out = np.asarray(jax.jit(differences.make_pairs(parts))(params, xs, stack, energies))
+    assert out[2, 0] > 0.0 and out[2, 1] == 0.0
+    lines = []
+    rows = [{'energy': float(e), 'error': 0.01} for e in energies]
+    pairs = differences.report(np.repeat(out[None], 4, axis=0), rows, lines.append)
+    assert pairs[0]['left_out_fraction'] == pytest.approx(out[2, 0])
+    assert pairs[1]['left_out_fraction'] == 0.0
+    warnings = [line for line in lines if 'warning' in line]
+    assert len(warnings) == 1 and 'left out' in warnings[0]
 
 
 def test_same_geometry_and_rigid_translation_give_exactly_zero():
@@ -90,6 +137,7 @@ def test_same_geometry_and_rigid_translation_give_exactly_zero():
     out = np.asarray(jax.jit(differences.make_pairs(parts))(params, xs, stack, energies))
     np.testing.assert_allclose(out[0], 0.0, atol=1e-11)
     np.testing.assert_allclose(out[1], 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(out[2], 0.0)
 
 
 @pytest.mark.jax_range
@@ -106,19 +154,20 @@ def test_lcao_h2_plus_difference_is_the_closed_form_one():
 
     @jax.jit
     def batch(x):
-      e_moved, ess = differences.correlated_energy(log_psi_at, local, None, x, atoms,
-                                                   moved_atoms)
+      e_moved, ess, left_out = differences.correlated_energy(log_psi_at, local, None, x,
+                                                             atoms, moved_atoms)
       e_l = local(None, x, atoms)
-      return e_moved - jnp.mean(e_l), ess, jnp.std(e_l)
+      return e_moved - jnp.mean(e_l), ess, jnp.std(e_l), left_out
 
     x = sample_h2_plus(np.random.default_rng(7), 40_000)
-    d, ess, spread = (np.asarray(v) for v in zip(*[batch(b) for b in np.split(x, 40)]))
+    d, ess, spread, left_out = (np.asarray(v)
+                                for v in zip(*[batch(b) for b in np.split(x, 40)]))
   exact = float(lcao_energy(2.3) - lcao_energy(2.0))
   error = d.std(ddof=1) / np.sqrt(len(d))
   assert abs(d.mean() - exact) < 4 * error, (d.mean(), exact, error)
   # The separate energies' difference would have sqrt(2) sigma(E_L) / sqrt(n).
   assert error < 0.3 * np.sqrt(2) * spread.mean() / np.sqrt(len(x))
-  assert np.all((ess > 0.5) & (ess <= 1.0))
+  assert np.all((ess > 0.5) & (ess <= 1.0)) and np.all(left_out == 0)
 
 
 def h2_scan(path, bonds, **overrides):
@@ -205,11 +254,12 @@ def test_a_cell_mapped_onto_itself_gives_the_plain_mean_with_weights_one():
     second = jax.tree.map(lambda a: a[1], stack)
     x = system.boundary.wrap(jax.random.uniform(jax.random.PRNGKey(1), (16, 6),
                                                 jnp.float64) * 4.0)
-    e_same, ess = differences.scaled_correlated_energy(parts, params, x, first, first)
+    e_same, ess, left_out = differences.scaled_correlated_energy(parts, params, x, first, first)
     e_l = parts.energy(params, x, first)[1].local_energy
     assert e_same == pytest.approx(float(jnp.mean(e_l)), rel=1e-12)
-    assert ess == pytest.approx(1.0, abs=1e-12)
-    e_other, ess = differences.scaled_correlated_energy(parts, params, x, first, second)
+    assert ess == pytest.approx(1.0, abs=1e-12) and left_out == 0
+    e_other, ess, left_out = differences.scaled_correlated_energy(parts, params, x, first,
+                                                                  second)
     e_l = parts.energy(params, 1.2 * x, second)[1].local_energy
     assert float(jnp.min(e_l)) - 1e-9 <= e_other <= float(jnp.max(e_l)) + 1e-9
     assert 0 < ess <= 1 and e_other != pytest.approx(e_same)

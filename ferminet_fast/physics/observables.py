@@ -320,23 +320,29 @@ def warp_weights(r: jax.Array, atoms: jax.Array) -> jax.Array:
 
 
 def space_warp(x: jax.Array, atoms: jax.Array, moved_atoms: jax.Array) -> tuple:
-  """(x' (3N,), log|det dx'/dx| ()): the space warp of Filippi & Umrigar (Phys. Rev. B 61,
+  """(x' (3N,), log det dx'/dx ()): the space warp of Filippi & Umrigar (Phys. Rev. B 61,
   R16291 (2000)) of one configuration x (3N,) when the nuclei move from atoms to
   moved_atoms (M, 3), bohr: each electron r -> r + sum_I omega_I(r) (R'_I - R_I). An
   electron's image depends on its own position only, so the Jacobian is block diagonal and
-  its determinant the product of the electrons' 3x3 ones."""
+  its determinant the product of the electrons' 3x3 ones. NaN where an electron's
+  determinant is not positive: there the warp folds space onto itself, is not one-to-one,
+  and no change of variables holds (two nuclei alone: at their midpoint once their distance
+  D shrinks by more than D / 4, the warp's derivative there along the bond being
+  1 + 4 dD / D)."""
   delta = moved_atoms - atoms
   warp = lambda ri: ri + warp_weights(ri, atoms) @ delta  # noqa: E731
   r = x.reshape(-1, 3)
-  _, log_jacobian = jnp.linalg.slogdet(jax.vmap(jax.jacfwd(warp))(r))  # (N,)
-  return jax.vmap(warp)(r).reshape(-1), jnp.sum(log_jacobian)
+  sign, log_jacobian = jnp.linalg.slogdet(jax.vmap(jax.jacfwd(warp))(r))  # (N,)
+  return (jax.vmap(warp)(r).reshape(-1),
+          jnp.where(jnp.all(sign > 0), jnp.sum(log_jacobian), jnp.nan))
 
 
 def warped_log_weight(log_psi: Callable, params, x: jax.Array, atoms: jax.Array,
                       moved_atoms: jax.Array, log_psi_x: Optional[jax.Array] = None) -> tuple:
   """(x' (3N,), log w ()): the configuration x (3N,) sampled from |psi_R|^2 warped to the
   nuclei moved_atoms (space_warp), and the log of its correlated-sampling weight
-  w = |psi_R'(x')|^2 / |psi_R(x)|^2 |dx'/dx|. log_psi(params, x, atoms) -> log|psi|;
+  w = |psi_R'(x')|^2 / |psi_R(x)|^2 |dx'/dx| (NaN where the warp folds, space_warp).
+  log_psi(params, x, atoms) -> log|psi|;
   log_psi_x: log|psi_R(x)| if already known."""
   moved, log_jacobian = space_warp(x, atoms, moved_atoms)
   if log_psi_x is None:

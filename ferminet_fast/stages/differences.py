@@ -28,19 +28,21 @@ DIFFERENCES = 'differences'  # Key of a sweep's pair estimates among its per-swe
 
 
 def weighted_mean(log_w: jax.Array, e_l: jax.Array) -> tuple:
-  """(sum w E_L / sum w, (sum w)^2 / (n sum w^2)) of one sweep's walkers, from log w (W,)
-  and E_L (W,): the weights normalised in log space (no overflow), walkers with a
-  non-finite weight or local energy left out; the second is the effective sample size as
-  a fraction of the n = W walkers (1 for equal weights)."""
+  """(sum w E_L / sum w, (sum w)^2 / (n sum w^2), fraction left out) of one sweep's walkers,
+  from log w (W,) and E_L (W,): the weights normalised in log space (no overflow), walkers
+  with a non-finite weight (also where the warp folds) or local energy left out, which
+  biases the estimate, so their fraction of the W is returned; the second is the effective
+  sample size as a fraction of the n = W walkers (1 for equal weights)."""
   ok = jnp.isfinite(log_w) & jnp.isfinite(e_l)
   p = jax.nn.softmax(jnp.where(ok, log_w, -jnp.inf))
   mean = jnp.sum(p * jnp.where(ok, e_l, 0.0))
-  return mean, 1.0 / (log_w.shape[0] * jnp.sum(p ** 2))
+  return mean, 1.0 / (log_w.shape[0] * jnp.sum(p ** 2)), 1.0 - jnp.mean(ok)
 
 
 def correlated_energy(log_psi: Callable, local_energies: Callable, params, x: jax.Array,
                       atoms: jax.Array, moved_atoms: jax.Array) -> tuple:
-  """(E' (), effective sample size fraction ()): the energy at nuclei moved_atoms (M, 3)
+  """(E' (), effective sample size fraction (), fraction left out ()): the energy at nuclei
+  moved_atoms (M, 3)
   estimated from walkers x (W, 3N) sampled from |psi|^2 at atoms, each warped and weighted
   (observables.warped_log_weight) and its local energy taken there (weighted_mean).
   log_psi(params, x (3N,), atoms) -> log|psi|; local_energies(params, x (W, 3N), atoms)
@@ -53,7 +55,8 @@ def correlated_energy(log_psi: Callable, local_energies: Callable, params, x: ja
 
 def scaled_correlated_energy(parts: step.Parts, params, x: jax.Array,
                              geometry: systems.Geometry, moved: systems.Geometry) -> tuple:
-  """(E' (), effective sample size fraction ()): `correlated_energy` for a scan of a
+  """(E' (), effective sample size fraction (), fraction left out ()): `correlated_energy`
+  for a scan of a
   periodic cell, from walkers x (W, 3N) sampled from |psi|^2 in the cell of `geometry` to
   the cell of `moved` (one geometry each: positions (M, 3), scale ()), each walker mapped
   by the ratio of the scales."""
@@ -67,9 +70,10 @@ def scaled_correlated_energy(parts: step.Parts, params, x: jax.Array,
 
 def make_pairs(parts: step.Parts) -> Callable:
   """(params, xs (G, W, 3N), stack (positions (G, M, 3); scales (G,) for a scan of a cell),
-  energies (G,)) -> (2, G - 1): for each adjacent pair (g, g + 1), this sweep's correlated
+  energies (G,)) -> (3, G - 1): for each adjacent pair (g, g + 1), this sweep's correlated
   difference E_{g+1} - E_g (Ha; `energies` are the chains' plain means of E_L in the same
-  sweep) and the effective sample size fraction of its weights."""
+  sweep), the effective sample size fraction of its weights and the fraction of walkers
+  left out (weighted_mean)."""
   def local_energies(params, x, atoms):
     return parts.energy(params, x, systems.Geometry(atoms))[1].local_energy
 
@@ -78,22 +82,24 @@ def make_pairs(parts: step.Parts) -> Callable:
   def pairs(params, xs, stack, energies):
     if stack.scale is None:
       r = stack.positions
-      e_next, ess = jax.vmap(pair, in_axes=(None, 0, 0, 0))(params, xs[:-1], r[:-1], r[1:])
+      e_next, ess, left_out = jax.vmap(pair, in_axes=(None, 0, 0, 0))(params, xs[:-1],
+                                                                      r[:-1], r[1:])
     else:
       first, second = (jax.tree.map(lambda a: a[:-1], stack),
                        jax.tree.map(lambda a: a[1:], stack))
-      e_next, ess = jax.vmap(functools.partial(scaled_correlated_energy, parts),
-                             in_axes=(None, 0, 0, 0))(params, xs[:-1], first, second)
-    return jnp.stack([e_next - energies[:-1], ess])
+      e_next, ess, left_out = jax.vmap(functools.partial(scaled_correlated_energy, parts),
+                                       in_axes=(None, 0, 0, 0))(params, xs[:-1], first, second)
+    return jnp.stack([e_next - energies[:-1], ess, left_out])
 
   return pairs
 
 
 def report(values: np.ndarray, rows: list, say: Callable) -> list:
   """pes.json's 'differences': for each adjacent pair, the reblocked correlated difference
-  from the sweeps' values (steps, 2, G - 1) (`make_pairs`), the independent one from the
-  geometries' rows (surface_report: energies and errors, combined in quadrature) and the
-  mean effective sample size fraction of the weights; printed."""
+  from the sweeps' values (steps, 3, G - 1) (`make_pairs`), the independent one from the
+  geometries' rows (surface_report: energies and errors, combined in quadrature), the
+  mean effective sample size fraction of the weights and the fraction of walkers left out;
+  printed, with a warning where walkers were left out."""
   say('  energy differences of adjacent geometries (correlated sampling with a space warp, '
       'or the scaling of a cell; independent: of the separate energies):')
   out = []
@@ -101,12 +107,19 @@ def report(values: np.ndarray, rows: list, say: Callable) -> list:
     c = stats.reblock(values[:, 0, g])
     a, b = rows[g], rows[g + 1]
     independent, error = b['energy'] - a['energy'], float(np.hypot(a['error'], b['error']))
-    ess = float(np.mean(values[:, 1, g]))
+    ess, left_out = float(np.mean(values[:, 1, g])), float(np.mean(values[:, 2, g]))
     out.append({'from': g, 'to': g + 1, 'correlated': c.mean, 'correlated_error': c.error,
                 'correlated_tau': c.tau, 'independent': independent,
-                'independent_error': error, 'effective_sample_fraction': ess})
+                'independent_error': error, 'effective_sample_fraction': ess,
+                'left_out_fraction': left_out})
     where = (f'{a["coordinate"]:.4f} -> {b["coordinate"]:.4f}' if 'coordinate' in a
              else f'{g} -> {g + 1}')
     say(f'    {where}: correlated {c.mean:+.6f} +- {c.error:.6f} Ha, independent '
         f'{independent:+.6f} +- {error:.6f} Ha (effective sample fraction {ess:.3f})')
+    if left_out > 0:
+      say(f'      warning: {left_out:.2%} of the walkers were left out of this correlated '
+          'difference (the warp folds space between these geometries, or a weight or local '
+          'energy was not finite), which biases it: take geometries closer together (a bond '
+          'shortened by more than a quarter of its length folds the warp), or quote the '
+          'independent difference')
   return out
