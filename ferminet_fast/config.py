@@ -463,7 +463,9 @@ SETTINGS = {
                      _positive_int),
     'relax.hessian': S(relaxation.HARTREE_FOCK.name, 'How the moves are preconditioned: '
                        f'{listed(relaxation.HESSIANS)}. With a Hessian (its inverse on the '
-                       'internal motions) every vibration relaxes at about the same rate.',
+                       'internal motions) every vibration relaxes at about the same rate, and '
+                       'each averaged position is first carried a Newton step along the '
+                       'forces measured there, x + H^-1 F.',
                        one_of(*relaxation.HESSIANS)),
     'relax.rate': S(0.3, "With a Hessian: the fraction of the Newton step H^-1 F taken "
                     'per move, in (0, 1]; every vibration relaxes in about 1 / rate moves.',

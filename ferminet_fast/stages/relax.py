@@ -26,7 +26,8 @@ relax.json (written at every move and at the end):
   moves; converged (the criterion was met); stopped_by ('criterion', 'max_moves' or null:
     still moving when training ended); stopped_at_step;
   final: positions_bohr and errors_bohr (M, 3), the mean of the trailing `relax.average` of
-    the positions before the stop (or the end) and its standard error (reblocked),
+    the positions before the stop (or the end; with the Hessian each carried a Newton step
+    along its forces, relaxation.newton_estimates) and its standard error (reblocked),
     distances (each pair: atoms, distance_bohr between the mean positions, error_bohr,
     drift: the two halves' difference over its error), positions_averaged, meets (the
     criterion holds there); once stopped, the one computed at the stop;
@@ -119,14 +120,24 @@ def mean_and_error(series: np.ndarray) -> tuple:
           np.maximum([p.error for p in pairs], naive).reshape(shape))
 
 
-def final_geometry(path: list, s: relaxation.Settings) -> dict:
+def final_geometry(path: list, s: relaxation.Settings,
+                   hessian: Optional[np.ndarray] = None) -> dict:
   """The mean of the positions (bohr) of the trailing `s.average` of `path` (stops left
   out), their standard errors, every internuclear distance there with its error and its
   drift (the difference of the mean distances of the two halves of those positions over its
-  standard error), and whether that meets the stopping criterion (physics/relaxation.py)."""
+  standard error), and whether that meets the stopping criterion (physics/relaxation.py).
+  With `hessian` (3 M, 3 M) Ha/bohr^2, each position x of an entry with forces F is first
+  carried a Newton step, x + H^-1 F (relaxation.newton_estimates); entries without forces
+  are left out."""
   moving = [e for e in path if not e.get('stop')]
   moving = moving[-relaxation.averaged(len(moving), s.average):]
-  positions = np.array([e['positions_bohr'] for e in moving])  # (n, M, 3)
+  if hessian is not None and any(e.get('forces_ha_per_bohr') is not None for e in moving):
+    moving = [e for e in moving if e.get('forces_ha_per_bohr') is not None]
+    positions = relaxation.newton_estimates(
+        np.array([e['positions_bohr'] for e in moving]),
+        np.array([e['forces_ha_per_bohr'] for e in moving]), hessian)
+  else:
+    positions = np.array([e['positions_bohr'] for e in moving])  # (n, M, 3)
   mean, error = mean_and_error(positions)
   pairs, d = relaxation.distances(positions)  # (n, P)
   # The distances of the mean positions, where the nuclei stop: the mean of the distances
@@ -249,6 +260,11 @@ class Relaxation:
     return np.asarray(self.path[-1]['positions_bohr'], np.float64)
 
   @property
+  def hessian_matrix(self) -> Optional[np.ndarray]:
+    """(3 M, 3 M) Ha/bohr^2: the Hessian that preconditions the moves, or None."""
+    return None if self.hessian is None else np.asarray(self.hessian['ha_per_bohr2'])
+
+  @property
   def stopped(self) -> Optional[dict]:
     return next((e for e in self.path if e.get('stop')), None)
 
@@ -344,7 +360,7 @@ class Relaxation:
       return state
     entry, s = self.path[-1], self.settings
     old = self.positions
-    final = final_geometry(self.path, s)
+    final = final_geometry(self.path, s, self.hessian_matrix)
     if final['meets'] or (s.max_moves and self.moves >= s.max_moves):
       why = 'criterion' if final['meets'] else 'max_moves'
       new = np.asarray(final['positions_bohr'])
@@ -399,7 +415,8 @@ class Relaxation:
 
   def record(self, t: int) -> dict:
     s, stop = self.settings, self.stopped
-    final = stop['final'] if stop is not None else final_geometry(self.path, s)
+    final = (stop['final'] if stop is not None
+             else final_geometry(self.path, s, self.hessian_matrix))
     return {
         'symbols': list(self.symbols), 'settings': {**s._asdict(), 'hessian': s.hessian.name},
         'criterion': criterion(s),
@@ -419,12 +436,14 @@ class Relaxation:
 def criterion(s: relaxation.Settings) -> str:
   """The stopping criterion of settings `s`, in words (relax.json)."""
   limit = f', or after {s.max_moves} moves' if s.max_moves else ''
+  carried = (', each carried a Newton step along the forces measured there (the Hessian '
+             'that preconditions the moves)' if s.hessian is relaxation.HARTREE_FOCK else '')
   return (f'from step {s.start}, a move every {s.every} steps; the final geometry is the mean '
-          f'of the trailing {s.average:g} of the positions; the nuclei stop there once at '
-          f'least {s.min_averaged} positions are averaged, every internuclear distance has a '
-          f'standard error of at most {s.tolerance:g} bohr, and the means of the two halves '
-          f'of those positions agree for every distance (two-sided 5%, Bonferroni over the '
-          f'distances){limit}')
+          f'of the trailing {s.average:g} of the positions{carried}; the nuclei stop there '
+          f'once at least {s.min_averaged} positions are averaged, every internuclear '
+          f'distance has a standard error of at most {s.tolerance:g} bohr, and the means of '
+          f'the two halves of those positions agree for every distance (two-sided 5%, '
+          f'Bonferroni over the distances){limit}')
 
 
 def _distances(final: dict, symbols: tuple) -> str:
