@@ -452,8 +452,9 @@ SETTINGS = {
     # Geometry optimisation (with system.relax = True): damped, preconditioned steepest
     # descent with momentum on the zero-variance forces averaged over the steps between
     # moves, the net force and torque removed (physics/relaxation.py). The final geometry
-    # is the mean of the trailing positions of the path; the nuclei stop there once it is
-    # known to `tolerance` and the path has settled.
+    # is the mean of the trailing positions of the path (with a Hessian, each carried a
+    # Newton step along its forces); the nuclei stop there once it is known to `tolerance`
+    # and the path has settled.
     'relax.start': S(200, 'Training steps before the nuclei first move (the forces of a '
                      'wavefunction that has barely trained point anywhere); their forces '
                      'are not used. Counted from step 0, so a resumed run does not wait '

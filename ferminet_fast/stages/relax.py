@@ -408,7 +408,7 @@ class Relaxation:
     stop = self.stopped
     if stop is None:
       self.run.say(f'Relax   {self.moves} moves in {t} steps, still moving (the criterion '
-                   'was not met); mean of the last positions: '
+                   'was not met); final geometry from the last positions: '
                    + _distances(record['final'], self.symbols))
     self.run.say(f'Relax   path and final geometry: {os.path.join(self.run.dir, FILE)}')
     return record
