@@ -42,9 +42,9 @@ def weighted_mean(log_w: jax.Array, e_l: jax.Array) -> tuple:
 def correlated_energy(log_psi: Callable, local_energies: Callable, params, x: jax.Array,
                       atoms: jax.Array, moved_atoms: jax.Array) -> tuple:
   """(E' (), effective sample size fraction (), fraction left out ()): the energy at nuclei
-  moved_atoms (M, 3)
-  estimated from walkers x (W, 3N) sampled from |psi|^2 at atoms, each warped and weighted
-  (observables.warped_log_weight) and its local energy taken there (weighted_mean).
+  moved_atoms (M, 3) estimated from walkers x (W, 3N) sampled from |psi|^2 at atoms, each
+  warped and weighted (observables.warped_log_weight) and its local energy taken there
+  (weighted_mean).
   log_psi(params, x (3N,), atoms) -> log|psi|; local_energies(params, x (W, 3N), atoms)
   -> E_L (W,), Ha."""
   warp = jax.vmap(functools.partial(observables.warped_log_weight, log_psi),
@@ -56,10 +56,9 @@ def correlated_energy(log_psi: Callable, local_energies: Callable, params, x: ja
 def scaled_correlated_energy(parts: step.Parts, params, x: jax.Array,
                              geometry: systems.Geometry, moved: systems.Geometry) -> tuple:
   """(E' (), effective sample size fraction (), fraction left out ()): `correlated_energy`
-  for a scan of a
-  periodic cell, from walkers x (W, 3N) sampled from |psi|^2 in the cell of `geometry` to
-  the cell of `moved` (one geometry each: positions (M, 3), scale ()), each walker mapped
-  by the ratio of the scales."""
+  for a scan of a periodic cell, from walkers x (W, 3N) sampled from |psi|^2 in the cell of
+  `geometry` to the cell of `moved` (one geometry each: positions (M, 3), scale ()), each
+  walker mapped by the ratio of the scales."""
   ratio = moved.scale / geometry.scale
   moved_x = x * ratio
   log_w = (2.0 * (parts.batch_log_psi(params, moved_x, moved)
