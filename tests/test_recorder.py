@@ -20,6 +20,8 @@ class Stats(NamedTuple):  # The fields of vmc.step.StepStats, as host scalars.
   grad_norm: float = 1.0
   update_norm: float = 0.01
   clipped: float = 0.0
+  fisher_step: float = 1e-3
+  model_step: float = 1e-3
   energies: object = None  # (G,) over a set of geometries.
 
 

@@ -109,7 +109,8 @@ class Recorder:
            'pmove': float(s.pmove), 'move_width': float(s.width), 'lr': float(s.lr),
            'nonfinite': int(s.nonfinite), 'rejected': int(s.rejected),
            'step_time_ms': 1e3 * (now - self.last), 'grad_norm': float(s.grad_norm),
-           'update_norm': float(s.update_norm), 'clipped': float(s.clipped)}
+           'update_norm': float(s.update_norm), 'clipped': float(s.clipped),
+           'fisher_step': float(s.fisher_step), 'model_step': float(s.model_step)}
     if s.energies is not None:
       row.update({f'energy_{g}': float(e) for g, e in enumerate(s.energies)})
     reason = ('update rejected' if row['rejected'] else
@@ -128,7 +129,7 @@ class Recorder:
       self._writer.write(row)
     if self._tb is not None:
       for c in ('energy', 'variance', 'pmove', 'move_width', 'lr', 'step_time_ms', 'grad_norm',
-                'update_norm', 'clipped'):
+                'update_norm', 'clipped', 'fisher_step', 'model_step'):
         self._tb.add_scalar(c, row[c], t)
     if self._bar is not None:
       self._bar.update(1)

@@ -12,8 +12,10 @@ from ferminet_fast.errors import InputError
 CONFIG = 'config.json'  # The run's settings, as given (before 'auto' and 'best' resolve).
 RUN_FILES = (CONFIG, 'stats.csv', 'timings.json', 'result.json')
 STATS_COLUMNS = ('step', 'energy', 'variance', 'pmove', 'move_width', 'lr', 'nonfinite',
-                 'rejected', 'step_time_ms', 'grad_norm', 'update_norm', 'clipped')
-LATER_COLUMNS = ('grad_norm', 'update_norm', 'clipped')  # Runs of older versions lack them.
+                 'rejected', 'step_time_ms', 'grad_norm', 'update_norm', 'clipped',
+                 'fisher_step', 'model_step')
+# Runs of older versions lack them.
+LATER_COLUMNS = ('grad_norm', 'update_norm', 'clipped', 'fisher_step', 'model_step')
 
 
 def stats_value(row: dict, column: str) -> float:

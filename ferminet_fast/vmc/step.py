@@ -22,6 +22,7 @@ import optax
 
 from ferminet_fast import choices
 from ferminet_fast.environment import dispatch, distributed
+from ferminet_fast.optimizers import kfac as kfac_lib
 from ferminet_fast.optimizers import optim
 from ferminet_fast.physics import hamiltonian, laplacians, observables, systems
 from ferminet_fast.vmc import loss, mcmc
@@ -50,6 +51,12 @@ class StepStats(NamedTuple):
   grad_norm: jax.Array
   update_norm: jax.Array
   clipped: jax.Array
+  # How far the update moved the wavefunction, against how far the optimizer's own model
+  # said it would (`fisher_steps`): the update's squared length in the Fisher metric as the
+  # step's walkers see it, and as the optimizer measured it (KFAC: what its norm constraint
+  # bounds). fisher_step is NaN where a step draws a subset of geometries.
+  fisher_step: jax.Array
+  model_step: jax.Array
   # Over a set of geometries (the fields above are then means over them, nonfinite a sum):
   # (G,) Ha, the mean local energy of each geometry's walkers; None for one geometry.
   energies: Optional[jax.Array] = None
@@ -177,7 +184,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None, clock=None):
     width = state.walkers.width
     state, pmove = mcmc_step(state, geometry)
-    x = state.walkers.x
+    x, old_log_psi = state.walkers.x, state.walkers.log_psi
     (e, aux), grads, curvature = energy_grad(state.params, x, geometry)
     key, k_opt = jax.random.split(state.key)
     params, opt_state = update(state.params, state.opt_state, grads,
@@ -185,9 +192,12 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
                                              **nuclei_of(geometry)), clock)
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, geometry))
-    stats = StepStats(e, aux.variance, pmove, width, optim.applied_lr(opt_state),
-                      aux.nonfinite, opt_state.rejected.astype(jnp.int32),
-                      *norms(grads, state.params, params), aux.clipped / x.shape[0])
+    lr = optim.applied_lr(opt_state)
+    stats = StepStats(e, aux.variance, pmove, width, lr, aux.nonfinite,
+                      opt_state.rejected.astype(jnp.int32), *norms(grads, state.params, params),
+                      aux.clipped / x.shape[0],
+                      *fisher_steps(old_log_psi, walkers.log_psi, grads, state.params, params,
+                                    lr))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   geometries, steps, swept, surface_energy_grad = None, (mcmc_step, train_step, None), 1, None
@@ -242,14 +252,21 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
     chains, pmove = sampled(state.params, by_geometry(state.walkers, stack), stack, k_mcmc)
     return state._replace(walkers=in_a_row(chains), key=key), pmove
 
-  def trained(state: TrainState, chains: mcmc.Walkers, stack: systems.Geometry, key, clock):
+  def trained(state: TrainState, chains: mcmc.Walkers, stack: systems.Geometry, key, clock,
+              refresh: bool):
     """The update from `chains` (G', W) swept at `stack`: (params, opt_state, E (G',),
-    EnergyAux, the walkers in a row with their nuclei (G' W, M, 3), `norms`)."""
+    EnergyAux, the walkers' log|psi| for the new parameters (G' W,) where `refresh`, else
+    None, the change's `norms` and `fisher_steps`)."""
     (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
     samples = chain_samples(chains.x, key, aux.centred, curvature, stack)
     params, opt_state = update(state.params, state.opt_state, grads, samples, clock)
-    return (params, opt_state, e, aux, samples.x, each_walker(stack, chains.x.shape[1]),
-            norms(grads, state.params, params))
+    new_log_psi, old_log_psi = None, chains.log_psi.reshape(-1)
+    if refresh:
+      new_log_psi = batch_log_psi(params, samples.x, each_walker(stack, chains.x.shape[1]))
+    return (params, opt_state, e, aux, new_log_psi,
+            (*norms(grads, state.params, params),
+             *fisher_steps(old_log_psi, new_log_psi, grads, state.params, params,
+                           optim.applied_lr(opt_state))))
 
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None, clock=None):
     stack = stack_of(geometry)
@@ -259,9 +276,9 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
     state, pmove = mcmc_step(state, stack)
     chains = by_geometry(state.walkers, stack)
     key, k_opt = jax.random.split(state.key)
-    params, opt_state, e, aux, x, walkers_at, change = trained(state, chains, stack, k_opt,
-                                                               clock)
-    walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, walkers_at))
+    params, opt_state, e, aux, log_psi, change = trained(state, chains, stack, k_opt, clock,
+                                                         refresh=True)
+    walkers = state.walkers._replace(log_psi=log_psi)
     stats = _surface_stats(e, aux, pmove, width, opt_state, e, change)
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
@@ -271,7 +288,9 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
     chains = by_geometry(state.walkers, stack)
     drawn = jax.tree.map(lambda a: a[picked], stack)
     sub, pmove = sampled(state.params, jax.tree.map(lambda a: a[picked], chains), drawn, k_mcmc)
-    params, opt_state, e, aux, _, _, change = trained(state, sub, drawn, k_opt, clock)
+    # The chains drawn are refreshed when next drawn, not here (their fisher_step is NaN).
+    params, opt_state, e, aux, _, change = trained(state, sub, drawn, k_opt, clock,
+                                                   refresh=False)
     chains = jax.tree.map(lambda a, b: a.at[picked].set(b), chains, sub)
     stats = _surface_stats(e, aux, pmove, state.walkers.width[picked], opt_state,
                            jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e), change)
@@ -335,12 +354,35 @@ def _chain_functions(sweep, batch_log_psi, mcmc_cfg) -> tuple:
 
 def _surface_stats(e, aux, pmove, width, opt_state, energies, change) -> StepStats:
   """A surface step's statistics: means over the geometries swept (E (G',), their EnergyAux,
-  acceptances and widths), the non-finite summed, `change` the step's `norms`, and
-  `energies` (G,) per geometry."""
+  acceptances and widths), the non-finite summed, `change` the step's `norms` and
+  `fisher_steps`, and `energies` (G,) per geometry."""
+  grad_norm, update_norm, realised, model = change
   return StepStats(jnp.mean(e), jnp.mean(aux.variance), jnp.mean(pmove), jnp.mean(width),
                    optim.applied_lr(opt_state), jnp.sum(aux.nonfinite),
-                   opt_state.rejected.astype(jnp.int32), *change,
-                   jnp.sum(aux.clipped) / aux.local_energy.size, energies=energies)
+                   opt_state.rejected.astype(jnp.int32), grad_norm, update_norm,
+                   jnp.sum(aux.clipped) / aux.local_energy.size, realised, model,
+                   energies=energies)
+
+
+def fisher_steps(old_log_psi, new_log_psi, grads, old, new, lr) -> tuple:
+  """(realised, model): the squared length of the update applied, u = new - old, in the
+  Fisher metric F = (2 / B) sum_i J_i^T J_i of log|psi| at the step's B walkers (kfac.py's),
+  measured two ways. realised = (2 / B) sum_i (log|psi_new(x_i)| - log|psi_old(x_i)|)^2 over
+  the walkers where both are finite, u^T F u to leading order in u: how far the update
+  moved the wavefunction where it is sampled (NaN without `new_log_psi`). model = -lr <u, g>
+  with `lr` the rate applied and g the gradient: for an update -lr d it is lr^2 <d, g>,
+  KFAC's own estimate lr^2 g^T F~^-1 g of the same length with its damped block-diagonal
+  F~, which its norm constraint bounds (Adam's and SPRING's analogue of it otherwise). A
+  realised length far above the model's says that the curvature the optimizer used
+  understated how far its step would move psi."""
+  model = -lr * optax.tree.vdot(jax.tree.map(lambda a, b: a - b, new, old), grads)
+  if new_log_psi is None:
+    return jnp.full_like(model, jnp.nan), model
+  change = (new_log_psi - old_log_psi).reshape(-1)
+  finite = jnp.isfinite(change)
+  realised = kfac_lib.FISHER_SCALE * jnp.sum(jnp.where(finite, change, 0.0)**2) / jnp.maximum(
+      jnp.sum(finite), 1)
+  return realised.astype(model.dtype), model
 
 
 def norms(grads, old, new) -> tuple:
