@@ -371,6 +371,16 @@ SETTINGS = {
                            'diverges and the clipping does not reach it: finite moments of '
                            'every term at a bias of order node_cutoff^3 (vmc/loss.py). 0: '
                            'not regularised. One state only.', in_range(0, 1, '[]')),
+    # KFAC's norm constraint bounds each step's length in its own block-diagonal curvature,
+    # which can understate the step's length in the whole Fisher metric at the walkers
+    # (stats.csv's fisher_step against model_step); this bounds that length itself, at the
+    # cost of one forward-mode derivative of log|psi| over the walkers per step.
+    'optim.max_fisher_step': S(0.0, 'Bound on each update\'s squared length in the Fisher '
+                               'metric of log|psi| at the step\'s walkers, (2 / B) sum_i (J_i '
+                               'u)^2 for the update u (dimensionless; about twice the mean '
+                               'squared change of log|psi| the update makes there): the step '
+                               'is shortened to it where longer, after every other bound. '
+                               'Any optimizer. 0: off.', _non_negative),
     'optim.spin_penalty': S(0.0, 'lambda (Ha): lambda <S^2> is added to the energy in the '
                             'gradient (not in the reported energy), which keeps a run in the '
                             'lowest spin state of its (n_up, n_down) sector. Costs n_up * '

@@ -295,3 +295,21 @@ def test_every_optimizer_anneals_by_the_clock_with_the_stage_timers_on(tmp_path,
   lr = np.asarray(result.history['lr'])
   assert result.budget_step == len(lr) > 4 and np.all(np.diff(lr) <= 1e-9)
   assert lr[-1] < 0.2 * lr[0]
+
+
+@pytest.mark.parametrize('optimizer', ['kfac', 'adam'])
+def test_max_fisher_step_bounds_how_far_each_update_moves_psi(tmp_path, optimizer):
+  """optim.max_fisher_step through the entry point: every update's length in the Fisher
+  metric at the walkers, as the step measures it from log|psi| before and after
+  (stats.csv's fisher_step), stays at the bound to leading order, where without the bound
+  the same training's updates are longer. In float64, and short steps, so that what is left
+  beyond leading order (relative, of the order of the step's length) is below 1%."""
+  bound, runs = 1e-6, {}
+  for cap in (0.0, bound):
+    cfg = tiny_config('He', **{'optim.optimizer': optimizer, 'optim.iterations': 30,
+                               'optim.max_fisher_step': cap, 'precision': 'float64',
+                               'log.save_path': str(tmp_path / str(cap))})
+    runs[cap] = np.asarray(train.train(cfg, quiet=True).history['fisher_step'])
+  print(optimizer, np.median(runs[0.0]), runs[bound].max(), runs[bound].min())
+  assert np.all(runs[bound] <= bound * 1.01), runs[bound].max()
+  assert np.median(runs[0.0]) > 100 * bound

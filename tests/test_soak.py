@@ -3,6 +3,7 @@ outlying steps (a walker near a nucleus or a node) pass, a run of blown-up steps
 rewind is a collapse, and damaged parameters at the end are named."""
 
 import numpy as np
+import pytest
 
 from scripts import soak
 
@@ -57,3 +58,16 @@ def test_a_system_without_an_exact_energy_is_reported_in_hartree():
   assert abs(race.reference_of('N2') - -109.5423) < 1e-4
   shown = soak._evaluated({'energy_ha': -78.5712, 'error_mha': None, 'stat_mha': 1.5})
   assert shown == '-78.5712 ± 0.0015 Ha'
+
+
+def test_the_ratio_of_realised_to_model_fisher_lengths_is_summarised():
+  """Each step's fisher_step over its model_step: median, 99th percentile, the largest and
+  its step; a rejected update (model 0) and a run of an older version (no columns) left
+  out."""
+  rows = [{'step': str(t), 'fisher_step': str(0.02 * (10 if t == 77 else 1)),
+           'model_step': '0.001'} for t in range(200)]
+  rows[5]['model_step'] = '0'  # Rejected: not a ratio.
+  r = soak.fisher_ratio(rows)
+  assert r['median'] == pytest.approx(20.0) and r['max'] == pytest.approx(200.0)
+  assert r['max_step'] == 77 and 20.0 <= r['p99'] <= 200.0
+  assert soak.fisher_ratio([{'step': '0', 'energy': '-1'}]) is None

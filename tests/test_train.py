@@ -15,6 +15,7 @@ from ferminet_fast import InputError, train
 from ferminet_fast.stages import preflight
 from ferminet_fast.environment import packages
 from ferminet_fast.runtime import cli, rundir
+from test_train_geometries import h2_scan
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -267,6 +268,29 @@ def test_the_node_cutoff_trains_with_each_optimizer(tmp_path, optimizer):
         'log.save_path': str(tmp_path / 'run')})
   result = train.train(cfg, quiet=True)
   assert np.all(np.isfinite(result.history['energy']))
+
+
+@pytest.mark.parametrize('optimizer', OPTIMIZERS + ('heg', 'psiformer', 'surface'))
+def test_the_fisher_step_bound_trains_with_each_optimizer(tmp_path, optimizer):
+  """optim.max_fisher_step through train() with each optimizer, a Psiformer, the electron
+  gas at a twist (a complex wavefunction: the bound is on log|psi|) and a surface of three
+  H2 geometries (each walker's change of log|psi| at its own nuclei): finite energies, and
+  every recorded fisher_step at the bound or below, to leading order."""
+  bound = 1e-4
+  settings = {'optim.max_fisher_step': bound}
+  if optimizer == 'heg':
+    cfg = _heg_config(tmp_path, **settings, **{'system.twist': TWIST})
+  elif optimizer == 'surface':
+    cfg = h2_scan(tmp_path / 'run', **settings)
+  else:
+    cfg = tiny_config('Li', **settings, **{
+        'optim.optimizer': 'kfac' if optimizer == 'psiformer' else optimizer,
+        'network.network_type': 'psiformer' if optimizer == 'psiformer' else 'ferminet',
+        'batch_size': 16, 'optim.iterations': 3, 'mcmc.burn_in': 2,
+        'network.ferminet.hidden_dims': ((8, 4),), 'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
+  assert np.all(np.isfinite(result.history['energy']))
+  assert np.all(np.asarray(result.history['fisher_step']) <= 1.2 * bound)
 
 
 @pytest.mark.skipif(not packages.installed('folx'), reason='needs the folx extra')

@@ -98,6 +98,23 @@ def anneals_by_clock(optim_cfg) -> bool:
   return bool(optim_cfg.seconds and optim_cfg.lr.anneal)
 
 
+def fisher_length(network) -> Callable:
+  """(params, d, Samples) -> (2 / B) sum_i (J_i d)^2, J_i = d log|psi(x_i)| / d params at
+  the B walkers of Samples (each at its nuclei): the squared length of d in the Fisher
+  metric of log|psi| at the step's walkers (kfac.py's F, whole rather than in blocks), from
+  one forward-mode derivative of log|psi| along d. Walkers where it is not finite count 0."""
+  batch_log_psi = batching.over_walkers(network.log_psi)
+
+  def length(params, d, samples: Samples):
+    def log_psi(p):
+      return batch_log_psi(p, samples.x, samples.atoms, samples.scale)
+    _, change = jax.jvp(log_psi, (params,), (d,))
+    change = jnp.where(jnp.isfinite(change), change, 0.0)
+    return kfac_lib.FISHER_SCALE * jnp.mean(change**2)
+
+  return length
+
+
 class ScheduleState(NamedTuple):
   count: jax.Array  # () int32, updates applied so far: the schedule's t.
   lr: jax.Array  # () learning rate of the latest update, after any norm constraint.
@@ -120,15 +137,19 @@ def _vdot(a, b) -> jax.Array:
 
 def scaled_by_schedule(direction: optax.GradientTransformation, schedule: Callable,
                        norm_constraint: Optional[float] = None, norm: str = 'fisher',
-                       factor: Optional[Callable] = None
+                       factor: Optional[Callable] = None,
+                       walker_bound: Optional[tuple] = None
                        ) -> optax.GradientTransformationExtraArgs:
   """Updates -lr * d for the ascent direction d that `direction` gives, lr = schedule(count),
   reduced with a norm constraint if one is given so that lr^2 |d|^2 <= norm_constraint,
   |d|^2 = <d, g> ('fisher': for d = F^-1 g, the step's length in the Fisher metric, as KFAC
   in FermiNet) or <d, d> ('euclidean'), then times factor(count, clock) where `factor` is
-  given (`anneal_factor`; `clock` an extra argument of the update, or None). `direction`
-  gets `count` (updates applied before this one) among its extra arguments; the state
-  keeps the rate applied."""
+  given (`anneal_factor`; `clock` an extra argument of the update, or None), then, where
+  `walker_bound` = (length, bound) is given, reduced so that lr^2 length(params, d, samples)
+  <= bound (`fisher_length`: the step's length in the Fisher metric of the step's walkers,
+  which the curvature behind `norm_constraint` may understate). `direction` gets `count`
+  (updates applied before this one) among its extra arguments; the state keeps the rate
+  applied."""
   direction = optax.with_extra_args_support(direction)
 
   def init(params):
@@ -144,6 +165,9 @@ def scaled_by_schedule(direction: optax.GradientTransformation, schedule: Callab
       lr = norm_constrained(lr, sq_norm, norm_constraint).astype(dtype)
     if factor is not None:
       lr = lr * jnp.asarray(factor(state.count, clock), dtype)
+    if walker_bound is not None:
+      length, bound = walker_bound
+      lr = norm_constrained(lr, length(params, d, extra['samples']), bound).astype(dtype)
     updates = jax.tree.map(lambda v: -lr * v, d)
     return updates, ScheduleState(state.count + 1, lr, inner)
 
@@ -366,6 +390,8 @@ def make_optimizer(method: Method, optim_cfg, network) -> optax.GradientTransfor
   around a ScheduleState (module docstring)."""
   direction = method(optim_cfg, network)
   constraint = getattr(optim_cfg, method.name).norm_constraint if method.norm else None
+  bound = optim_cfg.max_fisher_step
   return reject_nonfinite(averaged(scaled_by_schedule(
       direction, lr_schedule(method, optim_cfg.lr), constraint, method.norm or 'fisher',
-      anneal_factor(optim_cfg.lr, optim_cfg.iterations)), optim_cfg.average_fraction))
+      anneal_factor(optim_cfg.lr, optim_cfg.iterations),
+      (fisher_length(network), bound) if bound else None), optim_cfg.average_fraction))
