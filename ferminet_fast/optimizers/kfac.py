@@ -58,6 +58,16 @@ class KfacState(NamedTuple):
   inverses: dict  # Layer -> (A^-1, G^-1 * repeats), parameter -> 1 / (diag + damping).
 
 
+def squared_length(change: jax.Array) -> jax.Array:
+  """() the squared length in F of a step that changes log|psi| at the walkers by `change`
+  (B,) (to first order: J_i u for a step u), (2 / B') sum_i change_i^2 over the B' walkers
+  where it is finite."""
+  change = change.reshape(-1)
+  finite = jnp.isfinite(change)
+  return FISHER_SCALE * jnp.sum(jnp.where(finite, change, 0.0)**2) / jnp.maximum(
+      jnp.sum(finite), 1)
+
+
 def _name(path: tuple) -> str:
   return '/'.join(path)
 

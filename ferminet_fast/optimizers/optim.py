@@ -102,15 +102,13 @@ def fisher_length(network) -> Callable:
   """(params, d, Samples) -> (2 / B) sum_i (J_i d)^2, J_i = d log|psi(x_i)| / d params at
   the B walkers of Samples (each at its nuclei): the squared length of d in the Fisher
   metric of log|psi| at the step's walkers (kfac.py's F, whole rather than in blocks), from
-  one forward-mode derivative of log|psi| along d. Walkers where it is not finite count 0."""
+  one forward-mode derivative of log|psi| along d (kfac.squared_length)."""
   batch_log_psi = batching.over_walkers(network.log_psi)
 
   def length(params, d, samples: Samples):
     def log_psi(p):
       return batch_log_psi(p, samples.x, samples.atoms, samples.scale)
-    _, change = jax.jvp(log_psi, (params,), (d,))
-    change = jnp.where(jnp.isfinite(change), change, 0.0)
-    return kfac_lib.FISHER_SCALE * jnp.mean(change**2)
+    return kfac_lib.squared_length(jax.jvp(log_psi, (params,), (d,))[1])
 
   return length
 

@@ -192,12 +192,8 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
                                              **nuclei_of(geometry)), clock)
     # The parameters changed, so the carried log|psi| is refreshed once for the next sweep.
     walkers = state.walkers._replace(log_psi=batch_log_psi(params, x, geometry))
-    lr = optim.applied_lr(opt_state)
-    stats = StepStats(e, aux.variance, pmove, width, lr, aux.nonfinite,
-                      opt_state.rejected.astype(jnp.int32), *norms(grads, state.params, params),
-                      aux.clipped / x.shape[0],
-                      *fisher_steps(old_log_psi, walkers.log_psi, grads, state.params, params,
-                                    lr))
+    stats = step_stats(e, aux, pmove, width, opt_state, None, changes(
+        grads, state.params, params, opt_state, old_log_psi, walkers.log_psi))
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   geometries, steps, swept, surface_energy_grad = None, (mcmc_step, train_step, None), 1, None
@@ -256,7 +252,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
               refresh: bool):
     """The update from `chains` (G', W) swept at `stack`: (params, opt_state, E (G',),
     EnergyAux, the walkers' log|psi| for the new parameters (G' W,) where `refresh`, else
-    None, the change's `norms` and `fisher_steps`)."""
+    None, `changes`)."""
     (e, aux), grads, curvature = energy_grad(state.params, chains.x, stack)
     samples = chain_samples(chains.x, key, aux.centred, curvature, stack)
     params, opt_state = update(state.params, state.opt_state, grads, samples, clock)
@@ -264,9 +260,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
     if refresh:
       new_log_psi = batch_log_psi(params, samples.x, each_walker(stack, chains.x.shape[1]))
     return (params, opt_state, e, aux, new_log_psi,
-            (*norms(grads, state.params, params),
-             *fisher_steps(old_log_psi, new_log_psi, grads, state.params, params,
-                           optim.applied_lr(opt_state))))
+            changes(grads, state.params, params, opt_state, old_log_psi, new_log_psi))
 
   def train_step(state: TrainState, geometry: Optional[systems.Geometry] = None, clock=None):
     stack = stack_of(geometry)
@@ -279,7 +273,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
     params, opt_state, e, aux, log_psi, change = trained(state, chains, stack, k_opt, clock,
                                                          refresh=True)
     walkers = state.walkers._replace(log_psi=log_psi)
-    stats = _surface_stats(e, aux, pmove, width, opt_state, e, change)
+    stats = step_stats(e, aux, pmove, width, opt_state, e, change)
     return TrainState(params, opt_state, walkers, key, state.step + 1), stats
 
   def train_subset(state: TrainState, stack: systems.Geometry, clock):
@@ -292,7 +286,7 @@ def _surface_steps(geometries: systems.Geometry, sweep, energy_grad, update, bat
     params, opt_state, e, aux, _, change = trained(state, sub, drawn, k_opt, clock,
                                                    refresh=False)
     chains = jax.tree.map(lambda a, b: a.at[picked].set(b), chains, sub)
-    stats = _surface_stats(e, aux, pmove, state.walkers.width[picked], opt_state,
+    stats = step_stats(e, aux, pmove, state.walkers.width[picked], opt_state,
                            jnp.full((count,), jnp.nan, e.dtype).at[picked].set(e), change)
     return TrainState(params, opt_state, in_a_row(chains), key, state.step + 1), stats
 
@@ -352,16 +346,24 @@ def _chain_functions(sweep, batch_log_psi, mcmc_cfg) -> tuple:
   return refreshed, swept
 
 
-def _surface_stats(e, aux, pmove, width, opt_state, energies, change) -> StepStats:
-  """A surface step's statistics: means over the geometries swept (E (G',), their EnergyAux,
-  acceptances and widths), the non-finite summed, `change` the step's `norms` and
-  `fisher_steps`, and `energies` (G,) per geometry."""
+def step_stats(e, aux, pmove, width, opt_state, energies, change) -> StepStats:
+  """A step's statistics from E, its EnergyAux, acceptance and width, of one geometry
+  (scalars) or of the G' a surface step swept ((G',): their means, the non-finite summed),
+  `change` the update's `changes`, and over a surface `energies` (G,) per geometry (else
+  None)."""
   grad_norm, update_norm, realised, model = change
   return StepStats(jnp.mean(e), jnp.mean(aux.variance), jnp.mean(pmove), jnp.mean(width),
                    optim.applied_lr(opt_state), jnp.sum(aux.nonfinite),
                    opt_state.rejected.astype(jnp.int32), grad_norm, update_norm,
                    jnp.sum(aux.clipped) / aux.local_energy.size, realised, model,
                    energies=energies)
+
+
+def changes(grads, old, new, opt_state, old_log_psi, new_log_psi=None) -> tuple:
+  """(|g|, |new - old|, realised, model): the update's `norms` and `fisher_steps`, at the
+  rate it was applied with."""
+  return (*norms(grads, old, new),
+          *fisher_steps(old_log_psi, new_log_psi, grads, old, new, optim.applied_lr(opt_state)))
 
 
 def fisher_steps(old_log_psi, new_log_psi, grads, old, new, lr) -> tuple:
@@ -378,11 +380,7 @@ def fisher_steps(old_log_psi, new_log_psi, grads, old, new, lr) -> tuple:
   model = -lr * optax.tree.vdot(jax.tree.map(lambda a, b: a - b, new, old), grads)
   if new_log_psi is None:
     return jnp.full_like(model, jnp.nan), model
-  change = (new_log_psi - old_log_psi).reshape(-1)
-  finite = jnp.isfinite(change)
-  realised = kfac_lib.FISHER_SCALE * jnp.sum(jnp.where(finite, change, 0.0)**2) / jnp.maximum(
-      jnp.sum(finite), 1)
-  return realised.astype(model.dtype), model
+  return kfac_lib.squared_length(new_log_psi - old_log_psi).astype(model.dtype), model
 
 
 def norms(grads, old, new) -> tuple:
