@@ -376,11 +376,12 @@ SETTINGS = {
     # (stats.csv's fisher_step against model_step); this bounds that length itself, at the
     # cost of one forward-mode derivative of log|psi| over the walkers per step.
     'optim.max_fisher_step': S(0.0, 'Bound on each update\'s squared length in the Fisher '
-                               'metric of log|psi| at the step\'s walkers, (2 / B) sum_i (J_i '
-                               'u)^2 for the update u (dimensionless; about twice the mean '
-                               'squared change of log|psi| the update makes there): the step '
-                               'is shortened to it where longer, after every other bound. '
-                               'Any optimizer. 0: off.', _non_negative),
+                               'metric of log|psi| at the step\'s walkers, twice the mean '
+                               'squared change J_i u of log|psi| the update u makes there '
+                               '(dimensionless), centred and without the 1% of walkers that '
+                               'change most (those near a node): the step is shortened to it '
+                               'where longer, after every other bound. Any optimizer. 0: off.',
+                               _non_negative),
     'optim.spin_penalty': S(0.0, 'lambda (Ha): lambda <S^2> is added to the energy in the '
                             'gradient (not in the reported energy), which keeps a run in the '
                             'lowest spin state of its (n_up, n_down) sector. Costs n_up * '

@@ -18,7 +18,9 @@ the 2-core machine (benchmarks/race.json: 9715-9903 steps).
 Both the averaged parameters (what `python -m ferminet_fast.evaluate` takes by default) and
 the last are evaluated with the races' sweeps and burn-in (race.evaluate_ours). The arms run
 seed by seed (every arm of a seed before the next seed), so a study stopped part-way holds
-whole seeds; each training is appended to benchmarks/schedule_study.json as it ends.
+whole seeds; each training is appended to benchmarks/schedule_study.json as it ends, with
+its curve and the ratio of each step's realised Fisher length to its optimizer's model of it
+(soak.curve, soak.fisher_ratio).
 """
 
 import argparse
@@ -29,6 +31,7 @@ import time
 from scripts import artifacts
 from scripts import ferminet_reference as reference
 from scripts import race
+from scripts import soak
 
 JSON = os.path.join(artifacts.BENCHMARKS, 'schedule_study.json')
 BATCH = int(reference.SHARED['batch_size'])
@@ -49,6 +52,10 @@ ARMS = {
                                       'optim.node_cutoff': '0.01'}),
     'norm3': ("KFAC's norm bound 3e-3, three times the default: steps 1.7 times longer where "
               'it binds', {'optim.kfac.norm_constraint': '3e-3'}),
+    'fisher_bound': ("each update's length in the Fisher metric at the walkers, centred and "
+                     'without the 1% of walkers that change most, bounded at 0.01 '
+                     "(optim.max_fisher_step), ten times KFAC's norm bound",
+                     {'optim.max_fisher_step': '0.01'}),
 }
 
 
@@ -78,7 +85,8 @@ def one(system: str, arm: str, steps: int, seed: int, run_dir: str, sweeps: int,
           'seed': seed, 'budget_steps': steps, 'steps': len(rows), 'wall_s': round(wall, 1),
           'eval_s': round(time.perf_counter() - t0, 1), 'reference_ha': reference_ha,
           'eval_sweeps': sweeps, 'eval_burn_in': race.EVAL_BURN_IN,
-          'evaluated_averaged': averaged, 'evaluated_last': last}
+          'evaluated_averaged': averaged, 'evaluated_last': last,
+          'curve': soak.curve(rows), 'fisher_ratio': soak.fisher_ratio(rows)}
 
 
 def _pm(ev) -> str:

@@ -386,3 +386,22 @@ def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fuse
         natural = np.linalg.solve(fisher + damping * np.eye(fisher.shape[0]),
                                   grads_matrix.ravel())
         np.testing.assert_allclose(got, natural, rtol=1e-4, atol=1e-4 * np.abs(natural).max())
+
+
+def test_a_steps_length_is_set_by_the_walkers_not_by_one_near_a_node():
+  """squared_length: twice the variance of the walkers' changes of log|psi| (to the bias of
+  leaving out the largest 1% of terms, about 10% for normal changes), unchanged by a change
+  that is the same at every walker (|psi|^2 stays where it was) and by one walker near a
+  node that changes far more than the rest, where the plain mean of squares follows that
+  walker; and quadratic in the step."""
+  change = np.random.default_rng(0).normal(scale=0.02, size=256)
+  length = float(kfac.squared_length(jnp.asarray(change)))
+  assert 0.85 * 2 * np.var(change) < length < 2 * np.var(change)
+  np.testing.assert_allclose(kfac.squared_length(jnp.asarray(change + 3.0)), length, rtol=1e-5)
+  at_node = change.copy()
+  at_node[17] = 5.0  # log|psi| there changed by 250 standard deviations.
+  np.testing.assert_allclose(kfac.squared_length(jnp.asarray(at_node)), length, rtol=0.03)
+  assert 2 * np.mean(at_node**2) > 100 * length
+  np.testing.assert_allclose(kfac.squared_length(jnp.asarray(3 * change)), 9 * length, rtol=1e-5)
+  at_node[40] = np.nan  # A walker without a finite log|psi| is left out.
+  np.testing.assert_allclose(kfac.squared_length(jnp.asarray(at_node)), length, rtol=0.03)

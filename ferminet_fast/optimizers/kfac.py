@@ -47,6 +47,7 @@ import optax
 from ferminet_fast import batching
 
 FISHER_SCALE = 2.0  # 1 / variance of the normal likelihood on log|psi|.
+TRIMMED = 0.01  # Fraction of the walkers' largest terms a squared length leaves out.
 TAPS_IN = 'kfac_inputs'  # Collection of the dense layers' input rows (sown when mutable).
 TAPS_OUT = 'kfac_outputs'  # Collection of zero perturbations of the dense layers' outputs.
 
@@ -60,12 +61,22 @@ class KfacState(NamedTuple):
 
 def squared_length(change: jax.Array) -> jax.Array:
   """() the squared length in F of a step that changes log|psi| at the walkers by `change`
-  (B,) (to first order: J_i u for a step u), (2 / B') sum_i change_i^2 over the B' walkers
-  where it is finite."""
+  (B,) (to first order: J_i u for a step u), robustly: (2 / K) times the sum of the K
+  smallest (change_i - median)^2 over the B' walkers where change is finite, the largest
+  ceil(TRIMMED B') left out. Centred, as a change of log|psi| that is the same at every
+  walker leaves |psi|^2 where it was. Trimmed, as log|psi| is singular at the nodes: a
+  walker near one changes by about (u . d psi / d params) / psi, so one or two walkers can carry
+  most of an untrimmed sum, which then says how near the nearest walker is to a node rather
+  than how far the step moved psi where it is sampled. (For normal changes it is about 0.9
+  of 2 var.) 0 where no walker's change is finite."""
   change = change.reshape(-1)
   finite = jnp.isfinite(change)
-  return FISHER_SCALE * jnp.sum(jnp.where(finite, change, 0.0)**2) / jnp.maximum(
-      jnp.sum(finite), 1)
+  count = jnp.sum(finite)
+  centre = jnp.nanmedian(jnp.where(finite, change, jnp.nan))
+  terms = jnp.sort(jnp.where(finite, (change - centre)**2, jnp.inf))  # Non-finite last.
+  kept = jnp.maximum(count - jnp.ceil(TRIMMED * count).astype(count.dtype), 1)
+  total = jnp.sum(jnp.where(jnp.arange(terms.shape[0]) < kept, terms, 0.0))
+  return jnp.where(count > 0, FISHER_SCALE * total / kept, 0.0)
 
 
 def _name(path: tuple) -> str:

@@ -369,10 +369,11 @@ def changes(grads, old, new, opt_state, old_log_psi, new_log_psi=None) -> tuple:
 def fisher_steps(old_log_psi, new_log_psi, grads, old, new, lr) -> tuple:
   """(realised, model): the squared length of the update applied, u = new - old, in the
   Fisher metric F = (2 / B) sum_i J_i^T J_i of log|psi| at the step's B walkers (kfac.py's),
-  measured two ways. realised = (2 / B) sum_i (log|psi_new(x_i)| - log|psi_old(x_i)|)^2 over
-  the walkers where both are finite, u^T F u to leading order in u: how far the update
-  moved the wavefunction where it is sampled (NaN without `new_log_psi`). model = -lr <u, g>
-  with `lr` the rate applied and g the gradient: for an update -lr d it is lr^2 <d, g>,
+  measured two ways. realised = kfac.squared_length of the changes log|psi_new(x_i)| -
+  log|psi_old(x_i)| (centred, the largest 1% left out: a walker near a node changes far
+  more than the rest), u^T F u to leading order in u over the walkers kept: how far the
+  update moved the wavefunction where it is sampled (NaN without `new_log_psi`).
+  model = -lr <u, g> with `lr` the rate applied and g the gradient: for an update -lr d it is lr^2 <d, g>,
   KFAC's own estimate lr^2 g^T F~^-1 g of the same length with its damped block-diagonal
   F~, which its norm constraint bounds (Adam's and SPRING's analogue of it otherwise). A
   realised length far above the model's says that the curvature the optimizer used
