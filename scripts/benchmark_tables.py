@@ -553,6 +553,9 @@ TABLES = {  # Rendered into the docs by scripts/render_docs.py.
     'diagnostics-before-after': ('BENCHMARKS.md', lambda: render_against(
         _bench('diagnostics_against_previous_cpu2.json',
                'diagnostics_against_previous_loop_cpu2.json'))),
+    'fisher-lengths-before-after': ('BENCHMARKS.md', lambda: render_against(
+        _bench('fisher_lengths_against_previous_loop_cpu2.json',
+               'fisher_bound_against_off_loop_cpu2.json'))),
     'scaling-against-ferminet': ('BENCHMARKS.md', lambda: render_scaling(SCALING_JSON)),
     'speed-configs': ('BENCHMARKS.md', lambda: render_suite(
         _bench('benchmark_cpu2.json')[0], 'configs', ('config', 'optimizer', 'laplacian'))),

@@ -3,7 +3,7 @@ judged for a collapse by criteria fixed here before any run.
 
   python -m scripts.soak --system N2 --seconds 1800 --seeds 4 5 [--keep DIR]
   python -m scripts.soak --system C2H4 --seconds 1800 --seeds 0 1 2
-  python -m scripts.soak --system N2 --seeds 10 --set optim.max_fisher_step=0.1
+  python -m scripts.soak --system N2 --seeds 10 --set optim.max_fisher_step=0.01
   python -m scripts.render_docs                       # the table in RELIABILITY.md
 
 Each training is the race's (scripts/race.py, `race_ours`: configs/n2.py or configs/c2h4.py
@@ -225,7 +225,7 @@ def main():
   p.add_argument('--eval-sweeps', type=int, default=500, help='sweeps of each evaluation')
   p.add_argument('--keep', metavar='DIR', help='keep the run directories in DIR')
   p.add_argument('--set', nargs='+', default=[], metavar='KEY=VALUE',
-                 help="settings changed from the race's, e.g. optim.max_fisher_step=0.1")
+                 help="settings changed from the race's, e.g. optim.max_fisher_step=0.01")
   p.add_argument('--json', default=JSON)
   args = p.parse_args()
   if any('=' not in item for item in args.set):
