@@ -373,11 +373,11 @@ def fisher_steps(old_log_psi, new_log_psi, grads, old, new, lr) -> tuple:
   log|psi_old(x_i)| (centred, the largest 1% left out: a walker near a node changes far
   more than the rest), u^T F u to leading order in u over the walkers kept: how far the
   update moved the wavefunction where it is sampled (NaN without `new_log_psi`).
-  model = -lr <u, g> with `lr` the rate applied and g the gradient: for an update -lr d it is lr^2 <d, g>,
-  KFAC's own estimate lr^2 g^T F~^-1 g of the same length with its damped block-diagonal
-  F~, which its norm constraint bounds (Adam's and SPRING's analogue of it otherwise). A
-  realised length far above the model's says that the curvature the optimizer used
-  understated how far its step would move psi."""
+  model = -lr <u, g> with `lr` the rate applied and g the gradient: for an update -lr d it
+  is lr^2 <d, g>, KFAC's own estimate lr^2 g^T F~^-1 g of the same length with its damped
+  block-diagonal F~, which its norm constraint bounds (Adam's and SPRING's analogue of it
+  otherwise). A realised length far above the model's says that the curvature the
+  optimizer used understated how far its step would move psi."""
   model = -lr * optax.tree.vdot(jax.tree.map(lambda a, b: a - b, new, old), grads)
   if new_log_psi is None:
     return jnp.full_like(model, jnp.nan), model
