@@ -390,7 +390,7 @@ def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fuse
 
 def test_a_steps_length_is_set_by_the_walkers_not_by_one_near_a_node():
   """squared_length: twice the variance of the walkers' changes of log|psi| (to the bias of
-  leaving out the largest 1% of terms, about 10% for normal changes), unchanged by a change
+  leaving out the largest 1% of terms, about 8% for normal changes), unchanged by a change
   that is the same at every walker (|psi|^2 stays where it was) and by one walker near a
   node that changes far more than the rest, where the plain mean of squares follows that
   walker; and quadratic in the step."""

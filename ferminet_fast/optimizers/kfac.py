@@ -63,12 +63,14 @@ def squared_length(change: jax.Array) -> jax.Array:
   """() the squared length in F of a step that changes log|psi| at the walkers by `change`
   (B,) (to first order: J_i u for a step u), robustly: (2 / K) times the sum of the K
   smallest (change_i - median)^2 over the B' walkers where change is finite, the largest
-  ceil(TRIMMED B') left out. Centred, as a change of log|psi| that is the same at every
-  walker leaves |psi|^2 where it was. Trimmed, as log|psi| is singular at the nodes: a
-  walker near one changes by about (u . d psi / d params) / psi, so one or two walkers can
-  carry most of an untrimmed sum, which then says how near the nearest walker is to a node
-  rather than how far the step moved psi where it is sampled. (For normal changes it is
-  about 0.9 of 2 var.) 0 where no walker's change is finite."""
+  ceil(TRIMMED B') left out (at least one kept). Centred, as a change of log|psi| that is
+  the same at every walker leaves |psi|^2 where it was: to first order 2 u^T C u, C the
+  covariance of the J_i (the walkers of a set of geometries are centred together).
+  Trimmed, as log|psi| is singular at the nodes: a walker near one changes by about
+  (u . d psi / d params) / psi, so one or two walkers can carry most of an untrimmed sum,
+  which then says how near the nearest walker is to a node rather than how far the step
+  moved psi where it is sampled. (For many normal changes it is about 0.92 of 2 var.)
+  0 where no walker's change is finite."""
   change = change.reshape(-1)
   finite = jnp.isfinite(change)
   count = jnp.sum(finite)

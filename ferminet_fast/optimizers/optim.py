@@ -100,10 +100,10 @@ def anneals_by_clock(optim_cfg) -> bool:
 
 def fisher_length(network) -> Callable:
   """(params, d, Samples) -> the squared length of d in the Fisher metric of log|psi| at
-  the B walkers of Samples (each at its nuclei), (2 / B) sum_i (J_i d)^2 with J_i = d
-  log|psi(x_i)| / d params (kfac.py's F, whole rather than in blocks), centred and without
-  the largest 1% of terms (kfac.squared_length), from one forward-mode derivative of
-  log|psi| along d."""
+  the B walkers of Samples (each at its nuclei), from the J_i d with J_i = d log|psi(x_i)|
+  / d params (kfac.py's F, whole rather than in blocks), centred and without the largest
+  1% of terms (kfac.squared_length), from one forward-mode derivative of log|psi| along
+  d."""
   batch_log_psi = batching.over_walkers(network.log_psi)
 
   def length(params, d, samples: Samples):

@@ -371,8 +371,9 @@ def fisher_steps(old_log_psi, new_log_psi, grads, old, new, lr) -> tuple:
   Fisher metric F = (2 / B) sum_i J_i^T J_i of log|psi| at the step's B walkers (kfac.py's),
   measured two ways. realised = kfac.squared_length of the changes log|psi_new(x_i)| -
   log|psi_old(x_i)| (centred, the largest 1% left out: a walker near a node changes far
-  more than the rest), u^T F u to leading order in u over the walkers kept: how far the
-  update moved the wavefunction where it is sampled (NaN without `new_log_psi`).
+  more than the rest), to leading order in u the length in F centred (2 u^T C u, C the
+  covariance of the J_i) over the walkers kept: how far the update moved the wavefunction
+  where it is sampled (NaN without `new_log_psi`).
   model = -lr <u, g> with `lr` the rate applied and g the gradient: for an update -lr d it
   is lr^2 <d, g>, KFAC's own estimate lr^2 g^T F~^-1 g of the same length with its damped
   block-diagonal F~, which its norm constraint bounds (Adam's and SPRING's analogue of it
