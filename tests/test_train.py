@@ -270,18 +270,24 @@ def test_the_node_cutoff_trains_with_each_optimizer(tmp_path, optimizer):
   assert np.all(np.isfinite(result.history['energy']))
 
 
-@pytest.mark.parametrize('optimizer', OPTIMIZERS + ('heg', 'psiformer', 'surface'))
+@pytest.mark.parametrize('optimizer', OPTIMIZERS + ('heg', 'psiformer', 'surface', 'states'))
 def test_the_fisher_step_bound_trains_with_each_optimizer(tmp_path, optimizer):
   """optim.max_fisher_step through train() with each optimizer, a Psiformer, the electron
-  gas at a twist (a complex wavefunction: the bound is on log|psi|) and a surface of three
-  H2 geometries (each walker's change of log|psi| at its own nuclei): finite energies, and
-  every recorded fisher_step at the bound or below, to leading order."""
+  gas at a twist (a complex wavefunction: the bound is on log|psi|), a surface of three
+  H2 geometries (each walker's change of log|psi| at its own nuclei) and two states of He
+  (NES-VMC: the change of the log of the states' determinant): finite energies, and every
+  recorded fisher_step at the bound or below, to leading order."""
   bound = 1e-4
   settings = {'optim.max_fisher_step': bound}
   if optimizer == 'heg':
     cfg = _heg_config(tmp_path, **settings, **{'system.twist': TWIST})
   elif optimizer == 'surface':
     cfg = h2_scan(tmp_path / 'run', **settings)
+  elif optimizer == 'states':
+    cfg = tiny_config('He', **settings, **{
+        'system.states': 2, 'optim.optimizer': 'kfac', 'batch_size': 16,
+        'optim.iterations': 3, 'mcmc.burn_in': 2, 'network.ferminet.hidden_dims': ((8, 4),),
+        'log.save_path': str(tmp_path / 'run')})
   else:
     cfg = tiny_config('Li', **settings, **{
         'optim.optimizer': 'kfac' if optimizer == 'psiformer' else optimizer,
