@@ -444,6 +444,9 @@ SETTINGS = {
     'optim.kfac.cov_ema_decay': S(0.95, 'Moving-average decay of the curvature estimates.'),
     'optim.kfac.invert_every': S(1, 'Steps between re-inverting the curvature blocks.',
                                  _positive_int),
+    'optim.kfac.dense_rest': S(False, 'One dense block of the curvature over every parameter '
+                               'outside the dense layers (envelopes, Jastrow), instead of '
+                               "its diagonal (FermiNet's)."),
     'optim.spring.damping': S(1e-3, 'SPRING (Goldshmid et al. 2024): added to the diagonal of '
                               'the B x B walker kernel.', _positive),
     'optim.spring.momentum': S(0.0, 'mu: weight of the previous direction, in [0, 1). 0 is '

@@ -52,6 +52,9 @@ ARMS = {
                                       'optim.node_cutoff': '0.01'}),
     'norm3': ("KFAC's norm bound 3e-3, three times the default: steps 1.7 times longer where "
               'it binds', {'optim.kfac.norm_constraint': '3e-3'}),
+    'dense_rest': ('one dense block of the curvature over the parameters outside the dense '
+                   'layers (envelopes, Jastrow), not its diagonal (optim.kfac.dense_rest)',
+                   {'optim.kfac.dense_rest': 'true'}),
     'fisher_bound': ("each update's length in the Fisher metric at the walkers, centred and "
                      'without the 1% of walkers that change most, bounded at 0.01 '
                      "(optim.max_fisher_step), ten times KFAC's norm bound",

@@ -405,3 +405,50 @@ def test_a_steps_length_is_set_by_the_walkers_not_by_one_near_a_node():
   np.testing.assert_allclose(kfac.squared_length(jnp.asarray(3 * change)), 9 * length, rtol=1e-5)
   at_node[40] = np.nan  # A walker without a finite log|psi| is left out.
   np.testing.assert_allclose(kfac.squared_length(jnp.asarray(at_node)), length, rtol=0.03)
+
+
+@pytest.mark.parametrize('name', ['ferminet', 'ferminet, 2 states'])
+def test_the_dense_rest_block_is_the_damped_fisher_of_the_other_parameters(name):
+  """optim.kfac.dense_rest: on every parameter outside the dense layers (envelopes, Jastrow)
+  the first update's direction is (F_rest + damping I)^-1 g_rest, F_rest = (2/B) sum_i
+  J_i^T J_i over those parameters with J_i from jax.jacrev of log|psi| per walker, solved
+  in numpy; the dense layers' directions are those of the default update, which treats
+  the same parameters by the diagonal of F_rest. float64."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64, **NETWORKS[name])
+    b, damping = 8, 1e-3
+    x = jax.random.normal(jax.random.PRNGKey(3), (b, network.n_coords), jnp.float64)
+    grads = jax.tree.map(lambda p: jax.random.normal(jax.random.PRNGKey(p.size), p.shape),
+                         params)
+    samples = optim.Samples(x, jax.random.PRNGKey(3), jnp.zeros((b,)))
+    directions = {}
+    for dense_rest in (False, True):
+      ours = kfac.kfac(network, network.n_coords, damping, 0.95, 1, dense_rest)
+      direction, _ = jax.jit(ours.update)(grads, ours.init(params), params, samples=samples,
+                                          count=jnp.zeros((), jnp.int32))
+      directions[dense_rest] = traverse_util.flatten_dict(direction['params'])
+    _, layers = kfac.make_statistics(network, params, network.n_coords)
+    rest = sorted(k for k in directions[True] if k[:-1] not in layers)
+    assert any('envelope' in k[0] for k in rest)
+    for key in directions[True]:
+      if key[:-1] in layers:
+        want = directions[False][key]  # The same arithmetic, another program: roundoff.
+        np.testing.assert_allclose(directions[True][key], want, rtol=1e-9,
+                                   atol=1e-12 * np.abs(want).max())
+    flat = traverse_util.flatten_dict(params['params'])
+
+    def log_psi_of_rest(values, xi):
+      merged = {**flat, **dict(zip(rest, values))}
+      return network.log_psi({'params': traverse_util.unflatten_dict(merged)}, xi)
+
+    jac = jax.vmap(jax.jacrev(log_psi_of_rest), in_axes=(None, 0))([flat[k] for k in rest], x)
+    j = np.concatenate([np.asarray(g).reshape(b, -1) for g in jac], axis=1)  # (B, P_rest)
+    fisher = 2.0 * j.T @ j / b
+    g = np.concatenate([np.asarray(traverse_util.flatten_dict(grads['params'])[k]).ravel()
+                        for k in rest])
+    want = np.linalg.solve(fisher + damping * np.eye(len(g)), g)
+    got = np.concatenate([np.asarray(directions[True][k]).ravel() for k in rest])
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9 * np.abs(want).max())
+    diagonal = np.concatenate([np.asarray(directions[False][k]).ravel() for k in rest])
+    np.testing.assert_allclose(diagonal, g / (np.diag(fisher) + damping), rtol=1e-8)
+    assert not np.allclose(got, diagonal, rtol=1e-2)  # The block's coupling mattered.

@@ -299,6 +299,23 @@ def test_the_fisher_step_bound_trains_with_each_optimizer(tmp_path, optimizer):
   assert np.all(np.asarray(result.history['fisher_step']) <= 1.2 * bound)
 
 
+@pytest.mark.parametrize('case', ['ferminet', 'psiformer', 'surface'])
+def test_kfacs_dense_rest_block_trains(tmp_path, case):
+  """optim.kfac.dense_rest through train(): a FermiNet (envelopes, Jastrow), a Psiformer
+  (its layer norms too) and a surface of three H2 geometries (the block pooled over their
+  walkers, as the dense layers' factors are) train to finite energies."""
+  settings = {'optim.kfac.dense_rest': True, 'optim.optimizer': 'kfac'}
+  if case == 'surface':
+    cfg = h2_scan(tmp_path / 'run', **settings)
+  else:
+    cfg = tiny_config('Li', **settings, **{
+        'network.network_type': case, 'network.psiformer.layer_norm': True,
+        'batch_size': 16, 'optim.iterations': 3, 'mcmc.burn_in': 2,
+        'network.ferminet.hidden_dims': ((8, 4),), 'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
+  assert np.all(np.isfinite(result.history['energy']))
+
+
 @pytest.mark.skipif(not packages.installed('folx'), reason='needs the folx extra')
 def test_the_sparse_forward_laplacian_trains_as_the_dense_one(tmp_path):
   """optim.laplacian = 'folx_sparse' (what 'best' takes for large molecules on a CPU) through

@@ -11,7 +11,9 @@ registers with kfac-jax, so that its damping carries over), approximated block-d
   G = (2/B) sum_{i,r} d d^T over d = d log|psi_i| / d (output row r): kfac-jax's
   repeated-dense block;
 - every other parameter (envelopes, Jastrow, layer norms) gets the diagonal of F from the
-  per-walker gradients.
+  per-walker gradients (as kfac-jax treats what it finds no block for), or, with
+  `dense_rest`, all of them together one dense block of F (a few hundred parameters in a
+  molecule's FermiNet: the envelopes' exponents and weights, coupled).
 
 The inputs and output derivatives come from taps put on the layers here, from outside the
 network (a flax method interceptor on every layer that defines `dense_rows`, through
@@ -148,7 +150,15 @@ def _columns(blocks: tuple, bias: bool) -> tuple:
   return a, s, np.argsort(row_index + shared_index)
 
 
-def make_statistics(network, params, n_coords: int) -> tuple:
+REST = 'rest'  # Key of the one dense block over every parameter outside the dense layers.
+
+
+def _rest_keys(keys) -> list:
+  """The parameters outside the dense layers in the order of the rest block's rows."""
+  return sorted(keys)
+
+
+def make_statistics(network, params, n_coords: int, dense_rest: bool = False) -> tuple:
   """(statistics(params, x (B, 3N), weights=None, atoms=None, scale=None), layers): per-layer
   (A, G, repeats) and per-parameter diagonal of F of this batch (the nuclei at `atoms`: (M,
   3), or (B, M, 3) per walker; None: the network's own; `scale`, a scaled cell's factor,
@@ -211,7 +221,13 @@ def make_statistics(network, params, n_coords: int) -> tuple:
           grads[path + ('bias',)] = g[-1].reshape(flat[path + ('bias',)].shape)
           g = g[:-1]
         grads[path + ('kernel',)] = g.reshape(kernel.shape)
-    diagonal = {_name(k): FISHER_SCALE * jnp.sum(g**2, axis=0) / b for k, g in g_diag.items()}
+    if dense_rest:  # One block of F over all of them: (2 / B) sum_i J_i^T J_i.
+      j = jnp.concatenate([g_diag[k].reshape(g_diag[k].shape[0], -1)
+                           for k in _rest_keys(g_diag)], axis=1)
+      diagonal = {REST: FISHER_SCALE * (j.T @ j) / b}
+    else:
+      diagonal = {_name(k): FISHER_SCALE * jnp.sum(g**2, axis=0) / b
+                  for k, g in g_diag.items()}
     if weights is None:
       return factors, diagonal
     grads.update({k: jnp.tensordot(weights, g, axes=1) for k, g in g_diag.items()})
@@ -220,15 +236,15 @@ def make_statistics(network, params, n_coords: int) -> tuple:
   return statistics, layers
 
 
-def make_gradient(network, n_coords: int):
+def make_gradient(network, n_coords: int, dense_rest: bool = False):
   """gradient(params, x (B, 3N), weights (B,), atoms=None, scale=None) -> (sum_i weights_i d
   log|psi(x_i)| / d params, this batch's curvature statistics), the nuclei at `atoms` (M, 3)
   (None: the network's own; `scale`: make_statistics): the VMC gradient and what `kfac`'s
-  update would otherwise compute from x with a second pass through the network
-  (samples.curvature)."""
+  update (with the same `dense_rest`) would otherwise compute from x with a second pass through
+  the network (samples.curvature)."""
 
   def gradient(params, x, weights, atoms=None, scale=None):
-    statistics, _ = make_statistics(network, params, n_coords)
+    statistics, _ = make_statistics(network, params, n_coords, dense_rest)
     curvature, grads = statistics(params, x, weights, atoms, scale)
     return grads, curvature
 
@@ -264,7 +280,12 @@ def _invert(factors: dict, diagonal: dict, weight, damping) -> dict:
     a_inv, g_inv = damped_inverses(a / weight, g / weight, damping * repeats)
     out[name] = (a_inv, g_inv * repeats)
   for name, d in diagonal.items():
-    out[name] = 1.0 / (d / weight + damping)
+    if name == REST:
+      eye = jnp.eye(d.shape[0], dtype=d.dtype)
+      damped = d / weight + damping * eye
+      out[name] = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(damped), eye)
+    else:
+      out[name] = 1.0 / (d / weight + damping)
   return out
 
 
@@ -285,14 +306,22 @@ def precondition(grads, inverses: dict, layers: list):
       out[bias] = u[-1].reshape(flat[bias].shape)
       u = u[:-1]
     out[path + ('kernel',)] = u.reshape(kernel.shape)
-  for key, g in flat.items():
-    if key not in out:
-      out[key] = inverses[_name(key)] * g
+  others = _rest_keys(k for k in flat if k not in out)
+  if REST in inverses:
+    u = inverses[REST] @ jnp.concatenate([flat[k].reshape(-1) for k in others])
+    start = 0
+    for key in others:
+      size = flat[key].size
+      out[key] = u[start:start + size].reshape(flat[key].shape)
+      start += size
+  else:
+    for key in others:
+      out[key] = inverses[_name(key)] * flat[key]
   return {'params': traverse_util.unflatten_dict(out)}
 
 
 def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
-         invert_every: int) -> optax.GradientTransformationExtraArgs:
+         invert_every: int, dense_rest: bool = False) -> optax.GradientTransformationExtraArgs:
   """The KFAC direction F^-1 g. Its `update(grads, state, params, *, samples, count)` needs
   the step's walkers (`samples.x`, (B, 3N)), whose curvature statistics it folds in first
   (`samples.curvature` when the gradient's pass gave them: `make_gradient`), and the number
@@ -301,7 +330,7 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
 
   def init(params):
     dtype = jax.tree.leaves(params)[0].dtype
-    statistics, _ = make_statistics(network, params, n_coords)
+    statistics, _ = make_statistics(network, params, n_coords, dense_rest)
     shapes = jax.eval_shape(statistics, params, jnp.zeros((1, n_coords), dtype))
     zeros = lambda tree: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
     factors, diagonal = zeros(shapes)
@@ -313,7 +342,7 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
   def update(grads, state: KfacState, params=None, *, samples=None, count=None, **extra):
     del extra
     dtype = jax.tree.leaves(params)[0].dtype
-    statistics, layers = make_statistics(network, params, n_coords)
+    statistics, layers = make_statistics(network, params, n_coords, dense_rest)
     if samples.curvature is None:
       factors, diagonal = statistics(params, samples.x, atoms=samples.atoms,
                                      scale=samples.scale)

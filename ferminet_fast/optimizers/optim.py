@@ -292,7 +292,13 @@ def sgd(optim_cfg, network) -> optax.GradientTransformation:
 def kfac(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   """KFAC with FermiNet's settings (kfac.py)."""
   k = optim_cfg.kfac
-  return kfac_lib.kfac(network, network.n_coords, k.damping, k.cov_ema_decay, k.invert_every)
+  return kfac_lib.kfac(network, network.n_coords, k.damping, k.cov_ema_decay, k.invert_every,
+                       k.dense_rest)
+
+
+def kfac_gradient(optim_cfg, network) -> Callable:
+  """KFAC's gradient with its curvature statistics from one pass (kfac.make_gradient)."""
+  return kfac_lib.make_gradient(network, network.n_coords, optim_cfg.kfac.dense_rest)
 
 
 class SpringState(NamedTuple):
@@ -359,13 +365,14 @@ class Method(choices.Choice):
   # bounded by optim.<name>.norm_constraint; None: unbounded.
   norm: Optional[str] = None
   complex: bool = True  # Trains a complex wavefunction (a periodic system at a twist).
-  # (network, n_coords) -> gradient(params, x (B, 3N), weights (B,), atoms=None) -> (grads,
-  # curvature for Samples.curvature): a curvature pass that also gives the gradient, or None.
+  # (optim settings, network) -> gradient(params, x (B, 3N), weights (B,), atoms=None) ->
+  # (grads, curvature for Samples.curvature): a curvature pass that also gives the gradient,
+  # or None.
   fused_gradient: Optional[Callable] = None
 
 
 KFAC = Method('kfac', kfac, "Kronecker-factored natural gradient, FermiNet's", rate=0.05,
-              delay=10000.0, norm='fisher', fused_gradient=kfac_lib.make_gradient)
+              delay=10000.0, norm='fisher', fused_gradient=kfac_gradient)
 ADAM = Method('adam', adam, 'Adam')
 # SPRING's sample-space solve is written for a real log|psi|.
 SPRING = Method('spring', spring, 'natural gradient solved in the space of walkers, with '
@@ -374,13 +381,13 @@ SGD = Method('sgd', sgd, 'plain gradient descent')
 OPTIMIZERS = choices.table(KFAC, ADAM, SPRING, SGD)
 
 
-def fused_gradient(method: Method, network) -> Optional[Callable]:
+def fused_gradient(method: Method, optim_cfg, network) -> Optional[Callable]:
   """The gradient of `method` that comes with its curvature statistics from one pass
   through the network (the step then differentiates the energy no further), or None.
   None for a complex wavefunction, whose gradient has a term in its phase that the pass
   through log|psi| does not give."""
   make = None if network.complex else method.fused_gradient
-  return make(network, network.n_coords) if make else None
+  return make(optim_cfg, network) if make else None
 
 
 def make_optimizer(method: Method, optim_cfg, network) -> optax.GradientTransformationExtraArgs:

@@ -157,7 +157,7 @@ def make_parts(system: systems.System, network: networks.Network, mcmc_cfg, opti
   count = system.geometry_count
   energy = energy_in_chunks(loss.chunk_per_geometry(chunk_size, count))
   optimizer = optim.make_optimizer(pieces.optimizer, optim_cfg, network)
-  fused = optim.fused_gradient(pieces.optimizer, network)
+  fused = optim.fused_gradient(pieces.optimizer, optim_cfg, network)
   target, rate = mcmc_cfg.target_pmove, mcmc_cfg.adapt_rate
 
   def mcmc_step(state: TrainState, geometry: Optional[systems.Geometry] = None):
