@@ -21,8 +21,11 @@ def test_every_arm_resolves_through_the_command_line_with_its_budget(tmp_path, m
       node = cfg
       for part in key.split('.'):
         node = node[part]
-      assert str(node) == value if isinstance(node, str) else float(node) == float(value), (
-          arm, key)
+      if isinstance(node, bool):
+        assert node == (value == 'true'), (arm, key)
+      else:
+        assert str(node) == value if isinstance(node, str) else float(node) == float(value), (
+            arm, key)
 
 
 def test_the_table_lists_every_run_and_compares_arms_on_shared_seeds(tmp_path):
