@@ -572,8 +572,9 @@ SETTINGS = {
                    'diffusion/walk.py MOVES.',
                    one_of('electron', 'all')),
     'dmc.ecp_moves': S('tmoves', "Treatment of an ECP's non-local part (none without an "
-                       "ECP, hence none in a cell): 'tmoves' (T-moves in the size-consistent form of Casula, Moroni, "
-                       'Sorella and Filippi, J. Chem. Phys. 132, 154113 (2010), their version '
+                       "ECP, hence none in a cell): 'tmoves' (T-moves in the size-consistent "
+                       'form of Casula, Moroni, Sorella and Filippi, J. Chem. Phys. 132, '
+                       '154113 (2010), their version '
                        "1: variational, the energy an upper bound of the ECP Hamiltonian's "
                        "ground state) or 'locality' (the locality approximation: the non-local "
                        'part applied to the trial function; not variational). Records: '
