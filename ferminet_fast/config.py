@@ -445,8 +445,10 @@ SETTINGS = {
     'optim.kfac.invert_every': S(1, 'Steps between re-inverting the curvature blocks.',
                                  _positive_int),
     'optim.kfac.dense_rest': S(False, 'One dense block of the curvature over every parameter '
-                               'outside the dense layers (envelopes, Jastrow), instead of '
-                               "its diagonal (FermiNet's)."),
+                               'outside the dense layers (envelopes, Jastrow, layer norms), '
+                               "instead of its diagonal (FermiNet's). Its size P is about 4 "
+                               'x atoms x electrons x determinants (isotropic envelope): P^2 '
+                               'numbers kept, O(P^3) per inversion.', structural=True),
     'optim.spring.damping': S(1e-3, 'SPRING (Goldshmid et al. 2024): added to the diagonal of '
                               'the B x B walker kernel.', _positive),
     'optim.spring.momentum': S(0.0, 'mu: weight of the previous direction, in [0, 1). 0 is '

@@ -407,9 +407,10 @@ def test_a_steps_length_is_set_by_the_walkers_not_by_one_near_a_node():
   np.testing.assert_allclose(kfac.squared_length(jnp.asarray(at_node)), length, rtol=0.03)
 
 
-@pytest.mark.parametrize('name', ['ferminet', 'ferminet, 2 states'])
+@pytest.mark.parametrize('name', list(NETWORKS))
 def test_the_dense_rest_block_is_the_damped_fisher_of_the_other_parameters(name):
-  """optim.kfac.dense_rest: on every parameter outside the dense layers (envelopes, Jastrow)
+  """optim.kfac.dense_rest: on every parameter outside the dense layers (envelopes, Jastrow,
+  a Psiformer's layer norms)
   the first update's direction is (F_rest + damping I)^-1 g_rest, F_rest = (2/B) sum_i
   J_i^T J_i over those parameters with J_i from jax.jacrev of log|psi| per walker, solved
   in numpy; the dense layers' directions are those of the default update, which treats

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -14,6 +15,7 @@ from conftest import (combinations, each_optimizer_and_precision,
 from ferminet_fast import InputError, train
 from ferminet_fast.stages import preflight
 from ferminet_fast.environment import packages
+from ferminet_fast.optimizers import kfac
 from ferminet_fast.runtime import cli, rundir
 from test_train_geometries import h2_scan
 
@@ -303,7 +305,9 @@ def test_the_fisher_step_bound_trains_with_each_optimizer(tmp_path, optimizer):
 def test_kfacs_dense_rest_block_trains(tmp_path, case):
   """optim.kfac.dense_rest through train(): a FermiNet (envelopes, Jastrow), a Psiformer
   (its layer norms too) and a surface of three H2 geometries (the block pooled over their
-  walkers, as the dense layers' factors are) train to finite energies."""
+  walkers, as the dense layers' factors are), in float32, train to finite energies with
+  every update applied, KFAC's state holding the block; the setting fixes the state's
+  shapes, so the run does not resume without it."""
   settings = {'optim.kfac.dense_rest': True, 'optim.optimizer': 'kfac'}
   if case == 'surface':
     cfg = h2_scan(tmp_path / 'run', **settings)
@@ -312,8 +316,19 @@ def test_kfacs_dense_rest_block_trains(tmp_path, case):
         'network.network_type': case, 'network.psiformer.layer_norm': True,
         'batch_size': 16, 'optim.iterations': 3, 'mcmc.burn_in': 2,
         'network.ferminet.hidden_dims': ((8, 4),), 'log.save_path': str(tmp_path / 'run')})
+  assert cfg.precision == 'float32'
   result = train.train(cfg, quiet=True)
   assert np.all(np.isfinite(result.history['energy']))
+  assert not np.any(result.history['rejected'])
+  states = [s for s in jax.tree.leaves(result.state.opt_state,
+                                       is_leaf=lambda s: isinstance(s, kfac.KfacState))
+            if isinstance(s, kfac.KfacState)]
+  assert len(states) == 1
+  assert kfac.REST in states[0].inverses and kfac.REST in states[0].diagonal
+  cfg.optim.kfac.dense_rest = False
+  cfg.optim.iterations += 1
+  with pytest.raises(InputError, match='optim.kfac.dense_rest: True -> False'):
+    train.train(cfg, quiet=True)
 
 
 @pytest.mark.skipif(not packages.installed('folx'), reason='needs the folx extra')

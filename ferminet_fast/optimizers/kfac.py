@@ -12,8 +12,11 @@ registers with kfac-jax, so that its damping carries over), approximated block-d
   repeated-dense block;
 - every other parameter (envelopes, Jastrow, layer norms) gets the diagonal of F from the
   per-walker gradients (as kfac-jax treats what it finds no block for), or, with
-  `dense_rest`, all of them together one dense block of F (a few hundred parameters in a
-  molecule's FermiNet: the envelopes' exponents and weights, coupled).
+  `dense_rest`, all of them together one dense block of F, which couples each orbital's
+  envelope exponents and weights. Its P parameters are about 4 x atoms x electrons x
+  determinants with the isotropic envelope (82 at Ne, 226 at N2 with 2 determinants; 1.8k
+  at N2 with 16), about five times that with the full one: the block holds P^2 numbers and
+  each inversion costs O(P^3).
 
 The inputs and output derivatives come from taps put on the layers here, from outside the
 network (a flax method interceptor on every layer that defines `dense_rows`, through
@@ -57,8 +60,11 @@ TAPS_OUT = 'kfac_outputs'  # Collection of zero perturbations of the dense layer
 class KfacState(NamedTuple):
   weight: jax.Array  # () sum_t decay^(T - t): normaliser of the moving averages.
   factors: dict  # Layer -> (A, G, repeats): decayed sums of the per-step statistics.
-  diagonal: dict  # Parameter -> decayed sum of the diagonal of F.
-  inverses: dict  # Layer -> (A^-1, G^-1 * repeats), parameter -> 1 / (diag + damping).
+  # Parameter -> decayed sum of the diagonal of F; with dense_rest, REST -> (P, P) block.
+  diagonal: dict
+  # Layer -> (A^-1, G^-1 * repeats); parameter -> 1 / (diag + damping), or with dense_rest
+  # REST -> (block + damping I)^-1.
+  inverses: dict
 
 
 def squared_length(change: jax.Array) -> jax.Array:
@@ -160,9 +166,10 @@ def _rest_keys(keys) -> list:
 
 def make_statistics(network, params, n_coords: int, dense_rest: bool = False) -> tuple:
   """(statistics(params, x (B, 3N), weights=None, atoms=None, scale=None), layers): per-layer
-  (A, G, repeats) and per-parameter diagonal of F of this batch (the nuclei at `atoms`: (M,
-  3), or (B, M, 3) per walker; None: the network's own; `scale`, a scaled cell's factor,
-  batching.over_walkers), as defined above, and with `weights` (B,) also
+  (A, G, repeats) and per-parameter diagonal of F of this batch (with `dense_rest`, instead
+  {REST: the dense block of F over those parameters, in `_rest_keys` order}; the nuclei at
+  `atoms`: (M, 3), or (B, M, 3) per walker; None: the network's own; `scale`, a scaled
+  cell's factor, batching.over_walkers), as defined above, and with `weights` (B,) also
   sum_i weights_i d log|psi(x_i)| / d params, assembled from the same pass (the VMC
   gradient, for weights dE/dlog|psi_i|): `((factors, diagonal), grads)`. `params` (arrays
   or shapes) fix the layers."""
@@ -272,25 +279,25 @@ def damped_inverses(a: jax.Array, g: jax.Array, damping) -> tuple:
   return inverse(a, norm_a), inverse(g, norm_g)
 
 
-def _invert(factors: dict, diagonal: dict, weight, damping) -> dict:
+def _invert(factors: dict, diagonal: dict, weight, damping, dense_rest: bool) -> dict:
   out = {}
   for name, (a, g, repeats) in factors.items():
     repeats = repeats / weight
     # F = (A kron G) / repeats: damping the bracket by damping * repeats damps F by damping.
     a_inv, g_inv = damped_inverses(a / weight, g / weight, damping * repeats)
     out[name] = (a_inv, g_inv * repeats)
+  if dense_rest:  # By eigenvalues, those that round-off made negative taken as 0: float32.
+    values, vectors = jnp.linalg.eigh(diagonal[REST] / weight)
+    out[REST] = (vectors / (jnp.maximum(values, 0.0) + damping)) @ vectors.T
+    return out
   for name, d in diagonal.items():
-    if name == REST:
-      eye = jnp.eye(d.shape[0], dtype=d.dtype)
-      damped = d / weight + damping * eye
-      out[name] = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(damped), eye)
-    else:
-      out[name] = 1.0 / (d / weight + damping)
+    out[name] = 1.0 / (d / weight + damping)
   return out
 
 
-def precondition(grads, inverses: dict, layers: list):
-  """F^-1 g with the block inverses: A^-1 [dK; db] G^-1 per layer, g / diag elsewhere."""
+def precondition(grads, inverses: dict, layers: list, dense_rest: bool = False):
+  """F^-1 g with the block inverses: A^-1 [dK; db] G^-1 per layer, g / diag elsewhere (with
+  `dense_rest`, the rest block's inverse times those parameters' g, in `_rest_keys` order)."""
   flat = traverse_util.flatten_dict(grads['params'])
   out = {}
   for path in layers:
@@ -307,7 +314,7 @@ def precondition(grads, inverses: dict, layers: list):
       u = u[:-1]
     out[path + ('kernel',)] = u.reshape(kernel.shape)
   others = _rest_keys(k for k in flat if k not in out)
-  if REST in inverses:
+  if dense_rest:
     u = inverses[REST] @ jnp.concatenate([flat[k].reshape(-1) for k in others])
     start = 0
     for key in others:
@@ -336,7 +343,8 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
     factors, diagonal = zeros(shapes)
     # Placeholders of the inverses' shapes, never used: the first update (count 0) inverts.
     # Not computed: their factorisations would only add compilation to the start-up.
-    inverses = zeros(jax.eval_shape(_invert, factors, diagonal, jnp.ones((), dtype), damping))
+    invert = lambda f, d, w: _invert(f, d, w, damping, dense_rest)
+    inverses = zeros(jax.eval_shape(invert, factors, diagonal, jnp.ones((), dtype)))
     return KfacState(jnp.zeros((), dtype), factors, diagonal, inverses)
 
   def update(grads, state: KfacState, params=None, *, samples=None, count=None, **extra):
@@ -354,12 +362,12 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
     diagonal = jax.tree.map(acc, state.diagonal, diagonal)
     weight = decay * state.weight + 1.0
     if invert_every == 1:
-      inverses = _invert(factors, diagonal, weight, damping)
+      inverses = _invert(factors, diagonal, weight, damping, dense_rest)
     else:
       inverses = jax.lax.cond(count % invert_every == 0,
-                              lambda: _invert(factors, diagonal, weight, damping),
+                              lambda: _invert(factors, diagonal, weight, damping, dense_rest),
                               lambda: state.inverses)
-    direction = precondition(grads, inverses, layers)
+    direction = precondition(grads, inverses, layers, dense_rest)
     return direction, KfacState(weight, factors, diagonal, inverses)
 
   return optax.GradientTransformationExtraArgs(init, update)
