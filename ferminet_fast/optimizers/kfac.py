@@ -46,6 +46,7 @@ from typing import NamedTuple
 from flax import traverse_util
 import jax
 import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 import numpy as np
 import optax
 
@@ -156,18 +157,14 @@ def _columns(blocks: tuple, bias: bool) -> tuple:
   return a, s, np.argsort(row_index + shared_index)
 
 
-REST = 'rest'  # Key of the one dense block over every parameter outside the dense layers.
-
-
-def _rest_keys(keys) -> list:
-  """The parameters outside the dense layers in the order of the rest block's rows."""
-  return sorted(keys)
+REST = 'rest'  # Key of the one dense block over every parameter outside the dense layers,
+# its rows in ravel_pytree's order of their flattened {path: array} dict.
 
 
 def make_statistics(network, params, n_coords: int, dense_rest: bool = False) -> tuple:
   """(statistics(params, x (B, 3N), weights=None, atoms=None, scale=None), layers): per-layer
   (A, G, repeats) and per-parameter diagonal of F of this batch (with `dense_rest`, instead
-  {REST: the dense block of F over those parameters, in `_rest_keys` order}; the nuclei at
+  {REST: the dense block of F over those parameters}; the nuclei at
   `atoms`: (M, 3), or (B, M, 3) per walker; None: the network's own; `scale`, a scaled
   cell's factor, batching.over_walkers), as defined above, and with `weights` (B,) also
   sum_i weights_i d log|psi(x_i)| / d params, assembled from the same pass (the VMC
@@ -229,8 +226,7 @@ def make_statistics(network, params, n_coords: int, dense_rest: bool = False) ->
           g = g[:-1]
         grads[path + ('kernel',)] = g.reshape(kernel.shape)
     if dense_rest:  # One block of F over all of them: (2 / B) sum_i J_i^T J_i.
-      j = jnp.concatenate([g_diag[k].reshape(g_diag[k].shape[0], -1)
-                           for k in _rest_keys(g_diag)], axis=1)
+      j = jax.vmap(lambda g: ravel_pytree(g)[0])(g_diag)  # (walkers, P)
       diagonal = {REST: FISHER_SCALE * (j.T @ j) / b}
     else:
       diagonal = {_name(k): FISHER_SCALE * jnp.sum(g**2, axis=0) / b
@@ -297,7 +293,7 @@ def _invert(factors: dict, diagonal: dict, weight, damping, dense_rest: bool) ->
 
 def precondition(grads, inverses: dict, layers: list, dense_rest: bool = False):
   """F^-1 g with the block inverses: A^-1 [dK; db] G^-1 per layer, g / diag elsewhere (with
-  `dense_rest`, the rest block's inverse times those parameters' g, in `_rest_keys` order)."""
+  `dense_rest`, the rest block's inverse times those parameters' g)."""
   flat = traverse_util.flatten_dict(grads['params'])
   out = {}
   for path in layers:
@@ -313,17 +309,12 @@ def precondition(grads, inverses: dict, layers: list, dense_rest: bool = False):
       out[bias] = u[-1].reshape(flat[bias].shape)
       u = u[:-1]
     out[path + ('kernel',)] = u.reshape(kernel.shape)
-  others = _rest_keys(k for k in flat if k not in out)
+  others = {k: v for k, v in flat.items() if k not in out}
   if dense_rest:
-    u = inverses[REST] @ jnp.concatenate([flat[k].reshape(-1) for k in others])
-    start = 0
-    for key in others:
-      size = flat[key].size
-      out[key] = u[start:start + size].reshape(flat[key].shape)
-      start += size
+    g, unravel = ravel_pytree(others)
+    out.update(unravel(inverses[REST] @ g))
   else:
-    for key in others:
-      out[key] = inverses[_name(key)] * flat[key]
+    out.update({k: inverses[_name(k)] * v for k, v in others.items()})
   return {'params': traverse_util.unflatten_dict(out)}
 
 
