@@ -11,17 +11,23 @@ change of log|psi| at the step's walkers x_s, centred, the largest 1% left out) 
 length the optimizer's model gave it (`model_step`: KFAC's lr^2 <F~^-1 g, g>, which its norm
 constraint bounds). In the races' trainings the first is several times the second. The
 update is made from the gradient at x_s, a few hundred walkers, and lies in the span of
-their own derivatives J_i = d log|psi(x_i)| / d params: a direction picked from a sample
-looks longer on that sample than on another one. This script tells the two apart. It
-replays (scripts/replay.py) --steps steps of a kept training from its checkpoint at or
-before STEP with a checkpoint after every step, and for every update s measures the length
-  - realised at x_s (the change of log|psi|; what fisher_step records, checked against it),
-  - to first order at x_s (J_i u, one forward-mode derivative),
-  - both again at x_(s+offset) (or x_(s-offset) near the replay's end): the walkers of a
-    step `offset` steps away, drawn from nearly the same |psi|^2 but not used by update s,
-each over the model's length. Where the lengths at other walkers are near the model's, the
-realised length at the step's own walkers measures the update's fit to its batch, not an
-error of KFAC's curvature.
+their own derivatives J_i = d log|psi(x_i)| / d params, so a direction picked from a sample
+may look longer on that sample than on another; KFAC's model may also miss the curvature,
+in its damping, its average over earlier steps, its Kronecker factors and diagonal, or
+the blocks it leaves out. This script tells these apart. It replays (scripts/replay.py)
+--steps steps of a kept KFAC training from its checkpoint at or before STEP with a
+checkpoint after every step, and measures every update s from the model outwards, each
+measure differing from the one before in one respect (WAYS):
+  - in KFAC's averaged statistics as the checkpoint after the update holds them, undamped;
+  - in KFAC's statistics of one set of walkers alone (kfac.make_statistics, undamped);
+  - in the exact blocks of the Fisher matrix those statistics approximate (one per dense
+    layer, one over the other parameters), 2 mean_i (J_i u_block)^2 each;
+  - in the whole Fisher matrix, 2 mean_i (J_i u)^2;
+  - the same centred and without the largest 1% of terms (kfac.squared_length of J_i u);
+  - realised: the change of log|psi| itself (what fisher_step records; checked against it),
+each of the last five at the update's own walkers x_s and at those of a step `offset` steps
+away (x_(s+offset), or x_(s-offset) near the replay's end), drawn from nearly the same
+|psi|^2 but not used by update s; each over the model's length.
 
 Each run is appended to benchmarks/step_length.json (scripts/artifacts.py).
 """
@@ -39,15 +45,24 @@ from scripts import race
 from scripts import replay
 
 JSON = os.path.join(artifacts.BENCHMARKS, 'step_length.json')
-WAYS = ('realised_own', 'first_order_own', 'realised_other', 'first_order_other')
+SETS = ('own', 'other')  # The update's own walkers x_s; another step's.
+# What each update's squared length is measured in, at each set of walkers, from KFAC's
+# model outwards: KFAC's statistics of these walkers alone (undamped), the exact Fisher
+# blocks KFAC's are of, the whole Fisher matrix (both plain means over the walkers, as
+# KFAC's statistics are), the whole centred and trimmed to first order, and realised.
+WAYS = ('kfac_batch', 'blocks', 'whole', 'first_order', 'realised')
+COLUMNS = ('kfac_ema',) + WAYS  # kfac_ema: KFAC's averaged statistics, undamped.
 
 
 def measure(run_dir: str, offset: int) -> dict:
-  """Each update s of `run_dir` whose checkpoints s - 1 and s are both kept, measured the
-  four ways of WAYS (the other walkers from checkpoint s + offset, else s - offset), with
-  stats.csv's fisher_step and model_step of that update (its row s - 1: rows count the
-  updates from 0)."""
+  """Each update s of `run_dir` (a KFAC training) whose checkpoints s - 1 and s are both
+  kept, measured in each way of WAYS at its own walkers and at another step's (those of
+  checkpoint s + offset, else s - offset), and in KFAC's averaged statistics after the
+  update (`kfac_ema`), with stats.csv's fisher_step and model_step of that update (its row
+  s - 1: rows count the updates from 0)."""
   import jax
+  import jax.numpy as jnp
+  from flax import traverse_util
   from ferminet_fast import plan
   from ferminet_fast.environment import distributed
   from ferminet_fast.optimizers import kfac
@@ -56,28 +71,57 @@ def measure(run_dir: str, offset: int) -> dict:
   cfg = rundir.read_config(run_dir)
   cfg.distributed.cpu_devices = 1  # A diagnostic: one device (scripts/outliers.py).
   cfg = plan.settings(cfg, later_stage=True)
+  if cfg.optim.optimizer != 'kfac':
+    raise SystemExit(f'{run_dir}: measured against KFAC\'s model; this run used '
+                     f'{cfg.optim.optimizer}')
   run = trained.TrainedRun.load(run_dir, cfg, 'last', distributed.context(cfg.batch_size))
-  parts = run.built.parts
+  parts, network = run.built.parts, run.built.network
   if parts.geometries is not None or run.built.system.states > 1:
     raise SystemExit(f'{run_dir}: measured for one geometry and one state')
+  statistics, layers = kfac.make_statistics(network, run.state.params, network.n_coords,
+                                            cfg.optim.kfac.dense_rest)
+  blocks = [{p + ('kernel',), p + ('bias',)} for p in layers]
+  in_layers = set().union(*blocks)
+  blocks.append(None)  # The parameters outside the dense layers, one block.
+
+  def only(u, block):
+    """u with every parameter outside `block` (None: those in any layer) zeroed."""
+    flat = traverse_util.flatten_dict(u['params'])
+    inside = (lambda k: k not in in_layers) if block is None else block.__contains__
+    flat = {k: v if inside(k) else jnp.zeros_like(v) for k, v in flat.items()}
+    return {'params': traverse_util.unflatten_dict(flat)}
 
   @jax.jit
   def lengths(old, new, x):
-    change = parts.walkers_log_psi(new, x) - parts.walkers_log_psi(old, x)
+    f = lambda p: parts.walkers_log_psi(p, x)
     u = jax.tree.map(lambda a, b: a - b, new, old)
-    linear = jax.jvp(lambda p: parts.walkers_log_psi(p, x), (old,), (u,))[1]
-    return kfac.squared_length(change), kfac.squared_length(linear)
+    linear = jax.jvp(f, (old,), (u,))[1]
+    plain = lambda change: kfac.FISHER_SCALE * jnp.mean(change**2)
+    factors, diagonal = statistics(old, x)
+    return {'kfac_batch': kfac.model_length(u, factors, diagonal, layers),
+            'blocks': sum(plain(jax.jvp(f, (old,), (only(u, b),))[1]) for b in blocks),
+            'whole': plain(linear), 'first_order': kfac.squared_length(linear),
+            'realised': kfac.squared_length(f(new) - f(old))}
 
-  cache = {}  # Step -> (params, walkers' x) of the checkpoints read most recently.
+  @jax.jit
+  def averaged(old, new, state):
+    u = jax.tree.map(lambda a, b: a - b, new, old)
+    return kfac.model_length(u, state.factors, state.diagonal, layers, state.weight)
+
+  is_kfac = lambda t: isinstance(t, kfac.KfacState)
+  cache = {}  # Step -> (params, walkers' x, KFAC's state) of the checkpoints read lately.
 
   def state_at(s):
     if s not in cache:
-      found, state = checkpoint.restore_latest(run_dir, run.built.state, ('params', 'walkers'), s)
+      found, state = checkpoint.restore_latest(run_dir, run.built.state,
+                                               ('params', 'opt_state', 'walkers'), s)
       if found != s:
         raise SystemExit(f'{run_dir}: checkpoint {s} did not restore')
       if len(cache) > 2 * offset + 4:
         cache.pop(min(cache))
-      cache[s] = (state.params, state.walkers.x)
+      (kfac_state,) = [t for t in jax.tree.leaves(state.opt_state, is_leaf=is_kfac)
+                       if is_kfac(t)]
+      cache[s] = (state.params, state.walkers.x, kfac_state)
     return cache[s]
 
   rows = {int(r['step']): r for r in race._rows(os.path.join(run_dir, 'stats.csv'))}
@@ -87,53 +131,59 @@ def measure(run_dir: str, offset: int) -> dict:
     other = s + offset if s + offset in kept else s - offset
     if s - 1 not in kept or other not in kept or other == s or s - 1 not in rows:
       continue
-    (old, _), (new, x_own) = state_at(s - 1), state_at(s)
-    x_other = state_at(other)[1]
-    own = [float(v) for v in lengths(old, new, x_own)]
-    others = [float(v) for v in lengths(old, new, x_other)]
-    steps.append({'step': s, 'other_walkers_step': other,
-                  'fisher_step': float(rows[s - 1]['fisher_step']),
-                  'model_step': float(rows[s - 1]['model_step']),
-                  **dict(zip(WAYS, own + others))})
+    (old, _, _), (new, x_own, kfac_state) = state_at(s - 1), state_at(s)
+    record = {'step': s, 'other_walkers_step': other,
+              'fisher_step': float(rows[s - 1]['fisher_step']),
+              'model_step': float(rows[s - 1]['model_step']),
+              'kfac_ema': float(averaged(old, new, kfac_state))}
+    for name, x in (('own', x_own), ('other', state_at(other)[1])):
+      record.update({f'{way}_{name}': float(v) for way, v in lengths(old, new, x).items()})
+    steps.append(record)
   return {'run': os.path.basename(os.path.normpath(run_dir)), 'offset': offset,
           'walkers': int(cfg.batch_size), 'steps': steps, 'summary': summarise(steps)}
 
 
 def summarise(steps: list) -> dict:
-  """Per way of WAYS, the median, 10th and 90th percentiles over the updates of its length
-  over the model's; and the median of the other walkers' realised length over the own."""
+  """Per measure (kfac_ema, and each way of WAYS at each set of walkers), the median, 10th
+  and 90th percentiles over the updates of its length over the model's."""
   if not steps:
     return {}
   model = np.array([s['model_step'] for s in steps])
   out = {}
-  for way in WAYS:
-    q = np.array([s[way] for s in steps]) / model
-    out[way] = {'median': float(np.median(q)), 'p10': float(np.percentile(q, 10)),
+  for key in ('kfac_ema',) + tuple(f'{w}_{n}' for n in SETS for w in WAYS):
+    q = np.array([s[key] for s in steps]) / model
+    out[key] = {'median': float(np.median(q)), 'p10': float(np.percentile(q, 10)),
                 'p90': float(np.percentile(q, 90))}
-  out['other_over_own'] = float(np.median([s['realised_other'] / s['realised_own']
-                                           for s in steps]))
   return out
 
 
 def render_table(path: str = JSON) -> str:
-  """ACCURACY.md's table: per replayed stretch, each way's length over the model's."""
+  """ACCURACY.md's table: per replayed stretch and set of walkers, each measure of the
+  updates' length over KFAC's model of it."""
   runs = artifacts.read(path)
   if not runs:
     return 'No update has been measured yet.'
-  lines = ['| training | updates (from step) | walkers | other walkers, steps away | '
-           'realised, own walkers | first order, own walkers | realised, other walkers | '
-           'first order, other walkers | other / own, realised |', '|' + '---|' * 9]
+  lines = ['| training | updates (from step) | walkers | KFAC, averaged statistics | KFAC, '
+           'these walkers\' statistics | exact blocks | whole Fisher matrix | whole, centred '
+           'and trimmed, first order | realised |', '|' + '---|' * 9]
   for run in runs:
     r, s = run.data, run.data['summary']
-    cell = lambda w: f'{s[w]["median"]:.1f} ({s[w]["p10"]:.1f} to {s[w]["p90"]:.1f})'
-    lines.append(f'| {r.get("label") or r["run"]} | {len(r["steps"])} '
-                 f'({r["steps"][0]["step"]}) | {r["walkers"]} | {r["offset"]} | '
-                 + ' | '.join(cell(w) for w in WAYS) + f' | {s["other_over_own"]:.2f} |')
+    cell = lambda k: f'{s[k]["median"]:.2f} ({s[k]["p10"]:.2f} to {s[k]["p90"]:.2f})'
+    for name, text in (('own', 'its own (x_s)'),
+                       ('other', f'another step\'s ({r["offset"]} away)')):
+      ema = cell('kfac_ema') if name == 'own' else '〃'
+      lines.append(f'| {r.get("label") or r["run"]} | {len(r["steps"])} '
+                   f'({r["steps"][0]["step"]}) | {text} | {ema} | '
+                   + ' | '.join(cell(f'{w}_{name}') for w in WAYS) + ' |')
   return '\n'.join(lines + [
-      '', 'Each update\'s squared length in the Fisher metric of log|psi| (centred, the '
-      'largest 1% of walkers left out) over the length KFAC\'s model gave it (stats.csv\'s '
-      'model_step): median over the updates (10th to 90th percentile). ' +
-      artifacts.provenance(path, runs)])
+      '', 'Each update\'s squared length over the length KFAC\'s model gave it (stats.csv\'s '
+      'model_step, its averaged statistics damped): median over the updates (10th to 90th '
+      'percentile). Left to right, each measure differs from the one before in one respect: '
+      'the damping; the statistics of these walkers alone; the exact blocks of the Fisher '
+      'matrix for the Kronecker factors (and for the diagonal of the parameters outside '
+      'the dense layers); the whole matrix for its blocks; centred and without the 1% of '
+      'walkers that change most (stats.csv\'s fisher_step, to first order); the change of '
+      'log|psi| itself. ' + artifacts.provenance(path, runs)])
 
 
 TABLES = {'step-length': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
@@ -167,7 +217,7 @@ def main():
   r.update(run=os.path.basename(os.path.normpath(args.run)), label=args.label,
            system=args.system, seed=args.seed, replay=replayed)
   artifacts.append(args.json, r)
-  print(r['summary'])
+  print({k: round(v['median'], 2) for k, v in r['summary'].items()})
 
 
 if __name__ == '__main__':

@@ -453,3 +453,39 @@ def test_the_dense_rest_block_is_the_damped_fisher_of_the_other_parameters(name)
     diagonal = np.concatenate([np.asarray(directions[False][k]).ravel() for k in rest])
     np.testing.assert_allclose(diagonal, g / (np.diag(fisher) + damping), rtol=1e-8)
     assert not np.allclose(got, diagonal, rtol=1e-2)  # The block's coupling mattered.
+
+
+@pytest.mark.parametrize('dense_rest', (False, True))
+def test_a_steps_length_in_kfacs_curvature_is_that_of_its_dense_blocks(dense_rest):
+  """kfac.model_length: u^T F~ u with F~ built densely, (A kron G) / R per layer on the
+  layer's [kernel; bias] rows and the diagonal (or the dense rest block) elsewhere, from
+  make_statistics of 8 walkers; a decayed sum over two steps with its weight gives their
+  weighted mean. float64."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64)
+    x = jax.random.normal(jax.random.PRNGKey(5), (8, network.n_coords), jnp.float64)
+    statistics, layers = kfac.make_statistics(network, params, network.n_coords, dense_rest)
+    factors, diagonal = statistics(params, x)
+    u = jax.tree.map(lambda p: jax.random.normal(jax.random.PRNGKey(p.size + 1), p.shape),
+                     params)
+    flat = traverse_util.flatten_dict(u['params'])
+    want = 0.0
+    for path in layers:
+      a, g, r = (np.asarray(f) for f in factors['/'.join(path)])
+      v = np.asarray(flat[path + ('kernel',)]).reshape(-1, g.shape[0])
+      if path + ('bias',) in flat:
+        v = np.concatenate([v, np.asarray(flat[path + ('bias',)]).reshape(1, -1)])
+      want += v.ravel() @ np.kron(a, g) @ v.ravel() / r
+    rest = sorted(k for k in flat if k[:-1] not in layers)
+    r = np.concatenate([np.asarray(flat[k]).ravel() for k in rest])
+    if dense_rest:
+      want += r @ np.asarray(diagonal[kfac.REST]) @ r
+    else:
+      d = np.concatenate([np.asarray(diagonal['/'.join(k)]).ravel() for k in rest])
+      want += np.sum(d * r**2)
+    got = kfac.model_length(u, factors, diagonal, layers)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    # Two steps of the same statistics, decayed by 0.5 and normalised: the same length.
+    twice = jax.tree.map(lambda s: 0.5 * s + s, (factors, diagonal))
+    np.testing.assert_allclose(kfac.model_length(u, *twice, layers, weight=1.5), want,
+                               rtol=1e-10)

@@ -1,7 +1,9 @@
-"""scripts/step_length.py: each update of a training with a checkpoint after every step is
-measured at its own walkers, as the step itself recorded it, and at another step's; the
-first-order length is the one a dense Jacobian of log|psi| gives."""
+"""scripts/step_length.py: each update of a KFAC training with a checkpoint after every step
+is measured at its own walkers, as the step itself recorded it, and at another step's; the
+Fisher lengths, whole and in blocks, are those a dense Jacobian of log|psi| gives, and
+KFAC's averaged statistics give no more than the damped model the step recorded."""
 
+from flax import traverse_util
 import jax
 from jax.flatten_util import ravel_pytree
 import numpy as np
@@ -30,7 +32,9 @@ def test_each_update_is_measured_at_its_own_and_at_other_walkers(tmp_path):
     assert [s['other_walkers_step'] for s in steps] == [4, 5, 6, 7, 8, 3, 4, 5]
     for s in steps:  # Recomputed from the checkpoints: what the step recorded.
       assert s['realised_own'] == pytest.approx(s['fisher_step'], rel=1e-6)
-      assert all(s[w] > 0 for w in step_length.WAYS) and s['model_step'] > 0
+      # Damping only lengthens the model: lr^2 <(F~ + damping) ^-1 g, g> >= u^T F~ u.
+      assert 0 < s['kfac_ema'] < s['model_step']
+      assert all(s[f'{w}_{n}'] > 0 for w in step_length.WAYS for n in step_length.SETS)
     # The first-order length at update 5's own walkers from the dense Jacobian per walker.
     cfg = plan.settings(rundir.read_config(run), later_stage=True)
     loaded = trained.TrainedRun.load(run, cfg, 'last', distributed.context(cfg.batch_size))
@@ -40,10 +44,23 @@ def test_each_update_is_measured_at_its_own_and_at_other_walkers(tmp_path):
     u = ravel_pytree(new.params)[0] - flat
     log_psi = lambda v, x: loaded.built.network.log_psi(unravel(v), x)
     jac = jax.vmap(jax.jacrev(log_psi), (None, 0))(flat, new.walkers.x)  # (B, P)
+    jac, u = np.asarray(jac), np.asarray(u)
     assert steps[4]['first_order_own'] == pytest.approx(
-        float(kfac.squared_length(jac @ u)), rel=1e-8)
+        float(kfac.squared_length(jax.numpy.asarray(jac @ u))), rel=1e-8)
+    assert steps[4]['whole_own'] == pytest.approx(2 * np.mean((jac @ u)**2), rel=1e-8)
+    # Blocks: each dense layer's kernel and bias, and the other parameters together.
+    _, layers = kfac.make_statistics(loaded.built.network, old.params,
+                                     loaded.built.network.n_coords)
+    names = [k for k, _ in sorted(traverse_util.flatten_dict(old.params['params']).items())]
+    sizes = [v.size for _, v in sorted(traverse_util.flatten_dict(old.params['params']).items())]
+    owner = np.repeat([next((i for i, p in enumerate(layers) if k[:-1] == p), -1)
+                       for k in names], sizes)  # Each entry of u's block (-1: the rest).
+    blocks = sum(2 * np.mean((jac @ np.where(owner == b, u, 0.0))**2)
+                 for b in range(-1, len(layers)))
+    assert steps[4]['blocks_own'] == pytest.approx(blocks, rel=1e-8)
   path = str(tmp_path / 'step_length.json')
   artifacts.append(path, {**data, 'label': 'He, tiny'})
-  row = [line for line in step_length.render_table(path).splitlines() if line.startswith('| He')]
-  assert row[0].split(' | ')[1] == '8 (1)'
-  assert np.isfinite(data['summary']['other_over_own'])
+  rows = [line for line in step_length.render_table(path).splitlines()
+          if line.startswith('| He')]
+  assert len(rows) == 2 and rows[0].split(' | ')[1] == '8 (1)'
+  assert float(rows[0].split(' | ')[3].split()[0]) < 1  # KFAC's averaged, undamped.

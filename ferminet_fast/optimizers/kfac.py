@@ -318,6 +318,29 @@ def precondition(grads, inverses: dict, layers: list, dense_rest: bool = False):
   return {'params': traverse_util.unflatten_dict(out)}
 
 
+def model_length(update, factors: dict, diagonal: dict, layers: list, weight=1.0):
+  """() u^T F~ u: the squared length of `update` u (a params pytree) in KFAC's block-diagonal
+  curvature F~, undamped, from statistics as `make_statistics` gives them (`weight` 1) or
+  as KfacState holds them (decayed sums over steps, normalised by its `weight`)."""
+  flat = traverse_util.flatten_dict(update['params'])
+  total, blocked = 0.0, set()
+  for path in layers:
+    a, g, repeats = factors[_name(path)]
+    v = flat[path + ('kernel',)].reshape(-1, g.shape[0])
+    bias = path + ('bias',)
+    if bias in flat:
+      v = jnp.concatenate([v, flat[bias].reshape(1, -1)])
+    blocked |= {path + ('kernel',), bias}
+    total = total + jnp.sum((a @ v @ g) * v) / repeats  # vec(V)^T (A kron G) vec(V) / R
+  others = {k: v for k, v in flat.items() if k not in blocked}
+  if REST in diagonal:
+    r = ravel_pytree(others)[0]
+    total = total + r @ diagonal[REST] @ r
+  else:
+    total = total + sum(jnp.sum(diagonal[_name(k)] * v**2) for k, v in others.items())
+  return total / weight
+
+
 def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
          invert_every: int, dense_rest: bool = False) -> optax.GradientTransformationExtraArgs:
   """The KFAC direction F^-1 g. Its `update(grads, state, params, *, samples, count)` needs
