@@ -51,7 +51,7 @@ SETS = ('own', 'other')  # The update's own walkers x_s; another step's.
 # blocks KFAC's are of, the whole Fisher matrix (both plain means over the walkers, as
 # KFAC's statistics are), the whole centred and trimmed to first order, and realised.
 WAYS = ('kfac_batch', 'blocks', 'whole', 'first_order', 'realised')
-COLUMNS = ('kfac_ema',) + WAYS  # kfac_ema: KFAC's averaged statistics, undamped.
+REST = ('kfac_batch_rest', 'blocks_rest')  # The first two ways' part outside the layers.
 
 
 def measure(run_dir: str, offset: int) -> dict:
@@ -98,10 +98,14 @@ def measure(run_dir: str, offset: int) -> dict:
     linear = jax.jvp(f, (old,), (u,))[1]
     plain = lambda change: kfac.FISHER_SCALE * jnp.mean(change**2)
     factors, diagonal = statistics(old, x)
+    each = [plain(jax.jvp(f, (old,), (only(u, b),))[1]) for b in blocks]
     return {'kfac_batch': kfac.model_length(u, factors, diagonal, layers),
-            'blocks': sum(plain(jax.jvp(f, (old,), (only(u, b),))[1]) for b in blocks),
-            'whole': plain(linear), 'first_order': kfac.squared_length(linear),
-            'realised': kfac.squared_length(f(new) - f(old))}
+            'blocks': sum(each), 'whole': plain(linear),
+            'first_order': kfac.squared_length(linear),
+            'realised': kfac.squared_length(f(new) - f(old)),
+            # Of which the parameters outside the dense layers (their part of u alone).
+            'kfac_batch_rest': kfac.model_length(only(u, None), factors, diagonal, layers),
+            'blocks_rest': each[-1]}
 
   @jax.jit
   def averaged(old, new, state):
@@ -150,7 +154,7 @@ def summarise(steps: list) -> dict:
     return {}
   model = np.array([s['model_step'] for s in steps])
   out = {}
-  for key in ('kfac_ema',) + tuple(f'{w}_{n}' for n in SETS for w in WAYS):
+  for key in ('kfac_ema',) + tuple(f'{w}_{n}' for n in SETS for w in WAYS + REST):
     q = np.array([s[key] for s in steps]) / model
     out[key] = {'median': float(np.median(q)), 'p10': float(np.percentile(q, 10)),
                 'p90': float(np.percentile(q, 90))}
@@ -165,7 +169,8 @@ def render_table(path: str = JSON) -> str:
     return 'No update has been measured yet.'
   lines = ['| training | updates (from step) | walkers | KFAC, averaged statistics | KFAC, '
            'these walkers\' statistics | exact blocks | whole Fisher matrix | whole, centred '
-           'and trimmed, first order | realised |', '|' + '---|' * 9]
+           'and trimmed, first order | realised | outside the dense layers: KFAC, exact |',
+           '|' + '---|' * 10]
   for run in runs:
     r, s = run.data, run.data['summary']
     cell = lambda k: f'{s[k]["median"]:.2f} ({s[k]["p10"]:.2f} to {s[k]["p90"]:.2f})'
@@ -174,7 +179,8 @@ def render_table(path: str = JSON) -> str:
       ema = cell('kfac_ema') if name == 'own' else '〃'
       lines.append(f'| {r.get("label") or r["run"]} | {len(r["steps"])} '
                    f'({r["steps"][0]["step"]}) | {text} | {ema} | '
-                   + ' | '.join(cell(f'{w}_{name}') for w in WAYS) + ' |')
+                   + ' | '.join(cell(f'{w}_{name}') for w in WAYS) + ' | '
+                   + ', '.join(f'{s[f"{w}_{name}"]["median"]:.2f}' for w in REST) + ' |')
   return '\n'.join(lines + [
       '', 'Each update\'s squared length over the length KFAC\'s model gave it (stats.csv\'s '
       'model_step, its averaged statistics damped): median over the updates (10th to 90th '
@@ -183,7 +189,9 @@ def render_table(path: str = JSON) -> str:
       'matrix for the Kronecker factors (and for the diagonal of the parameters outside '
       'the dense layers); the whole matrix for its blocks; centred and without the 1% of '
       'walkers that change most (stats.csv\'s fisher_step, to first order); the change of '
-      'log|psi| itself. ' + artifacts.provenance(path, runs)])
+      'log|psi| itself. The last column: the part of the first two measures that the '
+      'parameters outside the dense layers (envelopes, Jastrow) make, their part of the '
+      'update alone (medians). ' + artifacts.provenance(path, runs)])
 
 
 TABLES = {'step-length': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.

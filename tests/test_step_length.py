@@ -58,9 +58,13 @@ def test_each_update_is_measured_at_its_own_and_at_other_walkers(tmp_path):
     blocks = sum(2 * np.mean((jac @ np.where(owner == b, u, 0.0))**2)
                  for b in range(-1, len(layers)))
     assert steps[4]['blocks_own'] == pytest.approx(blocks, rel=1e-8)
+    rest = 2 * np.mean((jac @ np.where(owner == -1, u, 0.0))**2)
+    assert steps[4]['blocks_rest_own'] == pytest.approx(rest, rel=1e-8)
+    assert 0 < steps[4]['kfac_batch_rest_own'] < steps[4]['kfac_batch_own']
   path = str(tmp_path / 'step_length.json')
   artifacts.append(path, {**data, 'label': 'He, tiny'})
   rows = [line for line in step_length.render_table(path).splitlines()
           if line.startswith('| He')]
   assert len(rows) == 2 and rows[0].split(' | ')[1] == '8 (1)'
+  assert all(len(row.split(' | ')) == 10 for row in rows)
   assert float(rows[0].split(' | ')[3].split()[0]) < 1  # KFAC's averaged, undamped.
