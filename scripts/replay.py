@@ -86,14 +86,19 @@ def render_table(path: str = JSON) -> str:
 TABLES = {'replay': ('RELIABILITY.md', render_table)}  # Rendered by scripts/render_docs.py.
 
 
-def main():
-  p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+def add_arguments(p: argparse.ArgumentParser, steps: int) -> None:
+  """The options that say what to replay: --run, --system, --seed, --from, --steps."""
   p.add_argument('--run', required=True, help='a kept training run directory')
   p.add_argument('--system', required=True, choices=('N2', 'C2H4', 'Ne'))
   p.add_argument('--seed', type=int, required=True, help='the training\'s debug.seed')
   p.add_argument('--from', dest='start', type=int, required=True,
                  help='replay from the newest checkpoint at or before this step')
-  p.add_argument('--steps', type=int, default=100)
+  p.add_argument('--steps', type=int, default=steps, help='updates replayed')
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  add_arguments(p, 100)
   p.add_argument('--save-every', type=int, default=0, help='a checkpoint every this many '
                  'steps of the replay (0: at its end only)')
   p.add_argument('--out', help='the replay\'s run directory (kept; default: a temporary one)')

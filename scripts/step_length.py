@@ -199,12 +199,7 @@ TABLES = {'step-length': ('ACCURACY.md', render_table)}  # Rendered by scripts/r
 
 def main():
   p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  p.add_argument('--run', required=True, help='a kept training run directory')
-  p.add_argument('--system', required=True, choices=('N2', 'C2H4', 'Ne'))
-  p.add_argument('--seed', type=int, required=True, help='the training\'s debug.seed')
-  p.add_argument('--from', dest='start', type=int, required=True,
-                 help='replay from the newest checkpoint at or before this step')
-  p.add_argument('--steps', type=int, default=60, help='updates replayed')
+  replay.add_arguments(p, 60)
   p.add_argument('--offset', type=int, default=20,
                  help='steps between an update and the walkers it is measured at besides its own')
   p.add_argument('--label', help='the training\'s name in the table')
