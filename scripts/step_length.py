@@ -8,8 +8,8 @@ had no part in it, against the optimizer's own model of it.
 Every step records in stats.csv the squared length of its update u = params_s -
 params_(s-1) in the Fisher metric of log|psi| (`fisher_step`: kfac.squared_length of the
 change of log|psi| at the step's walkers x_s, centred, the largest 1% left out) and the
-length the optimizer's model gave it (`model_step`: KFAC's lr^2 <F~^-1 g, g>, which its norm
-constraint bounds). In the races' trainings the first is several times the second. The
+length the optimizer's model gave it (`model_step`: KFAC's lr^2 <F_d^-1 g, g> with its
+damped curvature F_d, which its norm constraint bounds). In the races' trainings the first is several times the second. The
 update is made from the gradient at x_s, a few hundred walkers, and lies in the span of
 their own derivatives J_i = d log|psi(x_i)| / d params, so a direction picked from a sample
 may look longer on that sample than on another; KFAC's model may also miss the curvature,
@@ -71,9 +71,11 @@ def measure(run_dir: str, offset: int) -> dict:
   cfg = rundir.read_config(run_dir)
   cfg.distributed.cpu_devices = 1  # A diagnostic: one device (scripts/outliers.py).
   cfg = plan.settings(cfg, later_stage=True)
-  if cfg.optim.optimizer != 'kfac':
-    raise SystemExit(f'{run_dir}: measured against KFAC\'s model; this run used '
-                     f'{cfg.optim.optimizer}')
+  if cfg.optim.optimizer != 'kfac' or cfg.optim.kfac.invert_every != 1:
+    # With inverses kept over steps the model's damped curvature is not the averaged one.
+    raise SystemExit(f'{run_dir}: measured against KFAC\'s model, inverted every step; this '
+                     f'run used {cfg.optim.optimizer} (invert_every '
+                     f'{cfg.optim.kfac.invert_every})')
   run = trained.TrainedRun.load(run_dir, cfg, 'last', distributed.context(cfg.batch_size))
   parts, network = run.built.parts, run.built.network
   if parts.geometries is not None or run.built.system.states > 1:
@@ -135,6 +137,8 @@ def measure(run_dir: str, offset: int) -> dict:
     other = s + offset if s + offset in kept else s - offset
     if s - 1 not in kept or other not in kept or other == s or s - 1 not in rows:
       continue
+    if float(rows[s - 1]['rejected']) or not float(rows[s - 1]['model_step']) > 0:
+      continue  # A rejected update: no step to measure.
     (old, _, _), (new, x_own, kfac_state) = state_at(s - 1), state_at(s)
     record = {'step': s, 'other_walkers_step': other,
               'fisher_step': float(rows[s - 1]['fisher_step']),

@@ -32,7 +32,8 @@ def test_each_update_is_measured_at_its_own_and_at_other_walkers(tmp_path):
     assert [s['other_walkers_step'] for s in steps] == [4, 5, 6, 7, 8, 3, 4, 5]
     for s in steps:  # Recomputed from the checkpoints: what the step recorded.
       assert s['realised_own'] == pytest.approx(s['fisher_step'], rel=1e-6)
-      # Damping only lengthens the model: lr^2 <(F~ + damping) ^-1 g, g> >= u^T F~ u.
+      # Damping only lengthens the model: lr^2 <F_d^-1 g, g> = u^T F_d u > u^T F~ u for the
+      # damped F_d (pi-adjusted: F~ plus positive semi-definite terms plus damping I).
       assert 0 < s['kfac_ema'] < s['model_step']
       assert all(s[f'{w}_{n}'] > 0 for w in step_length.WAYS for n in step_length.SETS)
     # The first-order length at update 5's own walkers from the dense Jacobian per walker.
@@ -60,7 +61,12 @@ def test_each_update_is_measured_at_its_own_and_at_other_walkers(tmp_path):
     assert steps[4]['blocks_own'] == pytest.approx(blocks, rel=1e-8)
     rest = 2 * np.mean((jac @ np.where(owner == -1, u, 0.0))**2)
     assert steps[4]['blocks_rest_own'] == pytest.approx(rest, rel=1e-8)
-    assert 0 < steps[4]['kfac_batch_rest_own'] < steps[4]['kfac_batch_own']
+    # KFAC's diagonal there: 2 mean_i of each parameter's (J_ik u_k)^2, summed.
+    diagonal = 2 * np.mean(np.sum((jac * np.where(owner == -1, u, 0.0))**2, axis=1))
+    assert steps[4]['kfac_batch_rest_own'] == pytest.approx(diagonal, rel=1e-8)
+    # After the first update KFAC's average holds that update's statistics alone: those
+    # of the parameters before it at its own walkers.
+    assert steps[0]['kfac_ema'] == pytest.approx(steps[0]['kfac_batch_own'], rel=1e-8)
   path = str(tmp_path / 'step_length.json')
   artifacts.append(path, {**data, 'label': 'He, tiny'})
   rows = [line for line in step_length.render_table(path).splitlines()
