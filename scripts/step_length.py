@@ -9,8 +9,8 @@ Every step records in stats.csv the squared length of its update u = params_s -
 params_(s-1) in the Fisher metric of log|psi| (`fisher_step`: kfac.squared_length of the
 change of log|psi| at the step's walkers x_s, centred, the largest 1% left out) and the
 length the optimizer's model gave it (`model_step`: KFAC's lr^2 <F_d^-1 g, g> with its
-damped curvature F_d, which its norm constraint bounds). In the races' trainings the first is several times the second. The
-update is made from the gradient at x_s, a few hundred walkers, and lies in the span of
+damped curvature F_d, which its norm constraint bounds). In the races' trainings the
+first is several times the second. The update is made from the gradient at x_s, a few hundred walkers, and lies in the span of
 their own derivatives J_i = d log|psi(x_i)| / d params, so a direction picked from a sample
 may look longer on that sample than on another; KFAC's model may also miss the curvature,
 in its damping, its average over earlier steps, its Kronecker factors and diagonal, or
