@@ -9,15 +9,15 @@ Every step records in stats.csv the squared length of its update u = params_s -
 params_(s-1) in the Fisher metric of log|psi| (`fisher_step`: kfac.squared_length of the
 change of log|psi| at the step's walkers x_s, centred, the largest 1% left out) and the
 length the optimizer's model gave it (`model_step`: KFAC's lr^2 <F_d^-1 g, g> with its
-damped curvature F_d, which its norm constraint bounds). In the races' trainings the
-first is several times the second. The update is made from the gradient at x_s, a few hundred walkers, and lies in the span of
-their own derivatives J_i = d log|psi(x_i)| / d params, so a direction picked from a sample
-may look longer on that sample than on another; KFAC's model may also miss the curvature,
-in its damping, its average over earlier steps, its Kronecker factors and diagonal, or
-the blocks it leaves out. This script tells these apart. It replays (scripts/replay.py)
---steps steps of a kept KFAC training from its checkpoint at or before STEP with a
-checkpoint after every step, and measures every update s from the model outwards, each
-measure differing from the one before in one respect (WAYS):
+damped curvature F_d, which its norm constraint bounds). In the races' trainings the first
+is several times the second. The update is made from the gradient at x_s, a few hundred
+walkers, and lies in the span of their own derivatives J_i = d log|psi(x_i)| / d params, so
+a direction picked from a sample may look longer on that sample than on another; KFAC's
+model may also miss the curvature, in its damping, its average over earlier steps, its
+Kronecker factors and diagonal, or the blocks it leaves out. This script tells these apart.
+It replays (scripts/replay.py) --steps steps of a kept KFAC training from its checkpoint at
+or before STEP with a checkpoint after every step, and measures every update s from the
+model outwards, each measure differing from the one before in one respect (WAYS):
   - in KFAC's averaged statistics as the checkpoint after the update holds them, undamped;
   - in KFAC's statistics of one set of walkers alone (kfac.make_statistics, undamped);
   - in the exact blocks of the Fisher matrix those statistics approximate (one per dense
