@@ -52,6 +52,9 @@ SETS = ('own', 'other')  # The update's own walkers x_s; another step's.
 # KFAC's statistics are), the whole centred and trimmed to first order, and realised.
 WAYS = ('kfac_batch', 'blocks', 'whole', 'first_order', 'realised')
 REST = ('kfac_batch_rest', 'blocks_rest')  # The first two ways' part outside the layers.
+# Beside them: KFAC-reduce's statistics of these walkers (kfac.py, `reduce_rows`), the other
+# Kronecker factoring of the same exact blocks.
+REDUCE = 'kfac_reduce'
 
 
 def measure(run_dir: str, offset: int) -> dict:
@@ -81,7 +84,10 @@ def measure(run_dir: str, offset: int) -> dict:
   if parts.geometries is not None or run.built.system.states > 1:
     raise SystemExit(f'{run_dir}: measured for one geometry and one state')
   statistics, layers = kfac.make_statistics(network, run.state.params, network.n_coords,
-                                            cfg.optim.kfac.dense_rest)
+                                            cfg.optim.kfac.dense_rest,
+                                            cfg.optim.kfac.rows == 'reduce')
+  reduced, _ = kfac.make_statistics(network, run.state.params, network.n_coords,
+                                    cfg.optim.kfac.dense_rest, True)
   blocks = [{p + ('kernel',), p + ('bias',)} for p in layers]
   in_layers = set().union(*blocks)
   blocks.append(None)  # The parameters outside the dense layers, one block.
@@ -102,6 +108,7 @@ def measure(run_dir: str, offset: int) -> dict:
     factors, diagonal = statistics(old, x)
     each = [plain(jax.jvp(f, (old,), (only(u, b),))[1]) for b in blocks]
     return {'kfac_batch': kfac.model_length(u, factors, diagonal, layers),
+            REDUCE: kfac.model_length(u, *reduced(old, x), layers),
             'blocks': sum(each), 'whole': plain(linear),
             'first_order': kfac.squared_length(linear),
             'realised': kfac.squared_length(f(new) - f(old)),
@@ -158,7 +165,7 @@ def summarise(steps: list) -> dict:
     return {}
   model = np.array([s['model_step'] for s in steps])
   out = {}
-  for key in ('kfac_ema',) + tuple(f'{w}_{n}' for n in SETS for w in WAYS + REST):
+  for key in ('kfac_ema',) + tuple(f'{w}_{n}' for n in SETS for w in WAYS + REST + (REDUCE,)):
     q = np.array([s[key] for s in steps]) / model
     out[key] = {'median': float(np.median(q)), 'p10': float(np.percentile(q, 10)),
                 'p90': float(np.percentile(q, 90))}
@@ -173,18 +180,21 @@ def render_table(path: str = JSON) -> str:
     return 'No update has been measured yet.'
   lines = ['| training | updates (from step) | walkers | KFAC, averaged statistics | KFAC, '
            'these walkers\' statistics | exact blocks | whole Fisher matrix | whole, centred '
-           'and trimmed, first order | realised | outside the dense layers: KFAC, exact |',
-           '|' + '---|' * 10]
+           'and trimmed, first order | realised | outside the dense layers: KFAC, exact | '
+           'KFAC-reduce, these walkers\' statistics |',
+           '|' + '---|' * 11]
   for run in runs:
     r, s = run.data, run.data['summary']
-    cell = lambda k: f'{s[k]["median"]:.2f} ({s[k]["p10"]:.2f} to {s[k]["p90"]:.2f})'
+    cell = lambda k: (f'{s[k]["median"]:.2f} ({s[k]["p10"]:.2f} to {s[k]["p90"]:.2f})'
+                      if k in s else 'not measured')
     for name, text in (('own', 'its own (x_s)'),
                        ('other', f'another step\'s ({r["offset"]} away)')):
       ema = cell('kfac_ema') if name == 'own' else '〃'
       lines.append(f'| {r.get("label") or r["run"]} | {len(r["steps"])} '
                    f'({r["steps"][0]["step"]}) | {text} | {ema} | '
                    + ' | '.join(cell(f'{w}_{name}') for w in WAYS) + ' | '
-                   + ', '.join(f'{s[f"{w}_{name}"]["median"]:.2f}' for w in REST) + ' |')
+                   + ', '.join(f'{s[f"{w}_{name}"]["median"]:.2f}' for w in REST) + ' | '
+                   + cell(f'{REDUCE}_{name}') + ' |')
   return '\n'.join(lines + [
       '', 'Each update\'s squared length over the length KFAC\'s model gave it (stats.csv\'s '
       'model_step, its averaged statistics damped): median over the updates (10th to 90th '
@@ -195,7 +205,9 @@ def render_table(path: str = JSON) -> str:
       'walkers that change most (stats.csv\'s fisher_step, to first order); the change of '
       'log|psi| itself. The last column: the part of the first two measures that the '
       'parameters outside the dense layers (envelopes, Jastrow) make, their part of the '
-      'update alone (medians). ' + artifacts.provenance(path, runs)])
+      'update alone (medians). Beside them, the same updates in KFAC-reduce\'s statistics of '
+      'these walkers (optim.kfac.rows = \'reduce\'), the other Kronecker factoring of the same '
+      'exact blocks. ' + artifacts.provenance(path, runs)])
 
 
 TABLES = {'step-length': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.

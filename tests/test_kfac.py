@@ -290,39 +290,44 @@ def test_first_update_equals_kfac_jax(x64):
 
 
 class _BilinearLogPsi(nn.Module):
-  """log|psi|(x) = z . (p W + b), x = (p, z): one dense layer on the first coordinates,
-  its outputs weighted by the others."""
+  """log|psi|(x) = sum_r z_r . (p W + b), x = (p, z_1, ..., z_R): one dense layer applied
+  to R rows that all hold the first coordinates p, its outputs weighted by the others."""
   n_p: int
   n_out: int
+  n_rows: int
 
   @nn.compact
   def __call__(self, x):
-    y = networks.Dense(self.n_out, param_dtype=jnp.float64)(x[:self.n_p])
-    return jnp.ones((), x.dtype), jnp.dot(y, x[self.n_p:])
+    p = jnp.broadcast_to(x[:self.n_p], (self.n_rows, self.n_p))
+    y = networks.Dense(self.n_out, param_dtype=jnp.float64)(p)
+    return jnp.ones((), x.dtype), jnp.sum(y * x[self.n_p:].reshape(self.n_rows, self.n_out))
 
 
-def _bilinear_network(n_p, n_out):
-  module = _BilinearLogPsi(n_p, n_out)
+def _bilinear_network(n_p, n_out, n_rows=1):
+  module = _BilinearLogPsi(n_p, n_out, n_rows)
 
   def instrumented(variables, x, mutable, interceptor, atoms=None):
     with nn.intercept_methods(interceptor):
       return module.apply(variables, x, mutable=mutable)
 
   return networks.Network(
-      init=lambda key: module.init(key, jnp.zeros((n_p + n_out,), jnp.float64)),
+      init=lambda key: module.init(key, jnp.zeros((n_p + n_rows * n_out,), jnp.float64)),
       apply=lambda p, x, atoms=None: module.apply(p, x),
       log_psi=lambda p, x, atoms=None: module.apply(p, x)[1], orbitals=None,
-      instrumented=instrumented, n_coords=n_p + n_out, dtype=jnp.float64)
+      instrumented=instrumented, n_coords=n_p + n_rows * n_out, dtype=jnp.float64)
 
 
-@pytest.mark.parametrize('fused', [False, True])
+@pytest.mark.parametrize('fused,rows', [(False, 'expand'), (True, 'expand'),
+                                        (False, 'reduce'), (True, 'reduce')])
 @pytest.mark.jax_range
-def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fused):
+def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fused, rows):
   """KFAC's direction against a natural-gradient solve in numpy, on a model whose Fisher
-  matrix is exactly one Kronecker product: log|psi| = z . (p W + b) on a batch of every
-  pairing of J inputs p with K weight vectors z. The parameters' derivative for one walker
-  is [p; 1] z^T, so F = (2/B) sum_jk ([p_j; 1] [p_j; 1]^T) kron (z_k z_k^T) = (sum_j ...) kron
-  (sum_k ...) (2/B), which is what KFAC's A kron G (one row per walker) is. F is formed here
+  matrix is exactly one Kronecker product: log|psi| = sum_r z_r . (p W + b) on a batch of
+  every pairing of J inputs p with K sets of R weight vectors z_r. The parameters'
+  derivative for one walker is [p; 1] zbar^T, zbar = sum_r z_r, so F = (2/B) sum_jk ([p_j; 1]
+  [p_j; 1]^T) kron (zbar_k zbar_k^T) = (sum_j ...) kron (sum_k ...) (2/B). With one row
+  (R = 1) that is KFAC-expand's A kron G; with R = 3 rows sharing their input it is
+  KFAC-reduce's, and not expand's, which leaves out the products of two rows' z. F is formed here
   from per-walker autodiff Jacobians and checked to be a Kronecker product (rank one after
   Van Loan's rearrangement); the split into factors is not unique, but the pi-adjusted
   damped product (A + pi sqrt(l) I) kron (G + sqrt(l) / pi I), pi^2 = (tr A / n_A) /
@@ -331,13 +336,14 @@ def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fuse
   optim.kfac, with the curvature computed by the update or (fused) by the gradient's pass."""
   from ferminet_fast import config
   n_p, n_out, n_j, n_k = 3, 2, 6, 5
+  n_rows = 1 if rows == 'expand' else 3
   n_a = n_p + 1
   with jax.enable_x64(True):
-    network = _bilinear_network(n_p, n_out)
+    network = _bilinear_network(n_p, n_out, n_rows)
     params = network.init(jax.random.PRNGKey(0))
     kp, kz, kg = jax.random.split(jax.random.PRNGKey(1), 3)
     p = jax.random.normal(kp, (n_j, n_p), jnp.float64)
-    z = jax.random.normal(kz, (n_k, n_out), jnp.float64)
+    z = jax.random.normal(kz, (n_k, n_rows * n_out), jnp.float64)
     x = jnp.concatenate([jnp.repeat(p, n_k, axis=0), jnp.tile(z, (n_j, 1))], axis=1)
     b = x.shape[0]
 
@@ -368,15 +374,19 @@ def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fuse
     grads_matrix = np.asarray(jax.random.normal(kg, (n_a, n_out), jnp.float64))
     grads = as_tree(grads_matrix)
     cfg = config.default().optim
-    for damping in [1e-14, 0.3]:
-      cfg.kfac.damping = damping
+
+    def direction(damping, rows):
+      cfg.kfac.damping, cfg.kfac.rows = damping, rows
       transform = optim.kfac(cfg, network)
-      curvature = (kfac.make_gradient(network, network.n_coords)(params, x, jnp.ones((b,)))[1]
+      curvature = (optim.kfac_gradient(cfg, network)(params, x, jnp.ones((b,)))[1]
                    if fused else None)
       samples = optim.Samples(x, jax.random.PRNGKey(2), jnp.zeros((b,)), curvature)
-      direction, _ = jax.jit(transform.update)(grads, transform.init(params), params,
-                                               samples=samples, count=jnp.zeros((), jnp.int32))
-      got = as_matrix(direction).ravel()
+      out, _ = jax.jit(transform.update)(grads, transform.init(params), params,
+                                         samples=samples, count=jnp.zeros((), jnp.int32))
+      return as_matrix(out).ravel()
+
+    for damping in [1e-14, 0.3]:
+      got = direction(damping, rows)
       pi = np.sqrt((np.trace(a) / n_a) / (np.trace(g) / n_out))
       root = np.sqrt(damping)
       damped = np.kron(a + pi * root * np.eye(n_a), g + root / pi * np.eye(n_out))
@@ -386,6 +396,9 @@ def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fuse
         natural = np.linalg.solve(fisher + damping * np.eye(fisher.shape[0]),
                                   grads_matrix.ravel())
         np.testing.assert_allclose(got, natural, rtol=1e-4, atol=1e-4 * np.abs(natural).max())
+        if n_rows > 1:  # Expand's factors are not this F's.
+          expand = direction(damping, 'expand')
+          assert np.abs(expand - natural).max() > 0.1 * np.abs(natural).max()
 
 
 def test_a_steps_length_is_set_by_the_walkers_not_by_one_near_a_node():
@@ -489,3 +502,46 @@ def test_a_steps_length_in_kfacs_curvature_is_that_of_its_dense_blocks(dense_res
     twice = jax.tree.map(lambda s: 0.5 * s + s, (factors, diagonal))
     np.testing.assert_allclose(kfac.model_length(u, *twice, layers, weight=1.5), want,
                                rtol=1e-10)
+
+
+def test_reduce_is_the_exact_fisher_on_the_columns_every_row_shares():
+  """KFAC-reduce (optim.kfac.rows = 'reduce') on one walker: a step u that changes only a
+  SymmetricDense layer's shared columns (the spin-wise means, the same in every electron's
+  row) and its bias changes log|psi| by J u = s^T V sum_r d_r + b^T sum_r d_r, so its
+  squared length 2 (J u)^2 is exactly what reduce's factors abar abar^T kron 2 dbar dbar^T
+  give it; expand's (the rows as independent examples) leave out the products of two
+  rows' terms and miss it. J u from jax.jvp of log|psi|. float64."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64)
+    x = jax.random.normal(jax.random.PRNGKey(6), (1, network.n_coords), jnp.float64)
+    _, inputs = kfac.tapped_log_psi(network, params, kfac.zero_taps(network, params, x[0]),
+                                    x[0])
+    inputs = traverse_util.flatten_dict(inputs)
+    models = {}
+    for rows in ('expand', 'reduce'):
+      statistics, layers = kfac.make_statistics(network, params, network.n_coords,
+                                                reduce_rows=rows == 'reduce')
+      models[rows] = statistics(params, x)
+    flat = traverse_util.flatten_dict(params['params'])
+    checked = 0
+    for path in layers:
+      blocks = inputs[path + ('inputs',)][0]
+      if len(blocks) != 3:  # SymmetricDense's (h1, shared means, pair means).
+        continue
+      start = blocks[0].shape[-1]
+      stop = start + blocks[1].shape[-1]
+      key = jax.random.PRNGKey(checked)
+      u = {k: jnp.zeros_like(v) for k, v in flat.items()}
+      kernel = jnp.zeros_like(flat[path + ('kernel',)])
+      u[path + ('kernel',)] = kernel.at[start:stop].set(
+          jax.random.normal(key, kernel[start:stop].shape, jnp.float64))
+      u[path + ('bias',)] = jax.random.normal(key, flat[path + ('bias',)].shape, jnp.float64)
+      u = {'params': traverse_util.unflatten_dict(u)}
+      change = jax.jvp(lambda p: network.log_psi(p, x[0]), (params,), (u,))[1]
+      exact = kfac.FISHER_SCALE * change**2
+      np.testing.assert_allclose(kfac.model_length(u, *models['reduce'], layers), exact,
+                                 rtol=1e-9, err_msg=str(path))
+      expand = kfac.model_length(u, *models['expand'], layers)
+      assert abs(expand - exact) > 0.1 * exact, path
+      checked += 1
+    assert checked >= 2

@@ -9,7 +9,13 @@ registers with kfac-jax, so that its damping carries over), approximated block-d
   rows per walker: electrons, electron pairs) is a Kronecker-factored block (A kron G) / R,
   A = (1/B) sum_{i,r} a a^T over its inputs a (a 1 appended when it has a bias),
   G = (2/B) sum_{i,r} d d^T over d = d log|psi_i| / d (output row r): kfac-jax's
-  repeated-dense block;
+  repeated-dense block (KFAC-expand: the rows as if independent examples, so the terms
+  that couple two rows of one configuration are left out); or, with `reduce_rows`,
+  KFAC-reduce (Eschenhagen, Immer, Turner, Schneider and Hennig, NeurIPS 2023): one row per
+  configuration, A = (1/B) sum_i abar abar^T over the mean abar of its rows' inputs that
+  reach log|psi| (the bias's entry 1), G = (2/B) sum_i dbar dbar^T over the sum dbar of
+  their d, repeats 1 (K with K states): a configuration's derivative sum_r a_r d_r^T taken
+  as abar dbar^T, exact where every row has the same input (the shared columns);
 - every other parameter (envelopes, Jastrow, layer norms) gets the diagonal of F from the
   per-walker gradients (as kfac-jax treats what it finds no block for), or, with
   `dense_rest`, all of them together one dense block of F, which couples each orbital's
@@ -161,9 +167,11 @@ REST = 'rest'  # Key of the one dense block over every parameter outside the den
 # its rows in ravel_pytree's order of their flattened {path: array} dict.
 
 
-def make_statistics(network, params, n_coords: int, dense_rest: bool = False) -> tuple:
+def make_statistics(network, params, n_coords: int, dense_rest: bool = False,
+                    reduce_rows: bool = False) -> tuple:
   """(statistics(params, x (B, 3N), weights=None, atoms=None, scale=None), layers): per-layer
-  (A, G, repeats) and per-parameter diagonal of F of this batch (with `dense_rest`, instead
+  (A, G, repeats) (with `reduce_rows`, KFAC-reduce's) and per-parameter diagonal of F of
+  this batch (with `dense_rest`, instead
   {REST: the dense block of F over those parameters}; the nuclei at
   `atoms`: (M, 3), or (B, M, 3) per walker; None: the network's own; `scale`, a scaled
   cell's factor, batching.over_walkers), as defined above, and with `weights` (B,) also
@@ -206,15 +214,26 @@ def make_statistics(network, params, n_coords: int, dense_rest: bool = False) ->
       else:
         a = a * mask
       rows = a.reshape(c * r, -1)
-      factor = rows.T @ rows
-      if s is not None:  # Shared columns: sums over a configuration's rows first.
-        # The shared columns are masked with the rows; so is, here, the bias's column.
-        cross = jnp.sum(a * mask, axis=1).T @ s  # (n_a, n_s)
-        shared = (s * jnp.sum(mask, axis=1)).T @ s  # (n_s, n_s)
-        factor = jnp.block([[factor, cross], [cross.T, shared]])[np.ix_(order, order)]
       d_rows = d.reshape(c * r, -1)
-      factors[_name(path)] = (factor / b, FISHER_SCALE * (d_rows.T @ d_rows) / b,
-                              jnp.sum(mask) / b)
+      if reduce_rows:  # One row per configuration: the mean input, the summed derivative.
+        counted = jnp.sum(mask, axis=1)  # (C, 1)
+        mean = jnp.sum(a * mask, axis=1) / jnp.maximum(counted, 1.0)
+        if bias:  # The bias's derivative is exactly sum_r d_r: its column is 1.
+          mean = jnp.concatenate([mean[:, :-1], jnp.ones_like(mean[:, -1:])], axis=-1)
+        if s is not None:
+          mean = jnp.concatenate([mean, s], axis=-1)[:, order]
+        summed = jnp.sum(d, axis=1)  # (C, n_out)
+        factors[_name(path)] = (mean.T @ mean / b, FISHER_SCALE * (summed.T @ summed) / b,
+                                jnp.asarray(c / b, a.dtype))
+      else:
+        factor = rows.T @ rows
+        if s is not None:  # Shared columns: sums over a configuration's rows first.
+          # The shared columns are masked with the rows; so is, here, the bias's column.
+          cross = jnp.sum(a * mask, axis=1).T @ s  # (n_a, n_s)
+          shared = (s * jnp.sum(mask, axis=1)).T @ s  # (n_s, n_s)
+          factor = jnp.block([[factor, cross], [cross.T, shared]])[np.ix_(order, order)]
+        factors[_name(path)] = (factor / b, FISHER_SCALE * (d_rows.T @ d_rows) / b,
+                                jnp.sum(mask) / b)
       if weights is not None:  # d log|psi| / d kernel = sum over rows of a d^T.
         wd = jnp.repeat(weights, c // b)[:, None, None] * d  # (C, R, n_out)
         g = rows.T @ wd.reshape(c * r, -1)  # (n_a, n_out)
@@ -239,15 +258,16 @@ def make_statistics(network, params, n_coords: int, dense_rest: bool = False) ->
   return statistics, layers
 
 
-def make_gradient(network, n_coords: int, dense_rest: bool = False):
+def make_gradient(network, n_coords: int, dense_rest: bool = False,
+                  reduce_rows: bool = False):
   """gradient(params, x (B, 3N), weights (B,), atoms=None, scale=None) -> (sum_i weights_i d
   log|psi(x_i)| / d params, this batch's curvature statistics), the nuclei at `atoms` (M, 3)
   (None: the network's own; `scale`: make_statistics): the VMC gradient and what `kfac`'s
-  update (with the same `dense_rest`) would otherwise compute from x with a second pass through
+  update (with the same `dense_rest` and `reduce_rows`) would otherwise compute from x with a second pass through
   the network (samples.curvature)."""
 
   def gradient(params, x, weights, atoms=None, scale=None):
-    statistics, _ = make_statistics(network, params, n_coords, dense_rest)
+    statistics, _ = make_statistics(network, params, n_coords, dense_rest, reduce_rows)
     curvature, grads = statistics(params, x, weights, atoms, scale)
     return grads, curvature
 
@@ -342,7 +362,8 @@ def model_length(update, factors: dict, diagonal: dict, layers: list, weight=1.0
 
 
 def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
-         invert_every: int, dense_rest: bool = False) -> optax.GradientTransformationExtraArgs:
+         invert_every: int, dense_rest: bool = False,
+         reduce_rows: bool = False) -> optax.GradientTransformationExtraArgs:
   """The KFAC direction F^-1 g. Its `update(grads, state, params, *, samples, count)` needs
   the step's walkers (`samples.x`, (B, 3N)), whose curvature statistics it folds in first
   (`samples.curvature` when the gradient's pass gave them: `make_gradient`), and the number
@@ -351,7 +372,7 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
 
   def init(params):
     dtype = jax.tree.leaves(params)[0].dtype
-    statistics, _ = make_statistics(network, params, n_coords, dense_rest)
+    statistics, _ = make_statistics(network, params, n_coords, dense_rest, reduce_rows)
     shapes = jax.eval_shape(statistics, params, jnp.zeros((1, n_coords), dtype))
     zeros = lambda tree: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
     factors, diagonal = zeros(shapes)
@@ -364,7 +385,7 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
   def update(grads, state: KfacState, params=None, *, samples=None, count=None, **extra):
     del extra
     dtype = jax.tree.leaves(params)[0].dtype
-    statistics, layers = make_statistics(network, params, n_coords, dense_rest)
+    statistics, layers = make_statistics(network, params, n_coords, dense_rest, reduce_rows)
     if samples.curvature is None:
       factors, diagonal = statistics(params, samples.x, atoms=samples.atoms,
                                      scale=samples.scale)

@@ -293,12 +293,13 @@ def kfac(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   """KFAC with FermiNet's settings (kfac.py)."""
   k = optim_cfg.kfac
   return kfac_lib.kfac(network, network.n_coords, k.damping, k.cov_ema_decay, k.invert_every,
-                       k.dense_rest)
+                       k.dense_rest, k.rows == 'reduce')
 
 
 def kfac_gradient(optim_cfg, network) -> Callable:
   """KFAC's gradient with its curvature statistics from one pass (kfac.make_gradient)."""
-  return kfac_lib.make_gradient(network, network.n_coords, optim_cfg.kfac.dense_rest)
+  k = optim_cfg.kfac
+  return kfac_lib.make_gradient(network, network.n_coords, k.dense_rest, k.rows == 'reduce')
 
 
 class SpringState(NamedTuple):
