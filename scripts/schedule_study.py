@@ -59,6 +59,10 @@ ARMS = {
                      'without the 1% of walkers that change most, bounded at 0.01 '
                      "(optim.max_fisher_step), ten times KFAC's norm bound",
                      {'optim.max_fisher_step': '0.01'}),
+    'reduce': ("KFAC-reduce's Kronecker factors of the dense layers (one row per "
+               "configuration: its mean input, its summed output derivative), not "
+               "KFAC-expand's (every electron's or pair's row its own example)",
+               {'optim.kfac.rows': 'reduce'}),
 }
 
 
