@@ -449,11 +449,9 @@ SETTINGS = {
                                "instead of its diagonal (FermiNet's). Its size P is about 4 "
                                'x atoms x electrons x determinants (isotropic envelope): P^2 '
                                'numbers kept, O(P^3) per inversion.', structural=True),
-    'optim.kfac.rows': S('expand', "How a dense layer applied to each of a configuration's "
-                         "rows (electrons, pairs) is factored: 'expand' (kfac-jax's and "
-                         "FermiNet's: every row its own example) or 'reduce' (one row per "
-                         'configuration: its mean input and summed output derivative; '
-                         'Eschenhagen et al. 2023).', one_of('expand', 'reduce')),
+    'optim.kfac.rows': S(optim.KFAC_ROWS['expand'].name, "How KFAC factors a dense layer "
+                         "applied to each of a configuration's rows (electrons, pairs): "
+                         f'{listed(optim.KFAC_ROWS)}.', one_of(*optim.KFAC_ROWS)),
     'optim.spring.damping': S(1e-3, 'SPRING (Goldshmid et al. 2024): added to the diagonal of '
                               'the B x B walker kernel.', _positive),
     'optim.spring.momentum': S(0.0, 'mu: weight of the previous direction, in [0, 1). 0 is '

@@ -52,9 +52,10 @@ SETS = ('own', 'other')  # The update's own walkers x_s; another step's.
 # KFAC's statistics are), the whole centred and trimmed to first order, and realised.
 WAYS = ('kfac_batch', 'blocks', 'whole', 'first_order', 'realised')
 REST = ('kfac_batch_rest', 'blocks_rest')  # The first two ways' part outside the layers.
-# Beside them: KFAC-reduce's statistics of these walkers (kfac.py, `reduce_rows`), the other
-# Kronecker factoring of the same exact blocks.
-REDUCE = 'kfac_reduce'
+# Beside them: the statistics of these walkers factored by KFAC-reduce and by the split of
+# each row's input into its mean and its deviation (kfac.ROWS), other models of the same
+# exact blocks.
+OTHERS = {'kfac_reduce': 'reduce', 'kfac_split': 'split'}
 
 
 def measure(run_dir: str, offset: int) -> dict:
@@ -85,9 +86,10 @@ def measure(run_dir: str, offset: int) -> dict:
     raise SystemExit(f'{run_dir}: measured for one geometry and one state')
   statistics, layers = kfac.make_statistics(network, run.state.params, network.n_coords,
                                             cfg.optim.kfac.dense_rest,
-                                            cfg.optim.kfac.rows == 'reduce')
-  reduced, _ = kfac.make_statistics(network, run.state.params, network.n_coords,
-                                    cfg.optim.kfac.dense_rest, True)
+                                            kfac.ROWS[cfg.optim.kfac.rows])
+  others = {k: kfac.make_statistics(network, run.state.params, network.n_coords,
+                                    cfg.optim.kfac.dense_rest, kfac.ROWS[rows])[0]
+            for k, rows in OTHERS.items()}
   blocks = [{p + ('kernel',), p + ('bias',)} for p in layers]
   in_layers = set().union(*blocks)
   blocks.append(None)  # The parameters outside the dense layers, one block.
@@ -108,7 +110,7 @@ def measure(run_dir: str, offset: int) -> dict:
     factors, diagonal = statistics(old, x)
     each = [plain(jax.jvp(f, (old,), (only(u, b),))[1]) for b in blocks]
     return {'kfac_batch': kfac.model_length(u, factors, diagonal, layers),
-            REDUCE: kfac.model_length(u, *reduced(old, x), layers),
+            **{k: kfac.model_length(u, *other(old, x), layers) for k, other in others.items()},
             'blocks': sum(each), 'whole': plain(linear),
             'first_order': kfac.squared_length(linear),
             'realised': kfac.squared_length(f(new) - f(old)),
@@ -165,7 +167,7 @@ def summarise(steps: list) -> dict:
     return {}
   model = np.array([s['model_step'] for s in steps])
   out = {}
-  for key in ('kfac_ema',) + tuple(f'{w}_{n}' for n in SETS for w in WAYS + REST + (REDUCE,)):
+  for key in ('kfac_ema',) + tuple(f'{w}_{n}' for n in SETS for w in WAYS + REST + tuple(OTHERS)):
     q = np.array([s[key] for s in steps]) / model
     out[key] = {'median': float(np.median(q)), 'p10': float(np.percentile(q, 10)),
                 'p90': float(np.percentile(q, 90))}
@@ -181,8 +183,8 @@ def render_table(path: str = JSON) -> str:
   lines = ['| training | updates (from step) | walkers | KFAC, averaged statistics | KFAC, '
            'these walkers\' statistics | exact blocks | whole Fisher matrix | whole, centred '
            'and trimmed, first order | realised | outside the dense layers: KFAC, exact | '
-           'KFAC-reduce, these walkers\' statistics |',
-           '|' + '---|' * 11]
+           'KFAC-reduce, these walkers\' statistics | split, these walkers\' statistics |',
+           '|' + '---|' * 12]
   for run in runs:
     r, s = run.data, run.data['summary']
     cell = lambda k: (f'{s[k]["median"]:.2f} ({s[k]["p10"]:.2f} to {s[k]["p90"]:.2f})'
@@ -194,7 +196,7 @@ def render_table(path: str = JSON) -> str:
                    f'({r["steps"][0]["step"]}) | {text} | {ema} | '
                    + ' | '.join(cell(f'{w}_{name}') for w in WAYS) + ' | '
                    + ', '.join(f'{s[f"{w}_{name}"]["median"]:.2f}' for w in REST) + ' | '
-                   + cell(f'{REDUCE}_{name}') + ' |')
+                   + ' | '.join(cell(f'{k}_{name}') for k in OTHERS) + ' |')
   return '\n'.join(lines + [
       '', 'Each update\'s squared length over the length KFAC\'s model gave it (stats.csv\'s '
       'model_step, its averaged statistics damped): median over the updates (10th to 90th '
@@ -205,9 +207,10 @@ def render_table(path: str = JSON) -> str:
       'walkers that change most (stats.csv\'s fisher_step, to first order); the change of '
       'log|psi| itself. The last column: the part of the first two measures that the '
       'parameters outside the dense layers (envelopes, Jastrow) make, their part of the '
-      'update alone (medians). Beside them, the same updates in KFAC-reduce\'s statistics of '
-      'these walkers (optim.kfac.rows = \'reduce\'), the other Kronecker factoring of the same '
-      'exact blocks. ' + artifacts.provenance(path, runs)])
+      'update alone (medians). Beside them, the same updates in these walkers\' statistics '
+      'factored as KFAC-reduce (optim.kfac.rows = \'reduce\') and as its sum with expand over '
+      'each row\'s deviation from its configuration\'s mean input (\'split\'), other models of '
+      'the same exact blocks. ' + artifacts.provenance(path, runs)])
 
 
 TABLES = {'step-length': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.

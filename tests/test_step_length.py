@@ -67,13 +67,14 @@ def test_each_update_is_measured_at_its_own_and_at_other_walkers(tmp_path):
     # After the first update KFAC's average holds that update's statistics alone: those
     # of the parameters before it at its own walkers.
     assert steps[0]['kfac_ema'] == pytest.approx(steps[0]['kfac_batch_own'], rel=1e-8)
-    # KFAC-reduce's factoring of the same blocks gives the same updates other lengths.
-    assert all(s['kfac_reduce_own'] > 0 for s in steps)
-    assert steps[4]['kfac_reduce_own'] != pytest.approx(steps[4]['kfac_batch_own'], rel=1e-3)
+    # The other factorings of the same blocks give the same updates other lengths.
+    for other in step_length.OTHERS:
+      assert all(s[f'{other}_own'] > 0 for s in steps)
+      assert steps[4][f'{other}_own'] != pytest.approx(steps[4]['kfac_batch_own'], rel=1e-3)
   path = str(tmp_path / 'step_length.json')
   artifacts.append(path, {**data, 'label': 'He, tiny'})
   rows = [line for line in step_length.render_table(path).splitlines()
           if line.startswith('| He')]
   assert len(rows) == 2 and rows[0].split(' | ')[1] == '8 (1)'
-  assert all(len(row.split(' | ')) == 11 for row in rows)
+  assert all(len(row.split(' | ')) == 12 for row in rows)
   assert float(rows[0].split(' | ')[3].split()[0]) < 1  # KFAC's averaged, undamped.

@@ -331,6 +331,37 @@ def test_kfacs_dense_rest_block_trains(tmp_path, case):
     train.train(cfg, quiet=True)
 
 
+@pytest.mark.parametrize('case', ['psiformer', 'states', 'surface', 'heg'])
+def test_kfac_reduce_trains(tmp_path, case):
+  """optim.kfac.rows = 'reduce' through train(): a Psiformer in float64, a FermiNet in
+  float32 with two NES-VMC states (each walker's two configurations: the factors' repeats
+  are 2), a surface of three H2 geometries and the electron gas at a twist (complex) train to
+  finite energies with every update applied; KFAC's averaged repeats are the states per
+  walker, not the rows per configuration that expand's are."""
+  settings = {'optim.kfac.rows': 'reduce', 'optim.optimizer': 'kfac'}
+  states = 1
+  if case == 'surface':
+    cfg = h2_scan(tmp_path / 'run', **settings)
+  elif case == 'heg':
+    cfg = _heg_config(tmp_path, **settings, **{'system.twist': TWIST})
+  else:
+    states = 2 if case == 'states' else 1
+    cfg = tiny_config('He' if states == 2 else 'Li', **settings, **{
+        'network.network_type': 'psiformer' if case == 'psiformer' else 'ferminet',
+        'precision': 'float64' if case == 'psiformer' else 'float32',
+        'system.states': states, 'batch_size': 16, 'optim.iterations': 3,
+        'mcmc.burn_in': 2, 'network.ferminet.hidden_dims': ((8, 4),),
+        'log.save_path': str(tmp_path / 'run')})
+  result = train.train(cfg, quiet=True)
+  assert np.all(np.isfinite(result.history['energy']))
+  assert not np.any(result.history['rejected'])
+  (state,) = [s for s in jax.tree.leaves(result.state.opt_state,
+                                         is_leaf=lambda s: isinstance(s, kfac.KfacState))
+              if isinstance(s, kfac.KfacState)]
+  for name, (_, _, repeats) in state.factors.items():
+    assert float(repeats / state.weight) == pytest.approx(states, rel=1e-5), name
+
+
 @pytest.mark.skipif(not packages.installed('folx'), reason='needs the folx extra')
 def test_the_sparse_forward_laplacian_trains_as_the_dense_one(tmp_path):
   """optim.laplacian = 'folx_sparse' (what 'best' takes for large molecules on a CPU) through

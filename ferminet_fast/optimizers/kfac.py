@@ -9,13 +9,16 @@ registers with kfac-jax, so that its damping carries over), approximated block-d
   rows per walker: electrons, electron pairs) is a Kronecker-factored block (A kron G) / R,
   A = (1/B) sum_{i,r} a a^T over its inputs a (a 1 appended when it has a bias),
   G = (2/B) sum_{i,r} d d^T over d = d log|psi_i| / d (output row r): kfac-jax's
-  repeated-dense block (KFAC-expand: the rows as if independent examples, so the terms
-  that couple two rows of one configuration are left out); or, with `reduce_rows`,
+  repeated-dense block (KFAC-expand, ROWS' `expand`: the rows as if independent examples,
+  so the terms that couple two rows of one configuration are left out); or `reduce`,
   KFAC-reduce (Eschenhagen, Immer, Turner, Schneider and Hennig, NeurIPS 2023): one row per
   configuration, A = (1/B) sum_i abar abar^T over the mean abar of its rows' inputs that
   reach log|psi| (the bias's entry 1), G = (2/B) sum_i dbar dbar^T over the sum dbar of
   their d, repeats 1 (K with K states): a configuration's derivative sum_r a_r d_r^T taken
-  as abar dbar^T, exact where every row has the same input (the shared columns);
+  as abar dbar^T, exact where every row has the same input (the shared columns); or
+  `split`: the sum of reduce's block and expand's over each row's input less abar (so
+  expand's counts only what reduce leaves out: zero in the shared columns), inverted
+  exactly by diagonalising each pair of factors jointly;
 - every other parameter (envelopes, Jastrow, layer norms) gets the diagonal of F from the
   per-walker gradients (as kfac-jax treats what it finds no block for), or, with
   `dense_rest`, all of them together one dense block of F, which couples each orbital's
@@ -56,7 +59,7 @@ from jax.flatten_util import ravel_pytree
 import numpy as np
 import optax
 
-from ferminet_fast import batching
+from ferminet_fast import batching, choices
 
 FISHER_SCALE = 2.0  # 1 / variance of the normal likelihood on log|psi|.
 TRIMMED = 0.01  # Fraction of the walkers' largest terms a squared length leaves out.
@@ -66,11 +69,13 @@ TAPS_OUT = 'kfac_outputs'  # Collection of zero perturbations of the dense layer
 
 class KfacState(NamedTuple):
   weight: jax.Array  # () sum_t decay^(T - t): normaliser of the moving averages.
-  factors: dict  # Layer -> (A, G, repeats): decayed sums of the per-step statistics.
+  # Layer -> (A, G, repeats) (SPLIT: (A1, G1, R1, A2, G2, K)): decayed sums of the per-step
+  # statistics.
+  factors: dict
   # Parameter -> decayed sum of the diagonal of F; with dense_rest, REST -> (P, P) block.
   diagonal: dict
-  # Layer -> (A^-1, G^-1 * repeats); parameter -> 1 / (diag + damping), or with dense_rest
-  # REST -> (block + damping I)^-1.
+  # Layer -> (A^-1, G^-1 * repeats) (SPLIT: (Wa, sa, Wg, sg), _invert); parameter -> 1 /
+  # (diag + damping), or with dense_rest REST -> (block + damping I)^-1.
   inverses: dict
 
 
@@ -163,15 +168,73 @@ def _columns(blocks: tuple, bias: bool) -> tuple:
   return a, s, np.argsort(row_index + shared_index)
 
 
+def _expand(a, s, order, mask, d, bias: bool, b: int) -> tuple:
+  """KFAC-expand's (A, G, repeats) of one layer (module docstring) from its masked input
+  columns a (C, R, n_a), shared columns s (C, n_s) or None with their `order`, row mask
+  (C, R, 1) and output derivatives d (C, R, n_out) over b walkers."""
+  del bias
+  c, r = a.shape[:2]
+  rows = a.reshape(c * r, -1)
+  factor = rows.T @ rows
+  if s is not None:  # Shared columns: sums over a configuration's rows first.
+    # The shared columns are masked with the rows; so is, here, the bias's column.
+    cross = jnp.sum(a * mask, axis=1).T @ s  # (n_a, n_s)
+    shared = (s * jnp.sum(mask, axis=1)).T @ s  # (n_s, n_s)
+    factor = jnp.block([[factor, cross], [cross.T, shared]])[np.ix_(order, order)]
+  d_rows = d.reshape(c * r, -1)
+  return factor / b, FISHER_SCALE * (d_rows.T @ d_rows) / b, jnp.sum(mask) / b
+
+
+def _mean_input(a, s, order, mask, bias: bool):
+  """(C, n_in (+1)) each configuration's mean input over its rows that reach log|psi|, in
+  the kernel's order (the bias's entry 1, the shared columns as they are)."""
+  mean = jnp.sum(a * mask, axis=1) / jnp.maximum(jnp.sum(mask, axis=1), 1.0)
+  if bias:  # The bias's derivative is exactly sum_r d_r: its column is 1.
+    mean = jnp.concatenate([mean[:, :-1], jnp.ones_like(mean[:, -1:])], axis=-1)
+  return mean if s is None else jnp.concatenate([mean, s], axis=-1)[:, order]
+
+
+def _reduce(a, s, order, mask, d, bias: bool, b: int) -> tuple:
+  """KFAC-reduce's (A, G, repeats) of one layer (module docstring; arguments: `_expand`)."""
+  mean = _mean_input(a, s, order, mask, bias)
+  summed = jnp.sum(d, axis=1)  # (C, n_out)
+  return (mean.T @ mean / b, FISHER_SCALE * (summed.T @ summed) / b,
+          jnp.asarray(a.shape[0] / b, a.dtype))
+
+
+def _split(a, s, order, mask, d, bias: bool, b: int) -> tuple:
+  """(A1, G1, R1, A2, G2, K) of one layer (arguments: `_expand`): KFAC-expand's factors of
+  each row's input less its configuration's mean (zero in the shared columns and the
+  bias's), then KFAC-reduce's (A1 kron G1 / R1 + A2 kron G2 / K)."""
+  c, r = a.shape[:2]
+  mean = jnp.sum(a * mask, axis=1, keepdims=True) / jnp.maximum(
+      jnp.sum(mask, axis=1, keepdims=True), 1.0)
+  deviation = (a - mean) * mask
+  if bias:
+    deviation = deviation.at[..., -1].set(0.0)
+  zeros = None if s is None else jnp.zeros_like(s)
+  return _expand(deviation, zeros, order, mask, d, bias, b) + _reduce(
+      a, s, order, mask, d, bias, b)
+
+
+EXPAND = choices.Choice('expand', _expand, "kfac-jax's and FermiNet's: every row its own "
+                        'example')
+REDUCE = choices.Choice('reduce', _reduce, 'one row per configuration: its mean input, its '
+                        'summed output derivative (Eschenhagen et al. 2023)')
+SPLIT = choices.Choice('split', _split, 'reduce over the mean inputs plus expand over each '
+                       "row's deviation from them, inverted together")
+ROWS = choices.table(EXPAND, REDUCE, SPLIT)  # How a dense layer's rows are factored.
+
+
 REST = 'rest'  # Key of the one dense block over every parameter outside the dense layers,
 # its rows in ravel_pytree's order of their flattened {path: array} dict.
 
 
 def make_statistics(network, params, n_coords: int, dense_rest: bool = False,
-                    reduce_rows: bool = False) -> tuple:
+                    factoring: choices.Choice = EXPAND) -> tuple:
   """(statistics(params, x (B, 3N), weights=None, atoms=None, scale=None), layers): per-layer
-  (A, G, repeats) (with `reduce_rows`, KFAC-reduce's) and per-parameter diagonal of F of
-  this batch (with `dense_rest`, instead
+  factors (a record of ROWS: (A, G, repeats), or SPLIT's six) and per-parameter diagonal of
+  F of this batch (with `dense_rest`, instead
   {REST: the dense block of F over those parameters}; the nuclei at
   `atoms`: (M, 3), or (B, M, 3) per walker; None: the network's own; `scale`, a scaled
   cell's factor, batching.over_walkers), as defined above, and with `weights` (B,) also
@@ -214,26 +277,7 @@ def make_statistics(network, params, n_coords: int, dense_rest: bool = False,
       else:
         a = a * mask
       rows = a.reshape(c * r, -1)
-      d_rows = d.reshape(c * r, -1)
-      if reduce_rows:  # One row per configuration: the mean input, the summed derivative.
-        counted = jnp.sum(mask, axis=1)  # (C, 1)
-        mean = jnp.sum(a * mask, axis=1) / jnp.maximum(counted, 1.0)
-        if bias:  # The bias's derivative is exactly sum_r d_r: its column is 1.
-          mean = jnp.concatenate([mean[:, :-1], jnp.ones_like(mean[:, -1:])], axis=-1)
-        if s is not None:
-          mean = jnp.concatenate([mean, s], axis=-1)[:, order]
-        summed = jnp.sum(d, axis=1)  # (C, n_out)
-        factors[_name(path)] = (mean.T @ mean / b, FISHER_SCALE * (summed.T @ summed) / b,
-                                jnp.asarray(c / b, a.dtype))
-      else:
-        factor = rows.T @ rows
-        if s is not None:  # Shared columns: sums over a configuration's rows first.
-          # The shared columns are masked with the rows; so is, here, the bias's column.
-          cross = jnp.sum(a * mask, axis=1).T @ s  # (n_a, n_s)
-          shared = (s * jnp.sum(mask, axis=1)).T @ s  # (n_s, n_s)
-          factor = jnp.block([[factor, cross], [cross.T, shared]])[np.ix_(order, order)]
-        factors[_name(path)] = (factor / b, FISHER_SCALE * (d_rows.T @ d_rows) / b,
-                                jnp.sum(mask) / b)
+      factors[_name(path)] = factoring(a, s, order, mask, d, bias, b)
       if weights is not None:  # d log|psi| / d kernel = sum over rows of a d^T.
         wd = jnp.repeat(weights, c // b)[:, None, None] * d  # (C, R, n_out)
         g = rows.T @ wd.reshape(c * r, -1)  # (n_a, n_out)
@@ -259,25 +303,25 @@ def make_statistics(network, params, n_coords: int, dense_rest: bool = False,
 
 
 def make_gradient(network, n_coords: int, dense_rest: bool = False,
-                  reduce_rows: bool = False):
+                  factoring: choices.Choice = EXPAND):
   """gradient(params, x (B, 3N), weights (B,), atoms=None, scale=None) -> (sum_i weights_i d
   log|psi(x_i)| / d params, this batch's curvature statistics), the nuclei at `atoms` (M, 3)
   (None: the network's own; `scale`: make_statistics): the VMC gradient and what `kfac`'s
-  update (with the same `dense_rest` and `reduce_rows`) would otherwise compute from x with a second pass through
-  the network (samples.curvature)."""
+  update (with the same `dense_rest` and `factoring`) would otherwise compute from x with a
+  second pass through the network (samples.curvature)."""
 
   def gradient(params, x, weights, atoms=None, scale=None):
-    statistics, _ = make_statistics(network, params, n_coords, dense_rest, reduce_rows)
+    statistics, _ = make_statistics(network, params, n_coords, dense_rest, factoring)
     curvature, grads = statistics(params, x, weights, atoms, scale)
     return grads, curvature
 
   return gradient
 
 
-def damped_inverses(a: jax.Array, g: jax.Array, damping) -> tuple:
-  """(A^-1, G^-1) of the pi-adjusted factored damping of A kron G + damping I: each factor
-  normalised to unit mean eigenvalue, sqrt(damping) / sqrt(norm_A norm_G) added to both,
-  the scale restored (kfac-jax's `pi_adjusted_kronecker_factors`). A zero factor gives
+def damped_factors(a: jax.Array, g: jax.Array, damping) -> tuple:
+  """(A_d, G_d), the pi-adjusted factored damping of A kron G + damping I, A_d kron G_d: each
+  factor normalised to unit mean eigenvalue, sqrt(damping) / sqrt(norm_A norm_G) added to
+  both, the scale restored (kfac-jax's `pi_adjusted_kronecker_factors`). A zero factor gives
   sqrt(damping) I for both."""
   norm_a = jnp.trace(a) / a.shape[0]
   norm_g = jnp.trace(g) / g.shape[0]
@@ -285,23 +329,51 @@ def damped_inverses(a: jax.Array, g: jax.Array, damping) -> tuple:
   positive = jnp.minimum(norm_a, norm_g) > 0
   safe = lambda v: jnp.where(positive, v, 1.0)
   extra = jnp.sqrt(damping) / safe(c)
-  root = jnp.sqrt(damping)
 
-  def inverse(m, norm):
+  def damped(m, norm):
     eye = jnp.eye(m.shape[0], dtype=m.dtype)
-    damped = jnp.where(positive, (m / safe(norm) + extra * eye) * c, root * eye)
-    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(damped), eye)
+    return jnp.where(positive, (m / safe(norm) + extra * eye) * c, jnp.sqrt(damping) * eye)
 
-  return inverse(a, norm_a), inverse(g, norm_g)
+  return damped(a, norm_a), damped(g, norm_g)
+
+
+def _spd_inverse(m: jax.Array) -> jax.Array:
+  eye = jnp.eye(m.shape[0], dtype=m.dtype)
+  return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(m), eye)
+
+
+def damped_inverses(a: jax.Array, g: jax.Array, damping) -> tuple:
+  """(A_d^-1, G_d^-1) of `damped_factors`."""
+  return tuple(_spd_inverse(m) for m in damped_factors(a, g, damping))
+
+
+def _jointly_diagonal(p: jax.Array, q: jax.Array) -> tuple:
+  """(W, s): W p W^T = I and W q W^T = diag(s) for p positive definite and q positive
+  semi-definite (s below 0 by round-off taken as 0), from p's Cholesky factor."""
+  lower = jnp.linalg.cholesky(p)
+  inv = jax.scipy.linalg.solve_triangular(lower, jnp.eye(p.shape[0], dtype=p.dtype),
+                                          lower=True)
+  values, vectors = jnp.linalg.eigh(inv @ q @ inv.T)
+  return vectors.T @ inv, jnp.maximum(values, 0.0)
 
 
 def _invert(factors: dict, diagonal: dict, weight, damping, dense_rest: bool) -> dict:
   out = {}
-  for name, (a, g, repeats) in factors.items():
+  for name, factor in factors.items():
+    a, g, repeats = factor[:3]
     repeats = repeats / weight
     # F = (A kron G) / repeats: damping the bracket by damping * repeats damps F by damping.
-    a_inv, g_inv = damped_inverses(a / weight, g / weight, damping * repeats)
-    out[name] = (a_inv, g_inv * repeats)
+    if len(factor) == 3:
+      a_inv, g_inv = damped_inverses(a / weight, g / weight, damping * repeats)
+      out[name] = (a_inv, g_inv * repeats)
+      continue
+    # SPLIT: A1_d kron G1_d / R1 + A2 kron G2 / K = (Wa^-1 kron Wg^-1) (I + Sa kron Sg)
+    # (Wa^-T kron Wg^-T) with Wa, Wg jointly diagonalising each pair of factors.
+    a2, g2, states = factor[3:]
+    a1, g1 = damped_factors(a / weight, g / weight, damping * repeats)
+    wa, sa = _jointly_diagonal(a1, a2 / weight)
+    wg, sg = _jointly_diagonal(g1 / repeats, g2 / states)
+    out[name] = (wa, sa, wg, sg)
   if dense_rest:  # By eigenvalues, those that round-off made negative taken as 0: float32.
     values, vectors = jnp.linalg.eigh(diagonal[REST] / weight)
     out[REST] = (vectors / (jnp.maximum(values, 0.0) + damping)) @ vectors.T
@@ -311,20 +383,30 @@ def _invert(factors: dict, diagonal: dict, weight, damping, dense_rest: bool) ->
   return out
 
 
+def _stacked(flat: dict, path: tuple, n_out: int) -> jax.Array:
+  """A layer's [kernel; bias] (n_in (+1), n_out): the rows its factor A is over."""
+  v = flat[path + ('kernel',)].reshape(-1, n_out)
+  if path + ('bias',) in flat:
+    v = jnp.concatenate([v, flat[path + ('bias',)].reshape(1, n_out)])
+  return v
+
+
 def precondition(grads, inverses: dict, layers: list, dense_rest: bool = False):
   """F^-1 g with the block inverses: A^-1 [dK; db] G^-1 per layer, g / diag elsewhere (with
   `dense_rest`, the rest block's inverse times those parameters' g)."""
   flat = traverse_util.flatten_dict(grads['params'])
   out = {}
   for path in layers:
-    a_inv, g_inv = inverses[_name(path)]
+    inverse = inverses[_name(path)]
     kernel = flat[path + ('kernel',)]
-    n_out = g_inv.shape[0]
-    v = kernel.reshape(-1, n_out)
+    if len(inverse) == 2:
+      a_inv, g_inv = inverse
+      u = a_inv @ _stacked(flat, path, g_inv.shape[0]) @ g_inv
+    else:  # SPLIT's: Wa^T [(Wa V Wg^T) / (1 + sa sg^T)] Wg.
+      wa, sa, wg, sg = inverse
+      w = wa @ _stacked(flat, path, sg.shape[0]) @ wg.T
+      u = wa.T @ (w / (1.0 + sa[:, None] * sg[None, :])) @ wg
     bias = path + ('bias',)
-    if bias in flat:
-      v = jnp.concatenate([v, flat[bias].reshape(1, n_out)])
-    u = a_inv @ v @ g_inv
     if bias in flat:
       out[bias] = u[-1].reshape(flat[bias].shape)
       u = u[:-1]
@@ -345,13 +427,11 @@ def model_length(update, factors: dict, diagonal: dict, layers: list, weight=1.0
   flat = traverse_util.flatten_dict(update['params'])
   total, blocked = 0.0, set()
   for path in layers:
-    a, g, repeats = factors[_name(path)]
-    v = flat[path + ('kernel',)].reshape(-1, g.shape[0])
-    bias = path + ('bias',)
-    if bias in flat:
-      v = jnp.concatenate([v, flat[bias].reshape(1, -1)])
-    blocked |= {path + ('kernel',), bias}
-    total = total + jnp.sum((a @ v @ g) * v) / repeats  # vec(V)^T (A kron G) vec(V) / R
+    factor = factors[_name(path)]
+    v = _stacked(flat, path, factor[1].shape[0])
+    blocked |= {path + ('kernel',), path + ('bias',)}
+    for a, g, repeats in [factor[i:i + 3] for i in range(0, len(factor), 3)]:
+      total = total + jnp.sum((a @ v @ g) * v) / repeats  # vec(V)^T (A kron G) vec(V) / R
   others = {k: v for k, v in flat.items() if k not in blocked}
   if REST in diagonal:
     r = ravel_pytree(others)[0]
@@ -363,7 +443,7 @@ def model_length(update, factors: dict, diagonal: dict, layers: list, weight=1.0
 
 def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
          invert_every: int, dense_rest: bool = False,
-         reduce_rows: bool = False) -> optax.GradientTransformationExtraArgs:
+         factoring: choices.Choice = EXPAND) -> optax.GradientTransformationExtraArgs:
   """The KFAC direction F^-1 g. Its `update(grads, state, params, *, samples, count)` needs
   the step's walkers (`samples.x`, (B, 3N)), whose curvature statistics it folds in first
   (`samples.curvature` when the gradient's pass gave them: `make_gradient`), and the number
@@ -372,7 +452,7 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
 
   def init(params):
     dtype = jax.tree.leaves(params)[0].dtype
-    statistics, _ = make_statistics(network, params, n_coords, dense_rest, reduce_rows)
+    statistics, _ = make_statistics(network, params, n_coords, dense_rest, factoring)
     shapes = jax.eval_shape(statistics, params, jnp.zeros((1, n_coords), dtype))
     zeros = lambda tree: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), tree)
     factors, diagonal = zeros(shapes)
@@ -385,7 +465,7 @@ def kfac(network, n_coords: int, damping: float, cov_ema_decay: float,
   def update(grads, state: KfacState, params=None, *, samples=None, count=None, **extra):
     del extra
     dtype = jax.tree.leaves(params)[0].dtype
-    statistics, layers = make_statistics(network, params, n_coords, dense_rest, reduce_rows)
+    statistics, layers = make_statistics(network, params, n_coords, dense_rest, factoring)
     if samples.curvature is None:
       factors, diagonal = statistics(params, samples.x, atoms=samples.atoms,
                                      scale=samples.scale)

@@ -293,13 +293,13 @@ def kfac(optim_cfg, network) -> optax.GradientTransformationExtraArgs:
   """KFAC with FermiNet's settings (kfac.py)."""
   k = optim_cfg.kfac
   return kfac_lib.kfac(network, network.n_coords, k.damping, k.cov_ema_decay, k.invert_every,
-                       k.dense_rest, k.rows == 'reduce')
+                       k.dense_rest, KFAC_ROWS[k.rows])
 
 
 def kfac_gradient(optim_cfg, network) -> Callable:
   """KFAC's gradient with its curvature statistics from one pass (kfac.make_gradient)."""
   k = optim_cfg.kfac
-  return kfac_lib.make_gradient(network, network.n_coords, k.dense_rest, k.rows == 'reduce')
+  return kfac_lib.make_gradient(network, network.n_coords, k.dense_rest, KFAC_ROWS[k.rows])
 
 
 class SpringState(NamedTuple):
@@ -380,6 +380,7 @@ SPRING = Method('spring', spring, 'natural gradient solved in the space of walke
                 'momentum', rate=0.2, delay=10000.0, norm='euclidean', complex=False)
 SGD = Method('sgd', sgd, 'plain gradient descent')
 OPTIMIZERS = choices.table(KFAC, ADAM, SPRING, SGD)
+KFAC_ROWS = kfac_lib.ROWS  # How KFAC factors a dense layer's rows (optim.kfac.rows).
 
 
 def fused_gradient(method: Method, optim_cfg, network) -> Optional[Callable]:
