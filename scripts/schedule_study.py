@@ -63,6 +63,9 @@ ARMS = {
                "configuration: its mean input, its summed output derivative), not "
                "KFAC-expand's (every electron's or pair's row its own example)",
                {'optim.kfac.rows': 'reduce'}),
+    'split': ("KFAC-reduce's Kronecker block of the dense layers plus KFAC-expand's over each "
+              "row's deviation from its configuration's mean input, inverted together",
+              {'optim.kfac.rows': 'split'}),
 }
 
 
