@@ -331,14 +331,15 @@ def test_kfacs_dense_rest_block_trains(tmp_path, case):
     train.train(cfg, quiet=True)
 
 
-@pytest.mark.parametrize('case', ['psiformer', 'states', 'surface', 'heg'])
-def test_kfac_reduce_trains(tmp_path, case):
-  """optim.kfac.rows = 'reduce' through train(): a Psiformer in float64, a FermiNet in
-  float32 with two NES-VMC states (each walker's two configurations: the factors' repeats
-  are 2), a surface of three H2 geometries and the electron gas at a twist (complex) train to
-  finite energies with every update applied; KFAC's averaged repeats are the states per
+@pytest.mark.parametrize('case,rows', [('psiformer', 'reduce'), ('states', 'split'),
+                                       ('surface', 'reduce'), ('heg', 'split')])
+def test_kfacs_other_row_factorings_train(tmp_path, case, rows):
+  """optim.kfac.rows 'reduce' and 'split' through train(): a Psiformer in float64, a
+  FermiNet in float32 with two NES-VMC states (each walker's two configurations), a surface
+  of three H2 geometries and the electron gas at a twist (complex) train to finite energies
+  with every update applied; KFAC's averaged repeats of reduce's block are the states per
   walker, not the rows per configuration that expand's are."""
-  settings = {'optim.kfac.rows': 'reduce', 'optim.optimizer': 'kfac'}
+  settings = {'optim.kfac.rows': rows, 'optim.optimizer': 'kfac'}
   states = 1
   if case == 'surface':
     cfg = h2_scan(tmp_path / 'run', **settings)
@@ -358,8 +359,9 @@ def test_kfac_reduce_trains(tmp_path, case):
   (state,) = [s for s in jax.tree.leaves(result.state.opt_state,
                                          is_leaf=lambda s: isinstance(s, kfac.KfacState))
               if isinstance(s, kfac.KfacState)]
-  for name, (_, _, repeats) in state.factors.items():
-    assert float(repeats / state.weight) == pytest.approx(states, rel=1e-5), name
+  for name, factor in state.factors.items():
+    assert len(factor) == (6 if rows == 'split' else 3), name
+    assert float(factor[-1] / state.weight) == pytest.approx(states, rel=1e-5), name
 
 
 @pytest.mark.skipif(not packages.installed('folx'), reason='needs the folx extra')
