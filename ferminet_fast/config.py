@@ -451,7 +451,8 @@ SETTINGS = {
                                'numbers kept, O(P^3) per inversion.', structural=True),
     'optim.kfac.rows': S(optim.KFAC_ROWS['expand'].name, "How KFAC factors a dense layer "
                          "applied to each of a configuration's rows (electrons, pairs): "
-                         f'{listed(optim.KFAC_ROWS)}.', one_of(*optim.KFAC_ROWS)),
+                         f'{listed(optim.KFAC_ROWS)}.', one_of(*optim.KFAC_ROWS),
+                         structural=True),
     'optim.spring.damping': S(1e-3, 'SPRING (Goldshmid et al. 2024): added to the diagonal of '
                               'the B x B walker kernel.', _positive),
     'optim.spring.momentum': S(0.0, 'mu: weight of the previous direction, in [0, 1). 0 is '

@@ -27,7 +27,9 @@ model outwards, each measure differing from the one before in one respect (WAYS)
   - realised: the change of log|psi| itself (what fisher_step records; checked against it),
 each of the last five at the update's own walkers x_s and at those of a step `offset` steps
 away (x_(s+offset), or x_(s-offset) near the replay's end), drawn from nearly the same
-|psi|^2 but not used by update s; each over the model's length.
+|psi|^2 but not used by update s; each over the model's length. Beside them (OTHERS), at
+both sets of walkers, the same updates in their statistics factored as KFAC-reduce and as
+the split (kfac.ROWS): other models of the same exact blocks.
 
 Each run is appended to benchmarks/step_length.json (scripts/artifacts.py).
 """
@@ -205,7 +207,7 @@ def render_table(path: str = JSON) -> str:
       'matrix for the Kronecker factors (and for the diagonal of the parameters outside '
       'the dense layers); the whole matrix for its blocks; centred and without the 1% of '
       'walkers that change most (stats.csv\'s fisher_step, to first order); the change of '
-      'log|psi| itself. The last column: the part of the first two measures that the '
+      'log|psi| itself. "Outside the dense layers": the part of the first two measures that the '
       'parameters outside the dense layers (envelopes, Jastrow) make, their part of the '
       'update alone (medians). Beside them, the same updates in these walkers\' statistics '
       'factored as KFAC-reduce (optim.kfac.rows = \'reduce\') and as its sum with expand over '

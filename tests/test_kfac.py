@@ -326,7 +326,8 @@ def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fuse
   every pairing of J inputs p with K sets of R weight vectors z_r. The parameters'
   derivative for one walker is [p; 1] zbar^T, zbar = sum_r z_r, so F = (2/B) sum_jk ([p_j; 1]
   [p_j; 1]^T) kron (zbar_k zbar_k^T) = (sum_j ...) kron (sum_k ...) (2/B). With one row
-  (R = 1) that is KFAC-expand's A kron G; with R = 3 rows sharing their input it is
+  (R = 1) that is KFAC-expand's A kron G; with R = 3 rows sharing their input (the last
+  with z_r = 0: its output does not reach log|psi| and the factors leave it out) it is
   KFAC-reduce's, and not expand's, which leaves out the products of two rows' z; the split
   (reduce plus expand over each row's deviation from the mean input, here none) is F plus
   its damping exactly. F is formed here
@@ -346,6 +347,8 @@ def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fuse
     kp, kz, kg = jax.random.split(jax.random.PRNGKey(1), 3)
     p = jax.random.normal(kp, (n_j, n_p), jnp.float64)
     z = jax.random.normal(kz, (n_k, n_rows * n_out), jnp.float64)
+    if n_rows > 1:  # The last row's output does not reach log|psi|: it is not counted.
+      z = z.at[:, -n_out:].set(0.0)
     x = jnp.concatenate([jnp.repeat(p, n_k, axis=0), jnp.tile(z, (n_j, 1))], axis=1)
     b = x.shape[0]
 
@@ -549,6 +552,35 @@ def test_reduce_is_the_exact_fisher_on_the_columns_every_row_shares():
       assert abs(expand - exact) > 0.1 * exact, path
       checked += 1
     assert checked >= 2
+
+
+def test_the_split_factors_add_up_to_expands():
+  """Each row's input is its configuration's mean plus its deviation, and the deviations
+  of a configuration's rows sum to zero, so expand's A = (1/B) sum_{i,r} a a^T is split's
+  deviation factor A1 plus R times reduce's A2 = (1/B) sum_i abar abar^T (every row of this
+  Li FermiNet reaches log|psi|, R rows per walker); split's G1 and repeats are expand's.
+  float64."""
+  with jax.enable_x64(True):
+    system, network, params = tiny_network('Li', jnp.float64)
+    x = jax.random.normal(jax.random.PRNGKey(8), (8, network.n_coords), jnp.float64)
+    got = {}
+    for rows in ('expand', 'split'):
+      statistics, layers = kfac.make_statistics(network, params, network.n_coords,
+                                                factoring=kfac.ROWS[rows])
+      got[rows] = jax.jit(statistics)(params, x)[0]
+    several = 0
+    for path in layers:
+      name = '/'.join(path)
+      a, g, r = (np.asarray(f) for f in got['expand'][name])
+      a1, g1, r1, a2, g2, k = (np.asarray(f) for f in got['split'][name])
+      assert float(k) == 1.0 and float(r1) == float(r) and float(r) >= 1
+      np.testing.assert_allclose(g1, g, rtol=0, atol=1e-12 * np.abs(g).max(), err_msg=name)
+      np.testing.assert_allclose(a1 + r * a2, a, rtol=0, atol=1e-10 * np.abs(a).max(),
+                                 err_msg=name)
+      if r > 1:  # The rows' inputs differ; a layer of one row per walker has none.
+        assert np.abs(a1).max() > 1e-6 * np.abs(a).max(), name
+        several += 1
+    assert several >= 2
 
 
 def test_the_split_direction_solves_its_sum_of_two_kronecker_blocks():

@@ -16,9 +16,10 @@ registers with kfac-jax, so that its damping carries over), approximated block-d
   reach log|psi| (the bias's entry 1), G = (2/B) sum_i dbar dbar^T over the sum dbar of
   their d, repeats 1 (K with K states): a configuration's derivative sum_r a_r d_r^T taken
   as abar dbar^T, exact where every row has the same input (the shared columns); or
-  `split`: the sum of reduce's block and expand's over each row's input less abar (so
-  expand's counts only what reduce leaves out: zero in the shared columns), inverted
-  exactly by diagonalising each pair of factors jointly;
+  `split`: the sum of reduce's block and expand's over each row's input less abar
+  (deviations, zero in the shared columns), inverted exactly by diagonalising each pair of
+  factors jointly; it leaves out, besides what each leaves out, the terms that couple the
+  mean part abar dbar^T of a derivative with its deviations' part sum_r (a_r - abar) d_r^T;
 - every other parameter (envelopes, Jastrow, layer norms) gets the diagonal of F from the
   per-walker gradients (as kfac-jax treats what it finds no block for), or, with
   `dense_rest`, all of them together one dense block of F, which couples each orbital's
@@ -169,9 +170,10 @@ def _columns(blocks: tuple, bias: bool) -> tuple:
 
 
 def _expand(a, s, order, mask, d, bias: bool, b: int) -> tuple:
-  """KFAC-expand's (A, G, repeats) of one layer (module docstring) from its masked input
-  columns a (C, R, n_a), shared columns s (C, n_s) or None with their `order`, row mask
-  (C, R, 1) and output derivatives d (C, R, n_out) over b walkers."""
+  """KFAC-expand's (A, G, repeats) of one layer (module docstring) from its per-row input
+  columns a (C, R, n_a) (masked, but for the bias's column of ones), shared columns s
+  (C, n_s) or None with their `order` (_columns), row mask (C, R, 1) and output derivatives
+  d (C, R, n_out) over b walkers."""
   del bias
   c, r = a.shape[:2]
   rows = a.reshape(c * r, -1)
@@ -206,15 +208,16 @@ def _split(a, s, order, mask, d, bias: bool, b: int) -> tuple:
   """(A1, G1, R1, A2, G2, K) of one layer (arguments: `_expand`): KFAC-expand's factors of
   each row's input less its configuration's mean (zero in the shared columns and the
   bias's), then KFAC-reduce's (A1 kron G1 / R1 + A2 kron G2 / K)."""
-  c, r = a.shape[:2]
   mean = jnp.sum(a * mask, axis=1, keepdims=True) / jnp.maximum(
       jnp.sum(mask, axis=1, keepdims=True), 1.0)
   deviation = (a - mean) * mask
   if bias:
     deviation = deviation.at[..., -1].set(0.0)
-  zeros = None if s is None else jnp.zeros_like(s)
-  return _expand(deviation, zeros, order, mask, d, bias, b) + _reduce(
-      a, s, order, mask, d, bias, b)
+  a1, g1, r1 = _expand(deviation, None, order, mask, d, bias, b)
+  if s is not None:  # Zero in the shared columns, which every row has alike.
+    n_s = s.shape[-1]
+    a1 = jnp.pad(a1, ((0, n_s), (0, n_s)))[np.ix_(order, order)]
+  return (a1, g1, r1) + _reduce(a, s, order, mask, d, bias, b)
 
 
 EXPAND = choices.Choice('expand', _expand, "kfac-jax's and FermiNet's: every row its own "
@@ -392,8 +395,9 @@ def _stacked(flat: dict, path: tuple, n_out: int) -> jax.Array:
 
 
 def precondition(grads, inverses: dict, layers: list, dense_rest: bool = False):
-  """F^-1 g with the block inverses: A^-1 [dK; db] G^-1 per layer, g / diag elsewhere (with
-  `dense_rest`, the rest block's inverse times those parameters' g)."""
+  """F^-1 g with the block inverses: A^-1 [dK; db] G^-1 per layer (SPLIT's: _invert), g /
+  diag elsewhere (with `dense_rest`, the rest block's inverse times those parameters'
+  g)."""
   flat = traverse_util.flatten_dict(grads['params'])
   out = {}
   for path in layers:
