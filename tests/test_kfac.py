@@ -583,6 +583,7 @@ def test_the_split_factors_add_up_to_expands():
     assert several >= 2
 
 
+@pytest.mark.jax_range
 def test_the_split_direction_solves_its_sum_of_two_kronecker_blocks():
   """optim.kfac.rows = 'split': each dense layer's direction is (A1_d kron G1_d / R1 + A2
   kron G2 / K)^-1 g, expand's factors of the rows' deviations damped (kfac.damped_factors)
