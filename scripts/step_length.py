@@ -189,8 +189,7 @@ def render_table(path: str = JSON) -> str:
            '|' + '---|' * 12]
   for run in runs:
     r, s = run.data, run.data['summary']
-    cell = lambda k: (f'{s[k]["median"]:.2f} ({s[k]["p10"]:.2f} to {s[k]["p90"]:.2f})'
-                      if k in s else 'not measured')
+    cell = lambda k: f'{s[k]["median"]:.2f} ({s[k]["p10"]:.2f} to {s[k]["p90"]:.2f})'
     for name, text in (('own', 'its own (x_s)'),
                        ('other', f'another step\'s ({r["offset"]} away)')):
       ema = cell('kfac_ema') if name == 'own' else '〃'

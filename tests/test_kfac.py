@@ -318,7 +318,8 @@ def _bilinear_network(n_p, n_out, n_rows=1):
 
 
 @pytest.mark.parametrize('fused,rows', [(False, 'expand'), (True, 'expand'),
-                                        (False, 'reduce'), (True, 'reduce'), (False, 'split')])
+                                        (False, 'reduce'), (True, 'reduce'), (False, 'split'),
+                                        (True, 'split')])
 @pytest.mark.jax_range
 def test_direction_is_the_natural_gradient_where_the_factorisation_is_exact(fused, rows):
   """KFAC's direction against a natural-gradient solve in numpy, on a model whose Fisher
