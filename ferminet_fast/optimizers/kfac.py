@@ -187,10 +187,17 @@ def _expand(a, s, order, mask, d, bias: bool, b: int) -> tuple:
   return factor / b, FISHER_SCALE * (d_rows.T @ d_rows) / b, jnp.sum(mask) / b
 
 
+def _row_mean(a, mask):
+  """(C, 1, n_a) each configuration's mean of the per-row columns a (C, R, n_a) over its
+  rows that reach log|psi| (mask (C, R, 1)); 0 where none does."""
+  return (jnp.sum(a * mask, axis=1, keepdims=True)
+          / jnp.maximum(jnp.sum(mask, axis=1, keepdims=True), 1.0))
+
+
 def _mean_input(a, s, order, mask, bias: bool):
   """(C, n_in (+1)) each configuration's mean input over its rows that reach log|psi|, in
   the kernel's order (the bias's entry 1, the shared columns as they are)."""
-  mean = jnp.sum(a * mask, axis=1) / jnp.maximum(jnp.sum(mask, axis=1), 1.0)
+  mean = _row_mean(a, mask)[:, 0]
   if bias:  # The bias's derivative is exactly sum_r d_r: its column is 1.
     mean = jnp.concatenate([mean[:, :-1], jnp.ones_like(mean[:, -1:])], axis=-1)
   return mean if s is None else jnp.concatenate([mean, s], axis=-1)[:, order]
@@ -208,9 +215,7 @@ def _split(a, s, order, mask, d, bias: bool, b: int) -> tuple:
   """(A1, G1, R1, A2, G2, K) of one layer (arguments: `_expand`): KFAC-expand's factors of
   each row's input less its configuration's mean (zero in the shared columns and the
   bias's), then KFAC-reduce's (A1 kron G1 / R1 + A2 kron G2 / K)."""
-  mean = jnp.sum(a * mask, axis=1, keepdims=True) / jnp.maximum(
-      jnp.sum(mask, axis=1, keepdims=True), 1.0)
-  deviation = (a - mean) * mask
+  deviation = (a - _row_mean(a, mask)) * mask
   if bias:
     deviation = deviation.at[..., -1].set(0.0)
   a1, g1, r1 = _expand(deviation, None, order, mask, d, bias, b)
