@@ -14,6 +14,7 @@ import pytest
 
 from conftest import tiny_config, xla_flags
 from ferminet_fast import dmc, train
+from ferminet_fast.diffusion import stage
 from ferminet_fast.runtime import rundir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,13 +91,22 @@ class StopAt:
     return 'SIGTERM' if self.calls < 0 else None
 
 
+@pytest.fixture
+def whole_blocks(monkeypatch):
+  """Each time step's first block one step, every later one as long as the steps left
+  allow (at most stage.BLOCK): a stop signal looked for once per block then falls at the
+  same step on every machine."""
+  monkeypatch.setattr(stage, 'BLOCK_SECONDS', 1e9)
+
+
 @pytest.mark.parametrize('moves', ['electron', 'all'])
-def test_stopped_run_resumes_to_the_same_result(tmp_path, he_run, moves):
+def test_stopped_run_resumes_to_the_same_result(tmp_path, he_run, moves, whole_blocks):
   settings = dict(tau=(0.02, 0.01), steps=5, equilibration=2, quiet=True, moves=moves)
   whole = dmc.dmc(str(he_run), **settings)
   os.rename(he_run / 'dmc.json', tmp_path / 'whole.json')
   shutil.rmtree(he_run / 'dmc')
-  stopped = dmc.dmc(str(he_run), stop=StopAt(9), **settings)  # In the second time step.
+  # Blocks of 1 and 6 steps at each time step: stopped after the second's first step.
+  stopped = dmc.dmc(str(he_run), stop=StopAt(2), **settings)
   assert stopped == {'stopped_by': 'SIGTERM'}
   assert not (he_run / 'dmc.json').exists()
   resumed = dmc.dmc(str(he_run), **settings)
@@ -105,6 +115,32 @@ def test_stopped_run_resumes_to_the_same_result(tmp_path, he_run, moves):
     np.testing.assert_allclose(a['tau_eff'], b['tau_eff'], rtol=1e-6)
     np.testing.assert_allclose(a['acceptance'], b['acceptance'], rtol=1e-6)
   assert resumed['moves'] == moves
+
+
+def test_the_steps_grouped_into_blocks_give_the_same_run(he_run, monkeypatch):
+  """A run whose steps go one per call of the compiled program and one whose steps go in
+  blocks (stage.BLOCK_SECONDS) give the same energies to the last bit."""
+  settings = dict(tau=(0.02,), steps=6, equilibration=2, quiet=True)
+  monkeypatch.setattr(stage, 'BLOCK_SECONDS', 0.0)
+  single = dmc.dmc(str(he_run), **settings)
+  shutil.rmtree(he_run / 'dmc')
+  monkeypatch.setattr(stage, 'BLOCK_SECONDS', 1e9)
+  blocks = dmc.dmc(str(he_run), **settings)
+  assert single['per_tau'][0]['energy'] == blocks['per_tau'][0]['energy']
+  assert single['per_tau'][0]['acceptance'] == blocks['per_tau'][0]['acceptance']
+
+
+def test_blocks_end_where_a_checkpoint_is_due(he_run, whole_blocks):
+  """With dmc.save_every, a block of steps ends at each step a checkpoint is due, so the
+  checkpoints are those of the steps asked for (the last two kept, then the time step's
+  end), however long the blocks would otherwise be."""
+  cfg = json.loads((he_run / 'config.json').read_text())
+  cfg['dmc']['save_every'] = 3
+  (he_run / 'config.json').write_text(json.dumps(cfg))
+  dmc.dmc(str(he_run), tau=(0.02,), steps=6, equilibration=1, quiet=True)
+  kept = sorted(int(p.name) for p in (he_run / 'dmc' / 'checkpoints').iterdir()
+                if p.name.isdigit())
+  assert kept == [6, 7], kept
 
 
 def test_a_run_of_other_moves_is_not_resumed(he_run):

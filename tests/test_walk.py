@@ -167,6 +167,36 @@ def helium_trial(b: float = 0.5):
   return analytic_network(signed_log, 6)
 
 
+@pytest.mark.jax_range
+def test_a_block_of_steps_is_those_steps_in_turn():
+  """walk.make_block: n steps in one call give the states and results of n calls of the
+  step (He, the nodeless trial, electron moves with branching), whatever n; rows after n
+  are zeros."""
+  system = atom('He')
+  net = helium_trial()
+  evaluate = walk.make_evaluate(net, hamiltonian.of(system, laplacians.JACFWD))
+  move = walk.ELECTRON(evaluate, walk.make_psi(net), 0.05)
+  step = walk.make_step(evaluate, 0.05, 2, 4, move)
+  block = jax.jit(walk.make_block(step, 4))
+  one = jax.jit(step)
+  start = walk.init_state(evaluate, {}, 0.7 * jax.random.normal(jax.random.PRNGKey(5), (64, 6)),
+                          jax.random.PRNGKey(6), -2.9)
+  state, rows = start, []
+  for _ in range(7):
+    state, out = one({}, state)
+    rows.append(out)
+  blocked, got = start, []
+  for n in (1, 4, 2):
+    blocked, out = block({}, blocked, np.int32(n))
+    got += [jax.tree.map(lambda a: a[i], out) for i in range(n)]
+    assert np.all(np.asarray(out.energy)[n:] == 0.0)
+  for a, b in zip(rows, got):
+    for x, y in zip(a, b):
+      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-12, atol=1e-12)
+  for x, y in zip(jax.tree.leaves(state), jax.tree.leaves(blocked)):
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-12, atol=1e-12)
+
+
 def vmc_energy(network, system, x0, sweeps: int = 300) -> stats.Estimate:
   """The reblocked VMC energy of `network` (Metropolis sampling of |psi|^2, vmc/mcmc.py)."""
   batch_log_psi = jax.vmap(network.log_psi, in_axes=(None, 0))

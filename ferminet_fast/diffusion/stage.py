@@ -32,6 +32,12 @@ COLUMNS = ('energy', 'growth', 'acceptance', 'tau_eff', 'nonfinite')  # Per step
 # Fix a DMC run's state ('moves': 'all' and 'ecp_moves': 'locality' in the settings.json of
 # runs from before those keys; 'ecp_moves' is recorded as None for a system without an ECP).
 KEYS = ('tau', 'steps', 'equilibration', 'batch_size', 'parameters', 'moves', 'ecp_moves')
+# Steps are run in blocks of at most BLOCK steps per call of the compiled program
+# (walk.make_block), each block sized from the last one's time to take about BLOCK_SECONDS,
+# so that small systems do not wait on the host between steps, while a stop signal, the
+# progress bar and the watchdog are still seen to several times a second.
+BLOCK = 64
+BLOCK_SECONDS = 0.2
 
 
 class Setup(NamedTuple):
@@ -160,17 +166,23 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
   stopped = None
   while i < len(d.tau) and stopped is None:
     tau = float(d.tau[i])
-    step, state = _compiled(setup, tau, state, watch)
-    t, t0 = int(state.step), time.perf_counter()
+    block, state = _compiled(setup, tau, state, watch)
+    t, t0, n = int(state.step), time.perf_counter(), 1
     while t < total:
-      state, out = step(setup.params, state)
-      series[i, t] = np.asarray(jax.device_get(out), np.float64)
-      t += 1
-      watch.beat(f'DMC step {t} of {total} at tau = {tau} (moves, local energies, comb)')
+      n = min(n, total - t, saver.steps_to_due(i * total + t) or n)
+      called = time.perf_counter()
+      state, out = block(setup.params, state, np.int32(n))
+      rows = np.stack([np.asarray(c, np.float64) for c in jax.device_get(out)], axis=1)[:n]
+      series[i, t:t + n] = rows
+      t += n
+      watch.beat(f'the DMC steps after step {t} of {total} at tau = {tau} (moves, local '
+                 'energies, comb)')
       if bar is not None:
-        bar.update(1)
-        row = series[i, t - 1]
+        bar.update(n)
+        row = rows[-1]
         bar.set_postfix_str(f'tau {tau} E {row[0]:.5f} acc {row[2]:.3f} tau_eff {row[3]:.5f}')
+      per_step = (time.perf_counter() - called) / n
+      n = int(max(1, min(BLOCK, BLOCK_SECONDS // max(per_step, 1e-9))))
       if stop.received or saver.due_by_steps(i * total + t) or saver.due_by_time():
         wall[i] += time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -191,8 +203,9 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
 
 
 def _compiled(setup: Setup, tau: float, state: walk.DMCState, watch) -> tuple:
-  """(the DMC step at `tau` compiled, the state laid out for it): the walkers split over
-  the devices (environment/distributed.py), everything else replicated."""
+  """(a block of up to BLOCK DMC steps at `tau` compiled, (params, state, n) -> (state,
+  rows); the state laid out for it): the walkers split over the devices
+  (environment/distributed.py), everything else replicated."""
   ctx = distributed.context(setup.x.shape[0])
   shardings = jax.tree.map(lambda _: ctx.replicated(), state)
   shardings = shardings._replace(
@@ -200,12 +213,13 @@ def _compiled(setup: Setup, tau: float, state: walk.DMCState, watch) -> tuple:
   params = jax.tree.map(lambda a: a.sharding, setup.params)
   move = setup.moves(setup.evaluate, setup.psi, tau,
                      setup.ecp_moves(setup.nonlocal_elements, tau), setup.system.boundary.wrap)
-  step = jax.jit(walk.make_step(setup.evaluate, tau, setup.system.n_electrons,
-                               setup.cfg.dmc.equilibration, move),
-                 in_shardings=(params, shardings), out_shardings=(shardings, ctx.replicated()))
+  step = walk.make_step(setup.evaluate, tau, setup.system.n_electrons,
+                        setup.cfg.dmc.equilibration, move)
+  block = jax.jit(walk.make_block(step, BLOCK), in_shardings=(params, shardings, ctx.replicated()),
+                  out_shardings=(shardings, ctx.replicated()))
   state = jax.device_put(state, shardings)
   with watch.paused(f'compiling the DMC step at tau = {tau}'):
-    return step.lower(setup.params, state).compile(), state
+    return block.lower(setup.params, state, np.int32(1)).compile(), state
 
 
 def extrapolate(taus, energies, errors) -> Optional[dict]:

@@ -479,3 +479,27 @@ def make_step(evaluate: Callable, tau: float, n_electrons: int, equilibration: i
             stats)
 
   return step
+
+
+def make_block(step: Callable, length: int) -> Callable:
+  """(params, DMCState, n) -> (DMCState, StepStats of (length,) arrays): `step` taken n times
+  in turn (n a traced int, 1 <= n <= length) within one call, so that the host dispatches
+  the steps and reads their results once per block rather than once per step, which costs
+  small systems a large part of their step time. Rows n and after are zeros. The loop body
+  is the same program whatever n, so a run's states do not depend on how its steps were
+  grouped into blocks."""
+
+  def block(params, s: DMCState, n):
+    _, first = jax.eval_shape(step, params, s)
+    rows = jax.tree.map(lambda a: jnp.zeros((length,) + a.shape, a.dtype), first)
+
+    def body(carry):
+      i, s, rows = carry
+      s, stats = step(params, s)
+      return i + 1, s, jax.tree.map(lambda r, v: r.at[i].set(v), rows, stats)
+
+    start = (jnp.zeros((), jnp.int32), s, rows)
+    _, s, rows = jax.lax.while_loop(lambda c: c[0] < n, body, start)
+    return s, rows
+
+  return block

@@ -59,6 +59,10 @@ class Checkpointer:
   def due_by_steps(self, step: int) -> bool:
     return bool(self._every_steps and step % self._every_steps == 0)
 
+  def steps_to_due(self, step: int) -> int:
+    """Steps from `step` to the next one due by steps (0: none is ever due by steps)."""
+    return self._every_steps - step % self._every_steps if self._every_steps else 0
+
   def due_by_time(self) -> bool:
     return bool(self._every_s and time.monotonic() - self._last_time >= self._every_s)
 
