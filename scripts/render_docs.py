@@ -29,7 +29,7 @@ REPO = os.path.dirname(HERE)
 SCRIPTS = ('accuracy', 'race', 'convergence', 'dmc_goals', 'chaos', 'compare', 'benchmark_tables',
            'step_cost', 'peak_memory', 'standing', 'precision', 'observables', 'accuracy_states',
            'startup', 'pes_goals', 'force_noise', 'dmc_population', 'soak', 'replay',
-           'outliers', 'schedule_study', 'dmc_moves', 'pes_race', 'step_length')
+           'outliers', 'schedule_study', 'dmc_moves', 'pes_race', 'step_length', 'dmc_step_time')
 BLOCK = re.compile(r'(<!-- rendered: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /rendered -->)',
                    re.S)
 
