@@ -304,8 +304,9 @@ def heg_dmc(heg_runs, tmp_path_factory):
   evaluate.evaluate(str(runs[0]), steps=30, burn_in=2, quiet=True)
   out = root / 'average.json'
   settings = dict(tau=(0.05,), steps=100, equilibration=20, batch_size=64)
+  # Stopped after two blocks of steps, at most 1 + stage.BLOCK < 120: in the first twist.
   stopped = dmc.twist_average([str(r) for r in runs], str(out), quiet=True,
-                              stop=StopAt(5), **settings)
+                              stop=StopAt(1), **settings)
   assert stopped == {'stopped_by': 'SIGTERM'} and not out.exists()
   assert not any((run / 'dmc.json').exists() for run in runs)
   proc = command(f'--out={out}', f'--twist_average={runs[0]},{runs[1]}', *HEG_DMC)
