@@ -17,8 +17,8 @@ flipped from one repeat to the next. ms per step is dmc.json's: the loop over th
 the first to the last, start-up and compilation excluded; the whole process's seconds are
 recorded beside it.
 
-Each run is appended to benchmarks/dmc_step_time.json (scripts/artifacts.py); TABLES renders
-the newest row of each system into BENCHMARKS.md.
+Each system's row is appended to benchmarks/dmc_step_time.json (scripts/artifacts.py) as
+soon as it is measured; TABLES renders the newest row of each system into BENCHMARKS.md.
 """
 
 import argparse
@@ -84,9 +84,12 @@ def measure(system: str, work: str, baseline: str, steps: int, repeats: int,
 
 
 def _baseline_commit(baseline: str) -> str:
-  proc = subprocess.run(['git', '-C', baseline, 'rev-parse', 'HEAD'], capture_output=True,
-                        text=True)
-  return proc.stdout.strip() or 'unknown'
+  """The baseline checkout's commit, with ' with uncommitted changes' where it has some."""
+  git = lambda *a: subprocess.run(['git', '-C', baseline, *a], capture_output=True,  # noqa
+                                  text=True).stdout.strip()
+  commit = git('rev-parse', 'HEAD') or 'unknown'
+  return commit + (' with uncommitted changes' if git('status', '--porcelain',
+                                                      '--untracked-files=no') else '')
 
 
 def render(path: str = JSON) -> str:
@@ -110,7 +113,8 @@ def render(path: str = JSON) -> str:
              f'{np.median(row["baseline"]["process_s"]):.0f}, '
              f'{np.median(row["ours"]["process_s"]):.0f}']
     lines.append('| ' + ' | '.join(cells) + ' |')
-  commits = sorted({run.data['baseline_commit'][:7] for run, _ in newest.values()})
+  commits = sorted({run.data['baseline_commit'][:7] + run.data['baseline_commit'][40:]
+                    for run, _ in newest.values()})
   note = (f'Medians over the repeats; the baseline is commit {", ".join(commits)}. '
           + artifacts.provenance(path, [run for run, _ in newest.values()]))
   return artifacts.table(head, lines) + '\n\n' + note
@@ -134,14 +138,12 @@ def main():
   if not os.path.isfile(os.path.join(args.baseline, 'ferminet_fast', 'dmc.py')):
     sys.exit(f'--baseline {args.baseline}: not a checkout of this project')
   run_meta = artifacts.meta()
-  rows = []
+  commit = _baseline_commit(args.baseline)
   with tempfile.TemporaryDirectory() as work:
-    for system in args.systems:
-      rows.append(measure(system, work, args.baseline, args.steps, args.repeats,
-                          args.train_steps))
-      print(json.dumps(rows[-1]), flush=True)
-  artifacts.append(args.json, {'baseline_commit': _baseline_commit(args.baseline),
-                               'rows': rows}, run_meta)
+    for system in args.systems:  # Each system's row kept as soon as it is measured.
+      row = measure(system, work, args.baseline, args.steps, args.repeats, args.train_steps)
+      artifacts.append(args.json, {'baseline_commit': commit, 'rows': [row]}, run_meta)
+      print(json.dumps(row), flush=True)
   print(render(args.json))
   print('python -m scripts.render_docs puts the table into BENCHMARKS.md')
 

@@ -164,6 +164,7 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
   pack = lambda s, j: Progress(s, jnp.asarray(j, jnp.int32), jnp.asarray(series),  # noqa
                                jnp.asarray(wall))
   stopped = None
+  ctx = distributed.context(setup.x.shape[0])
   while i < len(d.tau) and stopped is None:
     tau = float(d.tau[i])
     block, state = _compiled(setup, tau, state, watch)
@@ -175,14 +176,15 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
       rows = np.stack([np.asarray(c, np.float64) for c in jax.device_get(out)], axis=1)[:n]
       series[i, t:t + n] = rows
       t += n
-      watch.beat(f'the DMC steps after step {t} of {total} at tau = {tau} (moves, local '
-                 'energies, comb)')
+      watch.beat(f'the DMC block after step {t} of {total} at tau = {tau} (moves, local '
+                 'energies, comb)' if t < total else f'the end of the DMC at tau = {tau}')
       if bar is not None:
         bar.update(n)
         row = rows[-1]
         bar.set_postfix_str(f'tau {tau} E {row[0]:.5f} acc {row[2]:.3f} tau_eff {row[3]:.5f}')
       per_step = (time.perf_counter() - called) / n
-      n = int(max(1, min(BLOCK, BLOCK_SECONDS // max(per_step, 1e-9))))
+      # Every process takes the same number of steps (the comb spans all their walkers).
+      n = ctx.smallest(int(max(1, min(BLOCK, BLOCK_SECONDS // max(per_step, 1e-9)))))
       if stop.received or saver.due_by_steps(i * total + t) or saver.due_by_time():
         wall[i] += time.perf_counter() - t0
         t0 = time.perf_counter()

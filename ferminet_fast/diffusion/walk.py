@@ -483,7 +483,7 @@ def make_step(evaluate: Callable, tau: float, n_electrons: int, equilibration: i
 
 def make_block(step: Callable, length: int) -> Callable:
   """(params, DMCState, n) -> (DMCState, StepStats of (length,) arrays): `step` taken n times
-  in turn (n a traced int, 1 <= n <= length) within one call, so that the host dispatches
+  in turn (n a traced int, at most `length` taken) within one call, so that the host dispatches
   the steps and reads their results once per block rather than once per step, which costs
   small systems a large part of their step time. Rows n and after are zeros. The loop body
   is the same program whatever n, so a run's states do not depend on how its steps were
@@ -499,7 +499,7 @@ def make_block(step: Callable, length: int) -> Callable:
       return i + 1, s, jax.tree.map(lambda r, v: r.at[i].set(v), rows, stats)
 
     start = (jnp.zeros((), jnp.int32), s, rows)
-    _, s, rows = jax.lax.while_loop(lambda c: c[0] < n, body, start)
+    _, s, rows = jax.lax.while_loop(lambda c: c[0] < jnp.minimum(n, length), body, start)
     return s, rows
 
   return block
