@@ -31,6 +31,7 @@ energies (physics/systems.py and the configs, with their citations).
 """
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -49,6 +50,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JSON = os.path.join(REPO, 'benchmarks', 'dmc_goals.json')
 EQUILIBRATION = 0.2  # Fraction of each time step's DMC steps discarded.
 PROBE_STEPS = 20
+# A probe whose DMC loop took less than this is run again with about this much longer: the
+# first block of DMC steps (one step, diffusion/stage.py) carries a first call's cost, which
+# inflates a short probe's step time (He, 2026-12-08: 168 s used of a 240 s plan).
+PROBE_SECONDS = 2.0
 # Fraction of the DMC budget the steps are planned to fill: the step time of one time step
 # moved by up to 50% from the probe's on the shared 2-core machine (H2, 2026-11-25: 81, 123
 # and 89 s for the same steps at three time steps), so a budget planned to the second overran.
@@ -100,15 +105,29 @@ def time_steps(config: str) -> tuple:
 
 def dmc_steps(run: str, budget: float, taus: tuple, extra: tuple = ()) -> int:
   """DMC steps per time step that fit `budget` seconds, from a probe's step time (at the
-  middle time step; a step costs the same at each), with the DMC flags `extra`."""
-  cmd = [sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}', *extra,
-         f'--tau={taus[len(taus) // 2]}', f'--steps={PROBE_STEPS}', '--equilibration=0']
-  wall = _run(cmd)
-  step_s = _read(run, 'dmc.json')['per_tau'][0]['wall_s'] / PROBE_STEPS
-  shutil.rmtree(os.path.join(run, 'dmc'))
-  for name in ('dmc.json', 'dmc_stats.csv'):
-    os.remove(os.path.join(run, name))
-  overhead = wall - PROBE_STEPS * step_s  # Start-up and compilation, once per process ...
+  middle time step; a step costs the same at each), with the DMC flags `extra`; where the
+  probe's loop took less than PROBE_SECONDS, from the difference of a second, longer
+  probe's loop time and the first's."""
+
+  def probe(steps: int) -> tuple:  # (process seconds, seconds of the DMC loop)
+    cmd = [sys.executable, '-m', 'ferminet_fast.dmc', f'--run={run}', *extra,
+           f'--tau={taus[len(taus) // 2]}', f'--steps={steps}', '--equilibration=0']
+    wall = _run(cmd)
+    loop = _read(run, 'dmc.json')['per_tau'][0]['wall_s']
+    shutil.rmtree(os.path.join(run, 'dmc'))
+    for name in ('dmc.json', 'dmc_stats.csv'):
+      os.remove(os.path.join(run, name))
+    return wall, loop
+
+  first = PROBE_STEPS
+  wall, loop = probe(first)
+  steps, step_s = first, loop / first
+  if loop < PROBE_SECONDS:
+    # Again for longer: the difference of the two loops' times leaves out the first call's.
+    steps = first + int(math.ceil(PROBE_SECONDS / max(step_s, 1e-6)))
+    wall, longer = probe(steps)
+    step_s = (longer - loop) / (steps - first) if longer > loop else longer / steps
+  overhead = wall - steps * step_s  # Start-up and compilation, once per process ...
   usable = BUDGET_FILL * budget - overhead - 2 * 5.0  # ... and a compilation per further tau.
   return max(10, int(usable / (len(taus) * step_s)))
 

@@ -175,3 +175,26 @@ def test_a_row_with_a_time_budget_trains_until_the_budget(monkeypatch):
     dmc_goals.run_row(row, '/nonexistent', None)
   assert trained['configs/heg.py'] == (600.0, ['--config.optim.iterations=1000000'])
   assert trained['configs/li.py'] == (None, [])
+
+
+def test_a_short_probe_is_run_again_for_long_enough(monkeypatch, tmp_path):
+  """A probe whose loop carries a first call's cost (50 ms, then 3 ms a step) is run again
+  for longer, and the steps are planned from the difference of the two: within 1% of those
+  the true step time gives, where the 20-step probe alone would plan 45% fewer."""
+  probes = []
+
+  def run(cmd, seconds=None):
+    steps = int([a for a in cmd if a.startswith('--steps=')][0].split('=')[1])
+    probes.append(steps)
+    (tmp_path / 'dmc').mkdir()
+    (tmp_path / 'dmc.json').write_text(json.dumps(
+        {'per_tau': [{'wall_s': 0.05 + 0.003 * steps}]}))
+    (tmp_path / 'dmc_stats.csv').write_text('')
+    return 10.0 + 0.05 + 0.003 * steps
+
+  monkeypatch.setattr(dmc_goals, '_run', run)
+  steps = dmc_goals.dmc_steps(str(tmp_path), 300.0, (0.02, 0.01, 0.005))
+  true = (dmc_goals.BUDGET_FILL * 300.0 - 10.0 - 10.0) / (3 * 0.003)
+  assert len(probes) == 2 and probes[0] == dmc_goals.PROBE_STEPS
+  assert probes[1] * 0.003 > 0.5 * dmc_goals.PROBE_SECONDS
+  assert abs(steps / true - 1) < 0.01, (steps, true)
