@@ -257,7 +257,9 @@ def render_table(path: str = JSON) -> str:
   lines = [artifacts.table(head, [row_line(r.data, exact_energy(r.data['config']))
                                  for r in runs])]
   cmds = ''.join(f'\n- {r.data["row"]}: `{r.data["commands"][-1]}`' for r in runs)
-  return '\n'.join(lines) + '\n\n' + artifacts.provenance(path, runs) + '\n' + cmds
+  # The note names the newest runs: in the order they ran, not the rows'.
+  dated = sorted(runs, key=lambda r: r.meta.get('date') or '')
+  return '\n'.join(lines) + '\n\n' + artifacts.provenance(path, dated) + '\n' + cmds
 
 
 TABLES = {'dmc_goals': ('ACCURACY.md', render_table)}  # Rendered by scripts/render_docs.py.
