@@ -124,9 +124,11 @@ def dmc_steps(run: str, budget: float, taus: tuple, extra: tuple = ()) -> int:
   steps, step_s = first, loop / first
   if loop < PROBE_SECONDS:
     # Again for longer: the difference of the two loops' times leaves out the first call's.
-    steps = first + int(math.ceil(PROBE_SECONDS / max(step_s, 1e-6)))
+    steps = first + min(100 * first, int(math.ceil(PROBE_SECONDS / max(step_s, 1e-6))))
     wall, longer = probe(steps)
-    step_s = (longer - loop) / (steps - first) if longer > loop else longer / steps
+    # At least half the longer loop's mean: a first call dearer in the first process than in
+    # the second would otherwise understate the step and overrun the budget.
+    step_s = max((longer - loop) / (steps - first), 0.5 * longer / steps)
   overhead = wall - steps * step_s  # Start-up and compilation, once per process ...
   usable = BUDGET_FILL * budget - overhead - 2 * 5.0  # ... and a compilation per further tau.
   return max(10, int(usable / (len(taus) * step_s)))

@@ -113,8 +113,8 @@ def render(path: str = JSON) -> str:
              f'{np.median(row["baseline"]["process_s"]):.0f}, '
              f'{np.median(row["ours"]["process_s"]):.0f}']
     lines.append('| ' + ' | '.join(cells) + ' |')
-  commits = sorted({run.data['baseline_commit'][:7] + run.data['baseline_commit'][40:]
-                    for run, _ in newest.values()})
+  short = lambda c: c.partition(' ')[0][:7] + ''.join(c.partition(' ')[1:])  # noqa: E731
+  commits = sorted({short(run.data['baseline_commit']) for run, _ in newest.values()})
   note = (f'Medians over the repeats; the baseline is commit {", ".join(commits)}. '
           + artifacts.provenance(path, [run for run, _ in newest.values()]))
   return artifacts.table(head, lines) + '\n\n' + note

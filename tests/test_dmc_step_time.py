@@ -18,7 +18,7 @@ def test_the_table_takes_the_newest_row_and_the_medians(tmp_path):
   path = str(tmp_path / 'step_time.json')
   artifacts.append(path, {'baseline_commit': 'a' * 40, 'rows': [row('He', [9.0], [9.0])]},
                    {'date': '2026-01-01'})
-  artifacts.append(path, {'baseline_commit': 'b' * 40,
+  artifacts.append(path, {'baseline_commit': 'b' * 40 + ' with uncommitted changes',
                           'rows': [row('He', [4.0, 5.0, 6.0], [2.0, 3.0, 6.0])]},
                    {'date': '2026-01-02'})
   text = dmc_step_time.render(path)
@@ -26,7 +26,7 @@ def test_the_table_takes_the_newest_row_and_the_medians(tmp_path):
   assert len(he) == 1
   cells = [c.strip() for c in he[0].split('|')[1:-1]]
   assert cells[4:8] == ['5.00', '3.00', '**0.60**', '0.50–1.00 (n = 3)']
-  assert 'commit bbbbbbb' in text and 'aaaaaaa' not in text
+  assert 'commit bbbbbbb with uncommitted changes' in text and 'aaaaaaa' not in text
 
 
 @pytest.mark.parametrize('argv,message', [

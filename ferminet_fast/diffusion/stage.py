@@ -185,12 +185,14 @@ def run_taus(setup: Setup, progress: Progress, run_dir: str, stop, watch: watchd
       per_step = (time.perf_counter() - called) / n
       # Every process takes the same number of steps (the comb spans all their walkers).
       n = ctx.smallest(int(max(1, min(BLOCK, BLOCK_SECONDS // max(per_step, 1e-9)))))
-      if stop.received or saver.due_by_steps(i * total + t) or saver.due_by_time():
+      # Every process stops, or saves by time, at the same block (as training does).
+      stopping, timed = ctx.agree(stop.received is not None, saver.due_by_time())
+      if stopping or timed or saver.due_by_steps(i * total + t):
         wall[i] += time.perf_counter() - t0
         t0 = time.perf_counter()
         saver.save(i * total + t, pack(state, i))
-        if stop.received:
-          stopped = stop.received
+        if stopping:
+          stopped = stop.received or 'a stop signal to another process'
           say(f'{stopped} received: checkpointed DMC step {t} at tau = {tau}, stopping')
           break
     if stopped is None:
