@@ -50,7 +50,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JSON = os.path.join(REPO, 'benchmarks', 'dmc_goals.json')
 EQUILIBRATION = 0.2  # Fraction of each time step's DMC steps discarded.
 PROBE_STEPS = 20
-# A probe whose DMC loop took less than this is run again with about this much longer: the
+# A probe whose DMC loop took less than this is run again for about this much longer: the
 # first block of DMC steps (one step, diffusion/stage.py) carries a first call's cost, which
 # inflates a short probe's step time (He, 2026-12-08: 168 s used of a 240 s plan).
 PROBE_SECONDS = 2.0
